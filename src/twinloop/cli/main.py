@@ -1,0 +1,15 @@
+"""Entry point: import every command module (each registers on the shared app) and run."""
+
+from __future__ import annotations
+
+from twinloop.cli import catalog_cmds  # noqa: F401  (each import registers its commands)
+from twinloop.cli.app import app
+
+
+def main() -> None:
+    """Run the ``twinloop`` command line."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Shared CLI plumbing: JSON vs human output, one-line errors with exit code 2, progress bars."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from twinloop.errors import InputError
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+JSON_OPTION = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return _jsonable(obj.model_dump())
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: _jsonable(getattr(obj, k)) for k in obj.__dataclass_fields__}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return _jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    """Print ``obj`` (dicts, dataclasses, pydantic models, numpy values) as one JSON document."""
+    sys.stdout.write(json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def fail(message: str) -> typer.Exit:
+    """Print one error line on stderr and return the exit (code 2) for the caller to raise."""
+    stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def guarded(fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; turn :class:`InputError` (and friends) into one stderr line and exit code 2."""
+    try:
+        return fn()
+    except InputError as exc:
+        raise fail(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise fail(f"{exc.filename}: file not found") from None
+
+
+@contextmanager
+def progress(description: str, total: float, enabled: bool = True) -> Iterator[Callable[[float], None]]:
+    """A rich progress bar on stderr; yields ``advance(n)``. Disabled → a no-op callback."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)

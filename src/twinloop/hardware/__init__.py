@@ -1,0 +1,1 @@
+"""Hardware specifications (GPUs, links) loaded from the catalog, and the shared GPU power model."""
