@@ -1,0 +1,1 @@
+"""Model architecture → parameters, FLOPs, bytes, KV cache; precision policies; MoE routing."""
