@@ -1,0 +1,81 @@
+"""The adapter protocol: resolve targets, report limits and current settings, apply an action."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from twinloop.ops.events import Incident
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+
+ReplyStatus = Literal["applied", "dry_run", "refused", "failed"]
+
+
+@dataclass(frozen=True)
+class AdapterReply:
+    """What an adapter says about one request."""
+
+    status: ReplyStatus
+    detail: str = ""
+
+
+def ancestor(entity: str, depth: int) -> str | None:
+    """The id ``depth`` levels deep of ``site/row/rack/node/gpu`` (1 = site ... 5 = gpu), or None if shallower."""
+    parts = entity.split("/")
+    if "jobs" in parts or len(parts) < depth:
+        return None
+    return "/".join(parts[:depth])
+
+
+_DEPTH = {"site": 1, "row": 2, "rack": 3, "node": 4, "gpu": 5}
+
+
+class ActionAdapter(ABC):
+    """Base of every adapter. Subclasses say which kinds they support and how to carry them out."""
+
+    name: ClassVar[str]
+    supported: ClassVar[frozenset[ActionKind]]
+
+    def resolve(self, selector: str, incident: Incident) -> list[str]:
+        """Target ids for a policy selector (``root``, ``node``, ``rack``, ``cdu``, ``job``, ``members``...)."""
+        if selector == "root":
+            return [incident.root]
+        if selector == "members":
+            return list(incident.members)
+        if selector == "job":
+            jobs = {self.job_of(e) for e in (incident.root, *incident.members)}
+            return sorted(j for j in jobs if j)
+        if selector == "cdu":
+            cdus = {self.cdu_of(e) for e in (incident.root, *incident.members)}
+            return sorted(c for c in cdus if c)
+        depth = _DEPTH[selector]
+        found = {ancestor(e, depth) for e in (incident.root, *incident.members)}
+        return sorted(f for f in found if f)
+
+    def job_of(self, entity: str) -> str | None:
+        """The job running on ``entity`` (a job id is returned as is); None when unknown."""
+        return entity if "/jobs/" in entity else None
+
+    def cdu_of(self, entity: str) -> str | None:
+        """The CDU cooling ``entity``; by default one CDU per row, named ``<row>/cdu``."""
+        row = ancestor(entity, 2)
+        return f"{row}/cdu" if row else None
+
+    def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
+        """Hardware range of the setting ``kind`` on ``target``; None when unknown (the guard then refuses)."""
+        return None
+
+    def current(self, kind: ActionKind, target: str) -> float | None:
+        """Current value of the setting ``kind`` on ``target``; None when unknown."""
+        return None
+
+    def apply(self, request: ActionRequest) -> AdapterReply:
+        """Carry out ``request`` (refusing kinds this adapter does not support)."""
+        if request.kind not in self.supported:
+            return AdapterReply("refused", f"{self.name} adapter does not support {request.kind}")
+        return self._apply(request)
+
+    @abstractmethod
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        """Carry out a supported request."""

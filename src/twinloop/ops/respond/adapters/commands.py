@@ -1,0 +1,86 @@
+"""Slurm and Kubernetes adapters: they emit scheduler commands, and only run them when told to (dry run is the
+default, so a first deployment shows what it *would* do)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from typing import ClassVar
+
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+
+
+def _leaf(entity: str) -> str:
+    """The scheduler's name for an entity: the last path component (node or job id)."""
+    return entity.rstrip("/").rsplit("/", 1)[-1]
+
+
+class CommandAdapter(ActionAdapter):
+    """Common part: build argv per action, show it (dry run) or run it and report failures with stderr."""
+
+    def __init__(self, dry_run: bool = True, runner: Runner | None = None) -> None:
+        self.dry_run = dry_run
+        self._runner = runner or _run
+        self.issued: list[list[str]] = []
+
+    @abstractmethod
+    def argv(self, request: ActionRequest) -> list[str]:
+        """The command line for a supported request."""
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        argv = self.argv(request)
+        line = shlex.join(argv)
+        if self.dry_run:
+            return AdapterReply("dry_run", line)
+        self.issued.append(argv)
+        try:
+            done = self._runner(argv)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return AdapterReply("failed", f"{line}: {exc}")
+        if done.returncode != 0:
+            return AdapterReply("failed", f"{line}: exit {done.returncode}: {done.stderr.strip()[:200]}")
+        return AdapterReply("applied", line)
+
+
+class SlurmAdapter(CommandAdapter):
+    """Slurm: drain/resume nodes, requeue jobs, and ask a job to checkpoint (SIGUSR1, the usual convention)."""
+
+    name: ClassVar[str] = "slurm"
+    supported: ClassVar[frozenset[ActionKind]] = frozenset(
+        {ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE, ActionKind.CHECKPOINT}
+    )
+
+    def argv(self, request: ActionRequest) -> list[str]:
+        """``scontrol``/``scancel`` command line for ``request``."""
+        target = _leaf(request.target)
+        reason = f"twinloop: {request.reason or request.kind}"
+        if request.kind == ActionKind.DRAIN:
+            return ["scontrol", "update", f"nodename={target}", "state=drain", f"reason={reason}"]
+        if request.kind == ActionKind.UNDRAIN:
+            return ["scontrol", "update", f"nodename={target}", "state=resume"]
+        if request.kind == ActionKind.REQUEUE:
+            return ["scontrol", "requeue", target]
+        return ["scancel", "--signal=USR1", "--batch", target]
+
+
+class KubernetesAdapter(CommandAdapter):
+    """Kubernetes: cordon/drain and uncordon nodes."""
+
+    name: ClassVar[str] = "k8s"
+    supported: ClassVar[frozenset[ActionKind]] = frozenset({ActionKind.DRAIN, ActionKind.UNDRAIN})
+
+    def argv(self, request: ActionRequest) -> list[str]:
+        """``kubectl`` command line for ``request``."""
+        node = _leaf(request.target)
+        if request.kind == ActionKind.DRAIN:
+            return ["kubectl", "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"]
+        return ["kubectl", "uncordon", node]

@@ -1,0 +1,121 @@
+"""Guard rails: every action bounded by hardware limits, limited in step size and rate, never retried blindly.
+
+The guard is the last word before an adapter: whatever a policy (or a learned component) asks for, what leaves
+here is inside the target's hardware range, moves a setting by at most ``max_step`` at a time, respects a
+minimum interval per target and a global budget per window, and is not re-issued after a refusal or failure
+until ``failure_backoff_s`` has passed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
+
+
+def _default_max_step() -> dict[ActionKind, float]:
+    return {
+        ActionKind.POWER_CAP: 250.0,  # W per action
+        ActionKind.SET_CLOCKS: 600.0,  # MHz per action
+        ActionKind.CDU_SETPOINT: 4.0,  # °C per action
+        ActionKind.PRECOOL: 6.0,  # °C below the current setpoint
+        ActionKind.CDU_FLOW: 0.5,  # fraction of nominal flow per action
+    }
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """Guard-rail settings (all times in seconds).
+
+    Attributes:
+        min_interval_s: no two actions of the same kind on the same target closer than this.
+        window_s / max_actions_per_window: at most this many actions (all kinds) per sliding window.
+        max_step: largest change of a setting in one action, per kind (units of the kind's value).
+        failure_backoff_s: a refused or failed (kind, target) is not tried again before this.
+    """
+
+    min_interval_s: float = 30.0
+    window_s: float = 300.0
+    max_actions_per_window: int = 50
+    max_step: dict[ActionKind, float] = field(default_factory=_default_max_step)
+    failure_backoff_s: float = 900.0
+
+    def __post_init__(self) -> None:
+        if self.min_interval_s < 0 or self.window_s <= 0 or self.max_actions_per_window < 1:
+            raise ValueError("guard config: need min_interval_s >= 0, window_s > 0, max_actions_per_window >= 1")
+
+
+@dataclass(frozen=True)
+class GuardDecision:
+    """The guard's answer: the (possibly clamped) request, or a refusal reason."""
+
+    request: ActionRequest
+    refusal: str = ""
+    clamped: bool = False
+
+    @property
+    def allowed(self) -> bool:
+        """True when the request may go to the adapter."""
+        return not self.refusal
+
+
+class GuardRails:
+    """Stateful guard: remembers what was issued (rate limits) and what failed (back-off)."""
+
+    def __init__(self, config: GuardConfig | None = None) -> None:
+        self.config = config or GuardConfig()
+        self._last: dict[tuple[ActionKind, str], float] = {}
+        self._blocked_until: dict[tuple[ActionKind, str], float] = {}
+        self._recent: deque[float] = deque()
+
+    def check(
+        self,
+        request: ActionRequest,
+        now: float,
+        limits: tuple[float, float] | None,
+        current: float | None,
+    ) -> GuardDecision:
+        """Decide on ``request`` at time ``now`` given the target's hardware ``limits`` and ``current`` setting.
+
+        A value outside the limits is clamped into them; a step larger than ``max_step`` from ``current`` is
+        shortened to ``max_step``. A value kind with unknown limits is refused (the guard will not guess).
+        """
+        key = (request.kind, request.target)
+        cfg = self.config
+        if now < self._blocked_until.get(key, -float("inf")):
+            return GuardDecision(
+                request, f"backing off after an earlier refusal/failure until t={self._blocked_until[key]:.0f}s"
+            )
+        last = self._last.get(key)
+        if last is not None and now - last < cfg.min_interval_s:
+            return GuardDecision(
+                request,
+                f"rate limit: last {request.kind} on {request.target} {now - last:.0f}s ago"
+                f" (min {cfg.min_interval_s:.0f}s)",
+            )
+        while self._recent and now - self._recent[0] > cfg.window_s:
+            self._recent.popleft()
+        if len(self._recent) >= cfg.max_actions_per_window:
+            return GuardDecision(request, f"rate limit: {cfg.max_actions_per_window} actions in {cfg.window_s:.0f}s")
+        if request.value is None:
+            return GuardDecision(request)
+        if limits is None:
+            return GuardDecision(request, f"no hardware limits known for {request.kind} on {request.target}")
+        lo, hi = limits
+        value = min(max(request.value, lo), hi)
+        step = cfg.max_step.get(request.kind)
+        if step is not None and current is not None:
+            value = min(max(value, current - step), current + step)
+            value = min(max(value, lo), hi)
+        clamped = value != request.value
+        return GuardDecision(replace(request, value=value), clamped=clamped)
+
+    def record(self, result: ActionResult) -> None:
+        """Remember an outcome: issued actions count against rate limits; refusals and failures back off."""
+        key = (result.request.kind, result.request.target)
+        if result.status in ("applied", "dry_run", "rolled_back"):
+            self._last[key] = result.ts
+            self._recent.append(result.ts)
+        elif result.status in ("refused", "failed"):
+            self._blocked_until[key] = result.ts + self.config.failure_backoff_s

@@ -1,0 +1,102 @@
+"""Policies as data: YAML rules mapping classified incidents to actions.
+
+A rule names the incident classes it handles, the minimum severity, the actions (kind, target selector, value)
+and the effect it expects. Values are absolute (``value``), a change from the current setting (``change``) or
+a factor of it (``scale``); the guard rails then bound whatever comes out.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from twinloop.errors import InputError, pydantic_error
+from twinloop.ops.events import EventClass, Severity
+from twinloop.ops.respond.actions import ActionKind
+
+POLICY_DIR = Path(__file__).resolve().parent / "policies"
+
+Mode = Literal["observe", "approve", "auto"]
+TargetSelector = Literal["root", "gpu", "node", "rack", "row", "cdu", "job", "site", "members"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ActionTemplate(_Frozen):
+    """One action of a rule; exactly one of value/change/scale for setting kinds, none for the others."""
+
+    kind: ActionKind
+    target: TargetSelector = "root"
+    value: float | None = None
+    change: float | None = None
+    scale: float | None = Field(default=None, gt=0)
+    duration_s: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_value(self) -> ActionTemplate:
+        given = sum(v is not None for v in (self.value, self.change, self.scale))
+        if given > 1:
+            raise ValueError("give at most one of value, change, scale")
+        return self
+
+
+class ExpectTemplate(_Frozen):
+    """The effect to verify after the rule's actions (else they are rolled back)."""
+
+    field: str
+    direction: Literal["down", "up"]
+    within_s: float = Field(gt=0, le=86400)
+    min_change: float = Field(default=0.0, ge=0)
+
+
+class Rule(_Frozen):
+    """Incidents of these classes at or above ``min_severity`` get these actions, once per incident."""
+
+    name: str
+    when: tuple[EventClass, ...] = Field(min_length=1)
+    min_severity: Literal["info", "minor", "major", "critical"] = "minor"
+    actions: tuple[ActionTemplate, ...] = Field(min_length=1)
+    expect: ExpectTemplate | None = None
+
+    @property
+    def severity_floor(self) -> Severity:
+        """``min_severity`` as a :class:`Severity`."""
+        return Severity[self.min_severity.upper()]
+
+
+class Policy(_Frozen):
+    """A named set of rules and the mode they run in."""
+
+    name: str
+    mode: Mode = "observe"
+    rules: tuple[Rule, ...] = Field(min_length=1)
+
+    def rules_for(self, event_class: EventClass, severity: Severity) -> list[Rule]:
+        """The rules that apply to an incident of this class and severity, in file order."""
+        return [r for r in self.rules if event_class in r.when and severity >= r.severity_floor]
+
+
+def load_policy(path: Path) -> Policy:
+    """Load and validate a policy YAML file; errors name the file and the field."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(str(path), "", f"malformed YAML: {str(exc).splitlines()[0]}") from None
+    except OSError as exc:
+        raise InputError(str(path), "", f"cannot read policy: {exc.strerror}") from None
+    try:
+        return Policy.model_validate(raw)
+    except ValidationError as exc:
+        raise pydantic_error(str(path), exc) from None
+
+
+@cache
+def default_policy() -> Policy:
+    """The packaged default policy (``policies/default.yaml``)."""
+    return load_policy(POLICY_DIR / "default.yaml")

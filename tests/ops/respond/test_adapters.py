@@ -1,0 +1,85 @@
+import pickle
+import subprocess
+from collections.abc import Sequence
+
+import pytest
+
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
+from twinloop.ops.respond.adapters.nvml import NvmlAdapter
+
+
+def test_slurm_dry_run_shows_commands_and_runs_nothing() -> None:
+    calls: list[Sequence[str]] = []
+    a = SlurmAdapter(runner=lambda argv: calls.append(argv))  # type: ignore[arg-type,func-returns-value]
+    reply = a.apply(ActionRequest(ActionKind.DRAIN, "dc/r1/k2/n17", reason="xid 79"))
+    assert reply.status == "dry_run"
+    assert reply.detail == "scontrol update nodename=n17 state=drain 'reason=twinloop: xid 79'"
+    assert a.apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/4242")).detail == "scontrol requeue 4242"
+    assert calls == []
+
+
+def test_command_failure_reports_stderr() -> None:
+    def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(list(argv), 1, "", "Invalid node name specified")
+
+    reply = SlurmAdapter(dry_run=False, runner=runner).apply(ActionRequest(ActionKind.DRAIN, "dc/r1/k1/nX"))
+    assert reply.status == "failed" and "Invalid node name" in reply.detail
+
+
+def test_missing_binary_is_a_failure_not_a_crash() -> None:
+    reply = KubernetesAdapter(dry_run=False).apply(ActionRequest(ActionKind.DRAIN, "dc/r1/k1/node-3"))
+    # kubectl is not installed on test machines; where it is, the node does not exist: failed either way.
+    assert reply.status == "failed"
+
+
+@pytest.mark.parametrize("adapter", [SlurmAdapter(), KubernetesAdapter()])
+def test_command_adapters_refuse_unsupported_kinds_and_pickle(adapter: SlurmAdapter) -> None:
+    assert adapter.apply(ActionRequest(ActionKind.POWER_CAP, "dc/r1", 300.0)).status == "refused"
+    assert pickle.loads(pickle.dumps(adapter)).dry_run is True
+
+
+class FakeNvml:
+    NVML_CLOCK_SM = 1
+
+    def __init__(self) -> None:
+        self.limits_mw = [700_000, 700_000]
+        self.refuse = False
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h: int) -> list[int]:
+        return [200_000, 700_000]
+
+    def nvmlDeviceGetPowerManagementLimit(self, h: int) -> int:
+        return self.limits_mw[h]
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:
+        return 1980
+
+    def nvmlDeviceSetPowerManagementLimit(self, h: int, mw: int) -> None:
+        if self.refuse:
+            raise RuntimeError("Insufficient Permissions")
+        self.limits_mw[h] = mw
+
+    def nvmlDeviceSetGpuLockedClocks(self, h: int, lo: int, hi: int) -> None:
+        pass
+
+
+def test_nvml_adapter_speaks_watts_and_sets_milliwatts() -> None:
+    nvml = FakeNvml()
+    a = NvmlAdapter(nvml, dry_run=False)
+    assert a.limits(ActionKind.POWER_CAP, "n1/g1") == (200.0, 700.0)
+    assert a.current(ActionKind.POWER_CAP, "n1/g1") == 700.0
+    assert a.apply(ActionRequest(ActionKind.POWER_CAP, "n1/g1", 450.0)).status == "applied"
+    assert nvml.limits_mw == [700_000, 450_000]
+    assert a.apply(ActionRequest(ActionKind.POWER_CAP, "n1", 500.0)).status == "applied"
+    assert nvml.limits_mw == [500_000, 500_000]
+    nvml.refuse = True
+    reply = a.apply(ActionRequest(ActionKind.POWER_CAP, "n1/g0", 300.0))
+    assert reply.status == "failed" and "Insufficient Permissions" in reply.detail
+    assert NvmlAdapter(nvml).apply(ActionRequest(ActionKind.POWER_CAP, "n1/g0", 300.0)).status == "dry_run"
