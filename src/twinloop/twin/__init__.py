@@ -1,0 +1,1 @@
+"""Twin: a fast, vectorized simulation of a GPU cluster with power, cooling, jobs and faults."""
