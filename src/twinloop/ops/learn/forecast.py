@@ -1,0 +1,155 @@
+"""Heat-load forecasting 5-15 minutes ahead, for precooling.
+
+Heat follows IT power within a minute or two of thermal lag, so a rack's or the facility's heat load in 10
+minutes is mostly today's load plus what the job queue already says will change: jobs that will start (with
+the planner's predicted power per GPU) and jobs that will end. :class:`HeatLoadForecaster` is a ridge
+regression per horizon on a small set of such features; :func:`persistence` is the baseline it must beat.
+
+Features at time t for horizon h (all in W unless said):
+  load now; mean load over the last 5 min; load slope over the last 5 min (W/s x h);
+  scheduled change: planned power of jobs starting in (t, t+h] minus jobs ending in (t, t+h];
+  scheduled change already begun: the same for the last 5 minutes (ramps still in progress);
+  time of day as sin/cos (serving load is diurnal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class LoadHistory:
+    """One entity's load series and its known schedule (what the job queue and the planner say).
+
+    Attributes:
+        ts_s: sample times, seconds, strictly increasing, evenly spaced.
+        load_w: measured heat load (≈ IT power) at those times, W.
+        scheduled_delta_w: planned load change per sample: + planned power at a job's start sample,
+            - at its end sample (0 elsewhere), W. Known in advance from the queue and the planner.
+    """
+
+    ts_s: FloatArray
+    load_w: FloatArray
+    scheduled_delta_w: FloatArray
+
+    def __post_init__(self) -> None:
+        n = len(self.ts_s)
+        if len(self.load_w) != n or len(self.scheduled_delta_w) != n:
+            raise ValueError("ts_s, load_w and scheduled_delta_w must have equal length")
+        if n < 2 or np.any(np.diff(self.ts_s) <= 0):
+            raise ValueError("ts_s must be strictly increasing with at least two samples")
+
+    @property
+    def dt_s(self) -> float:
+        """Sampling interval (median), seconds."""
+        return float(np.median(np.diff(self.ts_s)))
+
+
+def _window_sum(x: FloatArray, start: NDArray[np.int64], stop: NDArray[np.int64]) -> FloatArray:
+    """Sum of x[start:stop] for each pair, by prefix sums (indices clipped to the series)."""
+    csum = np.concatenate(([0.0], np.cumsum(x)))
+    n = len(x)
+    return csum[np.clip(stop, 0, n)] - csum[np.clip(start, 0, n)]
+
+
+def features(history: LoadHistory, horizon_s: float, lookback_s: float = 300.0) -> FloatArray:
+    """Feature matrix (n_samples x 7) for forecasting ``horizon_s`` ahead from every sample."""
+    load = history.load_w
+    n = len(load)
+    dt = history.dt_s
+    h = max(1, round(horizon_s / dt))
+    back = max(1, round(lookback_s / dt))
+    idx = np.arange(n)
+    start = np.maximum(idx - back + 1, 0)
+    mean_recent = _window_sum(load, start, idx + 1) / (idx + 1 - start)
+    past = load[np.maximum(idx - back, 0)]
+    slope = (load - past) / np.maximum((idx - np.maximum(idx - back, 0)) * dt, dt)
+    ahead = _window_sum(history.scheduled_delta_w, idx + 1, idx + h + 1)
+    begun = _window_sum(history.scheduled_delta_w, idx - back + 1, idx + 1)
+    day = 2 * np.pi * (history.ts_s % 86400.0) / 86400.0
+    return np.column_stack([load, mean_recent, slope * h * dt, ahead, begun, np.sin(day), np.cos(day)])
+
+
+def persistence(history: LoadHistory, horizon_s: float) -> FloatArray:
+    """The baseline: the load ``horizon_s`` from now equals the load now."""
+    return history.load_w.copy()
+
+
+def target(history: LoadHistory, horizon_s: float) -> tuple[FloatArray, NDArray[np.bool_]]:
+    """The true load ``horizon_s`` ahead of each sample, and a mask of samples that have one."""
+    h = max(1, round(horizon_s / history.dt_s))
+    n = len(history.load_w)
+    y = np.full(n, np.nan)
+    y[: n - h] = history.load_w[h:]
+    return y, ~np.isnan(y)
+
+
+class HeatLoadForecaster:
+    """Ridge regression of the load change over the horizon on :func:`features` (one model per horizon).
+
+    Predicting the *change* (not the level) keeps the model honest at every load scale and makes
+    persistence the zero-weight special case.
+    """
+
+    def __init__(self, horizon_s: float, ridge: float = 1e-3, lookback_s: float = 300.0) -> None:
+        if horizon_s <= 0:
+            raise ValueError("horizon_s must be > 0")
+        self.horizon_s = horizon_s
+        self.ridge = ridge
+        self.lookback_s = lookback_s
+        self.coef_: FloatArray | None = None
+        self.scale_: FloatArray | None = None
+
+    def fit(self, histories: list[LoadHistory]) -> HeatLoadForecaster:
+        """Fit on training runs (held apart from the runs it is evaluated on)."""
+        xs, ys = [], []
+        for hist in histories:
+            x = features(hist, self.horizon_s, self.lookback_s)
+            y, ok = target(hist, self.horizon_s)
+            xs.append(x[ok])
+            ys.append(y[ok] - hist.load_w[ok])
+        x_all = np.vstack(xs)
+        y_all = np.concatenate(ys)
+        scale = np.maximum(np.abs(x_all).max(axis=0), 1e-9)
+        xn = np.column_stack([x_all / scale, np.ones(len(x_all))])
+        reg = self.ridge * len(xn) * np.eye(xn.shape[1])
+        reg[-1, -1] = 0.0
+        self.coef_ = np.linalg.solve(xn.T @ xn + reg, xn.T @ y_all)
+        self.scale_ = scale
+        return self
+
+    def predict(self, history: LoadHistory) -> FloatArray:
+        """Forecast of the load ``horizon_s`` after every sample of ``history``, W."""
+        if self.coef_ is None or self.scale_ is None:
+            raise RuntimeError("fit() first")
+        x = features(history, self.horizon_s, self.lookback_s) / self.scale_
+        return history.load_w + np.column_stack([x, np.ones(len(x))]) @ self.coef_
+
+
+@dataclass(frozen=True)
+class ForecastScore:
+    """MAE of the model and of persistence on the same samples, and the relative improvement."""
+
+    horizon_s: float
+    mae_model_w: float
+    mae_persistence_w: float
+
+    @property
+    def improvement(self) -> float:
+        """1 - MAE_model / MAE_persistence (0.3 = 30 % lower error than persistence)."""
+        return 1.0 - self.mae_model_w / self.mae_persistence_w if self.mae_persistence_w > 0 else 0.0
+
+
+def evaluate(model: HeatLoadForecaster, histories: list[LoadHistory]) -> ForecastScore:
+    """Score ``model`` against persistence on held-apart runs."""
+    err_m, err_p = [], []
+    for hist in histories:
+        y, ok = target(hist, model.horizon_s)
+        err_m.append(np.abs(model.predict(hist)[ok] - y[ok]))
+        err_p.append(np.abs(persistence(hist, model.horizon_s)[ok] - y[ok]))
+    return ForecastScore(model.horizon_s, float(np.concatenate(err_m).mean()), float(np.concatenate(err_p).mean()))
