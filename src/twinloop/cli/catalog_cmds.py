@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, print_json, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, print_json, stdout
 from twinloop.hardware.gpu import gpu_catalog
+from twinloop.model.arch import catalog_model_names, load_model
+from twinloop.model.kv_cache import kv_cache_bytes_per_token
+from twinloop.model.params import param_counts
 
 
 @app.command()
@@ -30,5 +35,56 @@ def gpus(json_out: bool = JSON_OPTION) -> None:
             f"{s.dense_tflops['fp8']:.0f}" if "fp8" in s.dense_tflops else "—",
             f"{s.sm_clock_min_mhz:.0f}-{s.sm_clock_max_mhz:.0f}",
             f"{s.slowdown_temp_c:.0f}",
+        )
+    stdout.print(table)
+
+
+def _model_row(name: str) -> dict[str, Any]:
+    arch = load_model(name)
+    counts = param_counts(arch)
+    return {
+        "name": name,
+        "model_type": arch.model_type,
+        "n_layers": arch.n_layers,
+        "hidden": arch.hidden,
+        "attention": arch.attention,
+        "n_heads": arch.n_heads,
+        "n_kv_heads": arch.n_kv_heads,
+        "vocab": arch.vocab,
+        "n_routed_experts": arch.n_routed_experts,
+        "n_shared_experts": arch.n_shared_experts,
+        "experts_per_token": arch.experts_per_token,
+        "params_total": counts.total,
+        "params_active": counts.active,
+        "params_active_no_embedding": counts.active_no_embedding,
+        "params_mtp": counts.mtp,
+        "params_mtp_stored": counts.mtp_stored,
+        "kv_cache_bytes_per_token": kv_cache_bytes_per_token(arch, "bf16"),
+    }
+
+
+@app.command()
+def models(json_out: bool = JSON_OPTION) -> None:
+    """List the model catalog: architecture, parameters (total/active) and KV-cache bytes per token."""
+    rows = guarded(lambda: [_model_row(name) for name in catalog_model_names()])
+    if json_out:
+        print_json({"models": rows})
+        return
+    table = Table(title="Model catalog (params in billions; KV cache bytes/token in BF16)")
+    for col in ("name", "type", "layers", "hidden", "attention", "experts", "total", "active", "KV B/tok"):
+        left = col in ("name", "type", "attention", "experts")
+        table.add_column(col, justify="left" if left else "right", no_wrap=col in ("name", "type"))
+    for r in rows:
+        experts = f"{r['n_routed_experts']}+{r['n_shared_experts']}/k{r['experts_per_token']}"
+        table.add_row(
+            str(r["name"]),
+            str(r["model_type"]),
+            str(r["n_layers"]),
+            str(r["hidden"]),
+            f"{r['attention']} {r['n_heads']}/{r['n_kv_heads']}" if r["attention"] != "mla" else f"mla {r['n_heads']}",
+            experts if r["n_routed_experts"] else "—",
+            f"{r['params_total'] / 1e9:.2f}",
+            f"{r['params_active'] / 1e9:.2f}",
+            f"{r['kv_cache_bytes_per_token']:,.0f}",
         )
     stdout.print(table)

@@ -137,6 +137,8 @@ def from_hf_config(cfg: Mapping[str, Any], name: str, source: str = "config.json
         n_heads = _positive_int(cfg, source, "n_head")
         inner = cfg.get("n_inner") or 4 * hidden
         n_layers = _positive_int(cfg, source, "n_layer")
+        if hidden % n_heads:
+            raise InputError(source, "n_head", f"must divide n_embd {hidden}, got {n_heads}")
         return ModelArch(
             name=name, model_type=model_type, n_layers=n_layers, hidden=hidden,
             vocab=_positive_int(cfg, source, "vocab_size"), n_heads=n_heads, n_kv_heads=n_heads,
@@ -247,10 +249,12 @@ def _catalog_model(name: str) -> ModelArch:
 
 
 def load_model(name_or_path: str, source: str = "--model") -> ModelArch:
-    """A catalog model name (``llama-3-70b``) or a path to any supported Hugging Face config.json."""
+    """A catalog model name (``llama-3-70b``), a path to a Hugging Face config.json, or a folder holding one."""
     if name_or_path in catalog_model_names():
         return _catalog_model(name_or_path)
     path = Path(name_or_path)
+    if path.is_dir():  # a downloaded model folder: read its config.json
+        path = path / "config.json"
     if path.suffix == ".json" or path.exists():
         if not path.is_file():
             raise InputError(source, "", f"{name_or_path}: no such config file")
