@@ -1,0 +1,100 @@
+"""Every efficiency factor and modelling constant of the training planner, named, in one place.
+
+Each constant says what it is and where its value comes from. Only two are *fitted* (marked FITTED):
+they were chosen by ``benchmarks/calibrate_korthikanti.py`` to minimize the worst relative error over the
+eight cells of Korthikanti et al. 2022, Table 5 (A100, GPT 22B-1T, full recompute and selective recompute +
+sequence parallelism); docs/sections/calibration-plan-train.md reports the fit. The others are published
+measurements or stated guesses (marked GUESS) that the fit did not touch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: FITTED. Achieved fraction of the dense tensor-core peak (``GpuSpec.tflops(dtype)``) for the large training
+#: GEMMs (QKV/out projections, FFN, LM head, unfused QK^T and softmax·V) at the clock DVFS allows. It absorbs
+#: kernel efficiency, wave quantization and launch gaps. Fitted on Korthikanti Table 5 (A100 FP16).
+GEMM_EFFICIENCY = 0.77
+
+#: FITTED. HBM passes per stored activation byte over one training step (forward + backward) for the
+#: memory-bound element-wise work (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free
+#: parts): element-wise time per layer = passes × activation bytes the layer stores / usable HBM bandwidth.
+#: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes).
+ELEMENTWISE_HBM_PASSES = 8.25
+
+#: Achieved fraction of the FLOP peak for fused (flash) attention. FlashAttention-2 reports 50-73 % of
+#: A100 peak forward and lower backward (Dao 2023, Fig. 5-6); 0.55 is a round figure across fwd+bwd.
+FLASH_ATTENTION_EFFICIENCY = 0.55
+
+#: Usable fraction of the HBM bandwidth for streaming kernels (STREAM-like copies on A100/H100 reach
+#: ~80-90 % of the datasheet figure; GUESS within that range).
+HBM_EFFICIENCY = 0.85
+
+#: NCCL bus bandwidth / NVLink wire rate for large all-reduce inside one node. nccl-tests on DGX A100 report
+#: ~230 GB/s bus bandwidth on 300 GB/s per-direction NVLink3 (0.77); DGX H100 ~360-370 of 450 (0.8).
+NVLINK_EFFICIENCY = 0.78
+
+#: NCCL bus bandwidth / NIC wire rate across nodes (nccl-tests over InfiniBand HDR/NDR reach ~90 %).
+NETWORK_EFFICIENCY = 0.9
+
+#: Fraction of tensor/sequence-parallel communication left on the critical path. Megatron-LM 2022 (the
+#: calibration runs) ran it synchronously between GEMMs: 1.0. Newer userbuffer overlap lowers it (not modeled).
+TP_COMM_EXPOSED_FRACTION = 1.0
+
+#: Fraction of pipeline point-to-point sends left on the critical path (Megatron-LM 2022: blocking sends).
+PP_P2P_EXPOSED_FRACTION = 1.0
+
+#: Fraction of the MoE all-to-all left on the critical path (no compute/communication overlap assumed, as in
+#: Megatron-core without DeepSeek's DualPipe; GUESS on the pessimistic side).
+EP_A2A_EXPOSED_FRACTION = 1.0
+
+#: The data-parallel gradient sync overlaps the backward pass except its last bucket: Megatron/DDP default
+#: bucket of 40M parameters; this is the share of the sync assumed left exposed even when backward is long
+#: enough to hide it (GUESS: one bucket out of ~20).
+DP_LAST_BUCKET_FRACTION = 0.05
+
+#: Bytes reserved on each GPU beyond the model state: CUDA context (~0.5-1 GB), NCCL buffers and allocator
+#: fragmentation. GUESS from typical PyTorch/Megatron jobs (~2-3 GB unaccounted by formula).
+RESERVED_BYTES = 2.5e9
+
+#: Die temperature assumed for power (leakage) during sustained training (GUESS: liquid/air-cooled GPUs
+#: under training load typically read 60-75 C).
+TRAIN_DIE_TEMP_C = 65.0
+
+#: Activity during the compute phase of a step: SM activity and the tensor-core activity per unit of the
+#: GEMM share of the compute time (DCGM PIPE_TENSOR_ACTIVE reads ~0.6-0.8 on well-tuned LLM training; GUESS).
+COMPUTE_SM_ACTIVE = 0.95
+COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE = 0.85
+#: HBM (DRAM_ACTIVE) activity in the compute phase outside element-wise kernels (GEMM operand streaming).
+COMPUTE_DRAM_ACTIVE_BASE = 0.25
+
+#: Activity while only communication runs (NCCL kernels keep a few SMs and HBM busy; GUESS).
+COMM_SM_ACTIVE = 0.2
+COMM_DRAM_ACTIVE = 0.15
+
+#: Facility power usage effectiveness applied to GPU energy for cost: industry figures range from ~1.1
+#: (hyperscale, Google fleet 2021) to ~1.57 (Uptime Institute 2021 average); 1.2 is a modern
+#: liquid-cooled AI hall. Override with ``pue=``.
+DEFAULT_PUE = 1.2
+
+
+@dataclass(frozen=True)
+class TrainEfficiency:
+    """The efficiency factors the training time model uses, defaulting to the constants above.
+
+    A frozen value so a calibration can try other values (``dataclasses.replace``) without touching globals.
+    """
+
+    gemm: float = GEMM_EFFICIENCY
+    elementwise_hbm_passes: float = ELEMENTWISE_HBM_PASSES
+    flash_attention: float = FLASH_ATTENTION_EFFICIENCY
+    hbm: float = HBM_EFFICIENCY
+    nvlink: float = NVLINK_EFFICIENCY
+    network: float = NETWORK_EFFICIENCY
+    tp_comm_exposed: float = TP_COMM_EXPOSED_FRACTION
+    pp_p2p_exposed: float = PP_P2P_EXPOSED_FRACTION
+    ep_a2a_exposed: float = EP_A2A_EXPOSED_FRACTION
+    dp_last_bucket: float = DP_LAST_BUCKET_FRACTION
+
+
+DEFAULT_EFFICIENCY = TrainEfficiency()

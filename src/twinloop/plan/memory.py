@@ -1,0 +1,124 @@
+"""Memory per GPU of a training job, vectorized over arrays of configurations.
+
+Per GPU on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers plus the embedding or LM head):
+
+* weights: non-expert layer parameters ``/tp``, routed experts ``/(ep·tp)`` (expert tensor parallelism =
+  TP), embedding-type parameters ``/tp`` (vocabulary-parallel), in the policy's ``weights_stored`` dtype;
+  ZeRO-3 also shards them over the data-parallel group (``dp·cp``, experts ``dp·cp/ep``).
+* gradients: same parameters in the ``gradients`` dtype; sharded from ZeRO-2.
+* optimizer: Adam, master weights + two moments per parameter; sharded from ZeRO-1.
+* activations (Korthikanti et al. 2022): per layer per micro-batch
+  ``tokens·(repl/(tp if SP else 1) + shard/tp) + b·(s/cp)·s·a/tp·score`` bytes
+  (see :mod:`twinloop.plan.workload`); selective recompute drops the attention-core term; full recompute
+  keeps only each layer's input (``d·h`` per token, ``/tp`` with SP). 1F1B keeps ``min(pp, m)``
+  micro-batches in flight on the first stage, interleaving multiplies by ``1 + (pp-1)/(pp·v)``; with
+  ``pp == 1`` the output layer adds ``2·d·tokens·(h + V)/tp`` (Korthikanti's ``4sbh/t·(1 + V/h)``).
+* communication buffers: the gathered sequence-parallel input, MoE dispatch/combine buffers (×imbalance),
+  ZeRO-3's prefetch of two layers, plus RESERVED_BYTES (CUDA context, NCCL, fragmentation). Data-parallel
+  gradient buckets are views into the contiguous gradient buffer (Megatron-LM), so they add nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.plan import efficiency as eff
+from twinloop.plan.parallel import ConfigArrays
+from twinloop.plan.workload import TrainWorkload
+
+F64 = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class MemoryArrays:
+    """Bytes per GPU for each configuration (arrays aligned with the :class:`ConfigArrays`)."""
+
+    weights: F64
+    gradients: F64
+    optimizer: F64
+    activations: F64
+    comm_buffers: F64
+    total: F64
+
+
+def stage_layers(n_layers: int, pp: NDArray[np.int64], interleave: NDArray[np.int64] | int = 1) -> F64:
+    """Layers on the heaviest pipeline stage: ``v·⌈L/(pp·v)⌉`` (uneven splits put the extra layers on some
+    stages, as Llama 3 405B's 126 layers on 16 stages did)."""
+    v = np.asarray(interleave)
+    return (v * np.ceil(n_layers / (pp * v))).astype(np.float64)
+
+
+def params_per_gpu(w: TrainWorkload, c: ConfigArrays) -> tuple[F64, F64]:
+    """(non-expert, expert) parameters held by one GPU before any ZeRO sharding."""
+    frac = stage_layers(w.n_layers, c.pp, c.interleave) / w.n_layers
+    emb = np.where(c.pp == 1, w.params_embedding_all, w.params_embedding_stage)
+    dense = (w.params_layers * frac + emb) / c.tp
+    experts = w.params_experts * frac / (c.ep * c.tp)
+    return dense, experts
+
+
+def micro_batches(global_batch: int, c: ConfigArrays) -> NDArray[np.int64]:
+    """Micro-batches per pipeline per step: ``B / (dp·b)``."""
+    return global_batch // (c.dp * c.micro_batch)
+
+
+def activation_bytes_per_layer(w: TrainWorkload, c: ConfigArrays) -> F64:
+    """Activation bytes one layer stores for one micro-batch on one GPU *without* recompute."""
+    tokens = c.micro_batch * (w.seq_len / c.cp)
+    repl_div = np.where(c.sequence_parallel == 1, c.tp, 1)
+    per_token = w.act_repl_bytes / repl_div + w.act_shard_bytes / c.tp
+    scores = c.micro_batch * (w.seq_len / c.cp) * w.seq_len * w.n_heads / c.tp * w.act_score_bytes
+    return tokens * per_token + scores
+
+
+def activation_memory(w: TrainWorkload, c: ConfigArrays, global_batch: int) -> F64:
+    """Activation bytes per GPU on the first pipeline stage (the one holding the most micro-batches)."""
+    tokens = c.micro_batch * (w.seq_len / c.cp)
+    repl_div = np.where(c.sequence_parallel == 1, c.tp, 1)
+    full = tokens * w.act_input_bytes / repl_div
+    no_scores = tokens * (w.act_repl_bytes / repl_div + w.act_shard_bytes / c.tp)
+    per_layer = np.select(
+        [c.recompute == 0, c.recompute == 1], [activation_bytes_per_layer(w, c), no_scores], default=full
+    )
+    m = micro_batches(global_batch, c)
+    in_flight = np.minimum(c.pp, m) * np.where(c.interleave > 1, 1 + (c.pp - 1) / (c.pp * c.interleave), 1.0)
+    layers = stage_layers(w.n_layers, c.pp, c.interleave)
+    output = np.where(c.pp == 1, 2 * w.bytes_act * tokens * (w.hidden + w.vocab) / c.tp, 0.0)
+    emb_dropout = tokens * w.hidden / repl_div * in_flight if w.dropout else 0.0
+    return layers * per_layer * in_flight + output + emb_dropout
+
+
+def memory_per_gpu(w: TrainWorkload, c: ConfigArrays, global_batch: int, imbalance: F64 | float = 1.0) -> MemoryArrays:
+    """Memory per GPU for every configuration in ``c``.
+
+    Args:
+        w: the model-side scalars.
+        c: configurations.
+        global_batch: sequences per optimizer step.
+        imbalance: MoE routing imbalance (hottest EP rank's load / mean) sizing the dispatch buffers.
+    """
+    dense, experts = params_per_gpu(w, c)
+    dp_group = (c.dp * c.cp).astype(np.float64)
+    exp_group = dp_group / c.ep
+
+    def sharded(stage: int) -> F64:
+        return np.where(c.zero >= stage, dense / dp_group + experts / exp_group, dense + experts)
+
+    weights = sharded(3) * w.bytes_weights
+    gradients = sharded(2) * w.bytes_grads
+    optimizer = sharded(1) * (w.bytes_master + 2 * w.bytes_opt_state)
+    activations = activation_memory(w, c, global_batch)
+
+    tokens = c.micro_batch * (w.seq_len / c.cp)
+    sp_gather = np.where(c.tp > 1, 2 * tokens * w.hidden * w.bytes_act, 0.0)
+    moe: F64 | float = 0.0
+    if w.is_moe:
+        moe = tokens * w.experts_per_token * w.hidden * (w.bytes_dispatch + w.bytes_combine) * imbalance
+    per_layer_params = (dense + experts) / stage_layers(w.n_layers, c.pp, c.interleave)
+    zero3_prefetch = np.where(c.zero == 3, 2 * per_layer_params * w.bytes_weights, 0.0)
+    comm = sp_gather + moe + zero3_prefetch + eff.RESERVED_BYTES
+    total = weights + gradients + optimizer + activations + comm
+    return MemoryArrays(weights, gradients, optimizer, activations, comm, total)

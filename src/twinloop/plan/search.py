@@ -1,0 +1,165 @@
+"""Search every valid parallelism configuration and rank them, vectorized with NumPy.
+
+All configurations (:func:`twinloop.plan.parallel.enumerate_configs`) are evaluated at once as arrays:
+memory first, then time, power, energy and cost for those that fit. No Python loop runs per configuration
+(only one routing simulation per distinct expert-parallel degree for MoE models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.errors import InputError
+from twinloop.plan.evaluate import TrainArrays, evaluate, routing_imbalance
+from twinloop.plan.memory import memory_per_gpu
+from twinloop.plan.parallel import ConfigArrays, enumerate_configs
+from twinloop.plan.train_request import TrainContext
+
+Objective = Literal["throughput", "energy", "cost"]
+OBJECTIVES: tuple[Objective, ...] = ("throughput", "energy", "cost")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Ranked configurations.
+
+    Attributes:
+        objective: what the ranking optimizes.
+        evaluated: configurations enumerated and evaluated for memory.
+        fitting: configurations that fit in memory (evaluated for time, power and cost).
+        ranked: the fitting ones, best first.
+        smallest_memory_bytes: the least memory per GPU any configuration needs (explains "none fits").
+    """
+
+    objective: Objective
+    evaluated: int
+    fitting: int
+    ranked: TrainArrays
+    smallest_memory_bytes: float
+
+    def rows(self, top: int) -> list[dict[str, Any]]:
+        """The best ``top`` configurations as plain dicts (config, memory, step time, throughput, ...)."""
+        a = self.ranked
+        out = []
+        for i in range(min(top, len(a.configs))):
+            cfg = a.configs.config(i)
+            out.append(
+                {
+                    "rank": i + 1,
+                    "config": {
+                        "tp": cfg.tp,
+                        "pp": cfg.pp,
+                        "dp": cfg.dp,
+                        "ep": cfg.ep,
+                        "cp": cfg.cp,
+                        "micro_batch": cfg.micro_batch,
+                        "zero": cfg.zero,
+                        "recompute": cfg.recompute,
+                        "sequence_parallel": cfg.sequence_parallel,
+                        "interleave": cfg.interleave,
+                    },
+                    "memory_per_gpu_bytes": float(a.memory.total[i]),
+                    "step_time_s": float(a.time.step_s[i]),
+                    "tokens_per_s": float(a.tokens_per_s[i]),
+                    "mfu": float(a.mfu[i]),
+                    "power_per_gpu_w": float(a.power.average_power_w[i]),
+                    "energy_per_token_j": float(a.energy_per_token_j[i]),
+                    "cost_per_million_tokens_usd": float(a.cost_per_token_usd[i] * 1e6),
+                }
+            )
+        return out
+
+
+def rank_order(a: TrainArrays, objective: Objective) -> NDArray[np.int64]:
+    """Indices best first: throughput descending, energy or cost per token ascending (stable ties)."""
+    if objective == "throughput":
+        key = -a.tokens_per_s
+    elif objective == "energy":
+        key = a.energy_per_token_j
+    elif objective == "cost":
+        key = a.cost_per_token_usd
+    else:
+        raise InputError("--search", "", f"unknown objective {objective!r} (allowed: {', '.join(OBJECTIVES)})")
+    # Tie-break on less memory so equal-speed configurations prefer the one with more headroom.
+    return np.lexsort((a.memory.total, key)).astype(np.int64)
+
+
+def _select(a: TrainArrays, idx: NDArray[np.int64]) -> TrainArrays:
+    def pick(obj: Any) -> Any:
+        return type(obj)(**{k: getattr(obj, k)[idx] for k in obj.__dataclass_fields__})
+
+    return TrainArrays(
+        configs=a.configs.select(idx),
+        memory=pick(a.memory),
+        time=pick(a.time),
+        power=pick(a.power),
+        fits=a.fits[idx],
+        headroom_bytes=a.headroom_bytes[idx],
+        tokens_per_s=a.tokens_per_s[idx],
+        tflops_per_gpu=a.tflops_per_gpu[idx],
+        mfu=a.mfu[idx],
+        hfu=a.hfu[idx],
+        energy_per_token_j=a.energy_per_token_j[idx],
+        cost_per_token_usd=a.cost_per_token_usd[idx],
+        imbalance=a.imbalance[idx],
+    )
+
+
+def candidate_configs(ctx: TrainContext, fixed: dict[str, int | str | bool] | None = None) -> ConfigArrays:
+    """Every valid configuration for the context, with the user's fixed choices (default: the request's)."""
+    fixed = ctx.request.fixed_parallelism() if fixed is None else fixed
+    return enumerate_configs(
+        ctx.arch, ctx.gpu.gpus_per_node, ctx.request.gpus, ctx.global_batch, ctx.seq_len, fixed=fixed
+    )
+
+
+def search(
+    ctx: TrainContext, objective: Objective = "throughput", fixed: dict[str, int | str | bool] | None = None
+) -> SearchResult:
+    """Evaluate all valid configurations and rank those that fit in memory by ``objective``.
+
+    Raises:
+        InputError: no valid configuration exists for the GPU count and the fixed choices.
+    """
+    configs = candidate_configs(ctx, fixed)
+    if len(configs) == 0:
+        raise InputError(
+            "plan train",
+            "parallelism",
+            f"no valid configuration for {ctx.request.gpus} GPUs, global batch {ctx.global_batch}, "
+            f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}",
+        )
+    w = ctx.workload
+    imbalance = routing_imbalance(ctx.arch, configs.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
+    mem = memory_per_gpu(w, configs, ctx.global_batch, imbalance)
+    fit = np.flatnonzero(mem.total <= w.hbm_capacity_bytes)
+    smallest = float(mem.total.min())
+    sub = configs.select(fit)
+    arrays = evaluate(
+        w,
+        sub,
+        ctx.topology,
+        ctx.power_model,
+        ctx.global_batch,
+        ctx.power_limit_w,
+        ctx.prices,
+        imbalance[fit],
+    )
+    order = rank_order(arrays, objective) if len(sub) else np.zeros(0, dtype=np.int64)
+    return SearchResult(objective, len(configs), int(fit.size), _select(arrays, order), smallest)
+
+
+def describe(cfg_row: dict[str, Any]) -> str:
+    """A compact one-line label of a configuration row (``tp8 pp16 dp128 ...``)."""
+    c = cfg_row["config"]
+    label = f"tp{c['tp']} pp{c['pp']} dp{c['dp']} cp{c['cp']} ep{c['ep']} mb{c['micro_batch']} z{c['zero']}"
+    label += (
+        f" {c['recompute']}"
+        + (" sp" if c["sequence_parallel"] else "")
+        + (f" v{c['interleave']}" if c["interleave"] > 1 else "")
+    )
+    return label

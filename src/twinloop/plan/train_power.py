@@ -1,0 +1,130 @@
+"""Power per GPU over a training step, with DVFS at the power limit (vectorized over configurations).
+
+A step has three phases, each with DCGM-style activities (0..1) that drive
+:class:`twinloop.hardware.power.GpuPowerModel`:
+
+* compute (GEMMs, attention, element-wise kernels, optimizer): tensor activity
+  ``COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE × gemm_share``, SM activity ``COMPUTE_SM_ACTIVE``, DRAM activity
+  mixing GEMM operand streaming (``COMPUTE_DRAM_ACTIVE_BASE``) and saturated element-wise kernels
+  (``HBM_EFFICIENCY``) by their time shares;
+* communication (exposed TP/CP/EP/PP/DP collectives): NCCL's few SMs (``COMM_SM_ACTIVE``) and HBM
+  (``COMM_DRAM_ACTIVE``), no tensor cores;
+* bubble (pipeline fill/drain): idle, static power only.
+
+Under the power limit the compute phase runs at the highest clock whose power fits
+(:meth:`GpuPowerModel.max_clock_for_power`) and slows by ``1/relative_speed`` for its compute-bound share;
+communication and bubbles are clock-insensitive. Average power is time-weighted; peak is the compute phase.
+All activity constants are guesses (see :mod:`twinloop.plan.efficiency`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.hardware.power import GpuPowerModel, relative_speed
+from twinloop.plan import efficiency as effc
+from twinloop.plan.collectives import Topology
+from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
+from twinloop.plan.parallel import ConfigArrays
+from twinloop.plan.train_time import TimeArrays, step_time
+from twinloop.plan.workload import TrainWorkload
+
+F64 = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PowerArrays:
+    """Per-GPU power and phase activity, one entry per configuration.
+
+    Attributes:
+        compute_clock_mhz: SM clock in the compute phase (DVFS at the power limit).
+        slowdown: compute stretch from that clock (≥ 1).
+        compute_power_w / comm_power_w / bubble_power_w: board power in each phase.
+        average_power_w: time-weighted over the step; peak_power_w: the compute phase.
+        compute_s / comm_s / bubble_s: phase durations per step (sum = step time).
+        tensor_active / sm_active / dram_active: compute-phase activities (0..1).
+        energy_per_step_j: energy of one GPU per step.
+    """
+
+    compute_clock_mhz: F64
+    slowdown: F64
+    compute_power_w: F64
+    comm_power_w: F64
+    bubble_power_w: F64
+    average_power_w: F64
+    peak_power_w: F64
+    compute_s: F64
+    comm_s: F64
+    bubble_s: F64
+    tensor_active: F64
+    sm_active: F64
+    dram_active: F64
+    energy_per_step_j: F64
+
+
+def compute_activity(gemm_share: F64, eff: TrainEfficiency = DEFAULT_EFFICIENCY) -> tuple[F64, F64, F64]:
+    """(tensor, sm, dram) activity of the compute phase for a compute-bound share ``gemm_share``."""
+    tensor = effc.COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE * gemm_share
+    sm = np.full_like(gemm_share, effc.COMPUTE_SM_ACTIVE)
+    dram = effc.COMPUTE_DRAM_ACTIVE_BASE * gemm_share + eff.hbm * (1.0 - gemm_share)
+    return tensor, sm, dram
+
+
+def time_and_power(
+    w: TrainWorkload,
+    c: ConfigArrays,
+    topo: Topology,
+    model: GpuPowerModel,
+    global_batch: int,
+    power_limit_w: F64 | float,
+    imbalance: F64 | float = 1.0,
+    eff: TrainEfficiency = DEFAULT_EFFICIENCY,
+) -> tuple[TimeArrays, PowerArrays]:
+    """Step time at the clock the power limit allows, and the power of each phase.
+
+    Args:
+        power_limit_w: per-GPU power limit (scalar or one per configuration), within the GPU's range.
+    """
+    full_clock = step_time(w, c, topo, global_batch, imbalance, 1.0, eff)
+    tensor, sm, dram = compute_activity(full_clock.gemm_share, eff)
+    temp = np.full(tensor.shape, effc.TRAIN_DIE_TEMP_C)
+    limit = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), tensor.shape).copy()
+    clock = np.asarray(model.max_clock_for_power(limit, tensor, sm, dram, temp), dtype=np.float64)
+    f_max = model.gpu.sm_clock_max_mhz
+    speed = np.asarray(relative_speed(clock, f_max, full_clock.gemm_share), dtype=np.float64)
+    slowdown = 1.0 / speed
+    t = step_time(w, c, topo, global_batch, imbalance, slowdown, eff)
+
+    compute_p = np.asarray(model.power_w(clock, tensor, sm, dram, temp), dtype=np.float64)
+    zeros = np.zeros_like(tensor)
+    comm_clock = np.asarray(
+        model.max_clock_for_power(limit, zeros, zeros + effc.COMM_SM_ACTIVE, zeros + effc.COMM_DRAM_ACTIVE, temp)
+    )
+    comm_p = np.asarray(
+        model.power_w(comm_clock, zeros, zeros + effc.COMM_SM_ACTIVE, zeros + effc.COMM_DRAM_ACTIVE, temp)
+    )
+    bubble_p = np.asarray(model.power_w(zeros + f_max, zeros, zeros, zeros, temp), dtype=np.float64)
+    compute_s = t.compute_s + t.optimizer_s
+    comm_s = t.tp_comm_s + t.cp_comm_s + t.ep_comm_s + t.pp_p2p_s + t.dp_exposed_s
+    bubble_s = t.bubble_s
+    energy = compute_p * compute_s + comm_p * comm_s + bubble_p * bubble_s
+    power = PowerArrays(
+        compute_clock_mhz=clock,
+        slowdown=slowdown,
+        compute_power_w=compute_p,
+        comm_power_w=comm_p,
+        bubble_power_w=bubble_p,
+        average_power_w=energy / t.step_s,
+        peak_power_w=np.maximum(compute_p, comm_p),
+        compute_s=compute_s,
+        comm_s=comm_s,
+        bubble_s=bubble_s,
+        tensor_active=tensor,
+        sm_active=sm,
+        dram_active=dram,
+        energy_per_step_j=energy,
+    )
+    return t, power

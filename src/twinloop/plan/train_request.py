@@ -1,0 +1,152 @@
+"""What a user asks the training planner (:class:`TrainRequest`) and the resolved context it plans in.
+
+Any parallelism field left ``None`` is chosen by the planner (the highest-throughput configuration that
+fits in memory). Defaults: BF16 mixed precision, sequence length ``min(8192, max_position)``, a batch of
+4,194,304 tokens (2^22, Llama 3 405B's initial batch), the power limit at TDP, Chinchilla's 20 tokens per
+parameter as the training budget, flash attention without dropout (Llama-style training).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from twinloop.errors import InputError, pydantic_error
+from twinloop.hardware.gpu import GpuSpec, get_gpu
+from twinloop.hardware.power import GpuPowerModel
+from twinloop.model.arch import ModelArch, load_model
+from twinloop.model.precision import PrecisionPolicy, get_policy
+from twinloop.plan.collectives import Topology, default_topology
+from twinloop.plan.cost import Prices
+from twinloop.plan.efficiency import DEFAULT_PUE
+from twinloop.plan.parallel import ParallelConfig, Recompute
+from twinloop.plan.workload import AttentionKernel, TrainWorkload, build_workload
+
+DEFAULT_TOKENS_PER_BATCH = 4_194_304
+DEFAULT_MAX_SEQ_LEN = 8192
+CHINCHILLA_TOKENS_PER_PARAM = 20.0
+
+PARALLEL_FIELDS = ("tp", "pp", "dp", "ep", "cp", "zero", "recompute", "sequence_parallel", "micro_batch", "interleave")
+
+
+class TrainRequest(BaseModel):
+    """A training-plan request (frozen). Sizes in sequences/tokens, prices in USD, power in watts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(description="catalog model name or path to a Hugging Face config.json")
+    gpu: str = Field(description="catalog GPU name")
+    gpus: int = Field(ge=1, le=1_000_000)
+    tp: int | None = Field(default=None, ge=1)
+    pp: int | None = Field(default=None, ge=1)
+    dp: int | None = Field(default=None, ge=1)
+    ep: int | None = Field(default=None, ge=1)
+    cp: int | None = Field(default=None, ge=1)
+    zero: int | None = Field(default=None, ge=0, le=3)
+    recompute: Recompute | None = None
+    sequence_parallel: bool | None = None
+    micro_batch: int | None = Field(default=None, ge=1)
+    interleave: int | None = Field(default=None, ge=1)
+    global_batch: int | None = Field(default=None, ge=1, description="sequences per optimizer step")
+    tokens_per_batch: int | None = Field(default=None, ge=1, description="tokens per optimizer step")
+    seq_len: int | None = Field(default=None, ge=1)
+    precision: str = "bf16"
+    price_per_gpu_hour: float = Field(default=2.0, ge=0)
+    price_per_kwh: float = Field(default=0.10, ge=0)
+    pue: float = Field(default=DEFAULT_PUE, ge=1.0, le=5.0)
+    train_tokens: float | None = Field(default=None, gt=0)
+    power_limit_w: float | None = Field(default=None, gt=0)
+    scaleout: str | None = None
+    attention_kernel: AttentionKernel = "flash"
+    dropout: bool = False
+    moe_zipf_s: float = Field(default=0.0, ge=0)
+    seed: int = 0
+
+    def fixed_parallelism(self) -> dict[str, int | str | bool]:
+        """The parallelism choices the user made (the rest are searched)."""
+        return {f: getattr(self, f) for f in PARALLEL_FIELDS if getattr(self, f) is not None}
+
+
+def make_request(source: str = "plan train", **fields: Any) -> TrainRequest:
+    """Build a :class:`TrainRequest`, turning validation errors into one-line :class:`InputError`."""
+    try:
+        return TrainRequest(**fields)
+    except ValidationError as exc:
+        raise pydantic_error(source, exc) from None
+
+
+@dataclass(frozen=True)
+class TrainContext:
+    """A request resolved against the catalogs: everything the formulas need."""
+
+    request: TrainRequest
+    arch: ModelArch
+    gpu: GpuSpec
+    policy: PrecisionPolicy
+    workload: TrainWorkload
+    topology: Topology
+    power_model: GpuPowerModel
+    seq_len: int
+    global_batch: int
+    power_limit_w: float
+    prices: Prices
+    train_tokens: float
+
+    def parallel_config(self) -> ParallelConfig | None:
+        """The user's full configuration when every parallelism field was given (ep defaults to 1 for
+        dense models, sequence parallelism to off when tp is 1), else None."""
+        fixed = self.request.fixed_parallelism()
+        if not self.arch.is_moe:
+            fixed.setdefault("ep", 1)
+        if fixed.get("tp") == 1:
+            fixed.setdefault("sequence_parallel", False)
+        if fixed.get("pp") == 1:
+            fixed.setdefault("interleave", 1)
+        if any(f not in fixed for f in PARALLEL_FIELDS):
+            return None
+        return ParallelConfig(**fixed)  # type: ignore[arg-type]
+
+
+def resolve(req: TrainRequest) -> TrainContext:
+    """Look up the model, GPU and precision policy and derive the batch, sequence and power defaults."""
+    arch = load_model(req.model)
+    gpu = get_gpu(req.gpu)
+    policy = get_policy(req.precision)
+    seq_len = req.seq_len or min(DEFAULT_MAX_SEQ_LEN, arch.max_position)
+    both = req.global_batch is not None and req.tokens_per_batch is not None
+    if both and req.global_batch * seq_len != req.tokens_per_batch:  # type: ignore[operator]
+        raise InputError(
+            "--tokens-per-batch",
+            "",
+            f"{req.tokens_per_batch} disagrees with --global-batch {req.global_batch} × seq_len {seq_len}; "
+            "give one of them",
+        )
+    if req.global_batch is not None:
+        global_batch = req.global_batch
+    else:
+        tokens = req.tokens_per_batch or DEFAULT_TOKENS_PER_BATCH
+        global_batch = max(1, round(tokens / seq_len))
+    limit = req.power_limit_w if req.power_limit_w is not None else gpu.tdp_w
+    if not gpu.power_limit_min_w <= limit <= gpu.power_limit_max_w:
+        raise InputError(
+            "--power-limit",
+            "",
+            f"{limit:g} W outside {gpu.name}'s range {gpu.power_limit_min_w:g}-{gpu.power_limit_max_w:g} W",
+        )
+    workload = build_workload(arch, policy, gpu, seq_len, req.attention_kernel, req.dropout)
+    return TrainContext(
+        request=req,
+        arch=arch,
+        gpu=gpu,
+        policy=policy,
+        workload=workload,
+        topology=default_topology(gpu, req.scaleout),
+        power_model=GpuPowerModel(gpu),
+        seq_len=seq_len,
+        global_batch=global_batch,
+        power_limit_w=limit,
+        prices=Prices(req.price_per_gpu_hour, req.price_per_kwh, req.pue),
+        train_tokens=req.train_tokens or CHINCHILLA_TOKENS_PER_PARAM * workload.params_total,
+    )

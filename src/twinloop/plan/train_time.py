@@ -1,0 +1,225 @@
+"""Training step time, vectorized over arrays of configurations.
+
+One micro-batch on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers + LM head) takes
+
+* compute: forward GEMMs at the policy dtype's peak × ``gemm`` efficiency (attention core at the flash
+  efficiency, or as GEMMs when unfused), ×3 for forward + backward, plus recomputation (full: the layers'
+  forward again; selective: the attention core's forward);
+* element-wise work, memory-bound: ``elementwise_hbm_passes`` × the activation bytes the layers store /
+  usable HBM bandwidth (full recompute repeats the forward third; selective the attention-core third);
+* TP/SP communication: per layer 2 all-reduces forward and 2 backward (with SP: the same volume as
+  reduce-scatter + all-gather pairs), 2 more with full recompute; ``tp_comm_exposed`` of it exposed;
+* CP ring attention: ``cp-1`` K/V exchanges forward, twice that backward, hidden behind the attention core;
+* EP all-to-all per MoE layer: dispatch (``moe_dispatch`` dtype) + combine (``moe_combine``), forward and
+  backward (+ forward again with full recompute), scaled by the routing imbalance; each of a token's
+  ``k`` copies is counted (no per-rank deduplication: an upper bound on the volume);
+* pipeline point-to-point: ``2·v`` sends of the stage boundary activation (``/tp``: scatter-gather).
+
+A step is ``m + (pp-1)/v`` micro-batch times (1F1B with ``v`` interleaved chunks: bubble ``(pp-1)/(v·m)``)
+plus the exposed data-parallel gradient sync (overlapped with the last micro-batch's backward except
+``dp_last_bucket`` of it; ZeRO-3 gathers weights every micro-batch, overlapped with compute) plus the
+optimizer step (memory-bound). ``slowdown`` (≥ 1, from DVFS under a power limit) stretches compute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.plan import collectives as coll
+from twinloop.plan.collectives import Topology
+from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
+from twinloop.plan.memory import activation_bytes_per_layer, micro_batches, params_per_gpu, stage_layers
+from twinloop.plan.parallel import ConfigArrays
+from twinloop.plan.workload import TrainWorkload
+
+F64 = NDArray[np.float64]
+
+#: Share of a layer's element-wise HBM traffic that belongs to the forward pass (forward writes each stored
+#: activation once, backward reads it and writes its gradient): the FLOP ratio 1 : 2, same convention.
+ELEMENTWISE_FORWARD_SHARE = 1.0 / 3.0
+
+
+@dataclass(frozen=True)
+class TimeArrays:
+    """Per-step times (seconds, per GPU on the critical path), one entry per configuration.
+
+    Attributes:
+        step_s: the whole optimizer step.
+        compute_s: GEMMs + attention + element-wise over all micro-batches (after ``slowdown``).
+        gemm_share: compute-bound share of ``compute_s`` (the rest is memory-bound element-wise work).
+        tp_comm_s / cp_comm_s / ep_comm_s / pp_p2p_s: exposed communication over all micro-batches.
+        bubble_s: pipeline fill and drain.
+        dp_sync_s / dp_exposed_s: data-parallel (ZeRO) communication, total and exposed.
+        optimizer_s: the optimizer update.
+        overlapped_s: communication hidden behind compute (DP, CP and the non-exposed TP/EP/PP shares).
+        micro_batch_s: one micro-batch on the heaviest stage.
+        hardware_flops: FLOPs one GPU executes per step (with recomputation).
+    """
+
+    step_s: F64
+    compute_s: F64
+    gemm_share: F64
+    tp_comm_s: F64
+    cp_comm_s: F64
+    ep_comm_s: F64
+    pp_p2p_s: F64
+    bubble_s: F64
+    dp_sync_s: F64
+    dp_exposed_s: F64
+    optimizer_s: F64
+    overlapped_s: F64
+    micro_batch_s: F64
+    hardware_flops: F64
+
+
+def _link_for(topo: Topology, n: NDArray[np.int64], stride: NDArray[np.int64]) -> tuple[F64, F64]:
+    """(ranks per node, 1 where the group is entirely inside a node) for groups of ``n`` at ``stride``."""
+    k = np.asarray(topo.ranks_per_node(n.astype(np.float64), stride.astype(np.float64)))
+    return k, (k >= n).astype(np.float64)
+
+
+def step_time(
+    w: TrainWorkload,
+    c: ConfigArrays,
+    topo: Topology,
+    global_batch: int,
+    imbalance: F64 | float = 1.0,
+    slowdown: F64 | float = 1.0,
+    eff: TrainEfficiency = DEFAULT_EFFICIENCY,
+) -> TimeArrays:
+    """Step time of every configuration in ``c``.
+
+    Args:
+        w: model-side scalars.
+        c: configurations.
+        topo: link tiers; its tiers' own ``efficiency`` is ignored in favour of ``eff.nvlink``/``eff.network``.
+        global_batch: sequences per step.
+        imbalance: MoE routing imbalance (hottest EP rank / mean), stretches expert compute and all-to-all.
+        slowdown: compute stretch from DVFS (1 = full clock).
+        eff: efficiency factors.
+    """
+    intra = dataclasses.replace(topo.intra, efficiency=eff.nvlink)
+    inter = dataclasses.replace(topo.inter, efficiency=eff.network)
+    topo = Topology(intra, inter, topo.gpus_per_node)
+    sigma = np.asarray(slowdown, dtype=np.float64)
+    tp, pp, cp, dp, ep, v = c.tp, c.pp, c.cp, c.dp, c.ep, c.interleave
+    layers = stage_layers(w.n_layers, pp, v)
+    lf = layers / w.n_layers
+    tokens = c.micro_batch * (w.seq_len / cp)
+    full, selective = c.recompute == 2, c.recompute == 1
+    attn_eff = eff.flash_attention if w.attention_kernel == "flash" else eff.gemm
+
+    # --- compute of one micro-batch on the heaviest stage
+    layer_gemm = tokens / tp * lf * (w.fwd_layers_s + imbalance * w.fwd_experts_s) / eff.gemm
+    head_gemm = tokens / tp * w.fwd_head_s / eff.gemm
+    attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
+    gemm = 3 * (layer_gemm + head_gemm + attn) + np.where(full, layer_gemm + attn, np.where(selective, attn, 0.0))
+    hbm = eff.hbm * w.hbm_bytes_per_s
+    act_layer = activation_bytes_per_layer(w, c)
+    scores = c.micro_batch * (w.seq_len / cp) * w.seq_len * w.n_heads / tp * w.act_score_bytes
+    output_bytes = 2 * w.bytes_act * tokens * (w.hidden + w.vocab) / tp
+    ew = eff.elementwise_hbm_passes * (layers * act_layer + output_bytes) / hbm
+    ew_extra = np.where(full, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew
+    ew_scores = eff.elementwise_hbm_passes * layers * scores / hbm
+    ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew_scores
+    compute_mb = gemm + ew + ew_extra
+    gemm_share = gemm / compute_mb
+
+    # --- tensor / sequence parallel communication (TP stays inside a node)
+    tp_bytes = tokens * w.hidden * w.bytes_tp_comm
+    rounds = 4 + 2 * full
+    one = np.asarray(coll.all_reduce_s(tp_bytes, tp.astype(np.float64), intra))
+    tp_total = np.where(tp > 1, layers * rounds * one, 0.0)
+    tp_mb = eff.tp_comm_exposed * tp_total
+
+    # --- context parallel ring attention, hidden behind the attention core
+    kv_heads = np.maximum(w.n_kv_heads / tp, 1.0)
+    kv_chunk = 2 * tokens * kv_heads * w.head_dim * w.bytes_act
+    _, inside_cp = _link_for(topo, cp, tp)
+    hop = np.where(inside_cp == 1, coll.p2p_s(kv_chunk, intra), coll.p2p_s(kv_chunk, inter))
+    cp_total = np.where(cp > 1, layers * (3 + full) * (cp - 1) * hop, 0.0)
+    attn_time = attn * (3 + full + selective) / 3
+    cp_mb = np.maximum(cp_total - attn_time, 0.0)
+
+    # --- expert parallel all-to-all
+    ep_total = np.zeros_like(tokens)
+    if w.is_moe:
+        moe_layers = w.n_moe_layers * lf
+        k_ep, _ = _link_for(topo, ep, tp)
+        buf = tokens * w.experts_per_token * w.hidden * imbalance
+        fwd = coll.hierarchical_all_to_all_s(buf * w.bytes_dispatch, ep.astype(np.float64), k_ep, topo)
+        fwd = fwd + coll.hierarchical_all_to_all_s(buf * w.bytes_combine, ep.astype(np.float64), k_ep, topo)
+        bwd = 2 * coll.hierarchical_all_to_all_s(buf * w.bytes_combine, ep.astype(np.float64), k_ep, topo)
+        ep_total = np.where(ep > 1, moe_layers * (fwd * (1 + full) + bwd), 0.0)
+    ep_mb = eff.ep_a2a_exposed * ep_total
+
+    # --- pipeline point-to-point (scatter-gather: each TP rank sends 1/tp of the boundary activation)
+    p2p_bytes = tokens * w.hidden * w.bytes_act / tp
+    _, inside_pp = _link_for(topo, pp, tp * cp * dp)
+    p2p_one = np.where(inside_pp == 1, coll.p2p_s(p2p_bytes, intra), coll.p2p_s(p2p_bytes, inter))
+    pp_total = np.where(pp > 1, 2 * v * p2p_one, 0.0)
+    pp_mb = eff.pp_p2p_exposed * pp_total
+
+    micro = sigma * compute_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    m = micro_batches(global_batch, c).astype(np.float64)
+    bubble = np.where(pp > 1, (pp - 1) / v * micro, 0.0)
+
+    # --- data parallel gradient sync / ZeRO
+    dense, experts = params_per_gpu(w, c)
+    n_dp = dp * cp
+    n_edp = n_dp // ep
+    k_dp, _ = _link_for(topo, n_dp, tp)
+    k_edp, _ = _link_for(topo, n_edp, tp * ep)
+
+    def sync(params: F64, n: NDArray[np.int64], k: F64) -> tuple[F64, F64, F64]:
+        nf = n.astype(np.float64)
+        ar = coll.hierarchical_all_reduce_s(params * w.bytes_dp_comm, nf, k, topo)
+        rs = coll.hierarchical_reduce_scatter_s(params * w.bytes_dp_comm, nf, k, topo)
+        ag = coll.hierarchical_reduce_scatter_s(params * w.bytes_weights, nf, k, topo)
+        return np.asarray(ar), np.asarray(rs), np.asarray(ag)
+
+    ar_d, rs_d, ag_d = sync(dense, n_dp, k_dp)
+    ar_e, rs_e, ag_e = sync(experts, n_edp, k_edp)
+    ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
+    bwd_window = (2.0 / 3.0) * sigma * compute_mb
+    fwd_window = (1.0 / 3.0) * sigma * compute_mb
+    z0 = np.maximum(eff.dp_last_bucket * ar, ar - bwd_window)
+    z12 = np.maximum(eff.dp_last_bucket * rs, rs - bwd_window) + np.maximum(eff.dp_last_bucket * ag, ag - fwd_window)
+    z3_total = m * (2 * ag + rs)
+    z3 = np.maximum(eff.dp_last_bucket * z3_total, z3_total - m * sigma * compute_mb)
+    dp_total = np.select([c.zero == 0, c.zero == 3], [ar, z3_total], default=rs + ag)
+    dp_exposed = np.select([c.zero == 0, c.zero == 3], [z0, z3], default=z12)
+    dp_total = np.where(n_dp > 1, dp_total, 0.0)
+    dp_exposed = np.where(n_dp > 1, dp_exposed, 0.0)
+
+    # --- optimizer (Adam, memory-bound): read+write master and both moments, read grads, write weights
+    shard = np.where(c.zero >= 1, dense / n_dp + experts / n_edp, dense + experts)
+    opt_bytes = 2 * w.bytes_master + 4 * w.bytes_opt_state + w.bytes_grads + w.bytes_weights
+    optimizer = shard * opt_bytes / hbm
+
+    step = m * micro + bubble + dp_exposed + optimizer
+    overlapped = (dp_total - dp_exposed) + (cp_total - cp_mb) * m + (tp_total - tp_mb) * m
+    overlapped += (ep_total - ep_mb) * m + (pp_total - pp_mb) * m
+    rc_flops = np.where(full, w.fwd_model_flops - w.fwd_head_flops, np.where(selective, w.fwd_attn_flops, 0.0))
+    tokens_step = float(global_batch * w.seq_len)
+    hw_flops = tokens_step * (3 * w.fwd_model_flops + rc_flops) / (tp * pp * dp * cp)
+    return TimeArrays(
+        step_s=step,
+        compute_s=m * sigma * compute_mb,
+        gemm_share=gemm_share,
+        tp_comm_s=m * tp_mb,
+        cp_comm_s=m * cp_mb,
+        ep_comm_s=m * ep_mb,
+        pp_p2p_s=m * pp_mb,
+        bubble_s=bubble,
+        dp_sync_s=dp_total,
+        dp_exposed_s=dp_exposed,
+        optimizer_s=optimizer,
+        overlapped_s=overlapped,
+        micro_batch_s=micro,
+        hardware_flops=hw_flops,
+    )

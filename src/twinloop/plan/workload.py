@@ -1,0 +1,225 @@
+"""The per-model numbers the training formulas need, computed once per (model, precision, sequence length).
+
+:class:`TrainWorkload` turns a :class:`~twinloop.model.arch.ModelArch`, a precision policy and a GPU into
+plain scalars: parameter groups (from :func:`twinloop.model.params.param_counts`), bytes per element of each
+stored or communicated tensor, forward FLOPs per token per op class (from
+:func:`twinloop.model.flops.forward_flops_per_token`) converted into seconds per token at the GPU's peak,
+and the activation bytes one layer stores per token. The vectorized memory and time formulas
+(:mod:`twinloop.plan.memory`, :mod:`twinloop.plan.train_time`) then work on arrays of configurations.
+
+Activation accounting follows Korthikanti et al. 2022 (§4.1, GPT: ``sbh(34 + 5as/h)`` bytes per layer
+with 16-bit activations, attention dropout and an unfused attention core) and generalizes it term by term:
+
+* replicated across the TP group unless sequence parallelism shards them: the two norm inputs
+  (``2·d·h``), the QKV input (``d·h``), the MLP input (``d·h``), the two dropout masks (``h`` bytes each,
+  only with dropout);
+* sharded by TP: Q and K (``d·(a + kv)·hd``), V (``d·kv·hd``), the attention-output projection input
+  (``d·a·hd_v``), the MLP intermediates (plain GELU ``2·d·f``; gated SwiGLU ``3·d·f``: gate, up and their
+  product), and for MoE layers ``k`` copies of the dispatched token plus ``3·d·f_e`` per routed expert
+  and the shared experts' ``3·d·f_s``; MLA adds its latent inputs (``d·(q_lora + kv_lora + rope)``, replicated);
+* the attention core: unfused it stores ``(2d + 1)`` bytes per head per (query, key) pair with dropout
+  (softmax output, mask, dropout output; ``d`` without dropout): Korthikanti's ``5as²b``; fused (flash)
+  attention stores only the softmax log-sum-exp, 4 bytes per head per token.
+
+With ``d = 2``, MHA, plain 4h MLP, dropout and an unfused core this reproduces ``34sbh + 5as²b`` exactly
+(tested).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from twinloop.hardware.gpu import GpuSpec
+from twinloop.model.arch import ModelArch
+from twinloop.model.flops import forward_flops_per_token
+from twinloop.model.params import param_counts, shared_expert_params_per_layer
+from twinloop.model.precision import PrecisionPolicy
+
+AttentionKernel = Literal["flash", "unfused"]
+
+
+@dataclass(frozen=True)
+class TrainWorkload:
+    """Model-side scalars of a training job (per token unless said otherwise).
+
+    Attributes:
+        n_layers, hidden, n_heads, n_kv_heads, head_dim, vocab, seq_len, experts_per_token: shape.
+        params_total / params_active: parameter counts (elements).
+        params_layers: non-expert parameters of all transformer layers (+ final norm), sharded by TP and PP.
+        params_experts: routed-expert parameters of all layers, sharded by EP, TP and PP.
+        params_embedding_stage: embedding-type parameters on the heaviest pipeline stage when ``pp > 1``
+            (input embedding + positions on the first stage, or the LM head / tied copy on the last).
+        params_embedding_all: all embedding-type parameters (input, positions, LM head) for ``pp == 1``.
+        bytes_*: bytes per element of the tensors the policy names.
+        act_repl_bytes / act_shard_bytes: activation bytes one average layer stores per token, replicated
+            across TP (unless sequence parallel) / sharded by TP.
+        act_score_bytes: bytes stored per head per (query, key) pair by an unfused attention core (0 for flash).
+        act_input_bytes: bytes of one layer's input per token (what full recompute keeps).
+        fwd_layers_s / fwd_experts_s / fwd_attn_s / fwd_head_s: forward compute seconds per token on one GPU
+            at the policy dtype's *peak* (efficiency is applied by the time model): non-expert layer GEMMs
+            (shared experts and router included), routed experts, attention core, LM head.
+        attention_kernel: ``flash`` or ``unfused``.
+        fwd_model_flops: forward FLOPs per token of the whole model at the context the attention kernel
+            computes (flash: causal, ``seq/2`` keys on average; unfused: all ``seq``), for MFU.
+        fwd_param_flops: forward FLOPs per token without the attention core (``≈ 2·N_active``), the
+            ``6·N·D`` convention of published training-compute figures.
+        fwd_attn_flops / fwd_head_flops: forward FLOPs per token of the attention core / LM head.
+        hbm_bytes_per_s / hbm_capacity_bytes: the GPU's datasheet HBM bandwidth and capacity.
+        peak_bf16_flops_per_s: the GPU's dense BF16 peak (the MFU denominator).
+        dropout: the model trains with dropout (masks are stored).
+    """
+
+    name: str
+    n_layers: int
+    hidden: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab: int
+    seq_len: int
+    is_moe: bool
+    n_moe_layers: int
+    experts_per_token: int
+    n_routed_experts: int
+    params_total: float
+    params_active: float
+    params_layers: float
+    params_experts: float
+    params_embedding_stage: float
+    params_embedding_all: float
+    bytes_weights: float
+    bytes_grads: float
+    bytes_master: float
+    bytes_opt_state: float
+    bytes_act: float
+    bytes_tp_comm: float
+    bytes_dp_comm: float
+    bytes_dispatch: float
+    bytes_combine: float
+    act_repl_bytes: float
+    act_shard_bytes: float
+    act_score_bytes: float
+    act_input_bytes: float
+    fwd_layers_s: float
+    fwd_experts_s: float
+    fwd_attn_s: float
+    fwd_head_s: float
+    fwd_model_flops: float
+    fwd_param_flops: float
+    fwd_attn_flops: float
+    fwd_head_flops: float
+    hbm_bytes_per_s: float
+    hbm_capacity_bytes: float
+    peak_bf16_flops_per_s: float
+    attention_kernel: AttentionKernel
+    dropout: bool
+
+
+def _activation_terms(arch: ModelArch, d: float, dropout: bool, kernel: AttentionKernel) -> tuple[float, float, float]:
+    """(replicated, TP-sharded, per-(query,key)-per-head) activation bytes of an average layer per token."""
+    h = arch.hidden
+    mask = 1.0 if dropout else 0.0
+    repl = 2 * d * h + d * h + mask * h  # norm inputs, QKV input, attention-output dropout mask
+    kv_heads = arch.n_kv_heads
+    shard = d * (arch.n_heads + kv_heads) * arch.head_dim + d * kv_heads * arch.v_head_dim
+    shard += d * arch.n_heads * arch.v_head_dim  # output-projection input
+    if arch.attention == "mla":
+        repl += d * (arch.q_lora_rank + arch.kv_lora_rank + arch.qk_rope_head_dim)
+    if kernel == "unfused":
+        score = d + (1.0 + d) * mask  # softmax output (+ dropout mask and dropout output)
+    else:
+        score = 0.0
+        shard += 4.0 * arch.n_heads  # log-sum-exp per head, FP32
+    repl += d * h + mask * h  # MLP input, MLP dropout mask
+    n_up = 3 if arch.mlp == "gated" else 2
+    dense_mlp = n_up * d * arch.ffn_hidden
+    moe_mlp = 0.0
+    if arch.is_moe:
+        k = arch.experts_per_token
+        moe_mlp = k * (2 * d * h + n_up * d * arch.moe_ffn_hidden) + n_up * d * arch.shared_ffn_hidden
+    n_layers = arch.n_dense_layers + arch.n_moe_layers
+    shard += (arch.n_dense_layers * dense_mlp + arch.n_moe_layers * moe_mlp) / n_layers
+    return repl, shard, score
+
+
+def build_workload(
+    arch: ModelArch,
+    policy: PrecisionPolicy,
+    gpu: GpuSpec,
+    seq_len: int,
+    attention_kernel: AttentionKernel = "flash",
+    dropout: bool = False,
+) -> TrainWorkload:
+    """Compute the :class:`TrainWorkload` of ``arch`` trained with ``policy`` on ``gpu`` at ``seq_len``.
+
+    Args:
+        attention_kernel: ``flash`` (fused, no stored score matrix, causal half computed) or ``unfused``
+            (Megatron-LM 2022: the full score matrix computed, stored and streamed through HBM).
+        dropout: whether dropout masks are stored (GPT-3-style training; Llama-style training has none).
+    """
+    pc = param_counts(arch)
+    # Flash attention skips the masked half of a causal score matrix; the unfused core computes all of it.
+    fl = forward_flops_per_token(arch, seq_len / 2 if attention_kernel == "flash" else float(seq_len))
+    shared_flops = 2.0 * arch.n_moe_layers * shared_expert_params_per_layer(arch)
+    routed_flops = fl.expert_ffn - shared_flops
+
+    def rate(op_class: str) -> float:
+        return gpu.tflops(policy.dtype(op_class)) * 1e12
+
+    fwd_layers_s = fl.attn_proj / rate("attn_proj") + fl.dense_ffn / rate("dense_ffn")
+    fwd_layers_s += fl.router / rate("router") + shared_flops / rate("expert_ffn")
+    fwd_experts_s = routed_flops / rate("expert_ffn")
+    fwd_attn_s = fl.attn_core / rate("attn_core")
+    fwd_head_s = fl.lm_head / rate("lm_head")
+    embedding_all = pc.embedding + pc.position_embedding + pc.lm_head
+    layers = pc.total - embedding_all - pc.moe_experts
+    emb_stage = max(pc.embedding + pc.position_embedding, pc.lm_head or pc.embedding)
+    d = policy.bytes("activations_stored")
+    repl, shard, score = _activation_terms(arch, d, dropout, attention_kernel)
+    return TrainWorkload(
+        name=arch.name,
+        n_layers=arch.n_layers,
+        hidden=arch.hidden,
+        n_heads=arch.n_heads,
+        n_kv_heads=arch.n_kv_heads,
+        head_dim=arch.head_dim,
+        vocab=arch.vocab,
+        seq_len=seq_len,
+        is_moe=arch.is_moe,
+        n_moe_layers=arch.n_moe_layers,
+        experts_per_token=arch.experts_per_token,
+        n_routed_experts=arch.n_routed_experts,
+        params_total=float(pc.total),
+        params_active=float(pc.active),
+        params_layers=float(layers),
+        params_experts=float(pc.moe_experts),
+        params_embedding_stage=float(emb_stage),
+        params_embedding_all=float(embedding_all),
+        bytes_weights=policy.bytes("weights_stored"),
+        bytes_grads=policy.bytes("gradients"),
+        bytes_master=policy.bytes("master_weights"),
+        bytes_opt_state=policy.bytes("optimizer_states"),
+        bytes_act=d,
+        bytes_tp_comm=policy.bytes("tp_comm"),
+        bytes_dp_comm=policy.bytes("dp_grad_comm"),
+        bytes_dispatch=policy.bytes("moe_dispatch"),
+        bytes_combine=policy.bytes("moe_combine"),
+        act_repl_bytes=repl,
+        act_shard_bytes=shard,
+        act_score_bytes=score,
+        act_input_bytes=d * arch.hidden,
+        fwd_layers_s=fwd_layers_s,
+        fwd_experts_s=fwd_experts_s,
+        fwd_attn_s=fwd_attn_s,
+        fwd_head_s=fwd_head_s,
+        fwd_model_flops=float(fl.total),
+        fwd_param_flops=float(fl.total - fl.attn_core),
+        fwd_attn_flops=float(fl.attn_core),
+        fwd_head_flops=float(fl.lm_head),
+        hbm_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s,
+        hbm_capacity_bytes=gpu.hbm_bytes,
+        peak_bf16_flops_per_s=gpu.tflops("bf16") * 1e12,
+        attention_kernel=attention_kernel,
+        dropout=dropout,
+    )
