@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from twinloop.cli import catalog_cmds, plan_cmds, probe_cmd  # noqa: F401  (each import registers its commands)
+from twinloop.cli import catalog_cmds, plan_cmds, plan_serve_cmd, probe_cmd  # noqa: F401  (registers commands)
 from twinloop.cli.app import app
 
 

@@ -1,0 +1,123 @@
+"""`twinloop plan serve`: the serving planner (registers on the ``plan`` group of :mod:`twinloop.cli.plan_cmds`)."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+from rich.table import Table
+
+from twinloop.cli.output import JSON_OPTION, guarded, print_json, stdout
+from twinloop.cli.plan_cmds import plan_app
+from twinloop.plan.batching import BATCHING_STRATEGIES, DEFAULT_CHUNK_TOKENS
+from twinloop.plan.efficiency import DEFAULT_PUE
+from twinloop.plan.serve import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_SEQS, ServePlan, build_request, plan_serve
+
+
+def _s(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "unbounded"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("what", no_wrap=True)
+    table.add_column("value", justify="right")
+    for k, v in rows:
+        table.add_row(k, v)
+    return table
+
+
+def _print_plan(p: ServePlan) -> None:
+    title = f"{p.model} on {p.gpus} x {p.gpu} (tp={p.tp} pp={p.pp} ep={p.ep}, {p.replicas} replica(s)), {p.batching}"
+    sat = " (SATURATED)" if p.saturated else ""
+    rows = [
+        ("parameters total / active", f"{p.params_total / 1e9:.1f} B / {p.params_active / 1e9:.1f} B"),
+        ("weights per GPU", f"{p.weight_bytes_per_gpu / 1e9:.1f} GB ({p.weight_dtype})"),
+        ("KV cache per token", f"{p.kv_cache_bytes_per_token / 1e3:.1f} kB ({p.kv_dtype})"),
+        ("KV free per GPU", f"{p.kv_free_bytes_per_gpu / 1e9:.1f} GB"),
+        ("max concurrent sequences", f"{p.max_concurrent_sequences} (HBM {p.max_concurrent_sequences_hbm}, "
+                                     f"offload {p.max_concurrent_sequences_offload})"),
+        ("decode batch per replica", f"{p.decode_batch_per_replica:.1f}"),
+        ("TTFT (mean)", _s(p.ttft_s)),
+        ("TPOT (mean)", _s(p.tpot_s)),
+        ("end-to-end latency", _s(p.e2e_latency_s)),
+        ("throughput", f"{p.throughput_tokens_per_s:,.0f} output tok/s, {p.throughput_req_per_s:.2f} req/s"),
+        ("capacity", f"{p.capacity_req_per_s:.2f} req/s{sat}"),
+        ("power per GPU (average)", f"{p.power_per_gpu_w:.0f} W"),
+        ("energy per output token", f"{p.energy_per_token_j:.3f} J"),
+        ("cost per million output tokens", f"${p.cost_per_million_tokens_usd:.3f}"),
+        ("warm-up without / with GDS", f"{_s(p.warmup.warmup_s_without_gds)} / {_s(p.warmup.warmup_s_with_gds)}"),
+        ("CPU tokenize / detokenize per request",
+         f"{_s(p.cpu_tokenize_s_per_request)} / {_s(p.cpu_detokenize_s_per_request)}"),
+    ]  # fmt: skip
+    stdout.print(_table(title, rows))
+    phases = Table(title="Per phase (per GPU)", title_justify="left")
+    for col in ("phase", "iter", "bound", "FLOP/B", "tensor", "SM", "DRAM", "MHz", "W", "share"):
+        left = col in ("phase", "bound")
+        phases.add_column(col, justify="left" if left else "right", no_wrap=left, min_width=7 if left else None)
+    for name, ph in (("prefill", p.prefill), ("decode", p.decode)):
+        phases.add_row(
+            name, _s(ph.iteration_s), ph.bound, f"{ph.arithmetic_intensity_flops_per_byte:.0f}",
+            f"{ph.tensor_active:.2f}", f"{ph.sm_active:.2f}", f"{ph.dram_active:.2f}", f"{ph.clock_mhz:.0f}",
+            f"{ph.power_w:.0f}", f"{ph.time_fraction:.0%}",
+        )  # fmt: skip
+    phases.add_row("idle", "", "", "", "0", "0", "0", "", f"{p.idle_power_w:.0f}", f"{p.idle_fraction:.0%}")
+    stdout.print(phases)
+    for w in p.warnings:
+        stdout.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+    if p.workload.get("attribution"):
+        stdout.print(f"trace: {p.workload['source']} ({p.workload['attribution']})", highlight=False)
+
+
+@plan_app.command("serve")
+def serve(
+    model: str = typer.Option(..., "--model", help="Catalog model name or path to a Hugging Face config.json."),
+    gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU name (see `twinloop gpus`)."),
+    gpus: int = typer.Option(8, "--gpus", help="GPUs of the whole deployment."),
+    tp: int = typer.Option(8, "--tp", help="Tensor parallel degree of one replica."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline parallel degree of one replica."),
+    ep: int = typer.Option(1, "--ep", help="Expert parallel degree (MoE; divides tp)."),
+    weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="Weight dtype: bf16, fp16, fp8, int8, fp4."),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp16, fp8, ..."),
+    batching: str = typer.Option("continuous", "--batching", help=" | ".join(BATCHING_STRATEGIES)),
+    prompt_tokens: int = typer.Option(1024, "--prompt-tokens", help="Prompt length (without --trace)."),
+    output_tokens: int = typer.Option(256, "--output-tokens", help="Output length (without --trace)."),
+    trace: str | None = typer.Option(None, "--trace", help="Azure-format trace CSV (TIMESTAMP, ContextTokens, ...)."),
+    rate: float | None = typer.Option(None, "--rate", help="Total request rate, req/s (default: offline capacity)."),
+    block_size: int = typer.Option(DEFAULT_BLOCK_SIZE, "--block-size", help="Paged-KV block size, tokens."),
+    max_seqs: int = typer.Option(DEFAULT_MAX_SEQS, "--max-seqs", help="Scheduler cap on sequences per batch."),
+    chunk_tokens: int = typer.Option(DEFAULT_CHUNK_TOKENS, "--chunk-tokens", help="Token budget (chunked)."),
+    kv_offload: str = typer.Option("none", "--kv-offload", help="KV offload tier: none, dram, cxl, nvme."),
+    kv_offload_gb: float = typer.Option(0.0, "--kv-offload-gb", help="Offload tier capacity, GB (deployment)."),
+    draft_model: str | None = typer.Option(None, "--draft-model", help="Draft model for speculative decoding."),
+    spec_tokens: int = typer.Option(4, "--spec-tokens", help="Draft tokens proposed per step."),
+    acceptance: float = typer.Option(0.7, "--acceptance", help="Per-token acceptance probability 0..1."),
+    gds: bool = typer.Option(False, "--gds/--no-gds", help="Load weights with GPUDirect Storage."),
+    node_profile: str | None = typer.Option(None, "--node-profile", help="`twinloop probe --json` output file."),
+    price_gpu_hour: float = typer.Option(2.0, "--price-gpu-hour", help="USD per GPU-hour."),
+    price_kwh: float = typer.Option(0.10, "--price-kwh", help="USD per kWh of facility energy."),
+    pue: float = typer.Option(DEFAULT_PUE, "--pue", help="Facility PUE applied to GPU energy."),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Plan LLM serving: KV cache, concurrency, prefill/decode roofline, TTFT, TPOT, throughput, power, cost."""
+
+    def run() -> None:
+        request = build_request(
+            model=model, gpu=gpu, gpus=gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            batching=batching, prompt_tokens=prompt_tokens, output_tokens=output_tokens, trace=trace,
+            rate_req_per_s=rate, block_size=block_size, max_seqs=max_seqs, chunk_tokens=chunk_tokens,
+            kv_offload=kv_offload, kv_offload_gb=kv_offload_gb, draft_model=draft_model, spec_tokens=spec_tokens,
+            acceptance=acceptance, gds=gds, node_profile=node_profile, price_gpu_hour_usd=price_gpu_hour,
+            price_kwh_usd=price_kwh, pue=pue,
+        )  # fmt: skip
+        plan = plan_serve(request)
+        if json_out:
+            print_json(plan)
+        else:
+            _print_plan(plan)
+
+    guarded(run)

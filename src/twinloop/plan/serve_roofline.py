@@ -1,0 +1,349 @@
+"""Serving roofline: time, bound and activity of prefill, decode, verify and mixed (chunked) iterations.
+
+One iteration of a replica (``tp·pp`` GPUs) processes ``tokens`` new tokens:
+
+* FLOPs per token from :func:`twinloop.model.flops.forward_flops_per_token` (linear in the context), each
+  op class at its dtype's tensor rate (weights in the weight dtype run W8A8/FP8-style GEMMs; attention core
+  in BF16), split evenly over the replica's GPUs;
+* bytes: the weights the tokens touch (:func:`~twinloop.model.flops.decode_weight_bytes`: dense parts once,
+  MoE experts as the expected distinct experts the batch routes to) plus the KV cache read (decode: every
+  sequence's context) and written (every new token);
+* communication (α–β, :mod:`twinloop.plan.collectives`): a TP all-reduce after attention and after each
+  dense FFN, an EP all-to-all (dispatch + combine) or a TP all-reduce per MoE layer, PP activation sends;
+* ``time = max(compute, memory) + communication`` per stage (no overlap: conservative), a pipeline round
+  of ``pp`` micro-batches, plus a fixed per-iteration overhead (scheduler, launches).
+
+DVFS: if the activity at full clock would exceed the power limit (TDP), the clock drops until it fits
+(:class:`~twinloop.hardware.power.GpuPowerModel`) and the compute time stretches by ``f_max/f``.
+
+All efficiency factors are named below with where their value comes from; GUESS marks the ones no
+measurement fixed (docs/sections/calibration-plan-serve.md compares the result with published figures).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.hardware.gpu import GpuSpec
+from twinloop.hardware.power import GpuPowerModel
+from twinloop.model.arch import ModelArch
+from twinloop.model.flops import (
+    decode_weight_bytes,
+    expected_experts_touched,
+    forward_flops_per_token,
+    weight_bytes,
+)
+from twinloop.model.kv_cache import kv_cache_bytes_per_token
+from twinloop.model.params import param_counts
+from twinloop.model.precision import PrecisionPolicy, get_policy
+from twinloop.plan import collectives as coll
+from twinloop.plan.efficiency import (
+    COMM_DRAM_ACTIVE,
+    COMM_SM_ACTIVE,
+    FLASH_ATTENTION_EFFICIENCY,
+    NETWORK_EFFICIENCY,
+    NVLINK_EFFICIENCY,
+)
+from twinloop.plan.serve_power import SERVE_DIE_TEMP_C
+
+Arr = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class ServeEfficiency:
+    """Efficiency factors of the serving roofline (each 0..1 unless a time).
+
+    Attributes:
+        gemm: achieved fraction of the dense tensor peak for prefill/verify GEMMs. GUESS: serving prefill
+            reaches ~60-75 % of peak (below training's fitted 0.78: shorter GEMMs, FP8 scaling overheads).
+        attention: achieved fraction of peak for the attention core; FlashAttention-2 forward 50-73 % of A100
+            peak (Dao 2023) → :data:`twinloop.plan.efficiency.FLASH_ATTENTION_EFFICIENCY`.
+        hbm: achieved fraction of the HBM bandwidth in decode (weight and KV streaming). GUESS: decode kernels
+            reach ~70-80 % of the datasheet figure (STREAM-like copies ~85 %).
+        step_overhead_s: fixed time per iteration (CPU scheduling, sampling, kernel launches with CUDA graphs).
+            GUESS: ~1-3 ms per iteration is commonly reported for vLLM/TensorRT-LLM.
+        nvlink / network: NCCL bandwidth efficiencies (:mod:`twinloop.plan.efficiency`).
+    """
+
+    gemm: float = 0.70
+    attention: float = FLASH_ATTENTION_EFFICIENCY
+    hbm: float = 0.75
+    step_overhead_s: float = 1.5e-3
+    nvlink: float = NVLINK_EFFICIENCY
+    network: float = NETWORK_EFFICIENCY
+
+
+DEFAULT_EFFICIENCY = ServeEfficiency()
+
+
+@dataclass(frozen=True)
+class PhaseRoofline:
+    """One iteration of a phase on one replica (per-GPU figures; fields may be arrays for many prompts).
+
+    Attributes:
+        time_s: iteration (or round) time, s; ``compute_s``/``memory_s``/``comm_s``/``overhead_s`` its parts
+            (compute after DVFS; the iteration takes ``pp·max(compute, memory) + pp·comm + overhead``).
+        flops / bytes: per-GPU FLOPs and HBM bytes of the iteration.
+        bound: ``compute``, ``memory`` or ``communication`` (largest part).
+        arithmetic_intensity: flops / bytes (FLOP/byte); the GPU's ridge point is peak / bandwidth.
+        tensor_active / sm_active / dram_active: DCGM-style activities 0..1 over the iteration.
+        clock_mhz: SM clock after DVFS under the power limit.
+        power_w: per-GPU board power during the iteration.
+    """
+
+    time_s: Any
+    compute_s: Any
+    memory_s: Any
+    comm_s: Any
+    overhead_s: float
+    flops: Any
+    bytes: Any
+    tensor_active: Any
+    sm_active: Any
+    dram_active: Any
+    clock_mhz: Any
+    power_w: Any
+    bound: str = field(default="")
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per HBM byte of the iteration."""
+        return float(np.mean(self.flops) / max(float(np.mean(self.bytes)), 1.0))
+
+
+def serving_policy(weight_dtype: str) -> PrecisionPolicy:
+    """Precision for serving: layer GEMM weights (attention projections, dense and expert FFN) in
+    ``weight_dtype``; embedding, LM head, router and attention core stay BF16 unless the weights are wider."""
+    base = get_policy("bf16")
+    narrow = weight_dtype in ("fp8", "int8", "fp4")
+    classes = (
+        ("attn_proj", "dense_ffn", "expert_ffn")
+        if narrow
+        else ("attn_proj", "dense_ffn", "expert_ffn", "lm_head", "embedding", "router")
+    )
+    return base.with_overrides({c: weight_dtype for c in classes}, name=f"serve-{weight_dtype}")
+
+
+def _comm_link(gpu: GpuSpec, eff: ServeEfficiency) -> coll.Topology:
+    return coll.default_topology(gpu, intra_eff=eff.nvlink, inter_eff=eff.network)
+
+
+@dataclass(frozen=True)
+class ReplicaRoofline:
+    """The roofline of one model replica; build it with :func:`build_roofline`.
+
+    Attributes:
+        arch / gpu: the model and the GPU kind.
+        tp / pp / ep: tensor, pipeline and expert parallel degrees (ep divides tp).
+        policy: the serving precision policy; kv_dtype: the KV-cache dtype.
+        weight_bytes: bytes of one replica's weights; kv_bytes_per_token: all layers, whole replica.
+        kv_bytes_per_token_per_gpu: what one GPU stores per token (TP shards KV heads; MLA's latent and
+            KV heads beyond ``n_kv_heads`` ranks are replicated).
+    """
+
+    arch: ModelArch
+    gpu: GpuSpec
+    tp: int
+    pp: int
+    ep: int
+    policy: PrecisionPolicy
+    kv_dtype: str
+    eff: ServeEfficiency
+    weight_bytes: float
+    kv_bytes_per_token: float
+    kv_bytes_per_token_per_gpu: float
+    # per-token ideal (100 % efficiency) tensor time of the whole replica's work on one GPU, s
+    gemm_ideal_s_per_token: float
+    attn_ideal_s_per_token_key: float
+    flops_per_token: float
+    attn_flops_per_token_key: float
+    base_weight_read_bytes: float
+    expert_bytes_per_layer_expert: float
+    embedding_row_bytes: float
+    topo: coll.Topology
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica."""
+        return self.tp * self.pp
+
+    def weights_read_bytes(self, tokens: Arr) -> Arr:
+        """Weight bytes one iteration of ``tokens`` tokens reads from HBM (whole replica)."""
+        t = np.asarray(tokens, dtype=np.float64)
+        touched = np.vectorize(lambda x: expected_experts_touched(self.arch, float(x)), otypes=[float])(t)
+        rows = np.minimum(t, self.arch.vocab) * self.embedding_row_bytes
+        return np.asarray(self.base_weight_read_bytes + touched * self.expert_bytes_per_layer_expert + rows)
+
+    def _comm_s(self, tokens: Arr) -> Arr:
+        """Communication of one stage for a micro-batch of ``tokens`` tokens, s."""
+        a = self.arch
+        t = np.asarray(tokens, dtype=np.float64)
+        act: Arr = t * (a.hidden * self.policy.bytes("tp_comm"))
+        stage = 1.0 / self.pp
+        out = np.zeros_like(t)
+        if self.tp > 1:
+            k = min(self.tp, self.gpu.gpus_per_node)
+            ar = np.asarray(
+                coll.hierarchical_all_reduce_s(act, np.full_like(act, self.tp), np.full_like(act, k), self.topo)
+            )
+            ffn_all_reduces = a.n_dense_layers + (a.n_moe_layers if self.ep == 1 else 0)
+            out = out + ar * (a.n_dense_layers + a.n_moe_layers + ffn_all_reduces) * stage
+        if self.ep > 1 and a.n_moe_layers:
+            k = min(self.ep, self.gpu.gpus_per_node)
+            per_rank = t / self.ep * a.experts_per_token * a.hidden
+            send: Arr = per_rank * (self.policy.bytes("moe_dispatch") + self.policy.bytes("moe_combine"))
+            a2a = np.asarray(
+                coll.hierarchical_all_to_all_s(send, np.full_like(send, self.ep), np.full_like(send, k), self.topo)
+            )
+            out = out + a2a * a.n_moe_layers * stage
+        if self.pp > 1:
+            link = self.topo.intra if self.gpus <= self.gpu.gpus_per_node else self.topo.inter
+            out = out + np.asarray(coll.p2p_s(act / self.tp, link))
+        return out
+
+    def iteration(self, tokens: Any, attn_pairs: Any, kv_read_tokens: Any, micro_batches: int = 1) -> PhaseRoofline:
+        """One iteration over all stages (per-GPU figures).
+
+        Args:
+            tokens: new tokens the iteration processes (replica total).
+            attn_pairs: Σ over new tokens of the keys each attends to.
+            kv_read_tokens: cached tokens whose KV is read from HBM (decode: Σ contexts).
+            micro_batches: micro-batches in the pipeline (``pp`` for decode rounds, 1 for a single prompt);
+                each stage runs every micro-batch, and the weights are read once per micro-batch.
+        """
+        m = float(micro_batches)
+        t = np.asarray(tokens, dtype=np.float64) / m
+        pairs = np.asarray(attn_pairs, dtype=np.float64) / m
+        kv_read = np.asarray(kv_read_tokens, dtype=np.float64) / m
+        n = self.gpus
+        e = self.eff
+        ideal = (self.gemm_ideal_s_per_token * t + self.attn_ideal_s_per_token_key * pairs) / n
+        # Two kernel classes, each its own roofline: GEMMs stream the weights, attention streams the KV cache.
+        gemm_full = self.gemm_ideal_s_per_token * t / e.gemm / n
+        attn_full = self.attn_ideal_s_per_token_key * pairs / e.attention / n
+        weight_bytes = self.weights_read_bytes(t) / n
+        kv_bytes = (kv_read + t) * self.kv_bytes_per_token_per_gpu
+        nbytes = weight_bytes + kv_bytes
+        bw = self.gpu.hbm_bandwidth_bytes_per_s * e.hbm
+        gemm_mem, attn_mem = weight_bytes / bw, kv_bytes / bw
+        memory = gemm_mem + attn_mem
+        comm = self._comm_s(t)
+        # Time: a micro-batch crosses pp stages, and with m = pp micro-batches in flight every stage runs
+        # each of them once per round, so both a lone prompt and a full decode round take pp stage times.
+        # Activity: each GPU is busy m stage times of that round (a lone prompt leaves it idle (pp-1)/pp).
+        stages = float(self.pp)
+
+        def activity(x: Arr) -> tuple[Arr, Arr, Arr, Arr]:
+            busy = np.maximum(gemm_full / x, gemm_mem) + np.maximum(attn_full / x, attn_mem)
+            time: Arr = stages * (busy + comm) + e.step_overhead_s
+            # tensor_active counts cycles: at a lower clock the same work fills a larger share of them.
+            tensor: Arr = np.clip(m * ideal / x / time, 0.0, 1.0)
+            sm: Arr = np.clip(m * (busy + COMM_SM_ACTIVE * comm) / time, 0.0, 1.0)
+            dram: Arr = np.clip(
+                m * (nbytes / self.gpu.hbm_bandwidth_bytes_per_s + COMM_DRAM_ACTIVE * comm) / time, 0.0, 1.0
+            )
+            return time, tensor, sm, dram
+
+        one: Arr = np.ones_like(t)
+        _, tensor, sm, dram = activity(one)
+        model = GpuPowerModel(self.gpu)
+        limit: Arr = np.full_like(tensor, self.gpu.tdp_w)
+        temp: Arr = np.full_like(tensor, SERVE_DIE_TEMP_C)
+        clock: Arr = np.asarray(model.max_clock_for_power(limit, tensor, sm, dram, temp), dtype=np.float64)
+        x = clock / self.gpu.sm_clock_max_mhz
+        time, tensor, sm, dram = activity(x)
+        power = np.asarray(model.power_w(clock, tensor, sm, dram, temp))
+        gemm_c, attn_c = gemm_full / x, attn_full / x
+        compute = gemm_c + attn_c
+        compute_bound = np.where(gemm_c >= gemm_mem, gemm_c, 0.0) + np.where(attn_c >= attn_mem, attn_c, 0.0)
+        memory_bound = np.where(gemm_c < gemm_mem, gemm_mem, 0.0) + np.where(attn_c < attn_mem, attn_mem, 0.0)
+        parts = {
+            "compute": float(np.mean(compute_bound)),
+            "memory": float(np.mean(memory_bound)),
+            "communication": float(np.mean(comm)),
+        }
+        flops_gpu = (self.flops_per_token * t + self.attn_flops_per_token_key * pairs) * m / n
+        return PhaseRoofline(
+            time_s=_out(time), compute_s=_out(compute), memory_s=_out(memory), comm_s=_out(comm),
+            overhead_s=e.step_overhead_s, flops=_out(flops_gpu), bytes=_out(nbytes * m),
+            tensor_active=_out(tensor), sm_active=_out(sm), dram_active=_out(dram), clock_mhz=_out(clock),
+            power_w=_out(power), bound=max(parts, key=lambda k: parts[k]),
+        )  # fmt: skip
+
+    def decode(self, batch: float, context_tokens: float) -> PhaseRoofline:
+        """A decode round: one new token for each of ``batch`` sequences of mean context ``context_tokens``."""
+        b = max(float(batch), 1e-9)
+        return self.iteration(b, b * context_tokens, b * context_tokens, micro_batches=self.pp)
+
+    def verify(self, batch: float, context_tokens: float, tokens_per_seq: int) -> PhaseRoofline:
+        """A speculative-decoding verify round: ``tokens_per_seq`` tokens for each of ``batch`` sequences."""
+        b, n = max(float(batch), 1e-9), float(tokens_per_seq)
+        return self.iteration(b * n, b * n * (context_tokens + (n - 1) / 2), b * context_tokens, self.pp)
+
+    def prefill(self, prompt_tokens: Any, n_prompts: Any = 1.0) -> PhaseRoofline:
+        """Prefill of ``n_prompts`` prompts of ``prompt_tokens`` tokens each (array: one prompt per entry)."""
+        p = np.asarray(prompt_tokens, dtype=np.float64)
+        return self.iteration(n_prompts * p, n_prompts * p * (p + 1) / 2, np.zeros_like(p), micro_batches=1)
+
+    def mixed(
+        self, batch: float, context_tokens: float, prefill_tokens: float, prefill_context: float
+    ) -> PhaseRoofline:
+        """A chunked-prefill iteration: ``batch`` decode tokens plus ``prefill_tokens`` prompt tokens whose
+        keys average ``prefill_context``."""
+        b = max(float(batch), 0.0)
+        c = max(float(prefill_tokens), 0.0)
+        tokens = max(b + c, 1e-9)
+        return self.iteration(tokens, b * context_tokens + c * prefill_context, b * context_tokens, self.pp)
+
+    def kv_transfer_s(self, prompt_tokens: float, same_node: bool) -> float:
+        """Send one prompt's KV from a prefill replica to a decode replica (GPUs send their shards in parallel)."""
+        link = self.topo.intra if same_node else self.topo.inter
+        return float(coll.p2p_s(prompt_tokens * self.kv_bytes_per_token_per_gpu, link))
+
+
+def _out(x: Arr) -> Any:
+    a = np.asarray(x, dtype=np.float64)
+    return float(a) if a.ndim == 0 else a
+
+
+def kv_bytes_per_token_per_gpu(arch: ModelArch, kv_bytes_per_token: float, tp: int, pp: int) -> float:
+    """KV bytes one GPU stores per token: layers split by PP; KV heads split by TP up to ``n_kv_heads``
+    ranks (more ranks replicate heads); MLA's shared latent is replicated on every TP rank."""
+    shards = 1 if arch.attention == "mla" else min(tp, arch.n_kv_heads)
+    return kv_bytes_per_token / pp / shards
+
+
+def build_roofline(
+    arch: ModelArch,
+    gpu: GpuSpec,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    eff: ServeEfficiency = DEFAULT_EFFICIENCY,
+) -> ReplicaRoofline:
+    """Precompute a replica's per-token costs (validation of tp/pp/ep is the caller's: see ``plan_serve``)."""
+    policy = serving_policy(weight_dtype)
+    f0 = forward_flops_per_token(arch, 0.0)
+    f1 = forward_flops_per_token(arch, 1.0)
+    gemm_ideal = sum(fl / (gpu.tflops(dt) * 1e12) for dt, fl in f0.by_dtype(policy).items())
+    attn_key_flops = f1.attn_core - f0.attn_core
+    attn_ideal = attn_key_flops / (gpu.tflops(policy.dtype("attn_core")) * 1e12)
+    counts = param_counts(arch)
+    expert_bytes = arch.n_moe_layers * counts.expert * policy.bytes("expert_ffn")
+    kv = kv_cache_bytes_per_token(arch, kv_dtype)
+    return ReplicaRoofline(
+        arch=arch, gpu=gpu, tp=tp, pp=pp, ep=ep, policy=policy, kv_dtype=kv_dtype, eff=eff,
+        weight_bytes=weight_bytes(arch, policy), kv_bytes_per_token=kv,
+        kv_bytes_per_token_per_gpu=kv_bytes_per_token_per_gpu(arch, kv, tp, pp),
+        gemm_ideal_s_per_token=gemm_ideal, attn_ideal_s_per_token_key=attn_ideal,
+        flops_per_token=f0.total, attn_flops_per_token_key=attn_key_flops,
+        base_weight_read_bytes=decode_weight_bytes(arch, policy, 0.0),
+        expert_bytes_per_layer_expert=expert_bytes, embedding_row_bytes=arch.hidden * policy.bytes("embedding"),
+        topo=_comm_link(gpu, eff),
+    )  # fmt: skip
