@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from twinloop.cli import catalog_cmds, plan_cmds, plan_serve_cmd, probe_cmd  # noqa: F401  (registers commands)
+from twinloop.cli import (  # noqa: F401  (each import registers its commands)
+    catalog_cmds,
+    plan_cmds,
+    plan_compare_cmd,
+    plan_serve_cmd,
+    probe_cmd,
+    run_cmd,
+)
 from twinloop.cli.app import app
 
 
