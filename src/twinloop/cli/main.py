@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from twinloop.cli import (  # noqa: F401  (each import registers its commands)
+from twinloop.cli import (  # noqa: F401
     catalog_cmds,
+    detect_cmd,
     plan_cmds,
     plan_compare_cmd,
     plan_serve_cmd,
     probe_cmd,
     run_cmd,
+    serve_cmd,
+    sim_cmd,
+    telemetry_cmds,
 )
 from twinloop.cli.app import app
 

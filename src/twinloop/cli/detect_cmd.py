@@ -1,0 +1,137 @@
+"""`twinloop detect FILE`: run the change/anomaly detectors offline on a CSV or Parquet time series."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from twinloop.cli.app import app
+from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr, stdout
+from twinloop.errors import InputError
+from twinloop.ops.detect import load_variants
+from twinloop.ops.detect.base import REGISTRY
+from twinloop.ops.detect.offline import DEFAULT_DETECTORS, detect_blocks, pipeline_incidents, read_series
+from twinloop.ops.events import Detection, Incident
+
+_EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, below as seconds
+
+
+def _time(ts: float) -> str:
+    if ts >= _EPOCH_2001_S:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{ts:.3f}"
+
+
+def _detection_json(d: Detection) -> dict[str, Any]:
+    return {
+        "ts": d.ts,
+        "entity": d.entity,
+        "field": d.source,
+        "score": d.score,
+        "kind": d.kind,
+        "class": d.event_class.value,
+        "detector": d.detector,
+    }
+
+
+def _incident_json(i: Incident) -> dict[str, Any]:
+    return {
+        "incident_id": i.incident_id,
+        "class": i.event_class.value,
+        "root": i.root,
+        "n_members": len(i.members),
+        "start_ts": i.start_ts,
+        "end_ts": i.end_ts,
+        "severity": i.severity.name.lower(),
+        "status": i.status,
+    }
+
+
+@app.command()
+def detect(
+    file: Path = typer.Argument(
+        ..., help="CSV or Parquet: wide (timestamp + value columns) or long (ts, entity, field, value)."
+    ),
+    field: list[str] = typer.Option(
+        None, "--field", "-f", help="Value column / field to analyse (repeatable); default all."
+    ),
+    detector: list[str] = typer.Option(
+        None, "--detector", "-d", help="Detector (repeatable); default " + " and ".join(DEFAULT_DETECTORS) + "."
+    ),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Detect anomalies and change points in a time series file (telemetry exported from elsewhere)."""
+
+    def run() -> None:
+        load_variants()
+        names = list(detector) if detector else list(DEFAULT_DETECTORS)
+        for n in names:
+            if n not in REGISTRY:
+                from twinloop.errors import unknown_name
+
+                raise unknown_name("--detector", "", "detector", n, REGISTRY)
+        blocks, report = read_series(file, list(field) if field else None)
+        n_samples = max(b.ts.size for b in blocks)
+        if n_samples < 2:
+            raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
+        detections = detect_blocks(blocks, names)
+        incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity") else []
+        summary = {
+            "file": str(file),
+            "layout": report.layout,
+            "rows": report.rows,
+            "samples": n_samples,
+            "series": sum(len(b.names) for b in blocks),
+            "dt_s": report.dt_s,
+            "out_of_order_rows": report.out_of_order,
+            "duplicate_rows": report.duplicates,
+            "nan_count": report.nan_count,
+            "problems": report.problems,
+            "detectors": names,
+        }
+        if json_out:
+            print_json(
+                {
+                    **summary,
+                    "detections": [_detection_json(d) for d in detections],
+                    "incidents": [_incident_json(i) for i in incidents],
+                }
+            )
+            return
+        stdout.print(
+            f"{file}: {report.layout} layout, {n_samples} samples of {summary['series']} series, "
+            f"dt {report.dt_s:.3g} s, {report.out_of_order} rows out of order (sorted), "
+            f"{report.duplicates} duplicate rows, {sum(report.nan_count.values())} NaN samples, "
+            f"{sum(report.problems.values())} bad rows skipped",
+            highlight=False,
+        )
+        table = Table(title=f"{len(detections)} detections")
+        for col in ("time", "entity / column", "field", "score", "kind", "class", "detector"):
+            table.add_column(col, justify="right" if col == "score" else "left")
+        for d in detections:
+            table.add_row(_time(d.ts), d.entity, d.source, f"{d.score:.2f}", d.kind, d.event_class.value, d.detector)
+        stdout.print(table)
+        if incidents:
+            it = Table(title=f"{len(incidents)} incidents (rules + topology grouping)")
+            for col in ("id", "class", "root", "GPUs", "start", "end", "severity", "status"):
+                it.add_column(col)
+            for i in incidents:
+                it.add_row(
+                    str(i.incident_id),
+                    i.event_class.value,
+                    i.root,
+                    str(len(i.members)),
+                    _time(i.start_ts),
+                    _time(i.end_ts),
+                    i.severity.name.lower(),
+                    i.status,
+                )
+            stdout.print(it)
+        if not detections:
+            stderr.print("no anomalies or change points found", highlight=False)
+
+    guarded(run)

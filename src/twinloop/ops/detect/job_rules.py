@@ -1,0 +1,279 @@
+"""Job-level rules: a straggler among a job's GPUs, suspected silent data corruption, a hung job.
+
+* ``straggler`` (per GPU): a GPU's smoothed speed metric (SM clock by default) against its job peers' median,
+  as a robust z within the job (``(m - median) / (1.4826·MAD)``, with a floor of ``min_deficit/4`` of the
+  median so a job whose GPUs all sit at the same clock does not divide by zero) and at least ``min_deficit``
+  below the median. The group statistics are vectorized: one ``np.lexsort`` by (job, value) gives every
+  job's median and MAD without a per-job loop.
+* ``sdc`` (per job): the loss or gradient norm jumps (z of its log against a Holt level+trend forecast, as
+  the loss curve trends down; scale = EWMA of |residual|; updated only on new steps) while *no hardware
+  signal* of the job's GPUs changed recently (``frame.hw_recent``: rules and per-field detectors upstream).
+  SDC shows in no hardware counter (Llama 3 report), so this is the
+  only way to see it; a spike with a hardware change is that hardware event instead.
+* ``hang`` (per job): the progress counter (or, without one, tokens/s > 0) has not moved for
+  ``max(n_steps × expected step time, min_stall_s)`` after the job made progress, while its GPUs are
+  idle-ish (mean tensor activity below ``idle_tensor``).
+
+Thresholds are guesses, not fitted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.ops.detect.rules import (
+    F64,
+    JOB_GRAD_NORM,
+    JOB_LOSS,
+    JOB_PROGRESS,
+    JOB_STEP_TIME,
+    JOB_TOKENS,
+    SM_CLOCK,
+    TENSOR,
+    BoolArr,
+    Rule,
+    RuleFrame,
+    ewma_toward,
+    steps,
+)
+from twinloop.ops.events import EventClass
+
+
+def group_median(values: F64, group: NDArray[np.int64], n_groups: int) -> tuple[F64, NDArray[np.int64]]:
+    """Median of ``values`` per group (NaN values and ``group < 0`` ignored); also the count per group.
+
+    Args:
+        values: shape (n,).
+        group: group index per value, -1 = none.
+        n_groups: number of groups.
+
+    Returns:
+        (median per group, NaN where empty; count per group).
+    """
+    ok = (group >= 0) & np.isfinite(values)
+    g, v = group[ok], values[ok]
+    order = np.lexsort((v, g))
+    g_sorted, v_sorted = g[order], v[order]
+    count = np.bincount(g_sorted, minlength=n_groups).astype(np.int64)
+    start = np.concatenate(([0], np.cumsum(count)[:-1]))
+    med = np.full(n_groups, np.nan)
+    have = count > 0
+    lo = start[have] + (count[have] - 1) // 2
+    hi = start[have] + count[have] // 2
+    med[have] = 0.5 * (v_sorted[lo] + v_sorted[hi])
+    return med, count
+
+
+class StragglerRule(Rule):
+    """One GPU slower than its job's peers (robust z within the job)."""
+
+    name = "straggler"
+    event_class = EventClass.STRAGGLER
+
+    def __init__(
+        self,
+        metric: str = SM_CLOCK,
+        lower_is_slower: bool = True,
+        z_threshold: float = 4.0,
+        min_deficit: float = 0.05,
+        min_peers: int = 4,
+        smooth_half_life_s: float = 5.0,
+        persistence_s: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self.metric = metric
+        self.sign = 1.0 if lower_is_slower else -1.0
+        self.z_threshold = z_threshold
+        self.min_deficit = min_deficit
+        self.min_peers = min_peers
+        self.smooth_half_life_s = smooth_half_life_s
+        self.persistence_s = persistence_s
+        self._m: F64 | None = None
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_gpus
+        x = frame.gpu.get(self.metric)
+        if x is None or frame.n_slots == 0:
+            return np.zeros(n, dtype=bool), np.zeros(n)
+        if self._m is None or self._m.shape[0] != n:
+            self._m = np.full(n, np.nan)
+            self._slot = np.full(n, -1, dtype=np.int64)
+        # A GPU that changed job starts its smoothing afresh.
+        moved = frame.job_slot != self._slot
+        self._m[moved] = np.nan
+        self._slot = frame.job_slot.copy()
+        valid = np.isfinite(x)
+        self._m = ewma_toward(self._m, x, valid, 1.0 - 2.0 ** (-frame.dt_s / self.smooth_half_life_s))
+        m = self._m
+        slot = frame.job_slot
+        med, count = group_median(m, slot, frame.n_slots)
+        in_job = slot >= 0
+        safe = np.where(in_job, slot, 0)
+        dev = np.abs(m - med[safe])
+        mad, _ = group_median(dev, slot, frame.n_slots)
+        med_g, mad_g, cnt_g = med[safe], mad[safe], count[safe]
+        scale = np.maximum(1.4826 * mad_g, 0.25 * self.min_deficit * np.abs(med_g))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = self.sign * (med_g - m) / scale
+            deficit = self.sign * (med_g - m) / np.abs(med_g)
+        cond = in_job & (cnt_g >= self.min_peers) & (z >= self.z_threshold) & (deficit >= self.min_deficit)
+        fired = self._persist(cond, valid, steps(self.persistence_s, frame.dt_s))
+        return fired, np.where(np.isfinite(z) & in_job, z, 0.0)
+
+
+class SdcRule(Rule):
+    """A loss or gradient-norm spike with no hardware change on the job's GPUs (per job slot)."""
+
+    name = "sdc"
+    event_class = EventClass.SUSPECTED_SDC
+    scope = "job"
+
+    def __init__(
+        self,
+        z_threshold: float = 6.0,
+        half_life_steps: float = 10.0,
+        beta: float = 0.2,
+        min_steps: int = 20,
+        rel_floor: float = 0.002,
+    ) -> None:
+        super().__init__()
+        self.z_threshold = z_threshold
+        self.beta = beta
+        self.alpha = 1.0 - 2.0 ** (-1.0 / half_life_steps)
+        self.min_steps = min_steps
+        self.rel_floor = rel_floor
+        self._state: dict[str, tuple[F64, F64, F64, F64, F64]] = {}
+
+    def _signal_z(self, name: str, x: F64 | None, n_slots: int) -> F64:
+        """Robust z of a new step's log value against a Holt (level + trend) forecast; 0 where no new step."""
+        z_out = np.zeros(n_slots)
+        if x is None:
+            return z_out
+        st = self._state.get(name)
+        if st is None or st[0].shape[0] < n_slots:
+            old = st
+            st = (
+                np.full(n_slots, np.nan),  # level
+                np.zeros(n_slots),  # trend per step
+                np.zeros(n_slots),  # EWMA |residual|
+                np.full(n_slots, np.nan),  # previous log value
+                np.zeros(n_slots),  # steps seen
+            )
+            if old is not None:
+                k = old[0].shape[0]
+                for new_arr, old_arr in zip(st, old, strict=True):
+                    new_arr[:k] = old_arr
+            self._state[name] = st
+        level, trend, absdev, prev, count = st
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lx = np.log(np.where(x > 0, x, np.nan))
+        new = np.isfinite(lx) & (lx != prev)  # only a new step carries information
+        first = new & np.isnan(level)
+        upd = new & ~first
+        forecast = level + trend
+        r = np.where(upd, lx - forecast, 0.0)
+        scale = np.maximum(1.2533 * absdev, self.rel_floor)  # mean |r| -> sigma for a Gaussian
+        z = np.where(upd & (count >= self.min_steps), r / scale, 0.0)
+        spike = z > self.z_threshold
+        a = np.maximum(self.alpha, 1.0 / np.maximum(count, 1))
+        rc = np.clip(r, -self.z_threshold * scale, self.z_threshold * scale)
+        level[:] = np.where(first, lx, np.where(upd, forecast + a * rc, level))
+        trend[:] = np.where(upd, trend + a * self.beta * rc, trend)
+        absdev[:] = np.where(upd & ~spike, absdev + a * (np.abs(r) - absdev), absdev)
+        prev[:] = np.where(np.isfinite(lx), lx, prev)
+        count += new
+        z_out[:] = np.where(np.isfinite(z), z, 0.0)
+        return z_out
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_slots
+        z = np.maximum(
+            self._signal_z("loss", frame.job.get(JOB_LOSS), n),
+            self._signal_z("grad", frame.job.get(JOB_GRAD_NORM), n),
+        )
+        spike = z > self.z_threshold
+        hw = np.zeros(n, dtype=bool)
+        if frame.hw_recent is not None and n:
+            in_job = frame.job_slot >= 0
+            hw_count = np.bincount(frame.job_slot[in_job], weights=frame.hw_recent[in_job], minlength=n)
+            hw = hw_count[:n] > 0
+        return spike & ~hw, z
+
+
+class HangRule(Rule):
+    """No progress for many expected step times while the job's GPUs idle (per job slot)."""
+
+    name = "hang"
+    event_class = EventClass.JOB_HANG
+    scope = "job"
+
+    def __init__(self, n_steps: float = 10.0, min_stall_s: float = 60.0, idle_tensor: float = 0.1) -> None:
+        super().__init__()
+        self.n_steps = n_steps
+        self.min_stall_s = min_stall_s
+        self.idle_tensor = idle_tensor
+        self._last: F64 = np.zeros(0)
+        self._prev: F64 = np.zeros(0)
+        self._step_s: F64 = np.zeros(0)
+        self._training: NDArray[np.bool_] = np.zeros(0, dtype=bool)
+
+    def _grow(self, n: int) -> None:
+        k = self._last.shape[0]
+        if k >= n:
+            return
+        self._last = np.concatenate([self._last, np.full(n - k, np.nan)])
+        self._prev = np.concatenate([self._prev, np.full(n - k, np.nan)])
+        self._step_s = np.concatenate([self._step_s, np.full(n - k, np.nan)])
+        self._training = np.concatenate([self._training, np.zeros(n - k, dtype=bool)])
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_slots
+        self._grow(n)
+        last, prev, step_s = self._last[:n], self._prev[:n], self._step_s[:n]
+        progress = frame.job.get(JOB_PROGRESS)
+        tokens = frame.job.get(JOB_TOKENS)
+        if progress is not None:
+            moved = np.isfinite(progress) & np.isfinite(prev) & (progress > prev)
+            started = np.isfinite(progress) & np.isnan(prev)
+            np.copyto(prev, progress, where=np.isfinite(progress))
+        elif tokens is not None:
+            # Without a progress counter only training jobs (they report a loss) are judged by tokens/s:
+            # a serving job with no requests is idle, not hung.
+            loss = frame.job.get(JOB_LOSS)
+            if loss is not None:
+                self._training[:n] |= np.isfinite(loss)
+            moved = np.isfinite(tokens) & (tokens > 0)
+            started = np.zeros(n, dtype=bool)
+        else:
+            return np.zeros(n, dtype=bool), np.zeros(n)
+        interval = frame.ts - last
+        learn = moved & np.isfinite(last) & (interval > 0)
+        step_s[:] = ewma_toward(step_s, interval, learn, 0.2)
+        st = frame.job.get(JOB_STEP_TIME)
+        if st is not None:
+            step_s[:] = np.where(np.isfinite(st) & (st > 0), st, step_s)
+        last[:] = np.where(moved | (started & np.isnan(last)), frame.ts, last)
+        limit = np.maximum(self.n_steps * np.nan_to_num(step_s, nan=0.0), self.min_stall_s)
+        # Made progress at least twice (a step time is known): a job still initializing is not hung.
+        stalled = np.isfinite(last) & np.isfinite(step_s) & (frame.ts - last >= limit)
+        in_job = frame.job_slot >= 0
+        present = np.bincount(frame.job_slot[in_job], minlength=n)[:n] > 0
+        idle = np.ones(n, dtype=bool)
+        act = frame.gpu.get(TENSOR)
+        if act is not None and n:
+            ok = in_job & np.isfinite(act)
+            s = np.bincount(frame.job_slot[ok], weights=act[ok], minlength=n)[:n]
+            c = np.bincount(frame.job_slot[ok], minlength=n)[:n]
+            idle = np.where(c > 0, s / np.maximum(c, 1) < self.idle_tensor, True)
+        stalled &= present
+        if progress is None:
+            stalled &= self._training[:n]
+        fired = stalled & idle
+        score = np.where(np.isfinite(last), (frame.ts - last) / limit, 0.0)
+        return fired, score
+
+
+def job_rules() -> list[Rule]:
+    """Fresh instances of the job rules with default thresholds."""
+    return [StragglerRule(), SdcRule(), HangRule()]

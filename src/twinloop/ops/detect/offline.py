@@ -1,0 +1,398 @@
+"""Run the detectors offline on a CSV or Parquet time series (``twinloop detect FILE``).
+
+Two layouts are read (with pyarrow):
+
+* **wide** — a timestamp column (``ts``, ``timestamp``, ``time``, ``t``, ``t_s``, ``time_s``, ``date``,
+  ``datetime``; or the first column if it has a timestamp type) and one or more numeric value columns; every
+  value column is one entity;
+* **long** — the telemetry schema ``(ts, entity, field, value)``; every (field, entity) pair is one series and
+  the detectors run per field, vectorized across entities. Files whose first columns are exactly ``ts, entity``
+  (long, or wide per entity: ``ts, entity, <FIELD>...``) are read by the telemetry layer's file source
+  (:mod:`twinloop.telemetry.sources.files`), which counts bad lines instead of stopping (``problems``).
+  When the entities are GPU ids and the fields are DCGM fields, the full
+  :class:`~twinloop.ops.detect.pipeline.DetectionPipeline` (rules + grouping) also runs and its incidents are
+  reported.
+
+Timestamps are seconds (numbers) or dates (ISO 8601 strings or timestamp columns → UNIX seconds). Rows out of
+time order are sorted (and counted), duplicate timestamps keep the last row (counted), NaNs and empty cells are
+counted; a malformed file, a missing timestamp column or a non-numeric value is an :class:`InputError` naming
+the file, the column and the line. Detectors adapt to the series' own sampling interval (the median ``dt``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+from numpy.typing import NDArray
+
+from twinloop.errors import InputError
+from twinloop.ops.detect.base import make_detector
+from twinloop.ops.events import Detection, EventClass, Incident
+
+F64 = NDArray[np.float64]
+
+TS_NAMES = ("ts", "timestamp", "time", "t", "t_s", "time_s", "date", "datetime")
+LONG_COLUMNS = ("ts", "entity", "field", "value")
+DEFAULT_DETECTORS = ("ewma_zscore", "cusum")
+
+
+@dataclass(frozen=True)
+class SeriesBlock:
+    """One field's series on a common time axis.
+
+    Attributes:
+        field: the field (wide files: ``""``, the columns are the series).
+        ts: sample times, s, strictly increasing (n_samples,).
+        names: series names (wide: column names; long: entity ids).
+        values: (n_samples, n_series), NaN = missing.
+    """
+
+    field: str
+    ts: F64
+    names: tuple[str, ...]
+    values: F64
+
+
+@dataclass
+class InputReport:
+    """What was read and what was wrong with it (counted, not fatal)."""
+
+    source: str
+    layout: str = "wide"
+    rows: int = 0
+    out_of_order: int = 0
+    duplicates: int = 0
+    nan_count: dict[str, int] = field(default_factory=dict)
+    problems: dict[str, int] = field(default_factory=dict)
+    dt_s: float = math.nan
+
+
+def _read_table(path: Path) -> pa.Table:
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file", str(path))
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pq.read_table(path)
+        return pacsv.read_csv(path)
+    except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
+        try:
+            msg = (str(exc).splitlines() or ["unreadable"])[0]
+        except UnicodeDecodeError:
+            msg = "not UTF-8 text"
+        line = _bad_csv_line(path) if suffix not in (".parquet", ".pq") else None
+        raise InputError(str(path), f"line {line}" if line else "", f"malformed file: {msg}") from None
+    except OSError as exc:
+        raise InputError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+
+
+def _bad_csv_line(path: Path) -> int | None:
+    """The first line whose field count differs from the header's (pyarrow does not say)."""
+    try:
+        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                return 1
+            for row in reader:
+                if row and len(row) != len(header):
+                    return reader.line_num
+    except csv.Error:
+        return None
+    return None
+
+
+def _column_floats(table: pa.Table, name: str, source: str) -> F64:
+    col = table.column(name)
+    if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
+        secs = pc.cast(pc.cast(col, pa.timestamp("us")), pa.int64()).to_numpy(zero_copy_only=False)
+        return np.asarray(secs, dtype=np.float64) / 1e6
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type):
+        return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    if pa.types.is_null(col.type):
+        return np.full(len(col), np.nan)
+    values = col.to_pylist()
+    out = np.empty(len(values))
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, str) and v.strip() in ("", "nan", "NaN", "NA", "null")):
+            out[i] = np.nan
+            continue
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            raise InputError(source, f"{name}: line {i + 2}", f"non-numeric value {v!r} (allowed: numbers)") from None
+    return out
+
+
+def _ts_column(table: pa.Table, source: str) -> str:
+    lower = {c.lower(): c for c in table.column_names}
+    for name in TS_NAMES:
+        if name in lower:
+            return lower[name]
+    first = table.column_names[0] if table.column_names else None
+    if first is not None and pa.types.is_timestamp(table.column(first).type):
+        return first
+    raise InputError(source, "", f"no timestamp column (allowed names: {', '.join(TS_NAMES)})")
+
+
+def _parse_ts(table: pa.Table, name: str, source: str) -> F64:
+    col = table.column(name)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        try:
+            parsed = pc.cast(col, pa.timestamp("us"))
+        except pa.ArrowInvalid:
+            parsed = None  # maybe numbers in a string column; _column_floats names the bad line otherwise
+        if parsed is not None:
+            table = table.set_column(table.column_names.index(name), name, parsed)
+    ts = _column_floats(table, name, source)
+    bad = ~np.isfinite(ts)
+    if bad.any():
+        line = int(np.flatnonzero(bad)[0]) + 2
+        raise InputError(source, f"{name}: line {line}", "missing timestamp (allowed: seconds or ISO 8601 dates)")
+    return ts
+
+
+def _order(ts: F64, report: InputReport) -> tuple[F64, NDArray[np.int64]]:
+    report.out_of_order += int(np.count_nonzero(np.diff(ts) < 0)) if ts.size > 1 else 0
+    order = np.argsort(ts, kind="stable")
+    return ts[order], order
+
+
+def read_series(path: str | Path, fields: Sequence[str] | None = None) -> tuple[list[SeriesBlock], InputReport]:
+    """Read a wide or long CSV/Parquet file into per-field blocks on a common, increasing time axis.
+
+    Args:
+        path: the file (``.csv`` or ``.parquet``).
+        fields: value columns (wide) or field names (long) to keep; ``None`` = all.
+
+    Returns:
+        (blocks, report): one block for a wide file, one per field for a long file.
+
+    Raises:
+        InputError: malformed file, no timestamp column, non-numeric values, unknown ``fields``.
+        FileNotFoundError: no such file.
+    """
+    p = Path(path)
+    try:
+        return _read_series(p, fields)
+    except UnicodeDecodeError:
+        raise InputError(str(p), "", "not UTF-8 text (allowed: a UTF-8 CSV or a Parquet file)") from None
+
+
+def _header(p: Path) -> list[str]:
+    """Column names without reading the data (``[]`` when the file has none or cannot be read)."""
+    if not p.exists():
+        raise FileNotFoundError(2, "No such file", str(p))
+    try:
+        if p.suffix.lower() in (".parquet", ".pq"):
+            return list(pq.read_schema(p).names)
+        with p.open(newline="", encoding="utf-8") as fh:
+            return [h.strip() for h in next(csv.reader(fh), [])]
+    except (pa.ArrowException, OSError, csv.Error, ValueError):
+        return []
+
+
+def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBlock], InputReport]:
+    source = str(p)
+    header = _header(p)
+    if header[:2] == ["ts", "entity"] and len(header) >= 3:
+        # The telemetry schema (long, or wide per entity): read it the way `twinloop ingest` does.
+        report = InputReport(source, layout="long" if set(LONG_COLUMNS) <= set(header) else "wide-entity")
+        blocks = _read_telemetry(p, fields, report)
+        report.rows = sum(int(np.count_nonzero(np.isfinite(b.values))) for b in blocks)
+        _set_dt(blocks, report)
+        return blocks, report
+    table = _read_table(p)
+    report = InputReport(source, rows=table.num_rows)
+    seen: set[str] = set()
+    for name in table.column_names:
+        if name in seen:
+            raise InputError(source, f"column {name!r}", "appears twice in the header (allowed: unique names)")
+        seen.add(name)
+    if table.num_rows == 0:
+        raise InputError(source, "", "no rows (allowed: a header and at least two samples)")
+    lower = {c.lower(): c for c in table.column_names}
+    if all(c in lower for c in LONG_COLUMNS):
+        report.layout = "long"
+        blocks = _read_long(table, lower, fields, report)
+    else:
+        blocks = [_read_wide(table, fields, report)]
+    _set_dt(blocks, report)
+    return blocks, report
+
+
+def _set_dt(blocks: Sequence[SeriesBlock], report: InputReport) -> None:
+    all_ts = np.concatenate([b.ts for b in blocks]) if blocks else np.zeros(0)
+    if all_ts.size > 1:
+        dts = np.diff(np.unique(all_ts))
+        report.dt_s = float(np.median(dts)) if dts.size else math.nan
+
+
+def _read_wide(table: pa.Table, fields: Sequence[str] | None, report: InputReport) -> SeriesBlock:
+    source = report.source
+    ts_name = _ts_column(table, source)
+    value_cols = [c for c in table.column_names if c != ts_name]
+    if fields:
+        missing = [f for f in fields if f not in value_cols]
+        if missing:
+            raise InputError("--field", "", f"unknown column {missing[0]!r} (allowed: {', '.join(value_cols)})")
+        value_cols = list(fields)
+    if not value_cols:
+        raise InputError(source, "", "no value column (allowed: a timestamp column and one or more value columns)")
+    ts = _parse_ts(table, ts_name, source)
+    values = np.column_stack([_column_floats(table, c, source) for c in value_cols])
+    ts, order = _order(ts, report)
+    values = values[order]
+    keep = np.append(ts[1:] != ts[:-1], True)  # duplicates: the last row wins
+    report.duplicates += int(np.count_nonzero(~keep))
+    ts, values = ts[keep], values[keep]
+    for j, c in enumerate(value_cols):
+        report.nan_count[c] = int(np.count_nonzero(np.isnan(values[:, j])))
+    return SeriesBlock("", ts, tuple(value_cols), values)
+
+
+def _read_long(
+    table: pa.Table, lower: dict[str, str], fields: Sequence[str] | None, report: InputReport
+) -> list[SeriesBlock]:
+    source = report.source
+    ts = _parse_ts(table, lower["ts"], source)
+    entity = np.asarray([str(e) for e in table.column(lower["entity"]).to_pylist()], dtype=object)
+    fld = np.asarray([str(f) for f in table.column(lower["field"]).to_pylist()], dtype=object)
+    value = _column_floats(table, lower["value"], source)
+    known = sorted(set(fld.tolist()))
+    wanted = list(fields) if fields else known
+    missing = [f for f in wanted if f not in known]
+    if missing:
+        raise InputError("--field", "", f"unknown field {missing[0]!r} (allowed: {', '.join(known)})")
+    ts_sorted, order = _order(ts, report)
+    entity, fld, value = entity[order], fld[order], value[order]
+    times, t_idx = np.unique(ts_sorted, return_inverse=True)
+    blocks = []
+    for f in wanted:
+        sel = fld == f
+        names, e_idx = np.unique(entity[sel], return_inverse=True)
+        grid = np.full((times.size, names.size), np.nan)
+        ti = t_idx[sel]
+        dup = np.zeros(ti.size, dtype=bool)
+        key = ti.astype(np.int64) * names.size + e_idx
+        _, first = np.unique(key[::-1], return_index=True)
+        dup[:] = True
+        dup[ti.size - 1 - first] = False
+        report.duplicates += int(np.count_nonzero(dup))
+        grid[ti, e_idx] = value[sel]  # later rows overwrite earlier ones: the last wins
+        for j, name in enumerate(names.tolist()):
+            report.nan_count[f"{name}:{f}"] = int(np.count_nonzero(np.isnan(grid[:, j])))
+        blocks.append(SeriesBlock(f, times, tuple(str(n) for n in names.tolist()), grid))
+    return blocks
+
+
+def _read_telemetry(p: Path, fields: Sequence[str] | None, report: InputReport) -> list[SeriesBlock]:
+    """Blocks from a file in the telemetry schema via ``twinloop.telemetry``'s file source, which counts bad
+    lines (truncated, unparseable, empty entity) instead of stopping at the first one."""
+    from twinloop.telemetry.frame import Frame
+    from twinloop.telemetry.report import IngestReport
+    from twinloop.telemetry.sources.files import FileConfig, FileSource
+
+    ingest = IngestReport()
+    frames = list(FileSource(FileConfig(path=str(p))).frames(ingest))
+    frame = Frame.concat(frames) if frames else Frame.empty(str(p))
+    report.problems = dict(ingest.problems)
+    if len(frame) == 0:
+        raise InputError(str(p), "", "no valid samples (allowed: ts, entity, field, value rows)")
+    report.out_of_order = int(np.count_nonzero(np.diff(frame.ts_s) < 0))
+    known = sorted(frame.fields)
+    wanted = list(fields) if fields else known
+    missing = [f for f in wanted if f not in known]
+    if missing:
+        raise InputError("--field", "", f"unknown field {missing[0]!r} (allowed: {', '.join(known)})")
+    blocks = []
+    for f in wanted:
+        ts, names, grid = frame.to_dense(f)
+        sel = frame.field_idx == frame.fields.index(f)
+        cells = np.unique(np.stack([frame.ts_s[sel], frame.entity_idx[sel].astype(np.float64)]), axis=1).shape[1]
+        report.duplicates += int(np.count_nonzero(sel)) - int(cells)
+        for j, name in enumerate(names):
+            report.nan_count[f"{name}:{f}"] = int(np.count_nonzero(np.isnan(grid[:, j])))
+        blocks.append(SeriesBlock(f, ts, tuple(names), grid))
+    return blocks
+
+
+def detect_blocks(
+    blocks: Sequence[SeriesBlock], detectors: Sequence[str] = DEFAULT_DETECTORS, **params: Any
+) -> list[Detection]:
+    """Run each detector over each block (vectorized across its series); alarms' onsets as detections.
+
+    Args:
+        blocks: from :func:`read_series`.
+        detectors: registered detector names.
+        **params: parameter overrides passed to every detector.
+
+    Returns:
+        Detections sorted by time, one per alarm onset (an anomaly that lasts is reported once).
+    """
+    out: list[Detection] = []
+    for block in blocks:
+        for name in detectors:
+            det = make_detector(name, **params)
+            prev = np.zeros(len(block.names), dtype=bool)
+            for i in range(block.ts.size):
+                alarm = det.update(float(block.ts[i]), block.values[i])
+                onset = alarm & ~prev if det.kind == "anomaly" else alarm
+                prev = alarm
+                for j in np.flatnonzero(onset).tolist():
+                    out.append(
+                        Detection(
+                            ts=float(block.ts[i]),
+                            entity=block.names[j],
+                            source=block.field or block.names[j],
+                            score=float(det.score[j]),
+                            kind=det.kind,
+                            event_class=EventClass.UNCLASSIFIED,
+                            detector=name,
+                        )
+                    )
+    out.sort(key=lambda d: (d.ts, d.entity, d.detector))
+    return out
+
+
+def pipeline_incidents(blocks: Sequence[SeriesBlock]) -> list[Incident]:
+    """Run the full pipeline on long-layout GPU telemetry (entities ``site/row/rack/node/gpu``).
+
+    Returns the final state of every incident (closed, merged or still open at the end), or ``[]`` when the
+    blocks are not GPU telemetry (no DCGM field, or entities that are not 5-component ids).
+    """
+    from twinloop.ops.detect.pipeline import DetectionPipeline
+
+    gpu_blocks = [b for b in blocks if b.field.startswith("DCGM_FI_")]
+    if not gpu_blocks:
+        return []
+    entities = sorted({n for b in gpu_blocks for n in b.names})
+    if not all(e.count("/") == 4 for e in entities):
+        return []
+    pos = {e: i for i, e in enumerate(entities)}
+    times = np.unique(np.concatenate([b.ts for b in gpu_blocks]))
+    grids = {}
+    for b in gpu_blocks:
+        grid = np.full((times.size, len(entities)), np.nan)
+        cols = np.fromiter((pos[n] for n in b.names), dtype=np.int64, count=len(b.names))
+        rows = np.searchsorted(times, b.ts)
+        grid[np.ix_(rows, cols)] = b.values
+        grids[b.field] = grid
+    pipe = DetectionPipeline(entities)
+    final: dict[int, Incident] = {}
+    for i, t in enumerate(times.tolist()):
+        for inc in pipe.step(t, {f: g[i] for f, g in grids.items()}):
+            final[inc.incident_id] = inc
+    for inc in pipe.open_incidents:
+        final[inc.incident_id] = inc
+    return sorted(final.values(), key=lambda x: (x.start_ts, x.incident_id))

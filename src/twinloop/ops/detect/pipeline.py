@@ -1,0 +1,367 @@
+"""The per-step detection pipeline: per-field detectors + cross-signal rules + topology grouping.
+
+``DetectionPipeline.step(ts, fields, ...)`` takes one sample of every GPU field (arrays of shape
+``(n_gpus,)``, NaN = missing) and, optionally, the job of each GPU and per-job fields, and returns the
+incident updates of this step (opened, grown, merged, closed). Everything is vectorized over GPUs; Python
+loops run only over what fired (rising edges, incident roots) and over jobs.
+
+How a firing becomes a class:
+
+* hardware rules (cooling, thermal/power throttle, power delivery, XID) give their own class;
+* a straggler on a GPU that a throttle or cooling rule explains is dropped (the cause is reported instead);
+* job rules (suspected SDC, hang) fire per job and open one incident per job (the root is the job entity);
+  the SDC rule only fires when no hardware signal of the job's GPUs changed within ``hw_window_s``;
+* a per-field detector alarm that no rule explains is a benign workload phase change when an activity field
+  (tensor/DRAM/SM activity, utilization) of the same GPU changed within ``phase_window_s``, and
+  ``unclassified`` otherwise; both are ``info`` severity (``emit_info=False`` drops them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.errors import InputError
+from twinloop.ops.detect.base import Detector, make_detector
+from twinloop.ops.detect.grouping import IncidentGrouper
+from twinloop.ops.detect.job_rules import HangRule, SdcRule, StragglerRule
+from twinloop.ops.detect.rules import (
+    POWER,
+    POWER_LIMIT,
+    TEMP,
+    CoolingRule,
+    GpuLimits,
+    PowerDeliveryRule,
+    PowerThrottleRule,
+    Rule,
+    RuleFrame,
+    ThermalThrottleRule,
+    XidRule,
+)
+from twinloop.ops.events import FAULT_CLASSES, Detection, DetectionKind, EventClass, Impact, Incident
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+
+#: Fields watched by a per-field detector by default, and which detector.
+DEFAULT_FIELD_DETECTORS: Mapping[str, str] = {
+    "DCGM_FI_DEV_GPU_TEMP": "ewma_zscore",
+    "DCGM_FI_DEV_MEMORY_TEMP": "ewma_zscore",
+    "DCGM_FI_DEV_POWER_USAGE": "cusum",
+    "DCGM_FI_DEV_SM_CLOCK": "cusum",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "cusum",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "cusum",
+    "DCGM_FI_DEV_FB_USED": "cusum",
+}
+
+#: Fields whose change means the workload changed (explains a power/temperature change as benign).
+ACTIVITY_FIELDS: frozenset[str] = frozenset(
+    {
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+    }
+)
+
+_FOLLOWS_POWER = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"})
+_EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "cooling", "power_delivery"})
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Pipeline settings.
+
+    Attributes:
+        field_detectors: field name → detector name (``REGISTRY``) for the per-field detectors.
+        detector_params: detector name → parameter overrides.
+        window_s, quiet_s, settle_s, min_fraction: grouping (see :class:`IncidentGrouper`).
+        hw_window_s: a hardware firing this recent vetoes a suspected SDC on the GPU's job, s.
+        phase_window_s: an activity change this recent makes a power/temperature change benign, s.
+        thermal_window_s: a benign power change this recent makes a temperature change benign, s.
+        risk_horizon_h: hours of work at risk per affected GPU (time since a checkpoint; a guess).
+        emit_info: also report benign / unclassified changes (``info`` severity).
+    """
+
+    field_detectors: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_FIELD_DETECTORS))
+    detector_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    window_s: float = 30.0
+    quiet_s: float = 120.0
+    settle_s: float = 5.0
+    min_fraction: float = 0.5
+    hw_window_s: float = 120.0
+    phase_window_s: float = 180.0
+    thermal_window_s: float = 900.0
+    risk_horizon_h: float = 1.0
+    emit_info: bool = True
+
+
+class DetectionPipeline:
+    """Detectors + rules + grouping over a fixed set of GPUs.
+
+    Args:
+        entities: GPU entity ids (``site/row/rack/node/gpu``), in the order of every field array.
+        limits: per-GPU physical limits (default: H100 SXM from the catalog).
+        cdu_of_rack: optional rack id → CDU id map (cooling incidents group by CDU).
+        config: settings.
+    """
+
+    def __init__(
+        self,
+        entities: Sequence[str],
+        limits: GpuLimits | None = None,
+        cdu_of_rack: Mapping[str, str] | None = None,
+        config: PipelineConfig | None = None,
+    ) -> None:
+        self.entities = tuple(entities)
+        n = len(self.entities)
+        self.config = config or PipelineConfig()
+        c = self.config
+        self.limits = limits or GpuLimits.default(n)
+        self.detectors: dict[str, Detector[Any]] = {
+            f: make_detector(name, source=f"field_detectors.{f}", **dict(c.detector_params.get(name, {})))
+            for f, name in c.field_detectors.items()
+        }
+        self.hw_rules: list[Rule] = [
+            CoolingRule(),
+            ThermalThrottleRule(),
+            PowerThrottleRule(),
+            PowerDeliveryRule(),
+            XidRule(),
+        ]
+        self.straggler = StragglerRule()
+        self.job_rules: list[Rule] = [SdcRule(), HangRule()]
+        self.grouper = IncidentGrouper(
+            self.entities,
+            cdu_of_rack,
+            window_s=c.window_s,
+            quiet_s=c.quiet_s,
+            settle_s=c.settle_s,
+            min_fraction=c.min_fraction,
+            impact_fn=self._impact,
+        )
+        self.site = self.entities[0].split("/")[0] if self.entities else "site"
+        self.n_gpus = n
+        self.out_of_order_count = 0
+        self._last_ts = -np.inf
+        self._dts: list[float] = []
+        self.dt_s = 1.0
+        self._prev_fired: dict[str, NDArray[np.bool_]] = {}
+        self._last_hw = np.full(n, -np.inf)
+        self._last_activity = np.full(n, -np.inf)
+        self._last_explainer = np.full(n, -np.inf)
+        self._last_cooling = np.full(n, -np.inf)
+        self._last_power = np.full(n, -np.inf)
+        self._activity_ref: dict[str, F64] = {}
+        self._slots: dict[str, int] = {}
+        self._slot_names: list[str] = []
+        self._job_slot = np.full(n, -1, dtype=np.int64)
+        self._job_size = np.zeros(0)
+        self._temp = np.full(n, np.nan)
+        self._power = np.full(n, np.nan)
+        self._limit = self.limits.tdp_w.copy()
+
+    # --- helpers ----------------------------------------------------------------------------------------------
+    def _observe_dt(self, ts: float) -> None:
+        if np.isfinite(self._last_ts):
+            self._dts.append(ts - self._last_ts)
+            if len(self._dts) > 31:
+                del self._dts[0]
+            self.dt_s = float(np.median(self._dts))
+        self._last_ts = ts
+
+    def _job_entity(self, job: str) -> str:
+        return job if "/" in job else f"{self.site}/jobs/{job}"
+
+    def _map_jobs(
+        self, job_index: I64 | None, job_ids: Sequence[str] | None, job_fields: Mapping[str, F64] | None
+    ) -> dict[str, F64]:
+        if job_index is None or job_ids is None:
+            self._job_slot = np.full(self.n_gpus, -1, dtype=np.int64)
+            return {}
+        for j in job_ids:
+            if j not in self._slots:
+                self._slots[j] = len(self._slot_names)
+                self._slot_names.append(j)
+        slot_of = np.fromiter((self._slots[j] for j in job_ids), dtype=np.int64, count=len(job_ids))
+        ji = np.asarray(job_index, dtype=np.int64)
+        if ji.shape != (self.n_gpus,) or (ji >= len(job_ids)).any():
+            raise InputError("pipeline", "job_index", f"shape ({self.n_gpus},), values -1..{len(job_ids) - 1}")
+        self._job_slot = np.where(ji >= 0, slot_of[np.maximum(ji, 0)] if len(job_ids) else -1, -1)
+        n_slots = len(self._slot_names)
+        in_job = self._job_slot >= 0
+        self._job_size = np.bincount(self._job_slot[in_job], minlength=n_slots).astype(np.float64)
+        out: dict[str, F64] = {}
+        for name, values in (job_fields or {}).items():
+            arr = np.full(n_slots, np.nan)
+            arr[slot_of] = np.asarray(values, dtype=np.float64)
+            out[name] = arr
+        return out
+
+    def _impact(self, cls: EventClass, members: I64) -> Impact:
+        slots = self._job_slot[members]
+        jobs = np.unique(slots[slots >= 0])
+        if self._slot_names:
+            at_risk_gpus = float(self._job_size[jobs].sum())  # whole jobs stop; an idle GPU risks no work
+        else:
+            at_risk_gpus = float(members.size)  # no job information: assume every member GPU is busy
+        with np.errstate(invalid="ignore"):
+            t_margin = self.limits.slowdown_temp_c[members] - self._temp[members]
+            p_margin = self._limit[members] - self._power[members]
+        return Impact(
+            gpu_hours_at_risk=at_risk_gpus * self.config.risk_horizon_h,
+            temp_margin_c=float(np.nanmin(t_margin)) if np.isfinite(t_margin).any() else float("inf"),
+            power_margin_w=float(np.nanmin(p_margin)) if np.isfinite(p_margin).any() else float("inf"),
+            n_gpus=int(members.size),
+        )
+
+    def _onsets(
+        self, ts: float, key: str, fired: NDArray[np.bool_], score: F64, cls: EventClass, kind: str, source: str
+    ) -> list[tuple[int, Detection]]:
+        prev = self._prev_fired.get(key)
+        rising = fired & ~prev if prev is not None and prev.shape == fired.shape else fired
+        self._prev_fired[key] = fired
+        k: DetectionKind = "change_point" if kind == "change_point" else "anomaly"
+        return [
+            (i, Detection(ts, self.entities[i], source, float(score[i]), k, cls, key))
+            for i in np.flatnonzero(rising).tolist()
+        ]
+
+    # --- the step ---------------------------------------------------------------------------------------------
+    def step(
+        self,
+        ts: float,
+        fields: Mapping[str, NDArray[np.float64]],
+        job_index: I64 | None = None,
+        job_ids: Sequence[str] | None = None,
+        job_fields: Mapping[str, NDArray[np.float64]] | None = None,
+    ) -> list[Incident]:
+        """Process one sample of every GPU.
+
+        Args:
+            ts: sample time, s; a time not after the previous one is dropped and counted.
+            fields: field name → values (n_gpus,), NaN = missing.
+            job_index: per GPU, index into ``job_ids`` (-1 = no job).
+            job_ids: job ids (bare, or entity ids ``<site>/jobs/<id>``) of this step.
+            job_fields: job field name → values (len(job_ids),).
+
+        Returns:
+            Incident updates of this step (status ``open`` for new or grown ones, ``merged``, ``closed``).
+        """
+        if not ts > self._last_ts:
+            self.out_of_order_count += 1
+            return []
+        self._observe_dt(ts)
+        c = self.config
+        gpu = {k: np.asarray(v, dtype=np.float64) for k, v in fields.items()}
+        for k, v in gpu.items():
+            if v.shape != (self.n_gpus,):
+                raise InputError("pipeline", k, f"shape {v.shape} (allowed ({self.n_gpus},))")
+        if TEMP in gpu:
+            np.copyto(self._temp, gpu[TEMP], where=np.isfinite(gpu[TEMP]))
+        if POWER in gpu:
+            np.copyto(self._power, gpu[POWER], where=np.isfinite(gpu[POWER]))
+        if POWER_LIMIT in gpu:
+            np.copyto(self._limit, gpu[POWER_LIMIT], where=np.isfinite(gpu[POWER_LIMIT]))
+        job = self._map_jobs(job_index, job_ids, job_fields)
+        frame = RuleFrame(ts, self.dt_s, gpu, self.limits, self._job_slot, job, len(self._slot_names))
+
+        # 1. hardware rules
+        for rule in self.hw_rules:
+            fired, score = rule.update(frame)
+            onsets = self._onsets(ts, rule.name, fired, score, rule.event_class, "anomaly", f"rule:{rule.name}")
+            cls = rule.event_class
+            if rule.name == "thermal_throttle" and fired.any():
+                # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
+                cooling = fired & (self._last_cooling >= ts - c.quiet_s)
+                if cooling.any():
+                    self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(cooling))
+                    self._last_hw[cooling] = ts
+                    self._last_explainer[cooling] = ts
+                    fired = fired & ~cooling
+                    onsets = [(i, d) for i, d in onsets if fired[i]]
+            if fired.any():
+                idx = np.flatnonzero(fired)
+                self.grouper.observe(ts, cls, idx, onsets)
+                if rule.name == "cooling":
+                    self._last_cooling[idx] = ts
+                self._last_hw[idx] = ts
+                if rule.name in _EXPLAINS_STRAGGLER:
+                    self._last_explainer[idx] = ts
+
+        # 2. per-field detectors. An activity field that moved away from its slow reference marks a workload
+        # change at once (its own detector may confirm a sample later than the power detector fires).
+        a_ref = 1.0 - 2.0 ** (-self.dt_s / 120.0)
+        for f in ACTIVITY_FIELDS & gpu.keys():
+            x = gpu[f]
+            ref = self._activity_ref.setdefault(f, np.full(self.n_gpus, np.nan))
+            tol = 0.05 if f.startswith("DCGM_FI_PROF_") else 0.05 * np.abs(ref)
+            with np.errstate(invalid="ignore"):
+                moved = np.abs(x - ref) > tol
+            self._last_activity[moved] = ts
+            ok = np.isfinite(x)
+            self._activity_ref[f] = np.where(ok, np.where(np.isnan(ref), x, ref + a_ref * (x - ref)), ref)
+        alarms: dict[str, NDArray[np.bool_]] = {}
+        for f, det in self.detectors.items():
+            if f in gpu:
+                alarms[f] = det.update(ts, gpu[f])
+                if f in ACTIVITY_FIELDS and alarms[f].any():
+                    self._last_activity[alarms[f]] = ts
+        workload = self._last_activity >= ts - c.phase_window_s
+        if POWER in alarms:
+            self._last_power[alarms[POWER] & workload] = ts
+        # Temperatures follow power through a thermal time constant: a benign power change explains them longer.
+        thermal_ok = workload | (self._last_power >= ts - c.thermal_window_s)
+        recent_rule = self._last_hw >= ts - c.phase_window_s
+        for f, fired in alarms.items():
+            det = self.detectors[f]
+            recent_activity = thermal_ok if f in _FOLLOWS_POWER else workload
+            benign = fired & recent_activity & ~recent_rule
+            other = fired & ~recent_activity & ~recent_rule
+            if other.any() and f not in ACTIVITY_FIELDS:
+                self._last_hw[other] = ts  # an unexplained hardware-side change vetoes SDC
+            if not c.emit_info:
+                continue
+            for cls, mask in ((EventClass.BENIGN_PHASE_CHANGE, benign), (EventClass.UNCLASSIFIED, other)):
+                key = f"{det.name}:{f}:{cls.value}"
+                onsets = self._onsets(ts, key, mask, det.score, cls, det.kind, f)
+                if mask.any():
+                    self.grouper.observe(ts, cls, np.flatnonzero(mask), onsets)
+
+        # 3. straggler (unless a throttle or cooling fault explains the slow GPU)
+        fired, score = self.straggler.update(frame)
+        fired &= ~(self._last_explainer >= ts - c.window_s)
+        onsets = self._onsets(ts, "straggler", fired, score, EventClass.STRAGGLER, "anomaly", "rule:straggler")
+        if fired.any():
+            self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
+
+        # 4. job rules (per job slot)
+        frame.hw_recent = self._last_hw >= ts - c.hw_window_s
+        for rule in self.job_rules:
+            fired, score = rule.update(frame)
+            key = f"job:{rule.name}"
+            prev = self._prev_fired.get(key, np.zeros(0, dtype=bool))
+            prev = np.concatenate([prev, np.zeros(max(0, fired.shape[0] - prev.shape[0]), dtype=bool)])
+            self._prev_fired[key] = fired
+            for s in np.flatnonzero(fired).tolist():
+                entity = self._job_entity(self._slot_names[s])
+                jdet = None
+                if not prev[s]:
+                    jdet = Detection(ts, entity, f"rule:{rule.name}", float(score[s]), "anomaly", rule.event_class, key)
+                members = np.flatnonzero(self._job_slot == s)
+                self.grouper.observe_named(ts, rule.event_class, entity, jdet, members)
+
+        updates = self.grouper.step(ts)
+        if not c.emit_info:
+            updates = [u for u in updates if u.event_class in FAULT_CLASSES]
+        return updates
+
+    @property
+    def open_incidents(self) -> list[Incident]:
+        """Incidents open now."""
+        return self.grouper.open_incidents

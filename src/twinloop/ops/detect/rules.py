@@ -1,0 +1,376 @@
+"""Cross-signal rules a person would write, over per-GPU arrays of DCGM fields (hardware rules here; job rules
+in :mod:`.job_rules`).
+
+Every rule is vectorized over GPUs, keeps its own state, is NaN-safe (a missing input leaves that GPU's state
+as it was) and needs its condition to hold for ``persistence_s`` before it fires:
+
+* ``cooling`` → cooling degradation: the die temperature rises *at constant power*. The expected temperature
+  follows power through the thermal RC (``T = T_coolant + R·P_filtered``, ``P_filtered`` = power through a
+  first-order lag of time constant ``tau_s``); the residual ``T - R·P_filtered`` is the coolant-side
+  temperature, flat under any workload change. A residual rise of ``rise_c`` above its slow baseline while the
+  power has been steady is a cooling or thermal-interface fault.
+* ``thermal_throttle``: a thermal clock-event bit (SW/HW thermal), or the temperature within ``margin_c`` of
+  slowdown with the clock down ``clock_drop`` from its reference.
+* ``power_throttle``: the clock falls ``clock_drop`` below its reference while power is at the limit
+  (``at_limit``), and the tensor activity did not rise (a heavier phase at the cap is normal operation).
+* ``power_delivery``: the HW power-brake bit, or HW slowdown without any thermal cause.
+* ``xid``: a fatal XID code (fell off the bus, DBE, uncontained ECC, GSP timeout, ...) or a burst of
+  ``burst_count`` XIDs within ``burst_window_s``. ``DCGM_FI_DEV_XID_ERRORS`` holds the *last* XID code, so an
+  event is a change to a non-zero code.
+
+Thresholds are guesses with physical units (°C, fraction of clock, fraction of limit), not fitted.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.hardware.gpu import GpuSpec, get_gpu
+from twinloop.hardware.power import (
+    CLOCK_EVENT_HW_POWER_BRAKE,
+    CLOCK_EVENT_HW_SLOWDOWN,
+    CLOCK_EVENT_HW_THERMAL,
+    CLOCK_EVENT_SW_THERMAL,
+)
+from twinloop.ops.events import EventClass
+
+F64 = NDArray[np.float64]
+BoolArr = NDArray[np.bool_]
+
+# Field names (twinloop.telemetry.fields); the two job fields it does not list yet are named in its style.
+TEMP = "DCGM_FI_DEV_GPU_TEMP"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+SM_CLOCK = "DCGM_FI_DEV_SM_CLOCK"
+POWER_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
+CLOCK_REASONS = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
+XID = "DCGM_FI_DEV_XID_ERRORS"
+TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+JOB_STEP_TIME = "TWINLOOP_FI_JOB_STEP_TIME"
+JOB_LOSS = "TWINLOOP_FI_JOB_LOSS"
+JOB_TOKENS = "TWINLOOP_FI_JOB_TOKENS_PER_S"
+JOB_GRAD_NORM = "TWINLOOP_FI_JOB_GRAD_NORM"
+JOB_PROGRESS = "TWINLOOP_FI_JOB_PROGRESS"
+
+#: XID codes that mean the GPU (or its memory) is broken on the first occurrence (NVIDIA Xid catalog).
+FATAL_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121})
+
+
+@dataclass(frozen=True)
+class GpuLimits:
+    """Per-GPU physical limits the rules compare against (arrays of shape (n_gpus,)).
+
+    Attributes:
+        slowdown_temp_c: die temperature where the GPU starts to slow down, °C.
+        thermal_resistance_c_per_w: die-to-coolant thermal resistance, °C/W (a model parameter).
+        thermal_tau_s: thermal time constant R·C, s.
+        tdp_w: default power limit, W.
+    """
+
+    slowdown_temp_c: F64
+    thermal_resistance_c_per_w: F64
+    thermal_tau_s: F64
+    tdp_w: F64
+
+    @classmethod
+    def from_spec(cls, spec: GpuSpec, n_gpus: int) -> GpuLimits:
+        """Limits of ``n_gpus`` GPUs of one kind."""
+        r = spec.thermal_resistance_c_per_w
+        return cls(
+            slowdown_temp_c=np.full(n_gpus, spec.slowdown_temp_c),
+            thermal_resistance_c_per_w=np.full(n_gpus, r),
+            thermal_tau_s=np.full(n_gpus, r * spec.thermal_capacitance_j_per_c),
+            tdp_w=np.full(n_gpus, spec.tdp_w),
+        )
+
+    @classmethod
+    def default(cls, n_gpus: int) -> GpuLimits:
+        """H100 SXM limits from the catalog (the most common kind in the anchors)."""
+        return cls.from_spec(get_gpu("h100-sxm"), n_gpus)
+
+
+@dataclass
+class RuleFrame:
+    """What every rule sees at one step.
+
+    Attributes:
+        ts: time, s. dt_s: the sampling interval in use, s.
+        gpu: per-GPU fields (n_gpus,), NaN = missing; absent fields are simply not in the dict.
+        limits: per-GPU limits.
+        job_slot: per-GPU job slot (index into the job arrays), -1 = no job.
+        job: per-slot job fields (n_slots,), NaN = not reported this step.
+        n_slots: number of job slots.
+        hw_recent: per-GPU flag: some hardware signal of this GPU changed recently (for the SDC rule).
+    """
+
+    ts: float
+    dt_s: float
+    gpu: dict[str, F64]
+    limits: GpuLimits
+    job_slot: NDArray[np.int64]
+    job: dict[str, F64] = field(default_factory=dict)
+    n_slots: int = 0
+    hw_recent: BoolArr | None = None
+
+    @property
+    def n_gpus(self) -> int:
+        """Number of GPUs."""
+        return int(self.job_slot.shape[0])
+
+
+class Persist:
+    """k-consecutive-sample persistence that a NaN (``valid`` False) neither breaks nor extends."""
+
+    def __init__(self) -> None:
+        self.run: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+
+    def __call__(self, cond: BoolArr, valid: BoolArr, k: int) -> BoolArr:
+        if self.run.shape != cond.shape:
+            self.run = np.zeros(cond.shape, dtype=np.int64)
+        self.run = np.where(cond & valid, self.run + 1, np.where(valid, 0, self.run))
+        return self.run >= k
+
+
+def steps(seconds: float, dt_s: float) -> int:
+    """A duration as a number of samples (at least 1)."""
+    return max(1, int(np.ceil(seconds / dt_s - 1e-9)))
+
+
+def ewma_toward(state: F64, x: F64, mask: BoolArr, alpha: float | F64) -> F64:
+    """EWMA step where ``mask``; NaN state takes ``x`` directly."""
+    new = np.where(np.isnan(state), x, state + alpha * (x - state))
+    return np.where(mask, new, state)
+
+
+def _bits(frame: RuleFrame) -> tuple[NDArray[np.int64], BoolArr]:
+    raw = frame.gpu.get(CLOCK_REASONS)
+    if raw is None:
+        return np.zeros(frame.n_gpus, dtype=np.int64), np.zeros(frame.n_gpus, dtype=bool)
+    ok = np.isfinite(raw)
+    return np.where(ok, raw, 0).astype(np.int64), ok
+
+
+RuleScope = Literal["gpu", "job"]
+
+
+class Rule(ABC):
+    """A cross-signal rule: ``update(frame)`` returns (fired, score) per GPU (or per job slot)."""
+
+    name: ClassVar[str]
+    event_class: ClassVar[EventClass]
+    scope: ClassVar[RuleScope] = "gpu"
+    persistence_s: float = 5.0
+
+    def __init__(self) -> None:
+        self._persist = Persist()
+
+    @abstractmethod
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Advance the rule by one step; (fired, score) arrays per GPU (``scope == "gpu"``) or per job slot."""
+
+
+class CoolingRule(Rule):
+    """Temperature rising at constant power (see module docstring)."""
+
+    name = "cooling"
+    event_class = EventClass.COOLING_DEGRADATION
+
+    def __init__(
+        self,
+        rise_c: float = 5.0,
+        power_tolerance: float = 0.08,
+        baseline_half_life_s: float = 900.0,
+        steady_half_life_s: float = 60.0,
+        warmup_s: float = 120.0,
+        persistence_s: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.rise_c = rise_c
+        self.power_tolerance = power_tolerance
+        self.baseline_half_life_s = baseline_half_life_s
+        self.steady_half_life_s = steady_half_life_s
+        self.warmup_s = warmup_s
+        self.persistence_s = persistence_s
+        self._p_filt: F64 | None = None
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_gpus
+        t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
+        if t is None or p is None:
+            return np.zeros(n, dtype=bool), np.zeros(n)
+        if self._p_filt is None or self._p_filt.shape[0] != n:
+            self._p_filt = np.full(n, np.nan)
+            self._p_slow = np.full(n, np.nan)
+            self._r_base = np.full(n, np.nan)
+            self._age = np.zeros(n)
+        lim = frame.limits
+        valid = np.isfinite(t) & np.isfinite(p)
+        # Exact first-order lag over one interval, the same as the thermal RC.
+        a_rc = -np.expm1(-frame.dt_s / lim.thermal_tau_s)
+        self._p_filt = ewma_toward(self._p_filt, p, valid, a_rc)
+        self._p_slow = ewma_toward(self._p_slow, p, valid, 1.0 - 2.0 ** (-frame.dt_s / self.steady_half_life_s))
+        resid = t - lim.thermal_resistance_c_per_w * self._p_filt
+        rise = np.where(valid, resid - self._r_base, 0.0)
+        scale_w = np.maximum(self._p_slow, 0.1 * lim.tdp_w)
+        steady = np.abs(self._p_filt - self._p_slow) <= self.power_tolerance * scale_w
+        steady &= np.abs(p - self._p_slow) <= 2.0 * self.power_tolerance * scale_w
+        self._age = np.where(valid, self._age + frame.dt_s, self._age)
+        warm = self._age >= self.warmup_s
+        cond = warm & steady & (rise >= self.rise_c)
+        # The baseline learns only while nothing is wrong, so a lasting fault stays visible.
+        calm = valid & ~(rise >= 0.5 * self.rise_c) | (valid & ~warm)
+        a_base = 1.0 - 2.0 ** (-frame.dt_s / self.baseline_half_life_s)
+        a_base_eff = np.where(warm, a_base, np.maximum(a_base, 0.1))
+        self._r_base = ewma_toward(self._r_base, resid, calm, a_base_eff)
+        fired = self._persist(cond, valid, steps(self.persistence_s, frame.dt_s))
+        return fired, rise
+
+
+class ClockReference:
+    """Slow reference of a per-GPU signal that learns only while its rule is calm."""
+
+    def __init__(self, half_life_s: float) -> None:
+        self.half_life_s = half_life_s
+        self.value: F64 | None = None
+
+    def get(self, n: int) -> F64:
+        if self.value is None or self.value.shape[0] != n:
+            self.value = np.full(n, np.nan)
+        return self.value
+
+    def learn(self, x: F64, mask: BoolArr, dt_s: float) -> None:
+        ref = self.get(x.shape[0])
+        self.value = ewma_toward(ref, x, mask & np.isfinite(x), 1.0 - 2.0 ** (-dt_s / self.half_life_s))
+
+
+class ThermalThrottleRule(Rule):
+    """Thermal clock-event bits, or near slowdown with the clock down."""
+
+    name = "thermal_throttle"
+    event_class = EventClass.THERMAL_THROTTLE
+
+    def __init__(self, margin_c: float = 2.0, clock_drop: float = 0.05, persistence_s: float = 3.0) -> None:
+        super().__init__()
+        self.margin_c = margin_c
+        self.clock_drop = clock_drop
+        self.persistence_s = persistence_s
+        self._clock_ref = ClockReference(300.0)
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_gpus
+        bits, bits_ok = _bits(frame)
+        thermal_bit = (bits & (CLOCK_EVENT_SW_THERMAL | CLOCK_EVENT_HW_THERMAL)) != 0
+        t = frame.gpu.get(TEMP, np.full(n, np.nan))
+        clock = frame.gpu.get(SM_CLOCK, np.full(n, np.nan))
+        ref = self._clock_ref.get(n)
+        with np.errstate(invalid="ignore"):
+            hot = t >= frame.limits.slowdown_temp_c - self.margin_c
+            slowed = clock < ref * (1.0 - self.clock_drop)
+        cond = thermal_bit | (hot & slowed)
+        valid = bits_ok | (np.isfinite(t) & np.isfinite(clock))
+        self._clock_ref.learn(clock, ~cond & ~hot, frame.dt_s)
+        score = np.where(np.isfinite(t), t - (frame.limits.slowdown_temp_c - self.margin_c), 0.0)
+        return self._persist(cond, valid, steps(self.persistence_s, frame.dt_s)), score
+
+
+class PowerThrottleRule(Rule):
+    """Clock falling with power at its limit, not explained by a heavier workload phase."""
+
+    name = "power_throttle"
+    event_class = EventClass.POWER_THROTTLE
+
+    def __init__(
+        self, at_limit: float = 0.97, clock_drop: float = 0.10, activity_rise: float = 0.1, persistence_s: float = 5.0
+    ) -> None:
+        super().__init__()
+        self.at_limit = at_limit
+        self.clock_drop = clock_drop
+        self.activity_rise = activity_rise
+        self.persistence_s = persistence_s
+        self._clock_ref = ClockReference(300.0)
+        self._act_ref = ClockReference(300.0)
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_gpus
+        nan = np.full(n, np.nan)
+        p, lim_w = frame.gpu.get(POWER, nan), frame.gpu.get(POWER_LIMIT, frame.limits.tdp_w)
+        clock, act = frame.gpu.get(SM_CLOCK, nan), frame.gpu.get(TENSOR, np.zeros(n))
+        c_ref, a_ref = self._clock_ref.get(n), self._act_ref.get(n)
+        with np.errstate(invalid="ignore"):
+            at_limit = p >= self.at_limit * lim_w
+            drop = 1.0 - clock / c_ref
+            heavier = act > a_ref + self.activity_rise
+        cond = at_limit & (drop >= self.clock_drop) & ~heavier
+        valid = np.isfinite(p) & np.isfinite(clock)
+        calm = ~cond
+        self._clock_ref.learn(clock, calm, frame.dt_s)
+        self._act_ref.learn(np.where(np.isfinite(act), act, np.nan), calm, frame.dt_s)
+        fired = self._persist(cond, valid, steps(self.persistence_s, frame.dt_s))
+        return fired, np.where(np.isfinite(drop), drop, 0.0)
+
+
+class PowerDeliveryRule(Rule):
+    """HW power brake, or HW slowdown with no thermal cause."""
+
+    name = "power_delivery"
+    event_class = EventClass.POWER_DELIVERY_FAULT
+
+    def __init__(self, margin_c: float = 5.0, persistence_s: float = 2.0) -> None:
+        super().__init__()
+        self.margin_c = margin_c
+        self.persistence_s = persistence_s
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_gpus
+        bits, ok = _bits(frame)
+        t = frame.gpu.get(TEMP, np.full(n, np.nan))
+        thermal = ((bits & (CLOCK_EVENT_SW_THERMAL | CLOCK_EVENT_HW_THERMAL)) != 0) | (
+            np.nan_to_num(t, nan=0.0) >= frame.limits.slowdown_temp_c - self.margin_c
+        )
+        brake = (bits & CLOCK_EVENT_HW_POWER_BRAKE) != 0
+        hw_slow = ((bits & CLOCK_EVENT_HW_SLOWDOWN) != 0) & ~thermal
+        cond = brake | hw_slow
+        return self._persist(cond, ok, steps(self.persistence_s, frame.dt_s)), cond.astype(np.float64)
+
+
+class XidRule(Rule):
+    """Fatal XID codes at once; other codes when ``burst_count`` arrive within ``burst_window_s``."""
+
+    name = "xid"
+    event_class = EventClass.GPU_HARDWARE_ERROR
+
+    def __init__(self, burst_count: int = 3, burst_window_s: float = 60.0) -> None:
+        super().__init__()
+        self.burst_count = burst_count
+        self.burst_window_s = burst_window_s
+        self._prev: F64 | None = None
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_gpus
+        x = frame.gpu.get(XID)
+        if x is None:
+            return np.zeros(n, dtype=bool), np.zeros(n)
+        if self._prev is None or self._prev.shape[0] != n:
+            self._prev = np.zeros(n)
+            self._times = np.full((n, self.burst_count), -np.inf)
+            self._pos = np.zeros(n, dtype=np.int64)
+        ok = np.isfinite(x)
+        code = np.where(ok, x, 0.0)
+        event = ok & (code > 0) & (code != self._prev)
+        np.copyto(self._prev, code, where=ok)
+        fatal = event & np.isin(code.astype(np.int64), np.fromiter(FATAL_XIDS, dtype=np.int64))
+        idx = np.flatnonzero(event)
+        self._times[idx, self._pos[idx]] = frame.ts
+        self._pos[idx] = (self._pos[idx] + 1) % self.burst_count
+        burst = event & (frame.ts - self._times.min(axis=1) <= self.burst_window_s)
+        fired = fatal | burst
+        return fired, np.where(fired, code, 0.0)
+
+
+def hardware_rules() -> list[Rule]:
+    """Fresh instances of the per-GPU hardware rules with default thresholds."""
+    return [CoolingRule(), ThermalThrottleRule(), PowerThrottleRule(), PowerDeliveryRule(), XidRule()]

@@ -1,0 +1,167 @@
+"""Twin adapter: the closed loop. Policy actions become twin commands, validated by the twin itself too.
+
+Entity conventions follow the twin: GPUs ``dc1/r01/k03/n05/g7``, jobs ``dc1/jobs/<name>``, and one CDU per row,
+so a CDU is addressed by its row id (``dc1/r01``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, ancestor
+from twinloop.twin.actions import (
+    Action,
+    Drain,
+    HoldAdmission,
+    RequeueJob,
+    SchedulePrecool,
+    SetClocks,
+    SetCoolant,
+    SetPowerLimit,
+    TriggerCheckpoint,
+)
+
+if TYPE_CHECKING:
+    from twinloop.twin.engine import Twin
+
+_JOBS = "/jobs/"
+
+
+class TwinAdapter(ActionAdapter):
+    """Carries policy actions out on a :class:`~twinloop.twin.engine.Twin` between its steps."""
+
+    name: ClassVar[str] = "twin"
+    supported: ClassVar[frozenset[ActionKind]] = frozenset(ActionKind) - {
+        ActionKind.EXCLUDE_GPU,  # the twin has no hot spares to swap a GPU out of a running job
+        ActionKind.STAGGER_START,
+    }
+
+    def __init__(self, twin: Twin, precool_ramp_down_s: float = 300.0) -> None:
+        self.twin = twin
+        self.precool_ramp_down_s = precool_ramp_down_s
+
+    # ----- entities -------------------------------------------------------------------------------------
+    def job_of(self, entity: str) -> str | None:
+        """The job id of ``entity``: itself for job ids, the job running on a GPU (or on a node's GPUs)."""
+        if _JOBS in entity:
+            return entity
+        gpus = self._gpus(entity)
+        if gpus is None or gpus.size == 0:
+            return None
+        owners = self.twin.job_of_gpu[gpus]
+        owners = owners[owners >= 0]
+        if owners.size == 0:
+            return None
+        return f"{self.twin.topo.site}{_JOBS}{self.twin.jobs[int(np.bincount(owners).argmax())].spec.name}"
+
+    def cdu_of(self, entity: str) -> str | None:
+        """The row (one CDU per row) cooling ``entity``."""
+        return ancestor(entity, 2)
+
+    def _gpus(self, target: str) -> NDArray[np.int64] | None:
+        if _JOBS in target:
+            job = self.twin.job_by_name(target.split(_JOBS, 1)[1])
+            return None if job is None else np.asarray(job.gpus, dtype=np.int64)
+        try:
+            level, index = self.twin.topo.resolve(target)
+        except KeyError:
+            return None
+        return self.twin.topo.gpus_of(level, index)
+
+    def _row(self, target: str) -> int | None:
+        try:
+            level, index = self.twin.topo.resolve(target)
+        except KeyError:
+            return None
+        return index if level == "row" else None
+
+    # ----- settings -------------------------------------------------------------------------------------
+    def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
+        """Hardware ranges from the twin's GPUs and CDUs."""
+        ph, cool = self.twin.physics, self.twin.cooling
+        if kind in (ActionKind.POWER_CAP, ActionKind.SET_CLOCKS):
+            gpus = self._gpus(target)
+            if gpus is None or gpus.size == 0:
+                return None
+            lo_arr, hi_arr = (
+                (ph.limit_min_w, ph.limit_max_w)
+                if kind == ActionKind.POWER_CAP
+                else (ph.clock_min_mhz, ph.clock_max_mhz)
+            )
+            return float(lo_arr[gpus].max()), float(hi_arr[gpus].min())
+        row = self._row(target)
+        if row is None:
+            return None
+        if kind in (ActionKind.CDU_SETPOINT, ActionKind.PRECOOL):
+            return float(cool.setpoint_min_c[row]), float(cool.setpoint_max_c[row])
+        if kind == ActionKind.CDU_FLOW:
+            return float(cool.flow_min[row]), float(cool.flow_max[row])
+        return None
+
+    def current(self, kind: ActionKind, target: str) -> float | None:
+        """Current power limit (mean over the target's GPUs), clock cap, CDU setpoint or flow fraction."""
+        if kind == ActionKind.POWER_CAP:
+            gpus = self._gpus(target)
+            if gpus is None or gpus.size == 0:
+                return None
+            return float(self.twin.physics.gpus.user_limit_w[gpus].mean())
+        row = self._row(target)
+        if row is None:
+            return None
+        state = self.twin.cooling.state
+        if kind in (ActionKind.CDU_SETPOINT, ActionKind.PRECOOL):
+            return float(state.setpoint_c[row])
+        if kind == ActionKind.CDU_FLOW:
+            return float(state.flow_fraction[row])
+        return None
+
+    # ----- apply ----------------------------------------------------------------------------------------
+    def _commands(self, r: ActionRequest) -> list[Action] | str:
+        t = self.twin
+        job = r.target.split(_JOBS, 1)[1] if _JOBS in r.target else None
+        if r.kind == ActionKind.POWER_CAP and r.value is not None:
+            if job is None:
+                return [SetPowerLimit(r.target, r.value)]
+            gpus = self._gpus(r.target)
+            if gpus is None:
+                return f"unknown job {job!r}"
+            nodes = np.unique(t.topo.gpu_node[gpus])
+            return [SetPowerLimit(t.topo.node_id(int(n)), r.value) for n in nodes]
+        if r.kind == ActionKind.SET_CLOCKS:
+            return [SetClocks(r.target, r.value)]
+        if r.kind == ActionKind.CDU_SETPOINT:
+            return [SetCoolant(r.target, setpoint_c=r.value)]
+        if r.kind == ActionKind.CDU_FLOW:
+            return [SetCoolant(r.target, flow_fraction=r.value)]
+        if r.kind == ActionKind.PRECOOL and r.value is not None:
+            return [SchedulePrecool(r.target, t.t_s, r.value, r.duration_s, self.precool_ramp_down_s)]
+        if r.kind == ActionKind.COOLING_RAMP_DOWN:
+            # Hold today's setpoint, then step back to the scenario's over duration_s (residual heat fades).
+            row = self._row(r.target)
+            if row is None:
+                return f"{r.target!r} is not a row (CDU)"
+            now_c = float(t.cooling.state.setpoint_c[row])
+            return [SchedulePrecool(r.target, t.t_s, now_c, 0.0, r.duration_s or self.precool_ramp_down_s)]
+        if r.kind in (ActionKind.CHECKPOINT, ActionKind.REQUEUE):
+            if job is None:
+                return f"{r.target!r} is not a job"
+            return [TriggerCheckpoint(job) if r.kind == ActionKind.CHECKPOINT else RequeueJob(job)]
+        if r.kind in (ActionKind.DRAIN, ActionKind.UNDRAIN):
+            return [Drain(r.target, undrain=r.kind == ActionKind.UNDRAIN)]
+        if r.kind in (ActionKind.HOLD_ADMISSION, ActionKind.RELEASE_ADMISSION):
+            return [HoldAdmission(hold=r.kind == ActionKind.HOLD_ADMISSION)]
+        return f"{r.kind} needs a value"
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        commands = self._commands(request)
+        if isinstance(commands, str):
+            return AdapterReply("refused", commands)
+        for cmd in commands:
+            result = self.twin.apply(cmd)
+            if not result.ok:
+                return AdapterReply("refused", f"twin refused {cmd.name}: {result.reason}")
+        return AdapterReply("applied", ", ".join(c.name for c in commands))

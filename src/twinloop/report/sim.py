@@ -1,0 +1,225 @@
+"""Reports straight from a run's DuckDB file: facility power and PUE over time, the GPU temperature heat map by
+rack, the incident timeline and the action log (when the loop recorded any), and optional summary and
+loop-off vs loop-on comparison tables.
+
+``sim_report(db, out_html)`` is what ``twinloop sim`` calls; ``loop_sections(con)`` and
+``telemetry_sections(store)`` are the parts ``twinloop run`` reuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from twinloop.ops.records import read_table
+from twinloop.report.html import Section, comparison_table, heatmap, table, timeline, timeseries_chart, write_report
+from twinloop.report.svg import SEVERITY_COLORS, TimelineItem, fmt_si
+from twinloop.telemetry.store.duckdb_store import DuckDBStore
+
+#: Most time buckets per chart.
+MAX_POINTS = 600
+SITE_POWER_FIELDS = {
+    "facility": "TWINLOOP_FI_FACILITY_POWER",
+    "IT": "TWINLOOP_FI_IT_POWER",
+    "cooling": "TWINLOOP_FI_COOLING_POWER",
+    "losses": "TWINLOOP_FI_CONVERSION_LOSS",
+}
+PUE_FIELD = "TWINLOOP_FI_PUE"
+GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+#: Epoch seconds above this are wall-clock/telemetry time; below, simulation seconds (loop records may use either).
+EPOCH_MIN_S = 1.0e9
+
+
+def _grid(t0: float, t1: float, points: int = MAX_POINTS) -> float:
+    return max((t1 - t0) / points, 1e-3)
+
+
+def _site_series(store: DuckDBStore, field: str, t0: float, every_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket ts, mean) summed over site-level entities (ids without '/')."""
+    if store.field_id(field) is None:
+        return np.zeros(0), np.zeros(0)
+    tab = store.downsample(field, every_s)
+    ents = np.asarray(tab.column("entity").to_pylist(), dtype=object)
+    site = np.array(["/" not in e for e in ents], dtype=bool)
+    ts = tab.column("ts").to_numpy()[site]
+    mean = tab.column("mean").to_numpy()[site]
+    uniq, idx = np.unique(ts, return_inverse=True)
+    return uniq, np.bincount(idx, weights=mean, minlength=uniq.size)
+
+
+def rack_temperature(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Max GPU temperature per rack and time bucket: (bucket ts, rack ids, racks × buckets)."""
+    fid = store.field_id(GPU_TEMP)
+    if fid is None:
+        return np.zeros(0), [], np.zeros((0, 0))
+    sql = (
+        "WITH g AS (SELECT entity_id, regexp_extract(entity, '^([^/]+/[^/]+/[^/]+)/[^/]+/[^/]+$', 1) AS rack "
+        "FROM entities WHERE entity NOT LIKE '%/jobs/%') "
+        "SELECT g.rack, CAST(floor((s.ts - ?) / ?) AS BIGINT) AS b, max(s.value) AS v FROM samples s "
+        "JOIN g USING (entity_id) WHERE s.field_id = ? AND g.rack != '' GROUP BY ALL"
+    )
+    res = store.con.execute(sql, [t0, every_s, fid]).fetchnumpy()
+    if not len(res["b"]):
+        return np.zeros(0), [], np.zeros((0, 0))
+    racks, r_idx = np.unique(np.asarray(res["rack"], dtype=str), return_inverse=True)
+    buckets, b_idx = np.unique(np.asarray(res["b"], dtype=np.int64), return_inverse=True)
+    grid = np.full((racks.size, buckets.size), np.nan)
+    grid[r_idx, b_idx] = np.asarray(res["v"], dtype=np.float64)
+    return t0 + buckets * every_s, [str(r) for r in racks], grid
+
+
+def telemetry_sections(store: DuckDBStore) -> list[Section]:
+    """Facility power, PUE and the rack temperature heat map from a store (empty list for an empty store)."""
+    t0, t1 = store.time_range()
+    if t0 is None or t1 is None:
+        return []
+    every = _grid(t0, t1)
+    out = []
+    power = {name: _site_series(store, f, t0, every) for name, f in SITE_POWER_FIELDS.items()}
+    power = {k: v for k, v in power.items() if v[0].size}
+    if power:
+        ts = next(iter(power.values()))[0]
+        series = {k: v[1] if v[0].size == ts.size else np.interp(ts, v[0], v[1]) for k, v in power.items()}
+        out.append(
+            Section(
+                "Facility power",
+                timeseries_chart(
+                    "Facility power (IT + cooling + losses)", ts, series, lambda w: fmt_si(w, "W"), t0_s=t0
+                ),
+                note=f"Bucket means over {every:.3g} s; time since the first sample.",
+            )
+        )
+    pue_ts, pue = _site_series(store, PUE_FIELD, t0, every)
+    if pue_ts.size:
+        out.append(
+            Section(
+                "PUE",
+                timeseries_chart("PUE = facility / IT power", pue_ts, {"PUE": pue}, lambda v: f"{v:.3f}", t0_s=t0),
+            )
+        )
+    ts, racks, grid = rack_temperature(store, t0, every)
+    if racks:
+        out.append(
+            Section(
+                "GPU temperature by rack",
+                heatmap("Hottest GPU per rack (°C)", ts, racks, grid, "°C", t0),
+                note="Each cell: the maximum GPU temperature in the rack over the bucket.",
+            )
+        )
+    return out
+
+
+def _base(ts: Sequence[float], t0: float | None) -> float:
+    """Where time 0 is for loop records: the telemetry start for epoch times, 0 for simulation seconds."""
+    return 0.0 if not ts or max(ts) < EPOCH_MIN_S or t0 is None else t0
+
+
+def loop_sections(con: duckdb.DuckDBPyConnection, run: str | None = None, t0_s: float | None = None) -> list[Section]:
+    """The incident timeline and the action log from the loop's records (empty list when there are none)."""
+    incidents = read_table(con, "loop_incidents", run)
+    actions = read_table(con, "loop_actions", run)
+    out = []
+    if incidents:
+        base = _base([float(i["start_ts"]) for i in incidents], t0_s)
+        items = [
+            TimelineItem(
+                lane=f"{i['run']} · {i['event_class']}",
+                start_s=float(i["start_ts"]),
+                end_s=float(i["end_ts"]),
+                label=f"#{i['incident_id']} {i['event_class']} at {i['root']} ({i['severity']}, {i['status']})",
+                color=SEVERITY_COLORS.get(str(i["severity"]), "#64748b"),
+            )
+            for i in incidents
+        ]
+        out.append(
+            Section(
+                "Incident timeline",
+                timeline("Incidents by run and cause (color: severity)", items, base),
+                note=f"{len(incidents)} incident(s); hover a bar for its root and severity.",
+            )
+        )
+    if actions:
+        base = _base([float(a["ts"]) for a in actions], t0_s)
+        rows = [
+            [
+                a["run"],
+                int(a["action_id"]),
+                f"{float(a['ts']) - base:.0f}",
+                a["kind"],
+                a["target"],
+                None if a["value"] is None else float(a["value"]),
+                a["status"],
+                a["detail"] or "",
+            ]
+            for a in actions
+        ]
+        headers = ["run", "id", "t (s)", "kind", "target", "value", "status", "detail"]
+        out.append(Section("Action log", table(headers, rows)))
+    return out
+
+
+def summary_section(summary: Mapping[str, Any]) -> Section:
+    """A table of a ``twinloop sim`` summary's energy, PUE and per-job figures."""
+    e = summary.get("energy", {})
+    rows: list[list[object]] = [
+        ["facility energy (kWh)", e.get("facility_kwh")],
+        ["IT energy (kWh)", e.get("it_kwh")],
+        ["cooling energy (kWh)", e.get("cooling_kwh")],
+        ["conversion losses (kWh)", e.get("conversion_loss_kwh")],
+        ["PUE", summary.get("pue")],
+        ["peak facility power (W)", summary.get("peak_facility_power_w")],
+        ["PSU overloads", summary.get("psu_overloads")],
+    ]
+    jobs = [
+        [
+            j.get("name"),
+            j.get("kind"),
+            j.get("gpus"),
+            j.get("ettr"),
+            j.get("goodput_tokens_per_s"),
+            j.get("interruptions"),
+        ]
+        for j in summary.get("jobs", [])
+    ]
+    body = table(["quantity", "value"], rows)
+    if jobs:
+        body += table(["job", "kind", "GPUs", "ETTR", "goodput tokens/s", "interruptions"], jobs, "Jobs")
+    return Section("Summary", body)
+
+
+def sim_report(
+    db_path: str | Path,
+    out_html: str | Path,
+    title: str = "twinloop simulation report",
+    summary: Mapping[str, Any] | None = None,
+    comparison: tuple[Mapping[str, float | None], Mapping[str, float | None]] | None = None,
+    higher_is_better: Sequence[str] = ("goodput_tokens_per_s", "ettr"),
+) -> Path:
+    """Write one self-contained HTML report from a run's DuckDB file.
+
+    Args:
+        db_path: the run's ``telemetry.duckdb``.
+        out_html: where to write the report.
+        title: the report's title.
+        summary: the ``twinloop sim`` summary document, shown as tables when given.
+        comparison: (loop-off, loop-on) metric dicts for the comparison table, when the run had both.
+        higher_is_better: comparison metrics where larger is better (others: lower is better).
+
+    Raises:
+        FileNotFoundError: ``db_path`` does not exist.
+    """
+    with DuckDBStore(db_path, read_only=True) as store:
+        t0, t1 = store.time_range()
+        sections: list[Section] = []
+        if comparison is not None:
+            sections.append(Section("Loop off vs loop on", comparison_table(*comparison, higher_is_better)))
+        if summary is not None:
+            sections.append(summary_section(summary))
+        sections += telemetry_sections(store)
+        sections += loop_sections(store.con, None, t0)
+    span = f"{(t1 - t0) / 60:.1f} min of telemetry" if t0 is not None and t1 is not None else "no telemetry"
+    return write_report(out_html, title, sections, subtitle=f"{Path(db_path).name}: {span}")

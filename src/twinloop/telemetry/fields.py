@@ -1,0 +1,215 @@
+"""The telemetry field table: names, units, entity level, DCGM ids — data, rendered to docs.
+
+GPU fields keep DCGM's names (``DCGM_FI_DEV_*``, ``DCGM_FI_PROF_*``) and DCGM's field ids, so a
+dcgm-exporter dashboard reads twinloop data unchanged. Facility, rack, node and job fields that DCGM
+does not cover get names in the same style under ``TWINLOOP_FI_<LEVEL>_<QUANTITY>``.
+
+Units are fixed per field (the ``unit`` column); every source converts to them (NVML reports mW and
+mJ, twinloop stores W and J). Where dcgm-exporter's own unit differs (energy: mJ),
+``dcgm_scale`` is the factor from the twinloop unit to the exporter's unit; the exporter multiplies
+by it and the Prometheus source divides by it, so values round-trip.
+
+``python -m twinloop.telemetry.docgen > docs/telemetry-fields.md`` regenerates the documentation;
+a test fails when the file and this table diverge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Level = Literal["gpu", "node", "rack", "row", "site", "job"]
+Kind = Literal["gauge", "counter"]
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One telemetry field.
+
+    Args:
+        name: the field name (DCGM name for GPU fields).
+        unit: the fixed unit of stored values (``W``, ``J``, ``C``, ``MHz``, ``%``, ``ratio`` ...).
+        level: the entity level it is usually reported at.
+        description: one line.
+        dcgm_id: DCGM's numeric field id, or ``None`` for twinloop-defined fields.
+        kind: Prometheus metric type (``gauge`` or ``counter``).
+        min_value: smallest physically valid value (``None`` = unbounded); below it a value is bad input.
+        max_value: largest physically valid value (``None`` = unbounded).
+        dcgm_scale: multiply a stored value by this to get dcgm-exporter's unit.
+        dcgm_unit: dcgm-exporter's unit when it differs from ``unit``.
+    """
+
+    name: str
+    unit: str
+    level: Level
+    description: str
+    dcgm_id: int | None = None
+    kind: Kind = "gauge"
+    min_value: float | None = 0.0
+    max_value: float | None = None
+    dcgm_scale: float = 1.0
+    dcgm_unit: str | None = None
+
+
+_F = FieldSpec
+
+FIELDS: tuple[FieldSpec, ...] = (
+    # --- GPU (DCGM names and ids) ---
+    _F("DCGM_FI_DEV_POWER_USAGE", "W", "gpu", "Board power draw (NVML mW / 1000)", 155),
+    _F(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "J",
+        "gpu",
+        "Energy since driver load (NVML mJ / 1000; dcgm-exporter reports mJ)",
+        156,
+        "counter",
+        dcgm_scale=1000.0,
+        dcgm_unit="mJ",
+    ),
+    _F("DCGM_FI_DEV_GPU_TEMP", "C", "gpu", "GPU die temperature", 150, min_value=-40.0, max_value=150.0),
+    _F("DCGM_FI_DEV_MEMORY_TEMP", "C", "gpu", "HBM temperature", 140, min_value=-40.0, max_value=150.0),
+    _F("DCGM_FI_DEV_SM_CLOCK", "MHz", "gpu", "SM clock", 100),
+    _F("DCGM_FI_DEV_MEM_CLOCK", "MHz", "gpu", "Memory clock", 101),
+    _F("DCGM_FI_DEV_POWER_MGMT_LIMIT", "W", "gpu", "Enforced power limit (NVML mW / 1000)", 160),
+    _F(
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        "bitmask",
+        "gpu",
+        "Clock event (throttle) reasons, NVML nvmlClocksEventReason* bits; alias DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        112,
+    ),
+    _F("DCGM_FI_DEV_XID_ERRORS", "xid", "gpu", "Code of the last XID error (0 = none)", 230),
+    _F("DCGM_FI_DEV_GPU_UTIL", "%", "gpu", "GPU utilization (time a kernel ran)", 203, max_value=100.0),
+    _F("DCGM_FI_DEV_MEM_COPY_UTIL", "%", "gpu", "Memory controller utilization", 204, max_value=100.0),
+    _F("DCGM_FI_PROF_SM_ACTIVE", "ratio", "gpu", "Fraction of cycles an SM has a warp resident", 1002, max_value=1.0),
+    _F(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "ratio",
+        "gpu",
+        "Fraction of cycles the tensor pipe is active",
+        1004,
+        max_value=1.0,
+    ),
+    _F(
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "ratio",
+        "gpu",
+        "Fraction of cycles the HBM interface is active",
+        1005,
+        max_value=1.0,
+    ),
+    _F("DCGM_FI_DEV_FB_USED", "MiB", "gpu", "Framebuffer (HBM) memory used", 252),
+    _F("DCGM_FI_DEV_FB_FREE", "MiB", "gpu", "Framebuffer (HBM) memory free", 251),
+    _F("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "count", "gpu", "Single-bit ECC errors since reboot", 310, "counter"),
+    _F("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "count", "gpu", "Double-bit ECC errors since reboot", 311, "counter"),
+    _F("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "count", "gpu", "Single-bit ECC errors, lifetime", 312, "counter"),
+    _F("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "count", "gpu", "Double-bit ECC errors, lifetime", 313, "counter"),
+    _F(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "count",
+        "gpu",
+        "Rows remapped for uncorrectable errors",
+        393,
+        "counter",
+    ),
+    _F("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "count", "gpu", "Rows remapped for correctable errors", 394, "counter"),
+    _F("DCGM_FI_DEV_ROW_REMAP_FAILURE", "bool", "gpu", "1 when a row remap has failed", 395, max_value=1.0),
+    _F("DCGM_FI_DEV_ROW_REMAP_PENDING", "bool", "gpu", "1 when a row remap waits for a GPU reset", 396, max_value=1.0),
+    # --- node ---
+    _F("TWINLOOP_FI_NODE_POWER", "W", "node", "Node input power (GPUs, CPUs, fans, NICs)"),
+    _F(
+        "TWINLOOP_FI_PSU_STATE",
+        "state",
+        "node",
+        "PSU state: 0 ok, 1 degraded (lost redundancy), 2 failed",
+        max_value=2.0,
+    ),
+    _F("TWINLOOP_FI_PSU_OUTPUT_POWER", "W", "node", "Total PSU output power of the node"),
+    # --- rack ---
+    _F("TWINLOOP_FI_RACK_POWER", "W", "rack", "Rack input power"),
+    _F("TWINLOOP_FI_RACK_INLET_TEMP", "C", "rack", "Rack air inlet temperature", min_value=-40.0, max_value=80.0),
+    _F(
+        "TWINLOOP_FI_RACK_COOLANT_TEMP",
+        "C",
+        "rack",
+        "Liquid coolant temperature in the rack's cold-plate loop",
+        min_value=-10.0,
+        max_value=100.0,
+    ),
+    # --- row (a CDU serves a row; an in-rack CDU reports at rack level) ---
+    _F("TWINLOOP_FI_ROW_POWER", "W", "row", "Row (busway/PDU) power"),
+    _F("TWINLOOP_FI_CDU_SUPPLY_TEMP", "C", "row", "CDU coolant supply temperature", min_value=-10.0, max_value=100.0),
+    _F("TWINLOOP_FI_CDU_RETURN_TEMP", "C", "row", "CDU coolant return temperature", min_value=-10.0, max_value=100.0),
+    _F("TWINLOOP_FI_CDU_FLOW", "L/min", "row", "CDU secondary-loop coolant flow"),
+    _F("TWINLOOP_FI_CDU_PUMP_POWER", "W", "row", "CDU pump power"),
+    _F(
+        "TWINLOOP_FI_CDU_SETPOINT",
+        "C",
+        "row",
+        "CDU supply temperature setpoint (including any drift)",
+        min_value=-10.0,
+        max_value=100.0,
+    ),
+    # --- site ---
+    _F("TWINLOOP_FI_AMBIENT_TEMP", "C", "site", "Outdoor dry-bulb temperature", min_value=-60.0, max_value=70.0),
+    _F("TWINLOOP_FI_WETBULB_TEMP", "C", "site", "Outdoor wet-bulb temperature", min_value=-60.0, max_value=50.0),
+    _F("TWINLOOP_FI_CARBON_INTENSITY", "gCO2/kWh", "site", "Grid carbon intensity"),
+    _F("TWINLOOP_FI_CONVERSION_LOSS", "W", "site", "Power conversion losses (UPS, PDU, PSU or HVDC)"),
+    _F("TWINLOOP_FI_POWER_BUDGET", "W", "site", "Facility power budget (cap) in force"),
+    _F("TWINLOOP_FI_FACILITY_POWER", "W", "site", "Total facility power (IT + cooling + losses)"),
+    _F("TWINLOOP_FI_IT_POWER", "W", "site", "IT power (all racks)"),
+    _F("TWINLOOP_FI_COOLING_POWER", "W", "site", "Cooling power (chillers, towers, pumps, CRAH fans)"),
+    _F("TWINLOOP_FI_PUE", "ratio", "site", "Power usage effectiveness = facility / IT power", min_value=1.0),
+    # --- job (entity id ``<site>/jobs/<job id>``) ---
+    _F("TWINLOOP_FI_JOB_STEP_TIME", "s", "job", "Wall time of the last training step / serving iteration"),
+    _F("TWINLOOP_FI_JOB_LOSS", "loss", "job", "Training loss of the last step", min_value=None),
+    _F("TWINLOOP_FI_JOB_TOKENS_PER_S", "tokens/s", "job", "Job throughput"),
+    _F("TWINLOOP_FI_JOB_GPUS", "count", "job", "GPUs allocated to the job"),
+    _F(
+        "TWINLOOP_FI_JOB_PHASE",
+        "state",
+        "job",
+        "Lifecycle phase: 0 queued, 1 ramp-up, 2 launch, 3 sustained, 4 checkpoint, 5 hung, 6 cooldown, 7 done",
+        max_value=7.0,
+    ),
+    _F("TWINLOOP_FI_JOB_GRAD_NORM", "norm", "job", "Global gradient norm of the last step"),
+    _F("TWINLOOP_FI_JOB_PROGRESS", "steps", "job", "Training steps (or requests) completed"),
+)
+
+FIELD_BY_NAME: dict[str, FieldSpec] = {f.name: f for f in FIELDS}
+
+#: Older names accepted on input and mapped to the current one.
+ALIASES: dict[str, str] = {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"}
+
+
+def canonical_field(name: str) -> str | None:
+    """The current field name for ``name`` (resolving aliases), or ``None`` if unknown."""
+    name = ALIASES.get(name, name)
+    return name if name in FIELD_BY_NAME else None
+
+
+def render_markdown() -> str:
+    """The field table as Markdown (the content of ``docs/telemetry-fields.md``)."""
+    lines = [
+        "# Telemetry fields",
+        "",
+        "Generated from `src/twinloop/telemetry/fields.py` by "
+        "`python -m twinloop.telemetry.docgen > docs/telemetry-fields.md`; a test checks they agree.",
+        "",
+        "Entities are hierarchical ids `site/row/rack/node/gpu` (e.g. `site0/row0/rack3/node12/gpu5`); jobs are",
+        "`<site>/jobs/<job id>`. Labels (job, model, gpu kind, UUID) travel with frames. Units are fixed per",
+        "field: sources convert (NVML mW → W, mJ → J). `DCGM_FI_DEV_CLOCK_THROTTLE_REASONS` is accepted as an",
+        "alias of `DCGM_FI_DEV_CLOCKS_EVENT_REASONS`. `exporter ×` is the factor the Prometheus exporter applies",
+        "to match dcgm-exporter's unit (the Prometheus source divides it back out).",
+        "",
+        "| name | unit | level | kind | DCGM id | valid range | exporter × | description |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in FIELDS:
+        lo = "" if f.min_value is None else f"{f.min_value:g}"
+        hi = "" if f.max_value is None else f"{f.max_value:g}"
+        rng = f"[{lo}, {hi}]" if (lo or hi) else "any"
+        dcgm = "" if f.dcgm_id is None else str(f.dcgm_id)
+        scale = "" if f.dcgm_scale == 1.0 else f"{f.dcgm_scale:g}"
+        lines.append(f"| `{f.name}` | {f.unit} | {f.level} | {f.kind} | {dcgm} | {rng} | {scale} | {f.description} |")
+    return "\n".join(lines) + "\n"

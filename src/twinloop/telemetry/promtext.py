@@ -1,0 +1,111 @@
+"""The Prometheus text exposition format (0.0.4): parse (scrape) and render (exporter).
+
+The parser never raises on bad input: a line it cannot read is counted as ``parse_error`` with its line
+number and the other lines still come through.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from twinloop.telemetry.report import IngestReport
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|(?=\}))')
+_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+@dataclass(frozen=True)
+class PromSample:
+    """One sample line: metric name, labels, value, optional timestamp (ms)."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+    ts_ms: int | None = None
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r'\\[\\"n]', lambda m: _ESCAPES[m.group(0)], text)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def parse_value(text: str) -> float:
+    """A Prometheus sample value (``NaN``, ``+Inf``, ``-Inf`` allowed); ValueError otherwise."""
+    t = text.strip()
+    special = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
+    return special[t.lower()] if t.lower() in special else float(t)
+
+
+def parse_line(line: str) -> PromSample | None:
+    """Parse one sample line (``None`` for blank and comment lines); ValueError when malformed."""
+    s = line.strip()
+    if not s or s.startswith("#"):
+        return None
+    m = _NAME.match(s)
+    if not m:
+        raise ValueError("no metric name")
+    name, pos = m.group(0), m.end()
+    labels: dict[str, str] = {}
+    if pos < len(s) and s[pos] == "{":
+        pos += 1
+        while True:
+            while pos < len(s) and s[pos] == " ":
+                pos += 1
+            if pos < len(s) and s[pos] == "}":
+                pos += 1
+                break
+            lm = _LABEL.match(s, pos)
+            if not lm:
+                raise ValueError(f"bad label set at column {pos + 1}")
+            labels[lm.group(1)] = _unescape(lm.group(2))
+            pos = lm.end()
+    rest = s[pos:].split()
+    if not rest or len(rest) > 2:
+        raise ValueError("expected 'value [timestamp]' after the labels")
+    value = parse_value(rest[0])
+    ts_ms = int(rest[1]) if len(rest) == 2 else None
+    return PromSample(name, labels, value, ts_ms)
+
+
+def parse_text(text: str, source: str, report: IngestReport) -> list[PromSample]:
+    """All samples of an exposition; malformed lines are counted in ``report`` with their number."""
+    out = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        try:
+            sample = parse_line(line)
+        except (ValueError, OverflowError) as exc:
+            report.add("parse_error", source, lineno, f"{exc}: {line[:80]!r}")
+            continue
+        if sample is not None:
+            out.append(sample)
+    return out
+
+
+def format_value(value: float) -> str:
+    """Prometheus spelling of a float (integers without a decimal point, as dcgm-exporter prints them)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 2**53:
+        return str(int(value))
+    return repr(float(value))
+
+
+def render(families: Iterable[tuple[str, str, str, Iterable[tuple[Mapping[str, str], float]]]]) -> str:
+    """Exposition text from ``(name, help, type, [(labels, value), ...])`` families."""
+    lines = []
+    for name, help_text, kind, samples in families:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            lab = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
+            lines.append(f"{name}{{{lab}}} {format_value(value)}" if lab else f"{name} {format_value(value)}")
+    return "\n".join(lines) + "\n"

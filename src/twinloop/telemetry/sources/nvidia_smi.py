@@ -1,0 +1,262 @@
+"""``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] -lms N`` output, live or from a file.
+
+Column order comes from a header line when there is one (``--format=csv``; unit suffixes such as
+``power.draw [W]`` are stripped) or else from ``columns`` (the ``--query-gpu`` list used). Values may carry
+units (``250.50 W``, ``1980 MHz``, ``45 %``, ``1024 MiB``); ``[N/A]``/``[Not Supported]`` cells are counted as
+``unavailable``; lines with too few cells are ``truncated``; anything unparsable is a ``parse_error``
+naming the line. nvidia-smi prints local time (``YYYY/MM/DD HH:MM:SS.mmm``): ``utc_offset_h`` says which
+zone the file was recorded in (``None`` = this machine's zone).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from twinloop.errors import InputError
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.report import IngestReport
+from twinloop.telemetry.sources.base import Source, SourceConfig, default_node_prefix
+from twinloop.telemetry.sources.files import parse_ts
+
+#: nvidia-smi query name → field (values are already in the field's unit: W, C, MHz, %, MiB, counts).
+QUERY_FIELDS: dict[str, str] = {
+    "power.draw": "DCGM_FI_DEV_POWER_USAGE",
+    "power.limit": "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+    "temperature.gpu": "DCGM_FI_DEV_GPU_TEMP",
+    "temperature.memory": "DCGM_FI_DEV_MEMORY_TEMP",
+    "clocks.sm": "DCGM_FI_DEV_SM_CLOCK",
+    "clocks.mem": "DCGM_FI_DEV_MEM_CLOCK",
+    "clocks_event_reasons.active": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "clocks_throttle_reasons.active": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "utilization.gpu": "DCGM_FI_DEV_GPU_UTIL",
+    "utilization.memory": "DCGM_FI_DEV_MEM_COPY_UTIL",
+    "memory.used": "DCGM_FI_DEV_FB_USED",
+    "memory.free": "DCGM_FI_DEV_FB_FREE",
+    "ecc.errors.corrected.volatile.total": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+    "ecc.errors.uncorrected.volatile.total": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "ecc.errors.corrected.aggregate.total": "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "ecc.errors.uncorrected.aggregate.total": "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "remapped_rows.correctable": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "remapped_rows.uncorrectable": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "remapped_rows.pending": "DCGM_FI_DEV_ROW_REMAP_PENDING",
+    "remapped_rows.failure": "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+}
+LABEL_COLUMNS = {"uuid": "UUID", "name": "modelName", "pci.bus_id": "pci_bus_id"}
+KNOWN_COLUMNS = {"timestamp", "index", *LABEL_COLUMNS, *QUERY_FIELDS}
+
+DEFAULT_COLUMNS: tuple[str, ...] = (
+    "timestamp", "index", "uuid", "name", "power.draw", "power.limit", "temperature.gpu", "temperature.memory",
+    "clocks.sm", "clocks.mem", "clocks_event_reasons.active", "utilization.gpu", "utilization.memory",
+    "memory.used", "memory.free", "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
+)  # fmt: skip
+
+_UNAVAILABLE = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]", "[no data]"}
+_NUMBER = re.compile(r"^\s*(0x[0-9a-fA-F]+|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?:[A-Za-z%/]+)?\s*$")
+_BOOL = {"yes": 1.0, "no": 0.0, "true": 1.0, "false": 0.0, "active": 1.0, "not active": 0.0}
+
+
+class NvidiaSmiConfig(SourceConfig):
+    """nvidia-smi source options.
+
+    Attributes:
+        path: a file of recorded output (``None`` = run ``nvidia-smi`` live).
+        columns: the ``--query-gpu`` list, in order (used when the output has no header).
+        period_ms: live sampling period, ms (>= 100).
+        samples: live: number of sweeps to read (``None`` = until ``duration_s`` or interrupted).
+        duration_s: live: stop after this many seconds.
+        node_prefix: entity prefix; GPU ``i`` is ``<node_prefix>/gpu<i>``.
+        utc_offset_h: time zone of the timestamps, hours east of UTC (``None`` = this machine's zone).
+        batch_rows: file mode: lines per emitted frame.
+    """
+
+    path: str | None = None
+    columns: tuple[str, ...] = DEFAULT_COLUMNS
+    period_ms: int = Field(default=1000, ge=100)
+    samples: int | None = Field(default=None, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+    node_prefix: str | None = None
+    utc_offset_h: float | None = None
+    batch_rows: int = Field(default=50_000, ge=1)
+
+
+def parse_value(text: str) -> float | None:
+    """A number from an nvidia-smi cell (units and hex allowed); ``None`` when not available.
+
+    Raises:
+        ValueError: the cell is neither a number, a yes/no, nor a not-available marker.
+    """
+    t = text.strip()
+    low = t.lower()
+    if low in _UNAVAILABLE:
+        return None
+    if low in _BOOL:
+        return _BOOL[low]
+    m = _NUMBER.match(t)
+    if not m:
+        raise ValueError(f"not a number: {text!r}")
+    num = m.group(1)
+    return float(int(num, 16)) if num.lower().startswith("0x") else float(num)
+
+
+class NvidiaSmiParser:
+    """Parses output lines one at a time into samples (state: column order, pending rows)."""
+
+    def __init__(self, cfg: NvidiaSmiConfig, source: str) -> None:
+        self.source = source
+        self.columns = list(cfg.columns)
+        self.prefix = (cfg.node_prefix or default_node_prefix()).rstrip("/")
+        offset = cfg.utc_offset_h
+        self.tz = datetime.now().astimezone().tzinfo if offset is None else timezone(timedelta(hours=offset))
+        self.header_seen = False
+        self.ts: list[float] = []
+        self.entity: list[str] = []
+        self.field: list[str] = []
+        self.value: list[float] = []
+        self.lines: list[int] = []
+        self.labels: dict[str, dict[str, str]] = {}
+        self.last_index: int | None = None
+
+    def _parse_time(self, text: str) -> float:
+        t = text.strip()
+        try:
+            dt = datetime.strptime(t, "%Y/%m/%d %H:%M:%S.%f")
+        except ValueError:
+            try:
+                dt = datetime.strptime(t, "%Y/%m/%d %H:%M:%S")
+            except ValueError:
+                return parse_ts(t)
+        return dt.replace(tzinfo=self.tz).astimezone(UTC).timestamp()
+
+    def feed(self, line: str, lineno: int, report: IngestReport) -> int | None:
+        """Parse one output line; returns the GPU index of the sample (``None`` for headers and bad lines)."""
+        if not line.strip():
+            return None
+        cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
+        names = [re.sub(r"\s*\[.*\]$", "", c).strip().lower() for c in cells]
+        if names and all(n in KNOWN_COLUMNS for n in names) and "index" in names:
+            self.columns = names
+            self.header_seen = True
+            return None
+        if len(cells) < len(self.columns):
+            report.add("truncated", self.source, lineno, f"{len(cells)} of {len(self.columns)} columns")
+            return None
+        if len(cells) > len(self.columns):
+            report.add("parse_error", self.source, lineno, f"{len(cells)} cells, expected {len(self.columns)}")
+            return None
+        row = dict(zip(self.columns, cells, strict=True))
+        try:
+            index = int(row["index"])
+            ts = self._parse_time(row["timestamp"]) if "timestamp" in row else time.time()
+        except (KeyError, ValueError) as exc:
+            report.add("parse_error", self.source, lineno, f"bad index or timestamp: {exc}")
+            return None
+        entity = f"{self.prefix}/gpu{index}"
+        labels = self.labels.setdefault(entity, {"gpu": str(index), "device": f"nvidia{index}",
+                                                  "Hostname": self.prefix.rsplit("/", 1)[-1]})  # fmt: skip
+        for col, label in LABEL_COLUMNS.items():
+            if col in row and row[col].lower() not in _UNAVAILABLE:
+                labels[label] = row[col]
+        for col, cell in row.items():
+            field = QUERY_FIELDS.get(col)
+            if field is None:
+                continue
+            try:
+                v = parse_value(cell)
+            except ValueError as exc:
+                report.add("parse_error", self.source, lineno, f"{col}: {exc}")
+                continue
+            if v is None:
+                report.add("unavailable", self.source, lineno, f"{col} is {cell}")
+                continue
+            self.ts.append(ts)
+            self.entity.append(entity)
+            self.field.append(field)
+            self.value.append(v)
+            self.lines.append(lineno)
+        return index
+
+    def peek_index(self, line: str) -> int | None:
+        """The GPU index a data line is about, without parsing the rest (``None`` if unreadable)."""
+        cells = line.split(",")
+        try:
+            return int(cells[self.columns.index("index")])
+        except (ValueError, IndexError):
+            return None
+
+    def pending(self) -> int:
+        """Samples parsed but not yet taken by :meth:`flush`."""
+        return len(self.ts)
+
+    def flush(self) -> Frame:
+        """The parsed samples as one frame; resets the buffer."""
+        frame = Frame.from_long(self.ts, self.entity, self.field, self.value, labels=self.labels,
+                                source=self.source, lines=self.lines)  # fmt: skip
+        self.ts, self.entity, self.field, self.value, self.lines = [], [], [], [], []
+        return frame
+
+
+class NvidiaSmiSource(Source):
+    """GPU samples from ``nvidia-smi --query-gpu`` output (recorded file or live process)."""
+
+    name: ClassVar[str] = "nvidia-smi"
+    config_type: ClassVar[type[SourceConfig]] = NvidiaSmiConfig
+    target_field: ClassVar[str | None] = "path"
+
+    def frames(self, report: IngestReport) -> Iterator[Frame]:
+        """File: one frame per ``batch_rows`` lines. Live: one frame per sweep over the GPUs."""
+        cfg = self.config
+        assert isinstance(cfg, NvidiaSmiConfig)
+        if cfg.path is not None:
+            yield from self._file(cfg, report)
+        else:
+            yield from self._live(cfg, report)
+
+    def _file(self, cfg: NvidiaSmiConfig, report: IngestReport) -> Iterator[Frame]:
+        assert cfg.path is not None
+        if not Path(cfg.path).is_file():
+            raise FileNotFoundError(2, "no such file", cfg.path)
+        parser = NvidiaSmiParser(cfg, cfg.path)
+        with open(cfg.path, encoding="utf-8", errors="replace") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                parser.feed(line, lineno, report)
+                if parser.pending() >= cfg.batch_rows:
+                    yield parser.flush()
+        if parser.pending():
+            yield parser.flush()
+
+    def _live(self, cfg: NvidiaSmiConfig, report: IngestReport) -> Iterator[Frame]:
+        exe = shutil.which("nvidia-smi")
+        if exe is None:
+            raise InputError("nvidia-smi source", "path", "nvidia-smi is not installed; give a recorded file")
+        cmd = [exe, f"--query-gpu={','.join(cfg.columns)}", "--format=csv,noheader,nounits", f"-lms={cfg.period_ms}"]
+        parser = NvidiaSmiParser(cfg, "nvidia-smi")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        sweeps, t0, last = 0, time.monotonic(), -1
+        try:
+            assert proc.stdout is not None
+            for lineno, line in enumerate(proc.stdout, start=1):
+                peek = parser.peek_index(line)
+                if peek is not None and peek <= last and parser.pending():
+                    # A new sweep starts: the GPUs of the last one form a frame.
+                    yield parser.flush()
+                    sweeps += 1
+                index = parser.feed(line, lineno, report)
+                if index is not None:
+                    last = index
+                done = cfg.samples is not None and sweeps >= cfg.samples
+                if done or (cfg.duration_s is not None and time.monotonic() - t0 >= cfg.duration_s):
+                    break
+        finally:
+            proc.terminate()
+            proc.wait(timeout=5)
+        if parser.pending() and (cfg.samples is None or sweeps < cfg.samples):
+            yield parser.flush()

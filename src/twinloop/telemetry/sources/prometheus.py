@@ -1,0 +1,191 @@
+"""Prometheus: query an existing server's HTTP API (instant or range) or scrape an exporter directly.
+
+Modes:
+
+* ``instant`` — ``GET /api/v1/query`` for each query, ``polls`` times every ``period_s``;
+* ``range`` — ``GET /api/v1/query_range`` over ``[start_s, end_s]`` at ``step_s``;
+* ``scrape`` — ``GET <url>`` of a ``/metrics`` endpoint (dcgm-exporter, twinloop's exporter) and parse
+  the text format.
+
+Label mapping to entities: an ``entity`` label (twinloop's exporter sets it) is used as is; otherwise
+``<entity_prefix>/<Hostname>/gpu<gpu>`` for GPU series and ``<entity_prefix>/<Hostname>`` for series
+without a ``gpu`` label. The metric name is the field (``field`` overrides it for queries whose result has
+no ``__name__``, such as ``avg by (Hostname) (...)``); values are divided by the field's ``dcgm_scale``
+(dcgm-exporter's mJ → J). A server that is down, slow or answers an error is counted as ``source_error``
+naming the URL and query, and the source goes on with the next query or poll.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Literal
+
+import httpx
+from pydantic import Field
+
+from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.promtext import parse_text, parse_value
+from twinloop.telemetry.report import IngestReport
+from twinloop.telemetry.sources.base import Source, SourceConfig
+
+ALL_FIELDS_QUERY = '{__name__=~"DCGM_FI_.*|TWINLOOP_FI_.*"}'
+#: Prometheus label → twinloop entity label.
+LABEL_MAP = {"UUID": "UUID", "modelName": "modelName", "Hostname": "Hostname", "gpu": "gpu", "device": "device",
+             "pci_bus_id": "pci_bus_id", "hpc_job": "job", "exported_job": "job", "model": "model"}  # fmt: skip
+
+
+class PrometheusConfig(SourceConfig):
+    """Prometheus source options.
+
+    Attributes:
+        url: server base URL (``http://host:9090``) or, in ``scrape`` mode, the ``/metrics`` URL.
+        queries: PromQL queries (instant/range modes).
+        mode: ``instant``, ``range`` or ``scrape``.
+        start_s: range start, epoch s (``None`` = ``end_s - 3600``).
+        end_s: range end, epoch s (``None`` = now).
+        step_s: range resolution, s.
+        polls: instant/scrape: number of polls.
+        period_s: instant/scrape: seconds between polls.
+        timeout_s: HTTP timeout per request, s.
+        entity_prefix: prefix for entities built from ``Hostname``/``gpu`` labels.
+        field: field name for results without ``__name__``.
+    """
+
+    url: str = "http://127.0.0.1:9090"
+    queries: tuple[str, ...] = (ALL_FIELDS_QUERY,)
+    mode: Literal["instant", "range", "scrape"] = "instant"
+    start_s: float | None = None
+    end_s: float | None = None
+    step_s: float = Field(default=15.0, gt=0)
+    polls: int = Field(default=1, ge=1)
+    period_s: float = Field(default=15.0, ge=0)
+    timeout_s: float = Field(default=5.0, gt=0)
+    entity_prefix: str = "site0/row0/rack0"
+    field: str | None = None
+
+
+class _Rows:
+    def __init__(self) -> None:
+        self.ts: list[float] = []
+        self.entity: list[str] = []
+        self.field: list[str] = []
+        self.value: list[float] = []
+        self.lines: list[int] = []
+        self.labels: dict[str, dict[str, str]] = {}
+
+
+class PrometheusSource(Source):
+    """Samples from a Prometheus server's HTTP API or an exporter's ``/metrics``."""
+
+    name: ClassVar[str] = "prometheus"
+    config_type: ClassVar[type[SourceConfig]] = PrometheusConfig
+    target_field: ClassVar[str | None] = "url"
+
+    @property
+    def cfg(self) -> PrometheusConfig:
+        """The typed config."""
+        assert isinstance(self.config, PrometheusConfig)
+        return self.config
+
+    def entity_of(self, labels: Mapping[str, str]) -> str:
+        """The entity id a series' labels map to."""
+        if labels.get("entity"):
+            return labels["entity"]
+        host = labels.get("Hostname") or labels.get("instance", "unknown").split(":")[0]
+        base = f"{self.cfg.entity_prefix.rstrip('/')}/{host}"
+        return f"{base}/gpu{labels['gpu']}" if labels.get("gpu") else base
+
+    def _add(self, rows: _Rows, labels: Mapping[str, str], ts: float, raw: str | float, where: int, src: str,
+             report: IngestReport) -> None:  # fmt: skip
+        name = self.cfg.field or labels.get("__name__", "")
+        try:
+            value = raw if isinstance(raw, float) else parse_value(raw)
+        except ValueError:
+            report.add("parse_error", src, where, f"{name}: bad value {raw!r}")
+            return
+        canon = canonical_field(name)
+        if canon is not None:
+            value /= FIELD_BY_NAME[canon].dcgm_scale
+        entity = self.entity_of(labels)
+        lab = rows.labels.setdefault(entity, {})
+        for k, v in labels.items():
+            if k in LABEL_MAP:
+                lab[LABEL_MAP[k]] = v
+        rows.ts.append(ts)
+        rows.entity.append(entity)
+        rows.field.append(canon or name or "<unnamed>")
+        rows.value.append(value)
+        rows.lines.append(where)
+
+    def _get(self, client: httpx.Client, url: str, params: dict[str, Any], what: str, report: IngestReport) -> Any:
+        try:
+            resp = client.get(url, params=params)
+        except httpx.TimeoutException:
+            report.add("source_error", url, None, f"{what}: no answer within {self.cfg.timeout_s:g} s")
+            return None
+        except httpx.HTTPError as exc:
+            report.add("source_error", url, None, f"{what}: {type(exc).__name__}: {exc}")
+            return None
+        if self.cfg.mode == "scrape":
+            if resp.status_code != 200:
+                report.add("source_error", url, None, f"{what}: HTTP {resp.status_code}")
+                return None
+            return resp.text
+        try:
+            body = resp.json()
+        except ValueError:
+            report.add("source_error", url, None, f"{what}: HTTP {resp.status_code}, not JSON")
+            return None
+        if resp.status_code != 200 or body.get("status") != "success":
+            report.add("source_error", url, None, f"{what}: {body.get('errorType', resp.status_code)}: "
+                       f"{body.get('error', '')}")  # fmt: skip
+            return None
+        return body.get("data", {})
+
+    def _frame(self, rows: _Rows, src: str) -> Frame:
+        return Frame.from_long(rows.ts, rows.entity, rows.field, rows.value, labels=rows.labels, source=src,
+                               lines=rows.lines)  # fmt: skip
+
+    def frames(self, report: IngestReport) -> Iterator[Frame]:
+        """Yield one frame per poll (instant/scrape) or per query (range)."""
+        cfg = self.cfg
+        with httpx.Client(timeout=cfg.timeout_s) as client:
+            if cfg.mode == "range":
+                end = time.time() if cfg.end_s is None else cfg.end_s
+                start = end - 3600.0 if cfg.start_s is None else cfg.start_s
+                for qi, query in enumerate(cfg.queries, start=1):
+                    rows = _Rows()
+                    params = {"query": query, "start": start, "end": end, "step": cfg.step_s}
+                    data = self._get(client, cfg.url.rstrip("/") + "/api/v1/query_range", params, query, report)
+                    for series in (data or {}).get("result", []):
+                        for ts, raw in series.get("values", []):
+                            self._add(rows, series.get("metric", {}), float(ts), raw, qi, cfg.url, report)
+                    if rows.ts:
+                        yield self._frame(rows, cfg.url)
+                return
+            for poll in range(cfg.polls):
+                if poll:
+                    time.sleep(cfg.period_s)
+                rows = _Rows()
+                if cfg.mode == "scrape":
+                    text = self._get(client, cfg.url, {}, "scrape", report)
+                    now = time.time()
+                    for s in parse_text(text or "", cfg.url, report):
+                        labels = {**s.labels, "__name__": s.name}
+                        ts = now if s.ts_ms is None else s.ts_ms / 1000.0
+                        self._add(rows, labels, ts, s.value, poll + 1, cfg.url, report)
+                else:
+                    for qi, query in enumerate(cfg.queries, start=1):
+                        params = {"query": query}
+                        data = self._get(client, cfg.url.rstrip("/") + "/api/v1/query", params, query, report)
+                        for series in (data or {}).get("result", []):
+                            value = series.get("value")
+                            if not isinstance(value, list) or len(value) != 2:
+                                report.add("parse_error", cfg.url, qi, f"{query}: result without a value")
+                                continue
+                            self._add(rows, series.get("metric", {}), float(value[0]), value[1], qi, cfg.url,
+                                      report)  # fmt: skip
+                if rows.ts:
+                    yield self._frame(rows, cfg.url)

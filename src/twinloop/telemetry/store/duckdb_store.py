@@ -1,0 +1,426 @@
+"""DuckDB telemetry store (the default): one embedded file, transactions, SQL downsampling.
+
+Schema (normalized so the big table holds only numbers)::
+
+    entities(entity_id INTEGER PRIMARY KEY, entity VARCHAR UNIQUE, labels VARCHAR -- JSON)
+    fields(field_id SMALLINT PRIMARY KEY, name VARCHAR UNIQUE)
+    samples(ts DOUBLE -- epoch s UTC, entity_id INTEGER, field_id SMALLINT, value DOUBLE)
+    rollup_1m(bucket, entity_id, field_id, min, max, sum, count, first_ts, last_ts, last) -- see rollup.py
+
+Every :meth:`DuckDBStore.append` is one transaction: new entity/field ids and the samples commit together
+or not at all, so a crash (even ``kill -9``) mid-append loses at most that batch; DuckDB's write-ahead log
+replays committed batches on the next open. Samples go in through DuckDB's Arrow scan (no Python loop
+over rows); rows arrive field-major, so DuckDB's per-row-group min/max indexes skip other fields at query
+time. Per-minute rollups written in the same transaction let aggregates and downsampling over long
+ranges read whole minutes from ``rollup_1m`` and raw samples only at the range's edges.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from twinloop.errors import InputError, unknown_name
+from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.store.rollup import BUCKET_S, ROLLUP_DDL, full_minutes, rollup
+
+_SCHEMA = (
+    """
+CREATE TABLE IF NOT EXISTS entities(entity_id INTEGER PRIMARY KEY, entity VARCHAR UNIQUE, labels VARCHAR);
+CREATE TABLE IF NOT EXISTS fields(field_id SMALLINT PRIMARY KEY, name VARCHAR UNIQUE);
+CREATE TABLE IF NOT EXISTS samples(ts DOUBLE, entity_id INTEGER, field_id SMALLINT, value DOUBLE);
+"""
+    + ROLLUP_DDL
+)
+
+_BATCH_SCHEMA = pa.schema(
+    [("ts", pa.float64()), ("entity_id", pa.int32()), ("field_id", pa.int16()), ("value", pa.float64())]
+)
+
+
+class DuckDBStore:
+    """Telemetry store in a DuckDB file (``":memory:"`` for a throw-away one).
+
+    Args:
+        path: the database file; created with its schema when missing.
+        threads: DuckDB worker threads (``None`` = DuckDB's default, all cores).
+        read_only: open without write access (several readers may share a file).
+    """
+
+    def __init__(self, path: str | Path = "twinloop.duckdb", threads: int | None = None, read_only: bool = False):
+        self.path = str(path)
+        self.threads = threads
+        self.read_only = read_only
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._entity_ids: dict[str, int] = {}
+        self._labels: dict[str, str] = {}
+        self._field_ids: dict[str, int] = {}
+
+    # ----- connection ---------------------------------------------------------------------------------
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The open connection (opened, and the schema created, on first use)."""
+        if self._con is None:
+            config: dict[str, Any] = {}
+            if self.threads is not None:
+                config["threads"] = self.threads
+            if self.read_only and not Path(self.path).exists():
+                raise FileNotFoundError(2, "no such database", self.path)
+            try:
+                self._con = duckdb.connect(self.path, read_only=self.read_only, config=config)
+            except duckdb.Error as exc:
+                raise InputError(self.path, "", f"cannot open DuckDB store: {exc}") from None
+            if not self.read_only:
+                self._con.execute(_SCHEMA)
+            self._load_ids()
+        return self._con
+
+    def _load_ids(self) -> None:
+        con = self._con
+        assert con is not None
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "entities" not in tables:
+            raise InputError(self.path, "", "not a twinloop telemetry store (no entities table)")
+        rows = con.execute("SELECT entity, entity_id, labels FROM entities").fetchall()
+        self._entity_ids = {e: i for e, i, _ in rows}
+        self._labels = {e: lab for e, _, lab in rows if lab}
+        self._field_ids = dict(con.execute("SELECT name, field_id FROM fields").fetchall())
+
+    def close(self) -> None:
+        """Close the connection (data already committed stays)."""
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def __enter__(self) -> DuckDBStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----- writing ------------------------------------------------------------------------------------
+    def append(self, frame: Frame) -> int:
+        """Store all rows of ``frame`` in one transaction; returns the rows written.
+
+        Field names must already be canonical (:class:`~twinloop.telemetry.validate.Validator` does it).
+        """
+        if not len(frame):
+            return 0
+        con = self.con
+        new_ents = [e for e in dict.fromkeys(frame.entities) if e not in self._entity_ids]
+        new_flds = [f for f in dict.fromkeys(frame.fields) if f not in self._field_ids]
+        ent_ids = dict(self._entity_ids)
+        fld_ids = dict(self._field_ids)
+        for e in new_ents:
+            ent_ids[e] = len(ent_ids)
+        for f in new_flds:
+            fld_ids[f] = len(fld_ids)
+        label_rows = []
+        for ent, lab in frame.labels.items():
+            text = json.dumps(dict(lab), sort_keys=True)
+            if self._labels.get(ent) != text and ent in ent_ids:
+                label_rows.append((text, ent))
+        e_lut = np.array([ent_ids[e] for e in frame.entities], dtype=np.int32)
+        f_lut = np.array([fld_ids[f] for f in frame.fields], dtype=np.int16)
+        e_ids, f_ids = e_lut[frame.entity_idx], f_lut[frame.field_idx]
+        batch = pa.Table.from_arrays(
+            [
+                pa.array(frame.ts_s, pa.float64()),
+                pa.array(e_ids, pa.int32()),
+                pa.array(f_ids, pa.int16()),
+                pa.array(frame.value, pa.float64()),
+            ],
+            schema=_BATCH_SCHEMA,
+        )
+        rolled = rollup(frame.ts_s, e_ids, f_ids, frame.value)
+        con.begin()
+        try:
+            if new_ents:
+                ids = pa.array([ent_ids[e] for e in new_ents], pa.int32())
+                con.register("_twinloop_new", pa.table({"entity_id": ids, "entity": pa.array(new_ents, pa.string())}))
+                con.execute("INSERT INTO entities SELECT entity_id, entity, NULL FROM _twinloop_new")
+                con.unregister("_twinloop_new")
+            if new_flds:
+                con.executemany("INSERT INTO fields VALUES (?, ?)", [(fld_ids[f], f) for f in new_flds])
+            if label_rows:
+                texts, names = zip(*label_rows, strict=True)
+                con.register("_twinloop_lab", pa.table({"labels": list(texts), "entity": list(names)}))
+                con.execute(
+                    "UPDATE entities SET labels = n.labels FROM _twinloop_lab n WHERE entities.entity = n.entity"
+                )
+                con.unregister("_twinloop_lab")
+            con.register("_twinloop_batch", batch)
+            con.execute("INSERT INTO samples SELECT * FROM _twinloop_batch")
+            con.unregister("_twinloop_batch")
+            con.register("_twinloop_rollup", rolled)
+            con.execute("INSERT INTO rollup_1m SELECT * FROM _twinloop_rollup")
+            con.unregister("_twinloop_rollup")
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        self._entity_ids = ent_ids
+        self._field_ids = fld_ids
+        self._labels.update({ent: text for text, ent in label_rows})
+        return len(frame)
+
+    def delete_before(self, ts_s: float) -> int:
+        """Retention: delete samples with ``ts < ts_s``; returns the rows deleted.
+
+        Rollups of whole minutes before ``ts_s`` go too; the minute that ``ts_s`` cuts is rebuilt from the
+        samples that remain, all in one transaction.
+        """
+        cut = float(ts_s)
+        minute = float(np.floor(cut / BUCKET_S) * BUCKET_S)
+        con = self.con
+        con.begin()
+        try:
+            row = con.execute("DELETE FROM samples WHERE ts < ?", [cut]).fetchone()
+            con.execute("DELETE FROM rollup_1m WHERE bucket <= ?", [minute] if cut > minute else [minute - 1])
+            if cut > minute:
+                con.execute(
+                    "INSERT INTO rollup_1m SELECT ?, entity_id, field_id, min(value), max(value), sum(value), "
+                    "count(*), min(ts), max(ts), arg_max(value, ts) FROM samples WHERE ts >= ? AND ts < ? "
+                    "GROUP BY entity_id, field_id",
+                    [minute, cut, minute + BUCKET_S],
+                )
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+        return int(row[0]) if row else 0
+
+    def retain(self, max_age_s: float) -> int:
+        """Retention relative to the newest sample: keep only the last ``max_age_s`` seconds."""
+        _, newest = self.time_range()
+        return 0 if newest is None else self.delete_before(newest - max_age_s)
+
+    # ----- reading ------------------------------------------------------------------------------------
+    def field_id(self, field: str) -> int | None:
+        """The stored id of ``field`` (alias resolved); ``None`` when no sample of it was stored.
+
+        Raises:
+            InputError: ``field`` is not a known field name.
+        """
+        _ = self.con
+        name = canonical_field(field)
+        if name is None:
+            raise unknown_name(self.path, "field", "field", field, FIELD_BY_NAME)
+        return self._field_ids.get(name)
+
+    def _where(
+        self,
+        field_id: int | None,
+        entity_prefix: str,
+        since_s: float | None,
+        until_s: float | None,
+        ts_col: str = "s.ts",
+        extra: str = "",
+    ) -> tuple[str, list[Any]]:
+        clauses: list[str] = [extra] if extra else []
+        params: list[Any] = []
+        if field_id is not None:
+            clauses.append("s.field_id = ?")
+            params.append(field_id)
+        if since_s is not None:
+            clauses.append(f"{ts_col} >= ?")
+            params.append(float(since_s))
+        if until_s is not None:
+            clauses.append(f"{ts_col} < ?")
+            params.append(float(until_s))
+        prefix = entity_prefix.rstrip("/")
+        if prefix:
+            ids = [i for e, i in self._entity_ids.items() if e == prefix or e.startswith(prefix + "/")]
+            if not ids:
+                clauses.append("FALSE")
+            else:
+                clauses.append("s.entity_id IN (SELECT unnest(?::INTEGER[]))")
+                params.append(ids)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+    def _empty(self, columns: Mapping[str, pa.DataType]) -> pa.Table:
+        return pa.table({k: pa.array([], t) for k, t in columns.items()})
+
+    def query(
+        self, field: str, entity_prefix: str = "", since_s: float | None = None, until_s: float | None = None
+    ) -> pa.Table:
+        """Raw samples of one field: ts, entity, field, value ordered by entity then ts."""
+        fid = self.field_id(field)
+        if fid is None:
+            return self._empty({"ts": pa.float64(), "entity": pa.string(), "field": pa.string(), "value": pa.float64()})
+        where, params = self._where(fid, entity_prefix, since_s, until_s)
+        sql = (
+            "SELECT s.ts, e.entity, f.name AS field, s.value FROM samples s JOIN entities e USING (entity_id) "
+            f"JOIN fields f USING (field_id){where} ORDER BY e.entity, s.ts"
+        )
+        return self.con.execute(sql, params).to_arrow_table()
+
+    def _partials(
+        self, fid: int, entity_prefix: str, since_s: float | None, until_s: float | None, every_s: float | None
+    ) -> tuple[str, list[Any]]:
+        """SQL for partial aggregates per (bucket, entity): rollups for whole minutes, raw rows at the edges.
+
+        With ``every_s`` ``None`` everything falls in one bucket (0); otherwise rollups are used only when
+        ``every_s`` is a whole number of minutes (so minutes nest in buckets), else raw samples throughout.
+        """
+        use_rollup = every_s is None or (every_s % BUCKET_S == 0)
+        if not use_rollup:
+            where, params = self._where(fid, entity_prefix, since_s, until_s)
+            sql = (
+                "SELECT floor(s.ts / ?) * ? AS b, s.entity_id, min(s.value) AS mn, max(s.value) AS mx, "
+                "sum(s.value) AS sm, count(*) AS n, max(s.ts) AS lt, arg_max(s.value, s.ts) AS lv "
+                f"FROM samples s{where} GROUP BY ALL"
+            )
+            return sql, [every_s, every_s, *params]
+        lo, hi = full_minutes(since_s, until_s)
+        bucket = "0.0" if every_s is None else f"floor(s.bucket / {float(every_s)!r}) * {float(every_s)!r}"
+        raw_bucket = "0.0" if every_s is None else f"floor(s.ts / {float(every_s)!r}) * {float(every_s)!r}"
+        r_where, r_params = self._where(fid, entity_prefix, lo, hi, ts_col="s.bucket")
+        edge = []
+        edge_params: list[Any] = []
+        if lo is not None:
+            edge.append("s.ts < ?")
+            edge_params.append(lo)
+        if hi is not None:
+            edge.append("s.ts >= ?")
+            edge_params.append(hi)
+        parts = [
+            f"SELECT {bucket} AS b, s.entity_id, s.min AS mn, s.max AS mx, s.sum AS sm, s.count AS n, "
+            f"s.last_ts AS lt, s.last AS lv FROM rollup_1m s{r_where}"
+        ]
+        params = list(r_params)
+        if edge:
+            e_where, e_params = self._where(fid, entity_prefix, since_s, until_s, extra="(" + " OR ".join(edge) + ")")
+            parts.append(
+                f"SELECT {raw_bucket} AS b, s.entity_id, min(s.value), max(s.value), sum(s.value), count(*), "
+                f"max(s.ts), arg_max(s.value, s.ts) FROM samples s{e_where} GROUP BY ALL"
+            )
+            params += edge_params + e_params
+        return " UNION ALL ".join(parts), params
+
+    def downsample(
+        self,
+        field: str,
+        every_s: float,
+        entity_prefix: str = "",
+        since_s: float | None = None,
+        until_s: float | None = None,
+    ) -> pa.Table:
+        """Per entity and bucket ``floor(ts / every_s) * every_s``: ts, entity, min, mean, max, last, count."""
+        if not every_s > 0:
+            raise InputError(self.path, "every", f"bucket width must be > 0 s, got {every_s}")
+        fid = self.field_id(field)
+        cols = {"ts": pa.float64(), "entity": pa.string()} | dict.fromkeys(("min", "mean", "max", "last"), pa.float64())
+        if fid is None:
+            return self._empty(cols | {"count": pa.int64()})
+        parts, params = self._partials(fid, entity_prefix, since_s, until_s, float(every_s))
+        sql = (
+            f"WITH p AS ({parts}), b AS (SELECT p.b AS ts, p.entity_id, min(p.mn) AS min, "
+            "sum(p.sm) / sum(p.n) AS mean, max(p.mx) AS max, arg_max(p.lv, p.lt) AS last, "
+            "sum(p.n)::BIGINT AS count FROM p GROUP BY ALL) "
+            "SELECT b.ts, e.entity, b.min, b.mean, b.max, b.last, b.count FROM b JOIN entities e USING (entity_id) "
+            "ORDER BY e.entity, b.ts"
+        )
+        return self.con.execute(sql, params).to_arrow_table()
+
+    def aggregate(
+        self, field: str, entity_prefix: str = "", since_s: float | None = None, until_s: float | None = None
+    ) -> pa.Table:
+        """Per entity over the whole range: entity, min, mean, max, last, count."""
+        fid = self.field_id(field)
+        if fid is None:
+            cols = {"entity": pa.string()} | dict.fromkeys(("min", "mean", "max", "last"), pa.float64())
+            return self._empty(cols | {"count": pa.int64()})
+        parts, params = self._partials(fid, entity_prefix, since_s, until_s, None)
+        sql = (
+            f"WITH p AS ({parts}), a AS (SELECT p.entity_id, min(p.mn) AS min, sum(p.sm) / sum(p.n) AS mean, "
+            "max(p.mx) AS max, arg_max(p.lv, p.lt) AS last, sum(p.n)::BIGINT AS count FROM p GROUP BY p.entity_id) "
+            "SELECT e.entity, a.min, a.mean, a.max, a.last, a.count FROM a JOIN entities e USING (entity_id) "
+            "ORDER BY e.entity"
+        )
+        return self.con.execute(sql, params).to_arrow_table()
+
+    def latest(self, entity_prefix: str = "") -> pa.Table:
+        """The newest sample per (entity, field): ts, entity, field, value (read from the rollups)."""
+        where, params = self._where(None, entity_prefix, None, None)
+        sql = (
+            "WITH l AS (SELECT s.entity_id, s.field_id, max(s.last_ts) AS ts, arg_max(s.last, s.last_ts) AS value "
+            f"FROM rollup_1m s{where} GROUP BY ALL) "
+            "SELECT l.ts, e.entity, f.name AS field, l.value FROM l JOIN entities e USING (entity_id) "
+            "JOIN fields f USING (field_id) ORDER BY e.entity, f.name"
+        )
+        return self.con.execute(sql, params).to_arrow_table()
+
+    def labels(self, entity_prefix: str = "") -> dict[str, dict[str, str]]:
+        """Labels of the stored entities under ``entity_prefix``."""
+        _ = self.con
+        prefix = entity_prefix.rstrip("/")
+        return {
+            e: json.loads(t) for e, t in self._labels.items() if not prefix or e == prefix or e.startswith(prefix + "/")
+        }
+
+    def time_range(self, field: str | None = None) -> tuple[float | None, float | None]:
+        """(oldest, newest) timestamp stored (of ``field`` if given); ``(None, None)`` when empty."""
+        fid = None if field is None else self.field_id(field)
+        if field is not None and fid is None:
+            return None, None
+        where, params = self._where(fid, "", None, None)
+        row = self.con.execute(f"SELECT min(s.first_ts), max(s.last_ts) FROM rollup_1m s{where}", params).fetchone()
+        return (None, None) if row is None else (row[0], row[1])
+
+    def count(self) -> int:
+        """Number of stored samples."""
+        row = self.con.execute("SELECT count(*) FROM samples").fetchone()
+        return int(row[0]) if row else 0
+
+    def read_long(
+        self,
+        field: str | None = None,
+        entity_prefix: str = "",
+        since_s: float | None = None,
+        until_s: float | None = None,
+    ) -> pa.Table:
+        """Samples in long form (ts, entity, field, value), ordered by time (for replay and export)."""
+        fid = None if field is None else self.field_id(field)
+        if field is not None and fid is None:
+            return self._empty({"ts": pa.float64(), "entity": pa.string(), "field": pa.string(), "value": pa.float64()})
+        where, params = self._where(fid, entity_prefix, since_s, until_s)
+        sql = (
+            "SELECT s.ts, e.entity, f.name AS field, s.value FROM samples s JOIN entities e USING (entity_id) "
+            f"JOIN fields f USING (field_id){where} ORDER BY s.ts, e.entity, f.name"
+        )
+        return self.con.execute(sql, params).to_arrow_table()
+
+    def export_parquet(
+        self,
+        path: str | Path,
+        field: str | None = None,
+        entity_prefix: str = "",
+        since_s: float | None = None,
+        until_s: float | None = None,
+    ) -> int:
+        """Write selected samples in long form (ts, entity, field, value) to Parquet; returns the rows written.
+
+        DuckDB streams the rows to the file (``COPY``), so stores larger than memory export too.
+        """
+        fid = None if field is None else self.field_id(field)
+        params: list[Any]
+        if field is not None and fid is None:
+            where, params = " WHERE FALSE", []
+        else:
+            where, params = self._where(fid, entity_prefix, since_s, until_s)
+        target = str(path).replace("'", "''")
+        sql = (
+            "COPY (SELECT s.ts, e.entity, f.name AS field, s.value FROM samples s JOIN entities e USING (entity_id) "
+            f"JOIN fields f USING (field_id){where} ORDER BY s.ts, e.entity, f.name) "
+            f"TO '{target}' (FORMAT PARQUET, COMPRESSION ZSTD)"
+        )
+        row = self.con.execute(sql, params).fetchone()
+        return int(row[0]) if row else 0

@@ -1,0 +1,132 @@
+"""Validate frames before they are stored: unknown fields, NaN/inf, out-of-range, duplicates, disorder.
+
+Each rejected row is counted in the :class:`~twinloop.telemetry.report.IngestReport` with an example that
+names the source and line; the valid rows of the same frame still go through. Out-of-order rows are
+counted but kept (the store sorts at query time); exact duplicates of ``(entity, field, ts)`` are dropped,
+keeping the first. The validator remembers the last timestamp per ``(entity, field)`` across frames, so
+disorder and duplicates are found across batch boundaries too. All checks are vectorized.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.report import IngestReport
+
+
+class Validator:
+    """Stateful row validator (one per ingest run)."""
+
+    def __init__(self) -> None:
+        self._entity_ids: dict[str, int] = {}
+        self._field_ids: dict[str, int] = {}
+        self._last_ts = np.full((0, 0), -np.inf)
+
+    def _gids(self, names: tuple[str, ...], table: dict[str, int]) -> NDArray[np.int64]:
+        return np.array([table.setdefault(n, len(table)) for n in names], dtype=np.int64)
+
+    def _grow(self) -> None:
+        n_e, n_f = len(self._entity_ids), len(self._field_ids)
+        old = self._last_ts
+        if old.shape[0] >= n_e and old.shape[1] >= n_f:
+            return
+        new = np.full((max(n_e, 2 * old.shape[0]), max(n_f, old.shape[1])), -np.inf)
+        new[: old.shape[0], : old.shape[1]] = old
+        self._last_ts = new
+
+    def _report(self, report: IngestReport, frame: Frame, kind: str, bad: NDArray[np.bool_], what: str) -> None:
+        n = int(bad.sum())
+        if not n:
+            return
+        rows = np.flatnonzero(bad)[:5]
+        for r in rows:
+            name = frame.fields[frame.field_idx[r]]
+            ent, val, ts = frame.entities[frame.entity_idx[r]], float(frame.value[r]), float(frame.ts_s[r])
+            msg = f"{ent} {name}={val!r} at ts={ts!r}: {what}"
+            report.add(kind, frame.source or "frame", frame.line_of(int(r)), msg, count=1)
+        if n > len(rows):
+            report.problems[kind] += n - len(rows)
+
+    def check(self, frame: Frame, report: IngestReport) -> Frame:
+        """The valid rows of ``frame`` (field aliases resolved); problems are added to ``report``."""
+        report.rows_in += len(frame)
+        if not len(frame):
+            return frame
+        # unknown fields / aliases
+        canon = [canonical_field(f) for f in frame.fields]
+        known = np.array([c is not None for c in canon], dtype=bool)
+        frame = frame.with_fields(tuple(c if c is not None else f for c, f in zip(canon, frame.fields, strict=True)))
+        keep = known[frame.field_idx]
+        self._report(report, frame, "unknown_field", ~keep, "unknown field (see docs/telemetry-fields.md)")
+
+        v = frame.value
+        nan = np.isnan(v) & keep
+        self._report(report, frame, "nan", nan, "value is NaN")
+        inf = np.isinf(v) & keep
+        self._report(report, frame, "inf", inf, "value is infinite")
+        keep &= ~(nan | inf)
+
+        lo = np.array([_bound(f, "min_value", -np.inf) for f in frame.fields])
+        hi = np.array([_bound(f, "max_value", np.inf) for f in frame.fields])
+        row_lo, row_hi = lo[frame.field_idx], hi[frame.field_idx]
+        neg = keep & (v < row_lo) & (row_lo == 0.0)
+        self._report(report, frame, "negative", neg, "negative value for a non-negative field")
+        oor = keep & ~neg & ((v < row_lo) | (v > row_hi))
+        self._report(report, frame, "out_of_range", oor, "outside the field's valid range")
+        keep &= ~(neg | oor)
+        frame = frame.take(keep)
+        if not len(frame):
+            return frame
+        return self._order(frame, report)
+
+    def _order(self, frame: Frame, report: IngestReport) -> Frame:
+        e_g = self._gids(frame.entities, self._entity_ids)[frame.entity_idx]
+        f_g = self._gids(frame.fields, self._field_ids)[frame.field_idx]
+        self._grow()
+        n_f = self._last_ts.shape[1]
+        key = e_g * n_f + f_g
+        ts = frame.ts_s
+        prev = self._last_ts.reshape(-1)[key]
+        # Stable sort by key keeps arrival order within each (entity, field) series.
+        order = np.argsort(key, kind="stable")
+        k_s, t_s = key[order], ts[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = k_s[1:] != k_s[:-1]
+        # Running max of earlier timestamps within each series (offset trick: series never mix).
+        t0 = float(t_s.min())
+        span = float(t_s.max()) - t0 + 1.0
+        grp = np.cumsum(first) - 1
+        shifted = (t_s - t0) + grp * span
+        cummax = np.maximum.accumulate(shifted)
+        prior_max = np.empty_like(t_s)
+        prior_max[1:] = cummax[:-1] - grp[1:] * span + t0
+        prior_max[first] = -np.inf
+        prior_max = np.maximum(prior_max, prev[order])
+        # Exact duplicates: same series and timestamp as an earlier row (in this frame or the last stored).
+        dup = np.zeros(len(order), dtype=bool)
+        if (t_s[~first] <= prior_max[~first]).any():
+            # Only when a series does not strictly increase inside the frame can it hold repeats.
+            srt = np.lexsort((np.arange(len(order)), t_s, k_s))
+            dup_sorted = np.zeros(len(order), dtype=bool)
+            dup_sorted[1:] = (k_s[srt][1:] == k_s[srt][:-1]) & (t_s[srt][1:] == t_s[srt][:-1])
+            dup[srt] = dup_sorted
+        dup |= t_s == prev[order]
+        late = ~dup & (t_s < prior_max)
+        dup_rows = np.zeros(len(frame), dtype=bool)
+        dup_rows[order] = dup
+        late_rows = np.zeros(len(frame), dtype=bool)
+        late_rows[order] = late
+        self._report(report, frame, "duplicate", dup_rows, "duplicate timestamp for this entity and field")
+        self._report(report, frame, "out_of_order", late_rows, "timestamp earlier than a previous sample (kept)")
+        flat = self._last_ts.reshape(-1)
+        np.maximum.at(flat, key[~dup_rows], ts[~dup_rows])
+        return frame.take(~dup_rows) if dup_rows.any() else frame
+
+
+def _bound(field_name: str, attr: str, default: float) -> float:
+    spec = FIELD_BY_NAME.get(field_name)
+    val = getattr(spec, attr) if spec is not None else None
+    return default if val is None else float(val)

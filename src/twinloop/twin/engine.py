@@ -1,0 +1,399 @@
+"""The twin engine: :class:`Twin` advances the whole site one step at a time.
+
+One step (``dt = step_s``):
+
+1. injected faults switch on/off; ambient and grid carbon for this instant;
+2. scheduler: arrivals, repairs, placement and admission of queued jobs;
+3. job lifecycle transitions; per-slot activity → per (slot, kind) power tables;
+4. cooling control; coolant temperature per rack from the loops;
+5. GPU physics for all GPUs at once (:class:`~twinloop.twin.state.GpuPhysics`): limits, DVFS, power, RC
+   temperatures, energy; sparse patches for launch peaks, power brakes and hardware slowdown;
+6. node power → PSUs → PDUs → busways → UPS/HVDC → transformer; PSU overload events; cooling loops and plant;
+   facility power and PUE; cap controllers;
+7. job progress at the pace of each job's slowest GPU; failure draws and their consequences;
+8. accounting and telemetry.
+
+The loop drives it with :meth:`Twin.step` and :meth:`Twin.apply` between steps; :meth:`Twin.run` runs many
+steps. Same scenario and seed → identical results, bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.errors import InputError
+from twinloop.hardware.power import (
+    CLOCK_EVENT_GPU_IDLE,
+    CLOCK_EVENT_HW_POWER_BRAKE,
+    CLOCK_EVENT_HW_SLOWDOWN,
+    CLOCK_EVENT_SW_POWER_CAP,
+    CLOCK_EVENT_SW_THERMAL,
+    clock_scale,
+)
+from twinloop.twin.actions import Action, ActionResult, apply_action
+from twinloop.twin.cooling import Cooling
+from twinloop.twin.events import Event, FaultLabel
+from twinloop.twin.faults import ResolvedFault, apply_fault, resolve_faults, timeline
+from twinloop.twin.jobs import Job, Phase, make_jobs
+from twinloop.twin.operations import ClusterOps
+from twinloop.twin.power_chain import ChainFlows, PowerChain
+from twinloop.twin.scenario import ScenarioSpec, check_scenario
+from twinloop.twin.scheduler import Scheduler
+from twinloop.twin.state import F32, GpuPhysics
+from twinloop.twin.topology import Topology, build_topology
+from twinloop.twin.trace import ServingLoad, resolve_trace_path, serving_load
+from twinloop.twin.weather import Weather
+
+THROTTLE_REASONS = ("sw_power_cap", "sw_thermal", "hw_slowdown", "hw_power_brake")
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step produced.
+
+    Attributes:
+        t_s: simulation time at the end of the step (s).
+        gpu: GPU telemetry block (DCGM field → array over kept GPUs) on GPU sample steps, else None.
+        facility: level ('node', 'rack', 'row', 'site', 'job') → field → array over that level's kept entities,
+            on facility sample steps, else None.
+        events: events of this step.
+    """
+
+    t_s: float
+    gpu: dict[str, NDArray[Any]] | None
+    facility: dict[str, dict[str, NDArray[Any]]] | None
+    events: tuple[Event, ...]
+
+
+@dataclass
+class Accounts:
+    """Running totals (float64) for the summary and conservation checks."""
+
+    facility_j: float = 0.0
+    it_j: float = 0.0
+    host_j: float = 0.0
+    conversion_loss_j: float = 0.0
+    cooling_j: float = 0.0
+    carbon_g: float = 0.0
+    peak_facility_w: float = 0.0
+    peak_it_w: float = 0.0
+    throttled_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(THROTTLE_REASONS, 0.0))
+    failures: dict[str, int] = field(default_factory=dict)
+    psu_overloads: int = 0
+    thermal_shutdowns: int = 0
+
+
+class Twin(ClusterOps):
+    """A simulated GPU site (see module docstring). Construct from a validated :class:`ScenarioSpec`."""
+
+    def __init__(self, spec: ScenarioSpec, source: str = "scenario") -> None:
+        check_scenario(spec, source)
+        self.spec = spec
+        self.source = source
+        self.dt_s = float(spec.step_s)
+        self.topo: Topology = build_topology(spec)
+        self.physics = GpuPhysics(self.topo, self.dt_s)
+        self.cooling = Cooling(self.topo, spec.cooling, self.dt_s)
+        lo = float(self.physics.limit_min_w.min())
+        hi = float(self.physics.limit_max_w.max())
+        self.chain = PowerChain(self.topo, spec.power_chain, lo, hi)
+        self.weather = Weather(spec.weather)
+        self.scheduler = Scheduler(self.topo, spec.scheduler)
+        self.loads: dict[str, ServingLoad] = {}
+        for i, j in enumerate(spec.jobs):
+            if j.kind == "serving":
+                if j.trace is None:
+                    raise InputError(source, f"jobs.{i}.trace", "a serving job needs a trace (Azure-format CSV)")
+                path = resolve_trace_path(j.trace, spec.base_dir)
+                if not path.exists():
+                    raise InputError(source, f"jobs.{i}.trace", f"{path}: file not found")
+                self.loads[j.name] = serving_load(path, j.gpus // j.gpus_per_replica, j.trace_rate_scale)
+        self.faults: list[ResolvedFault] = resolve_faults(spec, self.topo, source)
+        self._timeline = timeline(self.faults)
+        self.failure_model: Any = None
+        self.failure_causes: tuple[Any, ...] = ()
+        if spec.failures != "off":
+            from twinloop.twin.failures import CAUSES, FailureConfig, FailureModel
+
+            cfg = {} if spec.failures == "on" else dict(spec.failures)
+            try:
+                if "disabled_causes" in cfg:
+                    cfg["disabled_causes"] = tuple(cfg["disabled_causes"])
+                self.failure_model = FailureModel(FailureConfig(**cfg))
+            except TypeError as exc:
+                raise InputError(source, "failures", str(exc)) from None
+            except InputError as exc:
+                raise InputError(source, f"failures.{exc.field}", exc.message) from None
+            self.failure_causes = CAUSES
+        node_rows = self.topo.rows
+        nr = self.topo.node_row
+        self.host_idle_w = np.array(
+            [
+                r.node.cpus * r.node.cpu_idle_power_w + r.node.nics * r.node.nic_power_w + r.node.other_power_w
+                for r in node_rows
+            ]
+        )[nr]
+        self.host_busy_w = np.array(
+            [
+                r.node.cpus * r.node.cpu_busy_power_w + r.node.nics * r.node.nic_power_w + r.node.other_power_w
+                for r in node_rows
+            ]
+        )[nr]
+        self.pdu_rating_w = np.array([r.rack_pdu_rating_w for r in node_rows])[self.topo.rack_row]
+        gpn = np.unique(self.topo.node_gpus)
+        self.gpus_per_node = int(gpn[0]) if gpn.size == 1 else int(gpn.max())
+        self.g_half = clock_scale(0.5).__float__()
+        self.reset(spec.seed)
+
+    # ----- lifecycle -----------------------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        """Back to t = 0 with ``seed`` (default: the scenario's)."""
+        self.seed = self.spec.seed if seed is None else int(seed)
+        self.rng = np.random.default_rng(self.seed)
+        self.t_s = 0.0
+        self.step_index = 0
+        self.cooling.reset()
+        self.chain.reset()
+        self.scheduler.reset()
+        self.physics.gpus = self.physics.initial(float(self.cooling.state.supply_c.mean()))
+        self.jobs: list[Job] = make_jobs(self.spec.jobs, self.loads)
+        self.n_slots = 1 + sum(j.n_slots for j in self.jobs)
+        self.slot_activity = np.zeros((self.n_slots, 3))
+        self.slot_cf = np.zeros(self.n_slots)
+        self.job_of_gpu = np.full(self.topo.n_gpus, -1, dtype=np.int64)
+        self.straggle: dict[int, float] = {}  # injected stragglers: GPU → speed factor
+        self.background_stragglers = np.zeros(0, dtype=np.int64)
+        self.background_speed = np.zeros(0, dtype=np.float32)
+        if self.spec.straggler_fraction > 0:
+            from twinloop.twin.failures import draw_stragglers
+
+            lo, hi = self.spec.straggler_speed_range
+            speed = draw_stragglers(self.rng, self.topo.n_gpus, self.spec.straggler_fraction, (lo, hi))
+            self.background_stragglers = np.flatnonzero(speed < 1.0)
+            self.background_speed = speed[self.background_stragglers]
+        self.drift_rate_c_per_s = np.zeros(self.topo.n_rows)
+        self.extra_ambient_c = 0.0
+        self.node_down_until = np.full(self.topo.n_nodes, np.inf)
+        self.node_powered = np.ones(self.topo.n_nodes, dtype=bool)
+        self.brake_until = np.zeros(self.topo.n_nodes)
+        self.braked_gpus = np.zeros(0, dtype=np.int64)
+        self.hw_slow_gpus = np.zeros(0, dtype=np.int64)
+        self.rack_heat_w = np.zeros(self.topo.n_racks)
+        self.rack_coolant_c = self.cooling.coolant_per_rack_c(self.rack_heat_w)
+        self.row_max_gpu_c = np.zeros(self.topo.n_rows)
+        self.facility_w = 0.0
+        self.pue = 1.0
+        self.ambient = self.weather.at(0.0)
+        self.flows: ChainFlows | None = None
+        self.cooling_w = 0.0
+        self.node_dc_w = np.zeros(self.topo.n_nodes)
+        self.accounts = Accounts()
+        self.action_log: list[ActionResult] = []
+        self.events: list[Event] = []
+        self._step_events: list[Event] = []
+        self._timeline_pos = 0
+        self._next_repair_s = np.inf
+        from twinloop.twin.telemetry_out import TelemetryRecorder
+
+        self.telemetry = TelemetryRecorder(self)
+
+    @property
+    def ground_truth(self) -> tuple[FaultLabel, ...]:
+        """Labels of the injected faults: what, where, start, end."""
+        return tuple(f.label for f in self.faults)
+
+    @property
+    def state(self) -> dict[str, NDArray[Any]]:
+        """Read-only views of the main per-GPU and per-row state arrays."""
+        a = self.physics.gpus
+        views: dict[str, NDArray[Any]] = {
+            "gpu_power_w": a.power_w,
+            "gpu_temp_c": a.temp_c,
+            "gpu_hbm_temp_c": a.hbm_temp_c,
+            "gpu_clock_x": self.physics.clock_x(),
+            "gpu_energy_j": a.energy_j,
+            "gpu_power_limit_w": a.user_limit_w,
+            "job_of_gpu": self.job_of_gpu,
+            "rack_coolant_c": self.rack_coolant_c,
+            "cdu_supply_c": self.cooling.state.supply_c,
+            "cdu_setpoint_c": self.cooling.state.setpoint_c,
+            "node_dc_w": self.node_dc_w,
+        }
+        out = {}
+        for k, v in views.items():
+            view = v.view()
+            view.flags.writeable = False
+            out[k] = view
+        return out
+
+    def apply(self, action: Action) -> ActionResult:
+        """Validate and apply a command between steps (see :mod:`twinloop.twin.actions`)."""
+        return apply_action(self, action)
+
+    # ----- the step ------------------------------------------------------------------------------------------
+    def _faults_and_weather(self) -> None:
+        t = self.t_s
+        while self._timeline_pos < len(self._timeline) and self._timeline[self._timeline_pos][0] <= t:
+            _, i, on = self._timeline[self._timeline_pos]
+            apply_fault(self, self.faults[i], on)
+            self._timeline_pos += 1
+        if self.drift_rate_c_per_s.any():
+            self.cooling.state.drift_c += self.drift_rate_c_per_s * self.dt_s
+        if t >= self._next_repair_s:
+            for node in np.flatnonzero(self.node_down_until <= t):
+                self.node_repaired(int(node))
+        self.ambient = self.weather.at(t, self.extra_ambient_c)
+
+    def _activity(self) -> None:
+        act, cf = self.slot_activity, self.slot_cf
+        act[:] = 0.0
+        cf[:] = 0.0
+        for job in self.jobs:
+            a, c = job.activity(self.t_s, self.dt_s)
+            act[job.slot0 : job.slot0 + job.n_slots] = a
+            cf[job.slot0 : job.slot0 + job.n_slots] = c
+        self.physics.group_tables(act)
+
+    def _gpu_physics(self, launching: list[Job]) -> None:
+        ph = self.physics
+        a = ph.gpus
+        ph.per_gpu_from_rack(self.rack_coolant_c.astype(F32), a.coolant_c)
+        rack_limit = self.chain.per_rack_limit_w()
+        ph.dvfs(None if rack_limit.min() >= self.chain.limit_max_w else rack_limit.astype(F32))
+        for job in launching:  # kernel launch: every GPU of the job at its clock cap, before the limit acts
+            ph.patch_g(job.gpus, a.g_cap[job.gpus])
+        if self.braked_gpus.size:
+            ph.patch_g(self.braked_gpus, a.g_min[self.braked_gpus])
+        if self.hw_slow_gpus.size:
+            idx = self.hw_slow_gpus
+            ph.patch_g(idx, np.minimum(a.g[idx], np.float32(self.g_half)))
+        ph.finish()
+
+    def _power_and_cooling(self) -> None:
+        ph, topo, dt = self.physics, self.topo, self.dt_s
+        a = ph.gpus
+        gpu_node_w = np.add.reduceat(a.power_w, topo.node_start).astype(np.float64)
+        host = np.where(self.scheduler.node_owner >= 0, self.host_busy_w, self.host_idle_w)
+        host = np.where(self.node_powered, host, 0.0)
+        node_dc = gpu_node_w + host
+        self.node_dc_w = node_dc
+        over = self.chain.overloaded_nodes(node_dc)
+        if over.size:
+            self._overload(over, node_dc)
+        if self.braked_gpus.size and (self.brake_until[topo.gpu_node[self.braked_gpus]] <= self.t_s + dt).all():
+            self.braked_gpus = np.zeros(0, dtype=np.int64)
+        flows = self.chain.flows(node_dc)
+        self.flows = flows
+        self.rack_heat_w = flows.rack_w
+        row_heat = np.bincount(topo.rack_row, weights=flows.rack_w, minlength=topo.n_rows).astype(np.float64)
+        if self.spec.cooling.control == "reactive":
+            rack_max = np.maximum.reduceat(a.temp_c, topo.rack_start)
+            self.row_max_gpu_c = np.maximum.reduceat(rack_max, topo.row_rack_start).astype(np.float64)
+        queued_w = sum(
+            j.spec.gpus * j.profile.requested_tdp_fraction * float(ph.tdp_w[0])
+            for j in self.jobs
+            if j.phase in (Phase.QUEUED, Phase.RAMP_UP) and j.spec.submit_s <= self.t_s + 600.0
+        )
+        self.cooling.control(self.t_s, self.row_max_gpu_c, row_heat, queued_w)
+        self.cooling.step(row_heat, self.ambient.wetbulb_c)
+        self.rack_coolant_c = self.cooling.coolant_per_rack_c(self.rack_heat_w)
+        cs = self.cooling.state
+        self.cooling_w = float(cs.mover_power_w.sum()) + cs.plant_power_w
+        utility_it = flows.it_w + flows.conversion_loss_w
+        self.facility_w = utility_it + self.cooling_w
+        self.pue = self.facility_w / flows.it_w if flows.it_w > 0 else 1.0
+        self.chain.update_caps(flows, self.facility_w)
+        acc = self.accounts
+        acc.facility_j += self.facility_w * dt
+        acc.it_j += flows.it_w * dt
+        acc.host_j += float(host.sum()) * dt
+        acc.conversion_loss_j += flows.conversion_loss_w * dt
+        acc.cooling_j += self.cooling_w * dt
+        acc.carbon_g += self.facility_w * dt / 3.6e6 * self.ambient.carbon_g_per_kwh
+        acc.peak_facility_w = max(acc.peak_facility_w, self.facility_w)
+        acc.peak_it_w = max(acc.peak_it_w, flows.it_w)
+
+    def _progress(self) -> None:
+        ph = self.physics
+        g = ph.gpus.g
+        for job in self.jobs:
+            if job.phase != Phase.SUSTAINED or job.gpus.size == 0:
+                job.tokens_per_s = 0.0
+                continue
+            # The slowest GPU sets the pace; the relative clock is monotone in the clock scale g.
+            lo, hi = int(job.gpus[0]), int(job.gpus[-1]) + 1
+            gs = g[lo:hi] if hi - lo == job.gpus.size else g[job.gpus]
+            if job.kind == "training":
+                gmin = np.array([gs.min()], dtype=F32)
+            else:
+                gmin = gs.reshape(job.n_slots, -1).min(axis=1)
+            xmin = ph.x_of_g(gmin).astype(np.float64)
+            straggle = 1.0
+            for gpu, factor in self.straggle.items():
+                if self.job_of_gpu[gpu] == job.index:
+                    straggle = min(straggle, factor)
+            if self.background_stragglers.size:
+                mine = self.job_of_gpu[self.background_stragglers] == job.index
+                if mine.any():
+                    straggle = min(straggle, float(self.background_speed[mine].min()))
+            job.progress(self.t_s, self.dt_s, xmin, self.slot_cf[job.slot0 : job.slot0 + job.n_slots], straggle)
+
+    def _throttle_counts(self) -> None:
+        a = self.physics.gpus
+        dt = self.dt_s
+        acc = self.accounts.throttled_gpu_s
+        n_lim = int(np.count_nonzero(a.limited))
+        if n_lim:
+            n_th = int(np.count_nonzero(a.limited & a.thermal_bound))
+            acc["sw_thermal"] += n_th * dt
+            acc["sw_power_cap"] += (n_lim - n_th) * dt
+        acc["hw_slowdown"] += self.hw_slow_gpus.size * dt
+        acc["hw_power_brake"] += self.braked_gpus.size * dt
+
+    def step(self) -> StepResult:
+        """Advance one step; returns this step's telemetry block (on sample steps) and events."""
+        self._step_events = []
+        self._faults_and_weather()
+        self._schedule()
+        launching = self._lifecycle()
+        self._activity()
+        self._gpu_physics(launching)
+        self._power_and_cooling()
+        self._throttle_counts()
+        self._thermal_limits()
+        self._progress()
+        self._failures()
+        self.t_s = (self.step_index + 1) * self.dt_s
+        self.step_index += 1
+        gpu, facility = self.telemetry.record()
+        return StepResult(self.t_s, gpu, facility, tuple(self._step_events))
+
+    def run(self, duration_s: float | None = None, callback: Callable[[StepResult], None] | None = None) -> None:
+        """Run ``duration_s`` (default: the scenario's duration) from the current time."""
+        n = round((self.spec.duration_s if duration_s is None else duration_s) / self.dt_s)
+        for _ in range(n):
+            result = self.step()
+            if callback is not None:
+                callback(result)
+
+    def clock_event_reasons(self) -> NDArray[np.uint32]:
+        """NVML clock-event reason bitmask per GPU for the last step."""
+        a = self.physics.gpus
+        bits = np.zeros(self.topo.n_gpus, dtype=np.uint32)
+        bits[a.limited & ~a.thermal_bound] |= CLOCK_EVENT_SW_POWER_CAP
+        bits[a.limited & a.thermal_bound] |= CLOCK_EVENT_SW_THERMAL
+        bits[self.hw_slow_gpus] |= CLOCK_EVENT_HW_SLOWDOWN
+        bits[self.braked_gpus] |= CLOCK_EVENT_HW_POWER_BRAKE
+        bits[a.gid < self.physics.n_kinds] |= CLOCK_EVENT_GPU_IDLE
+        return bits
+
+    def summary(self) -> dict[str, Any]:
+        """The run's summary document (see :func:`twinloop.twin.summary.summarize`)."""
+        from twinloop.twin.summary import summarize
+
+        return summarize(self)

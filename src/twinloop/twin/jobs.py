@@ -1,0 +1,232 @@
+"""Jobs and their lifecycle: queued → ramp-up → launch → sustained (⇄ checkpoint) → cooldown → done.
+
+* **queued** (pre-run): waits for placement and admission, declaring a requested TDP fraction that a cooling
+  controller may use to precool.
+* **ramp_up**: context/weights load SSD→DRAM→HBM (``load_s`` plus, after an interruption, the restart overhead);
+  HBM fills, the memory interface is busy, tensor cores idle.
+* **launch**: one step in which every GPU of the job starts its kernels at once — an instant power peak that the
+  power limit does not catch (the limit acts over ~100 ms, the PSUs see the peak).
+* **sustained**: training alternates compute and communication, all GPUs together, at the pace of the slowest
+  GPU (synchronous data parallelism); serving follows its request trace, prefill near TDP, decode far below.
+  Training checkpoints every ``checkpoint_interval_s`` (the work since the last checkpoint is what an
+  interruption loses).
+* **cooldown**: after the job ends its GPUs idle with residual heat for the plant's ramp-down time, then free.
+
+A job owns *activity slots* (training one, serving one per replica); the engine maps GPUs to slots so per-GPU
+activity is one gather. Progress uses :func:`twinloop.hardware.power.relative_speed` (roofline).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.hardware.power import relative_speed
+from twinloop.twin.scenario import JobSpec
+from twinloop.twin.trace import ServingLoad
+from twinloop.twin.workload import PhaseActivity, WorkloadProfile
+
+RAMP_ACTIVITY = PhaseActivity(tensor_active=0.0, sm_active=0.1, dram_active=0.35)
+CHECKPOINT_ACTIVITY = PhaseActivity(tensor_active=0.0, sm_active=0.15, dram_active=0.25)
+HANG_ACTIVITY = PhaseActivity(tensor_active=0.0, sm_active=0.3, dram_active=0.02)  # NCCL spin: busy, no work
+IDLE_ACTIVITY = PhaseActivity(0.0, 0.0, 0.0)
+DECODE_COMPUTE_FRACTION = 0.2  # decode is memory-bound: it barely slows with the SM clock (guess)
+LOSS_START = 10.0
+LOSS_FLOOR = 1.6
+
+
+class Phase(enum.IntEnum):
+    """Lifecycle phase of a job."""
+
+    QUEUED = 0
+    RAMP_UP = 1
+    LAUNCH = 2
+    SUSTAINED = 3
+    CHECKPOINT = 4
+    HUNG = 5
+    COOLDOWN = 6
+    DONE = 7
+
+
+@dataclass
+class Job:
+    """Run-time state of one job (mutable; the engine owns it)."""
+
+    index: int
+    spec: JobSpec
+    profile: WorkloadProfile
+    slot0: int
+    n_slots: int
+    load: ServingLoad | None = None
+    phase: Phase = Phase.QUEUED
+    phase_end_s: float = 0.0
+    gpus: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    nodes: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    first_start_s: float | None = None
+    end_s: float | None = None
+    iter_pos_s: float = 0.0
+    iterations: float = 0.0
+    iterations_at_checkpoint: float = 0.0
+    next_checkpoint_s: float = 0.0
+    restarts: int = 0
+    interruptions: int = 0
+    lost_iterations: float = 0.0
+    speed: float = 1.0
+    served_tokens: float = 0.0
+    demanded_tokens: float = 0.0
+    backlog: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    loss: float = LOSS_START
+    sdc_until_s: float = -1.0
+    sdc_magnitude: float = 0.0
+    restart_pending: bool = False
+    tokens_per_s: float = 0.0
+
+    @property
+    def kind(self) -> str:
+        """'training' or 'serving'."""
+        return self.spec.kind
+
+    @property
+    def running(self) -> bool:
+        """Holding GPUs (any phase between ramp-up and cooldown)."""
+        return Phase.RAMP_UP <= self.phase <= Phase.COOLDOWN
+
+    def activity(self, t_s: float, dt_s: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Per-slot activities ``(n_slots, 3)`` (tensor, sm, dram) and compute fractions for this step."""
+        p = self.profile
+        n = self.n_slots
+        if self.phase in (Phase.QUEUED, Phase.COOLDOWN, Phase.DONE) or (
+            self.phase == Phase.RAMP_UP and self.restart_pending
+        ):
+            return _rows(IDLE_ACTIVITY, n), np.zeros(n)
+        if self.phase == Phase.RAMP_UP:
+            return _rows(RAMP_ACTIVITY, n), np.zeros(n)
+        if self.phase == Phase.CHECKPOINT:
+            return _rows(CHECKPOINT_ACTIVITY, n), np.zeros(n)
+        if self.phase == Phase.HUNG:
+            return _rows(HANG_ACTIVITY, n), np.zeros(n)
+        if self.phase == Phase.LAUNCH:
+            return _rows(p.compute, n), np.full(n, p.compute_fraction)
+        if self.kind == "training":
+            _, _, compute_time = self._advance(self.iter_pos_s, dt_s, self.speed)
+            w = compute_time / dt_s
+            act = w * _vec(p.compute) + (1.0 - w) * _vec(p.comm)
+            return act[None, :], np.array([p.compute_fraction * w])
+        assert self.load is not None
+        prefill, decode = self.load.at(t_s)
+        demand_prefill = prefill + self.backlog
+        frac_prefill = np.clip(demand_prefill / p.tokens_per_step, 0.0, 1.0)
+        decode_util = np.clip(decode / p.decode_tokens_per_s, 0.0, 1.0)
+        decode_act = np.where(decode_util[:, None] > 0, np.sqrt(decode_util)[:, None] * _vec(p.comm), 0.0)
+        act = frac_prefill[:, None] * _vec(p.compute) + (1.0 - frac_prefill)[:, None] * decode_act
+        cf = frac_prefill * p.compute_fraction + (1.0 - frac_prefill) * DECODE_COMPUTE_FRACTION
+        return act, cf
+
+    def _advance(self, pos_s: float, dt_s: float, speed: float) -> tuple[float, float, float]:
+        """Move through iterations for ``dt_s`` wall seconds: (new position, iterations done, compute time).
+
+        The compute phase advances at ``speed`` (relative clock-driven rate), communication at full rate.
+        """
+        p = self.profile
+        left, done, compute_time = dt_s, 0.0, 0.0
+        speed = max(speed, 1e-6)
+        while left > 1e-12:
+            if pos_s < p.compute_s:
+                need = (p.compute_s - pos_s) / speed
+                used = min(need, left)
+                pos_s += used * speed
+                compute_time += used
+            else:
+                need = p.iteration_s - pos_s
+                used = min(need, left)
+                pos_s += used
+            left -= used
+            if pos_s >= p.iteration_s - 1e-9:
+                pos_s = 0.0
+                done += 1.0
+        return pos_s, done, compute_time
+
+    def progress(
+        self, t_s: float, dt_s: float, min_clock_x: NDArray[np.float64], slot_cf: NDArray[np.float64], straggle: float
+    ) -> None:
+        """Advance work for this step given the slowest relative clock per slot and a straggler factor."""
+        p = self.profile
+        if self.phase != Phase.SUSTAINED:
+            self.tokens_per_s = 0.0
+            return
+        if self.kind == "training":
+            self.speed = float(relative_speed(float(min_clock_x[0]), 1.0, p.compute_fraction)) * straggle
+            self.iter_pos_s, done, _ = self._advance(self.iter_pos_s, dt_s, self.speed)
+            self.iterations += done
+            self.tokens_per_s = done * p.tokens_per_step / dt_s
+            self.loss = LOSS_FLOOR + (LOSS_START - LOSS_FLOOR) / (1.0 + self.iterations / 200.0) ** 0.5
+            if t_s < self.sdc_until_s:
+                self.loss += self.sdc_magnitude
+            return
+        assert self.load is not None
+        prefill, decode = self.load.at(t_s)
+        speed = np.asarray(relative_speed(min_clock_x, 1.0, slot_cf)) * straggle
+        demand = prefill + self.backlog
+        served = np.minimum(demand, p.tokens_per_step * speed * dt_s)
+        self.backlog = demand - served
+        decode_served = np.minimum(decode * dt_s, p.decode_tokens_per_s * speed * dt_s)
+        self.served_tokens += float(served.sum() + decode_served.sum())
+        self.demanded_tokens += float(prefill.sum() + decode.sum()) * dt_s
+        self.tokens_per_s = float(served.sum() + decode_served.sum()) / dt_s
+        self.speed = float(speed.min())
+
+    def interrupt(self) -> float:
+        """Lose the work since the last checkpoint; returns the iterations lost."""
+        lost = self.iterations - self.iterations_at_checkpoint
+        self.lost_iterations += lost
+        self.iterations = self.iterations_at_checkpoint
+        self.iter_pos_s = 0.0
+        self.interruptions += 1
+        if self.kind == "serving":
+            self.backlog = np.zeros(self.n_slots)
+        return lost
+
+    def ettr(self, now_s: float) -> float:
+        """Effective training time ratio: ideal time of the work kept / wall time since first start.
+
+        For serving: tokens served / tokens demanded while the job existed.
+        """
+        if self.first_start_s is None:
+            return 0.0
+        if self.kind == "serving":
+            return self.served_tokens / self.demanded_tokens if self.demanded_tokens > 0 else 0.0
+        wall = (self.end_s if self.end_s is not None else now_s) - self.first_start_s
+        return min(1.0, self.iterations * self.profile.iteration_s / wall) if wall > 0 else 0.0
+
+    def goodput_tokens_per_s(self, now_s: float) -> float:
+        """Tokens kept (training) or served (serving) per wall second since first start."""
+        if self.first_start_s is None:
+            return 0.0
+        wall = max((self.end_s if self.end_s is not None else now_s) - self.first_start_s, 1e-9)
+        kept = self.iterations * self.profile.tokens_per_step if self.kind == "training" else self.served_tokens
+        return kept / wall
+
+
+def _vec(a: PhaseActivity) -> NDArray[np.float64]:
+    return np.array([a.tensor_active, a.sm_active, a.dram_active])
+
+
+def _rows(a: PhaseActivity, n: int) -> NDArray[np.float64]:
+    return np.tile(_vec(a), (n, 1))
+
+
+def make_jobs(specs: tuple[JobSpec, ...], loads: dict[str, ServingLoad]) -> list[Job]:
+    """Job objects with their activity slots (slot 0 is the idle slot)."""
+    jobs: list[Job] = []
+    slot = 1
+    for i, s in enumerate(specs):
+        profile = WorkloadProfile.for_kind(s.kind, **s.profile)
+        n_slots = 1 if s.kind == "training" else s.gpus // s.gpus_per_replica
+        job = Job(index=i, spec=s, profile=profile, slot0=slot, n_slots=n_slots, load=loads.get(s.name))
+        job.backlog = np.zeros(n_slots)
+        jobs.append(job)
+        slot += n_slots
+    return jobs

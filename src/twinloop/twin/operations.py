@@ -1,0 +1,304 @@
+"""Cluster operations of the twin: job lifecycle, scheduling, node/GPU incidents and their consequences.
+
+:class:`ClusterOps` is the part of :class:`~twinloop.twin.engine.Twin` that reacts to *discrete* happenings —
+jobs arriving, starting, checkpointing, hanging, ending; nodes and GPUs failing and coming back; PSUs overloading;
+GPUs overheating — as opposed to the per-step vectorized physics in the engine. Its methods are what actions
+(:mod:`twinloop.twin.actions`) and injected faults (:mod:`twinloop.twin.faults`) call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.twin.cooling import Cooling
+from twinloop.twin.events import Event
+from twinloop.twin.jobs import Job, Phase
+from twinloop.twin.power_chain import BRAKE_S, ChainFlows, PowerChain
+from twinloop.twin.scenario import ScenarioSpec
+from twinloop.twin.scheduler import OVERHEAD, ClusterView, Scheduler
+from twinloop.twin.state import GpuPhysics
+from twinloop.twin.topology import Topology
+
+REPAIR_S = 4 * 3600.0  # time to replace a failed GPU/host part and return the node (guess)
+SDC_VISIBLE_S = 1800.0  # how long a failure-model SDC perturbs the loss before a restore (guess)
+
+
+class ClusterOps:
+    """Discrete cluster operations (mixed into :class:`~twinloop.twin.engine.Twin`, which owns the state)."""
+
+    spec: ScenarioSpec
+    topo: Topology
+    physics: GpuPhysics
+    chain: PowerChain
+    cooling: Cooling
+    scheduler: Scheduler
+    jobs: list[Job]
+    job_of_gpu: NDArray[np.int64]
+    node_down_until: NDArray[np.float64]
+    node_powered: NDArray[np.bool_]
+    brake_until: NDArray[np.float64]
+    braked_gpus: NDArray[np.int64]
+    hw_slow_gpus: NDArray[np.int64]
+    rack_coolant_c: NDArray[np.float64]
+    pdu_rating_w: NDArray[np.float64]
+    flows: ChainFlows | None
+    facility_w: float
+    accounts: Any
+    failure_model: Any
+    failure_causes: tuple[Any, ...]
+    rng: np.random.Generator
+    dt_s: float
+    t_s: float
+    gpus_per_node: int
+    events: list[Event]
+    _step_events: list[Event]
+    _next_repair_s: float
+
+    def job_by_name(self, name: str) -> Job | None:
+        """The job called ``name``."""
+        return next((j for j in self.jobs if j.spec.name == name), None)
+
+    def job_on_gpu(self, gpu: int) -> Job | None:
+        """The job running on ``gpu`` now, if any."""
+        j = int(self.job_of_gpu[gpu])
+        return self.jobs[j] if j >= 0 else None
+
+    def emit(self, event: Event) -> None:
+        """Record an event (kept for the run and returned with this step)."""
+        self._step_events.append(event)
+        self.events.append(event)
+
+    def _job_entity(self, job: Job) -> str:
+        return f"{self.topo.site}/jobs/{job.spec.name}"
+
+    def _set_phase(self, job: Job, phase: Phase, until_s: float = 0.0) -> None:
+        job.phase = phase
+        job.phase_end_s = until_s
+        self.emit(Event(self.t_s, "job_phase", self._job_entity(job), phase.name.lower()))
+
+    def _release(self, job: Job) -> None:
+        if job.nodes.size:
+            self.scheduler.release(job.nodes)
+            gpus = job.gpus
+            self.physics.gpus.gid[gpus] = self.topo.gpu_kind[gpus]
+            self.job_of_gpu[gpus] = -1
+        job.nodes = np.zeros(0, dtype=np.int64)
+        job.gpus = np.zeros(0, dtype=np.int64)
+
+    def interrupt_job(self, job: Job, reason: str, planned: bool = False) -> None:
+        """Stop a job, lose the work since its checkpoint (unless planned) and requeue it at the front.
+
+        A job already cooling down has finished its work: it just releases its nodes.
+        """
+        if job.phase == Phase.COOLDOWN:
+            self._release(job)
+            self._set_phase(job, Phase.DONE)
+            return
+        if planned and job.kind == "training":
+            job.iterations_at_checkpoint = job.iterations
+        lost = job.interrupt()
+        self.emit(Event(self.t_s, "job_interrupted", self._job_entity(job), f"{reason}; lost {lost:.1f} iterations"))
+        self._release(job)
+        job.restart_pending = True
+        job.restarts += 1
+        self._set_phase(job, Phase.QUEUED)
+        self.scheduler.submit(job.index, front=True)
+
+    def node_lost(self, node: int, reason: str, repair_at_s: float | None = None) -> None:
+        """Take a node down (until ``repair_at_s`` or ``REPAIR_S`` from now); its job is interrupted."""
+        s, e = int(self.topo.node_start[node]), int(self.topo.node_start[node] + self.topo.node_gpus[node])
+        owner = int(self.scheduler.node_owner[node])
+        if owner >= 0:
+            self.interrupt_job(self.jobs[owner], f"{reason} on {self.topo.node_id(node)}")
+        self.scheduler.node_down[node] = True
+        self.node_powered[node] = False
+        self.physics.set_powered(np.arange(s, e, dtype=np.int64), False)
+        self.node_down_until[node] = self.t_s + REPAIR_S if repair_at_s is None else repair_at_s
+        self._next_repair_s = float(self.node_down_until.min())
+
+    def node_repaired(self, node: int) -> None:
+        """Bring a node back (GPUs powered, PSUs replaced, XIDs cleared)."""
+        s, e = int(self.topo.node_start[node]), int(self.topo.node_start[node] + self.topo.node_gpus[node])
+        self.scheduler.node_down[node] = False
+        self.node_powered[node] = True
+        self.physics.set_powered(np.arange(s, e, dtype=np.int64), True)
+        self.physics.gpus.xid[s:e] = 0
+        self.chain.psus_alive[node] = self.chain.psus_installed[node]
+        self.node_down_until[node] = np.inf
+        self._next_repair_s = float(self.node_down_until.min())
+        self.emit(Event(self.t_s, "node_repaired", self.topo.node_id(node)))
+
+    def gpu_lost(self, gpu: int, xid: int, reason: str, repair_at_s: float | None = None, detail: str = "") -> None:
+        """A GPU stops (XID recorded unless 0); its node goes down for repair and its job is interrupted."""
+        self.physics.gpus.xid[gpu] = xid
+        self.emit(Event(self.t_s, reason, self.topo.gpu_id(gpu), detail or f"XID {xid}"))
+        self.node_lost(int(self.topo.gpu_node[gpu]), reason, repair_at_s)
+        self.physics.gpus.xid[gpu] = xid
+
+    def hang_job(self, job: Job) -> None:
+        """A job hangs (collective never completes) until its hang timeout, then restarts."""
+        if job.phase in (Phase.SUSTAINED, Phase.CHECKPOINT):
+            self._set_phase(job, Phase.HUNG, self.t_s + job.spec.hang_timeout_s)
+
+    def start_checkpoint(self, job: Job) -> None:
+        """Begin writing a checkpoint (no progress meanwhile)."""
+        self._set_phase(job, Phase.CHECKPOINT, self.t_s + job.spec.checkpoint_write_s)
+
+    def _schedule(self) -> None:
+        t = self.t_s
+        for job in self.jobs:
+            if (
+                job.phase == Phase.QUEUED
+                and not job.restart_pending
+                and job.spec.submit_s <= t
+                and (job.index not in self.scheduler.queue)
+            ):
+                self.scheduler.submit(job.index)
+        if not self.scheduler.queue:
+            return
+        view = None
+        for j in list(self.scheduler.queue):
+            job = self.jobs[j]
+            if job.spec.submit_s > t:
+                continue
+            tdp = float(self.physics.tdp_w.mean())
+            est = job.spec.gpus * tdp * job.profile.requested_tdp_fraction * OVERHEAD
+            if not self.scheduler.admit(est, self.facility_w, self.chain.budget_w):
+                continue
+            if view is None:
+                view = ClusterView(self.scheduler.free_nodes(), self._rack_headroom(), self.rack_coolant_c)
+            nodes = self.scheduler.try_place(j, job.spec.gpus, view)
+            if nodes is None:
+                continue
+            view = None
+            self.scheduler.queue.remove(j)
+            self._start(job, nodes)
+
+    def _rack_headroom(self) -> NDArray[np.float64]:
+        rack_w = self.flows.rack_w if self.flows is not None else np.zeros(self.topo.n_racks)
+        return np.asarray(self.pdu_rating_w - rack_w)
+
+    def _start(self, job: Job, nodes: NDArray[np.int64]) -> None:
+        gpus = np.concatenate(
+            [np.arange(self.topo.node_start[n], self.topo.node_start[n] + self.topo.node_gpus[n]) for n in nodes]
+        )[: job.spec.gpus].astype(np.int64)
+        job.nodes, job.gpus = nodes, gpus
+        slot = job.slot0 + (np.arange(gpus.size) // job.spec.gpus_per_replica if job.kind == "serving" else 0)
+        self.physics.gpus.gid[gpus] = slot * self.physics.n_kinds + self.topo.gpu_kind[gpus]
+        self.job_of_gpu[gpus] = job.index
+        if job.first_start_s is None:
+            job.first_start_s = self.t_s
+        ramp = job.profile.load_s + (job.spec.restart_overhead_s if job.restart_pending else 0.0)
+        job.restart_pending = False
+        self._set_phase(job, Phase.RAMP_UP, self.t_s + ramp)
+
+    def _lifecycle(self) -> list[Job]:
+        """Time-driven phase transitions; returns the jobs launching this step."""
+        t = self.t_s
+        launching = []
+        for job in self.jobs:
+            ph = job.phase
+            if ph == Phase.RAMP_UP and t >= job.phase_end_s:
+                self._set_phase(job, Phase.LAUNCH)
+                launching.append(job)
+            elif ph == Phase.LAUNCH:
+                self._set_phase(job, Phase.SUSTAINED)
+                job.next_checkpoint_s = t + job.spec.checkpoint_interval_s
+            elif ph == Phase.CHECKPOINT and t >= job.phase_end_s:
+                job.iterations_at_checkpoint = job.iterations
+                job.next_checkpoint_s = t + job.spec.checkpoint_interval_s
+                self._set_phase(job, Phase.SUSTAINED)
+            elif ph == Phase.HUNG and t >= job.phase_end_s:
+                self.interrupt_job(job, "hang: collective watchdog timeout")
+            elif ph == Phase.COOLDOWN and t >= job.phase_end_s:
+                self._release(job)
+                self._set_phase(job, Phase.DONE)
+            if job.phase == Phase.SUSTAINED:
+                if (
+                    job.spec.run_s is not None
+                    and job.first_start_s is not None
+                    and (t >= job.first_start_s + job.spec.run_s)
+                ):
+                    job.end_s = t
+                    self._set_phase(job, Phase.COOLDOWN, t + self.spec.cooling.ramp_down_s)
+                elif job.kind == "training" and t >= job.next_checkpoint_s:
+                    self.start_checkpoint(job)
+        return launching
+
+    def _overload(self, nodes: NDArray[np.int64], node_dc: NDArray[np.float64]) -> None:
+        topo = self.topo
+        for n in nodes:
+            n = int(n)
+            if self.brake_until[n] > self.t_s:
+                continue
+            self.accounts.psu_overloads += 1
+            cap = self.chain.psus_alive[n] * self.chain.psu_rating_w[n]
+            self.emit(
+                Event(
+                    self.t_s,
+                    "psu_overload",
+                    topo.node_id(n),
+                    f"draw {node_dc[n]:.0f} W > {cap:.0f} W of working PSUs; power brake {BRAKE_S:.0f} s",
+                )
+            )
+            if cap <= 0:
+                self.node_lost(n, "psu_loss")
+                continue
+            self.brake_until[n] = self.t_s + BRAKE_S
+        braked = np.flatnonzero(self.brake_until > self.t_s)
+        self.braked_gpus = (
+            np.concatenate(
+                [np.arange(topo.node_start[n], topo.node_start[n] + topo.node_gpus[n]) for n in braked]
+            ).astype(np.int64)
+            if braked.size
+            else np.zeros(0, dtype=np.int64)
+        )
+
+    def _thermal_limits(self) -> None:
+        ph = self.physics
+        a = ph.gpus
+        tmax = float(a.temp_c.max())
+        if tmax >= float(ph.slowdown_c.min()):
+            self.hw_slow_gpus = np.flatnonzero(a.temp_c >= ph.slowdown_c)
+            hot = np.flatnonzero(a.temp_c >= ph.shutdown_c)
+            for gpu in hot.tolist():
+                if not self.node_powered[self.topo.gpu_node[gpu]]:
+                    continue  # already off, still cooling down
+                self.accounts.thermal_shutdowns += 1
+                detail = f"{float(a.temp_c[gpu]):.1f} C >= shutdown {float(ph.shutdown_c[gpu]):.0f} C"
+                self.gpu_lost(gpu, xid=0, reason="thermal_shutdown", detail=detail)
+        elif self.hw_slow_gpus.size:
+            self.hw_slow_gpus = np.zeros(0, dtype=np.int64)
+
+    def _failures(self) -> None:
+        if self.failure_model is None:
+            return
+        draw = self.failure_model.draw(
+            self.rng, self.dt_s, self.physics.gpus.temp_c, self.gpus_per_node, self.job_of_gpu
+        )
+        for gpu, ci in zip(draw.gpu.tolist(), draw.cause.tolist(), strict=True):
+            cause = self.failure_causes[ci]
+            node = int(self.topo.gpu_node[gpu])
+            if not self.node_powered[node]:
+                continue
+            self.accounts.failures[cause.name] = self.accounts.failures.get(cause.name, 0) + 1
+            entity = self.topo.gpu_id(gpu) if cause.scope == "gpu" else self.topo.node_id(node)
+            self.emit(Event(self.t_s, "failure", entity, cause.name))
+            job = self.job_on_gpu(gpu)
+            if not cause.detectable:  # silent data corruption: only the job's loss shows it
+                if job is not None:
+                    job.sdc_until_s = self.t_s + SDC_VISIBLE_S
+                    job.sdc_magnitude = 0.5
+                continue
+            if cause.hardware and cause.scope in ("gpu", "node"):
+                if cause.xid is not None:
+                    self.gpu_lost(gpu, cause.xid, cause.name)
+                else:
+                    self.node_lost(node, cause.name)
+            elif job is not None and job.running and job.phase != Phase.COOLDOWN:
+                if cause.xid is not None:
+                    self.physics.gpus.xid[gpu] = cause.xid
+                self.interrupt_job(job, cause.name, planned=cause.planned)

@@ -1,0 +1,379 @@
+"""Scenario schema for the twin: typed, frozen, validated at load.
+
+A scenario YAML describes a site (rows of racks of nodes of GPUs, their cooling and power chain), the weather
+and grid, the jobs, the scheduler, injected faults, failure processes and what telemetry to keep. Every field
+carries its unit in its name; durations accept strings such as ``"6h"``, ``"90s"``, ``"500ms"``, ``"2d"``.
+
+:func:`load_scenario` turns every problem — unknown field, wrong unit, value out of range, impossible topology
+(a rack drawing more than its busway, a CDU with negative flow) — into one :class:`InputError` naming the file,
+the dotted field and the allowed range.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from twinloop.errors import InputError, pydantic_error, unknown_name
+from twinloop.hardware.gpu import GpuSpec, gpu_catalog
+from twinloop.twin.workload import WorkloadProfile
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+DEFAULT_SCENARIO = SCENARIO_DIR / "default.yaml"
+
+_UNITS_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z]*)\s*$")
+
+
+def parse_duration_s(value: object) -> float:
+    """Seconds from a number (seconds) or a string like ``"6h"``, ``"90s"``, ``"1.5d"``, ``"250ms"``.
+
+    Raises:
+        ValueError: on anything else, naming the allowed units.
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a duration like '90s', '6h' (units: ms, s, m, min, h, d)")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _DURATION_RE.match(value.lower())
+        if not match or match.group(2) not in (*_UNITS_S, ""):
+            raise ValueError(f"bad duration {value!r} (allowed: a number with unit ms, s, m, min, h or d)")
+        seconds = float(match.group(1)) * _UNITS_S[match.group(2) or "s"]
+    else:
+        raise ValueError("expected a duration like '90s', '6h' (units: ms, s, m, min, h, d)")
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ValueError(f"duration must be finite and >= 0, got {value!r}")
+    return seconds
+
+
+DurationS = Annotated[float, BeforeValidator(parse_duration_s)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CduSpec(_Frozen):
+    """A coolant distribution unit serving one row of liquid-cooled racks."""
+
+    supply_temp_c: float = Field(30.0, ge=5, le=60, description="supply temperature setpoint")
+    flow_kg_per_s: float = Field(25.0, gt=0, le=1000, description="nominal secondary-loop flow")
+    capacity_w: float = Field(1.2e6, gt=0, le=1e8, description="heat it can move at nominal flow")
+    pump_power_w: float = Field(4000.0, ge=0, le=1e6, description="pump power at nominal flow")
+    loop_heat_capacity_j_per_c: float = Field(2.0e6, gt=0, description="coolant + piping thermal mass (guess)")
+    approach_c: float = Field(3.0, ge=0, le=20, description="supply minus facility water at best")
+    setpoint_min_c: float = Field(18.0, ge=5, le=60)
+    setpoint_max_c: float = Field(45.0, ge=5, le=60)
+    flow_min_fraction: float = Field(0.3, gt=0, le=1)
+    flow_max_fraction: float = Field(1.3, ge=1, le=3)
+
+
+class AirSpec(_Frozen):
+    """An air handler (CRAH) serving one row of air-cooled racks."""
+
+    supply_temp_c: float = Field(24.0, ge=10, le=40)
+    airflow_kg_per_s: float = Field(60.0, gt=0, le=5000)
+    capacity_w: float = Field(6.0e5, gt=0, le=1e8)
+    fan_power_w: float = Field(15000.0, ge=0, le=1e6, description="fan power at nominal airflow")
+    recirculation_fraction: float = Field(0.05, ge=0, le=0.5, description="hot air back to inlets (guess)")
+    resistance_factor: float = Field(1.8, ge=1, le=10, description="die-to-air R over die-to-liquid R (guess)")
+
+
+class NodeSpec(_Frozen):
+    """One server: GPUs of one catalog kind plus CPUs, NICs and PSUs."""
+
+    gpu: str = "h100-sxm"
+    gpus: int = Field(8, ge=1, le=72)
+    cpus: int = Field(2, ge=0, le=8)
+    cpu_idle_power_w: float = Field(100.0, ge=0, le=1000)
+    cpu_busy_power_w: float = Field(300.0, ge=0, le=1000)
+    nics: int = Field(9, ge=0, le=32)
+    nic_power_w: float = Field(25.0, ge=0, le=200)
+    other_power_w: float = Field(900.0, ge=0, le=1e4, description="fans, DRAM, SSDs, switches on board")
+    psus: int = Field(6, ge=1, le=16)
+    psu_rating_w: float = Field(3300.0, gt=0, le=2e4)
+
+
+class RowSpec(_Frozen):
+    """``count`` identical rows of ``racks`` racks of ``nodes_per_rack`` nodes."""
+
+    count: int = Field(1, ge=1, le=1000)
+    racks: int = Field(8, ge=1, le=200)
+    nodes_per_rack: int = Field(8, ge=1, le=72)
+    node: NodeSpec = NodeSpec()
+    cooling: Literal["liquid", "air"] = "liquid"
+    cdu: CduSpec = CduSpec()
+    air: AirSpec = AirSpec()
+    rack_pdu_rating_w: float = Field(80000.0, gt=0, le=1e6)
+    busway_rating_w: float = Field(640000.0, gt=0, le=1e8)
+    rack_cap_w: float | None = Field(None, gt=0, description="enforced rack power cap (via GPU power limits)")
+    row_cap_w: float | None = Field(None, gt=0)
+
+
+class PowerChainSpec(_Frozen):
+    """Utility → transformer → UPS (AC) or rectifier (HVDC) → busway → rack PDU → node PSU."""
+
+    kind: Literal["ups", "hvdc"] = "ups"
+    transformer_efficiency: float = Field(0.99, gt=0.5, le=1)
+    ups_efficiency: float = Field(0.95, gt=0.5, le=1, description="double-conversion UPS (AC chain)")
+    hvdc_efficiency: float = Field(0.975, gt=0.5, le=1, description="rectifier (HVDC chain)")
+    busway_efficiency: float = Field(0.995, gt=0.5, le=1)
+    pdu_efficiency: float = Field(0.99, gt=0.5, le=1)
+    psu_efficiency_curve: tuple[tuple[float, float], ...] = Field(
+        ((0.0, 0.80), (0.1, 0.90), (0.2, 0.94), (0.5, 0.96), (1.0, 0.94)),
+        description="(load fraction, efficiency) points, 80 PLUS Titanium-like (guess)",
+    )
+    psu_efficiency_hvdc_bonus: float = Field(0.01, ge=0, le=0.1, description="DC-DC PSUs skip rectification")
+    facility_power_budget_w: float = Field(2.0e6, gt=0, le=1e10)
+    psu_overload_tolerance: float = Field(1.1, ge=1, le=2, description="peak/rating a PSU rides through")
+
+    @model_validator(mode="after")
+    def _curve(self) -> PowerChainSpec:
+        loads = [p[0] for p in self.psu_efficiency_curve]
+        effs = [p[1] for p in self.psu_efficiency_curve]
+        if len(loads) < 2 or loads != sorted(loads) or not all(0 < e <= 1 for e in effs):
+            raise ValueError("psu_efficiency_curve needs >= 2 points, increasing load, efficiency in (0, 1]")
+        return self
+
+
+class PidSpec(_Frozen):
+    """PID gains for the reactive cooling mode (on the hottest GPU of each row)."""
+
+    target_gpu_temp_c: float = Field(70.0, ge=30, le=95)
+    kp_c_per_c: float = Field(0.3, ge=0, le=10)
+    ki_c_per_c_s: float = Field(0.01, ge=0, le=10)
+    kd_c_s_per_c: float = Field(0.0, ge=0, le=100)
+
+
+class CoolingPlantSpec(_Frozen):
+    """Chiller + water-side economizer feeding every CDU / air handler; control mode of the CDUs."""
+
+    facility_water_setpoint_c: float = Field(25.0, ge=5, le=50)
+    chiller: bool = Field(True, description="False: towers only, facility water follows wet-bulb + approach")
+    chiller_cop_ref: float = Field(6.0, gt=1, le=20, description="COP at the reference wet-bulb")
+    chiller_ref_wetbulb_c: float = Field(18.0, ge=-20, le=40)
+    chiller_cop_slope_per_c: float = Field(0.15, ge=0, le=2, description="COP lost per C of wet-bulb (guess)")
+    chiller_cop_min: float = Field(2.0, gt=0.5, le=10)
+    economizer_approach_c: float = Field(4.0, ge=0, le=20, description="tower water above wet-bulb")
+    economizer_power_fraction: float = Field(0.02, ge=0, le=0.2, description="tower fans+pumps per W of heat")
+    control: Literal["fixed", "reactive", "commanded"] = "fixed"
+    pid: PidSpec = PidSpec()
+    precool_c_per_mw: float = Field(3.0, ge=0, le=50, description="reactive feed-forward for queued jobs")
+    ramp_down_s: float = Field(120.0, ge=0, le=3600, description="fan/pump ramp-down after a job ends")
+
+
+class WeatherSpec(_Frozen):
+    """Ambient temperature and grid carbon intensity over the day (sinusoid or hourly profile)."""
+
+    start_hour: float = Field(0.0, ge=0, lt=24, description="local hour of day at t = 0")
+    drybulb_mean_c: float = Field(20.0, ge=-40, le=55)
+    drybulb_amplitude_c: float = Field(6.0, ge=0, le=30)
+    peak_hour: float = Field(15.0, ge=0, lt=24)
+    wetbulb_depression_c: float = Field(6.0, ge=0, le=30)
+    drybulb_profile_c: tuple[float, ...] | None = Field(None, description="24 hourly values, overrides sinusoid")
+    carbon_g_per_kwh: tuple[float, ...] = Field(
+        (420.0,) * 6
+        + (400.0, 380.0, 330.0, 280.0, 250.0, 230.0, 220.0, 230.0, 260.0, 300.0, 360.0)
+        + (420.0, 460.0, 470.0, 460.0, 450.0, 440.0, 430.0),
+        description="24 hourly grid carbon intensities (gCO2e/kWh)",
+    )
+
+    @model_validator(mode="after")
+    def _profiles(self) -> WeatherSpec:
+        if self.drybulb_profile_c is not None and len(self.drybulb_profile_c) != 24:
+            raise ValueError("drybulb_profile_c needs 24 hourly values")
+        if len(self.carbon_g_per_kwh) != 24 or min(self.carbon_g_per_kwh) < 0:
+            raise ValueError("carbon_g_per_kwh needs 24 hourly values >= 0")
+        return self
+
+
+class JobSpec(_Frozen):
+    """A training or serving job. ``profile`` overrides the per-kind defaults of :class:`WorkloadProfile`."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: Literal["training", "serving"]
+    gpus: int = Field(ge=1, le=1_000_000)
+    submit_s: DurationS = 0.0
+    run_s: DurationS | None = Field(None, description="stop after this much wall time (None: run to the end)")
+    profile: dict[str, float] = Field(default_factory=dict)
+    checkpoint_interval_s: DurationS = 1800.0
+    checkpoint_write_s: DurationS = 30.0
+    restart_overhead_s: DurationS = 120.0
+    trace: str | None = Field(None, description="Azure-format CSV (serving); relative to the scenario file")
+    trace_rate_scale: float = Field(1.0, gt=0, le=1000)
+    gpus_per_replica: int = Field(8, ge=1, le=512)
+    hang_timeout_s: DurationS = 600.0
+
+
+FaultKind = Literal[
+    "cdu_pump_degradation",
+    "cdu_capacity_loss",
+    "cooling_setpoint_drift",
+    "heat_wave",
+    "psu_loss",
+    "gpu_thermal_interface",
+    "straggler",
+    "sdc",
+    "gpu_fall_off_bus",
+    "job_hang",
+    "facility_power_cap",
+]
+
+
+class FaultSpec(_Frozen):
+    """An injected fault with its ground truth: what (kind), where (target), when (start, duration).
+
+    ``magnitude`` meaning per kind: pump degradation/capacity loss → remaining fraction (0..1); setpoint drift
+    → C per hour; heat wave → C added to ambient; PSU loss → PSUs lost; thermal interface → R multiplier;
+    straggler → speed fraction; SDC → loss perturbation; facility cap → new budget W. Others ignore it.
+    """
+
+    kind: FaultKind
+    target: str = Field(description="entity id (row/rack/node/gpu, e.g. dc1/r01/k03/n05/g7), job name or 'site'")
+    start_s: DurationS
+    duration_s: DurationS | None = None
+    magnitude: float | None = None
+
+
+class SchedulerSpec(_Frozen):
+    """Placement policy and admission under the facility power budget."""
+
+    policy: Literal["first_fit", "power_aware"] = "first_fit"
+    admission_fraction: float = Field(0.95, gt=0, le=1.5, description="admit while est. power <= this × budget")
+
+
+class TelemetrySpec(_Frozen):
+    """What telemetry to keep: resolution per level (rounded to whole steps, at least one) and which entities."""
+
+    gpu_every_s: DurationS = 10.0
+    facility_every_s: DurationS = 1.0
+    aggregate: Literal["sample", "window"] = "window"
+    entities: tuple[str, ...] = ("*",)
+    keep_gpu: bool = True
+
+
+class ScenarioSpec(_Frozen):
+    """A whole scenario (see module docstring)."""
+
+    name: str = "scenario"
+    site: str = Field("dc1", pattern=r"^[A-Za-z0-9_-]+$")
+    duration_s: DurationS = 3600.0
+    step_s: DurationS = 1.0
+    seed: int = Field(0, ge=0)
+    rows: tuple[RowSpec, ...] = Field(min_length=1)
+    power_chain: PowerChainSpec = PowerChainSpec()
+    cooling: CoolingPlantSpec = CoolingPlantSpec()
+    weather: WeatherSpec = WeatherSpec()
+    jobs: tuple[JobSpec, ...] = ()
+    scheduler: SchedulerSpec = SchedulerSpec()
+    faults: tuple[FaultSpec, ...] = ()
+    failures: Literal["off", "on"] | dict[str, Any] = "off"
+    straggler_fraction: float = Field(0.0, ge=0, le=1, description="GPUs drawn as background stragglers at reset")
+    straggler_speed_range: tuple[float, float] = Field((0.5, 0.9), description="their speed factor (low, high)")
+    telemetry: TelemetrySpec = TelemetrySpec()
+    base_dir: str = Field("", description="directory that relative paths resolve against (set by the loader)")
+
+
+def node_nameplate_w(node: NodeSpec, gpu: GpuSpec) -> float:
+    """Highest steady node DC draw: GPUs at max power limit plus CPUs busy, NICs and the rest."""
+    return (
+        node.gpus * gpu.power_limit_max_w
+        + node.cpus * node.cpu_busy_power_w
+        + node.nics * node.nic_power_w
+        + (node.other_power_w)
+    )
+
+
+def check_scenario(spec: ScenarioSpec, source: str = "scenario") -> None:
+    """Cross-field checks the schema cannot express; raises :class:`InputError` naming the field."""
+    catalog = gpu_catalog()
+    for i, row in enumerate(spec.rows):
+        where = f"rows.{i}"
+        if row.node.gpu not in catalog:
+            raise unknown_name(source, f"{where}.node.gpu", "GPU", row.node.gpu, catalog)
+        gpu = catalog[row.node.gpu]
+        node_w = node_nameplate_w(row.node, gpu)
+        psu_w = row.node.psus * row.node.psu_rating_w
+        if psu_w < node_w:
+            raise InputError(
+                source,
+                f"{where}.node.psu_rating_w",
+                f"{row.node.psus} PSUs of {row.node.psu_rating_w:.0f} W "
+                f"cannot feed a {node_w:.0f} W node (allowed: >= {node_w / row.node.psus:.0f} W)",
+            )
+        rack_w = node_w * row.nodes_per_rack
+        if row.rack_pdu_rating_w < rack_w:
+            raise InputError(
+                source,
+                f"{where}.rack_pdu_rating_w",
+                f"rack draws up to {rack_w:.0f} W, more than its PDU rating (allowed: >= {rack_w:.0f} W)",
+            )
+        if row.busway_rating_w < rack_w * row.racks:
+            raise InputError(
+                source,
+                f"{where}.busway_rating_w",
+                f"{row.racks} racks draw up to {rack_w * row.racks:.0f} W, more than the busway rating "
+                f"(allowed: >= {rack_w * row.racks:.0f} W)",
+            )
+        cdu = row.cdu
+        if not cdu.setpoint_min_c <= cdu.supply_temp_c <= cdu.setpoint_max_c:
+            raise InputError(
+                source,
+                f"{where}.cdu.supply_temp_c",
+                f"{cdu.supply_temp_c} C outside the CDU setpoint range "
+                f"(allowed: {cdu.setpoint_min_c}..{cdu.setpoint_max_c} C)",
+            )
+    n_gpus = sum(r.count * r.racks * r.nodes_per_rack * r.node.gpus for r in spec.rows)
+    names: set[str] = set()
+    for j, job in enumerate(spec.jobs):
+        if job.name in names:
+            raise InputError(source, f"jobs.{j}.name", f"duplicate job name {job.name!r} (allowed: unique names)")
+        names.add(job.name)
+        if job.gpus > n_gpus:
+            raise InputError(source, f"jobs.{j}.gpus", f"{job.gpus} GPUs requested (allowed: 1..{n_gpus})")
+        if job.kind == "serving" and job.gpus % job.gpus_per_replica:
+            raise InputError(
+                source, f"jobs.{j}.gpus", f"{job.gpus} is not a multiple of gpus_per_replica {job.gpus_per_replica}"
+            )
+        try:
+            WorkloadProfile.for_kind(job.kind, **job.profile)
+        except (TypeError, ValueError) as exc:
+            raise InputError(source, f"jobs.{j}.profile", str(exc)) from None
+    if spec.step_s <= 0 or spec.step_s > 60:
+        raise InputError(source, "step_s", f"{spec.step_s} s (allowed: 0 < step <= 60 s)")
+    if spec.duration_s < spec.step_s:
+        raise InputError(source, "duration_s", f"{spec.duration_s} s (allowed: >= step_s {spec.step_s} s)")
+
+
+def scenario_from_dict(raw: object, source: str = "scenario", base_dir: str = "") -> ScenarioSpec:
+    """Validate a parsed mapping into a :class:`ScenarioSpec` (with the cross-field checks)."""
+    if not isinstance(raw, dict):
+        raise InputError(source, "", "expected a mapping at the top level")
+    body = dict(raw)
+    body.setdefault("base_dir", base_dir)
+    try:
+        spec = ScenarioSpec.model_validate(body)
+    except ValidationError as exc:
+        raise pydantic_error(source, exc) from None
+    check_scenario(spec, source)
+    return spec
+
+
+def load_scenario(path: str | Path | None = None, **overrides: Any) -> ScenarioSpec:
+    """Load, validate and check a scenario YAML (the packaged default when ``path`` is None).
+
+    ``overrides`` (e.g. ``duration_s="6h"``, ``seed=3``) replace top-level fields before validation.
+    """
+    p = Path(path) if path is not None else DEFAULT_SCENARIO
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError(str(p), "", f"malformed YAML: {exc}".splitlines()[0]) from None
+    if isinstance(raw, dict):
+        raw.update({k: v for k, v in overrides.items() if v is not None})
+    return scenario_from_dict(raw, str(p), str(p.resolve().parent))

@@ -1,0 +1,267 @@
+"""Per-GPU state as structure-of-arrays (float32 where precision allows) and the vectorized GPU step.
+
+One step for all GPUs is about forty NumPy passes over float32 arrays, all in place into preallocated buffers:
+activity gather → static + HBM power → limits (user, caps, thermal) → DVFS (clock-scale target clipped to the
+supported range) → power → exact RC die and HBM temperatures → energy counter. The relative clock itself (the
+inverse of the clock scale, a table look-up) is computed only when asked for (telemetry samples, job pace).
+Sparse events (kernel launch peaks, power brake, hardware slowdown) patch index subsets between passes, so
+they cost O(affected GPUs). See :mod:`twinloop.twin.dvfs` and :mod:`twinloop.twin.thermal` for the physics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.hardware.power import clock_scale
+from twinloop.twin.dvfs import INV_TABLE_SIZE, inverse_clock_table, kind_constants
+from twinloop.twin.thermal import (
+    HBM_DIE_COUPLING,
+    HBM_R_C_PER_W,
+    HBM_TAU_S,
+    SW_THERMAL_MARGIN_C,
+    rc_alpha,
+    rc_step,
+    thermal_limit_coefficients,
+)
+from twinloop.twin.topology import Topology
+
+F32 = np.float32
+INITIAL_TEMP_ABOVE_COOLANT_C = 5.0
+
+
+@dataclass
+class GpuArrays:
+    """All per-GPU arrays. State: ``temp_c``, ``hbm_temp_c``, ``energy_j`` (float64), limits and caps.
+
+    Constants (per GPU, from its kind): static power ``static_a_w + static_b_w_per_c·T``, thermal R and decay
+    factors, clock ranges. Buffers hold the last step's intermediate results (power, relative clock, flags).
+    """
+
+    temp_c: NDArray[np.float32]
+    hbm_temp_c: NDArray[np.float32]
+    energy_j: NDArray[np.float64]
+    power_w: NDArray[np.float32]
+    clock_x: NDArray[np.float32]
+    g: NDArray[np.float32]
+    limit_w: NDArray[np.float32]
+    user_limit_w: NDArray[np.float32]
+    g_cap: NDArray[np.float32]
+    gid: NDArray[np.intp]
+    xid: NDArray[np.int32]
+    limited: NDArray[np.bool_]
+    thermal_bound: NDArray[np.bool_]
+    static_a_w: NDArray[np.float32]
+    static_b_w_per_c: NDArray[np.float32]
+    r_c_per_w: NDArray[np.float32]
+    inv_r: NDArray[np.float32]
+    alpha: NDArray[np.float32]
+    th_c1: NDArray[np.float32]
+    th_c2: NDArray[np.float32]
+    g_min: NDArray[np.float32]
+    coolant_c: NDArray[np.float32]
+    buf_s: NDArray[np.float32]
+    buf_d: NDArray[np.float32]
+    buf_m: NDArray[np.float32]
+    buf_t: NDArray[np.float32]
+    buf_i: NDArray[np.intp]
+
+    def nbytes(self) -> int:
+        """Bytes held by all per-GPU arrays."""
+        return sum(int(getattr(self, f.name).nbytes) for f in fields(self))
+
+
+class GpuPhysics:
+    """Builds the arrays for a topology and advances them one step at a time."""
+
+    def __init__(self, topo: Topology, dt_s: float) -> None:
+        self.topo = topo
+        self.dt_s = dt_s
+        self.kc = kind_constants(topo.kinds)
+        self.n_kinds = len(topo.kinds)
+        self.table = inverse_clock_table(self.kc.v0)
+        self.table_scale = F32(INV_TABLE_SIZE - 1)
+        k = topo.gpu_kind
+        kinds = topo.kinds
+        row_air = np.array([r.cooling == "air" for r in topo.rows])[topo.gpu_row]
+        air_factor = np.array([r.air.resistance_factor for r in topo.rows])[topo.gpu_row]
+        r = np.array([g.thermal_resistance_c_per_w for g in kinds])[k] * np.where(row_air, air_factor, 1.0)
+        c = np.array([g.thermal_capacitance_j_per_c for g in kinds])[k]
+        self.r_c_per_w = r.astype(F32)
+        self.c_j_per_c = c.astype(F32)
+        self.slowdown_c = np.array([g.slowdown_temp_c for g in kinds], dtype=F32)[k]
+        self.shutdown_c = np.array([g.shutdown_temp_c for g in kinds], dtype=F32)[k]
+        self.tdp_w = np.array([g.tdp_w for g in kinds], dtype=F32)[k]
+        self.limit_min_w = np.array([g.power_limit_min_w for g in kinds], dtype=F32)[k]
+        self.limit_max_w = np.array([g.power_limit_max_w for g in kinds], dtype=F32)[k]
+        self.clock_max_mhz = self.kc.clock_max_mhz[k]
+        self.clock_min_mhz = self.kc.clock_min_mhz[k]
+        self.hbm_alpha = F32(np.exp(-dt_s / HBM_TAU_S))
+        self.hbm_r = F32(HBM_R_C_PER_W)
+        self.hbm_couple = F32(HBM_DIE_COUPLING)
+        self.gpu_rack = topo.gpu_rack.astype(np.intp)
+        per_rack = np.bincount(topo.gpu_rack, minlength=topo.n_racks)
+        self.rack_shape = (topo.n_racks, int(per_rack[0])) if (per_rack == per_rack[0]).all() else None
+        self.gpus: GpuArrays = self.initial(25.0)
+        self.d_table = np.zeros(1, dtype=F32)
+        self.m_table = np.zeros(1, dtype=F32)
+
+    def initial(self, coolant_c: float) -> GpuArrays:
+        """Fresh arrays: GPUs idle a few degrees above ``coolant_c``, limits at TDP, clocks uncapped."""
+        n = self.topo.n_gpus
+        k = self.topo.gpu_kind
+        alpha = rc_alpha(self.r_c_per_w, self.c_j_per_c, self.dt_s)
+        c1, c2 = thermal_limit_coefficients(alpha, self.slowdown_c - F32(SW_THERMAL_MARGIN_C))
+        temp = np.full(n, coolant_c + INITIAL_TEMP_ABOVE_COOLANT_C, dtype=F32)
+        return GpuArrays(
+            temp_c=temp,
+            hbm_temp_c=temp.copy(),
+            energy_j=np.zeros(n),
+            power_w=np.zeros(n, dtype=F32),
+            clock_x=np.ones(n, dtype=F32),
+            g=np.ones(n, dtype=F32),
+            limit_w=np.zeros(n, dtype=F32),
+            user_limit_w=self.tdp_w.copy(),
+            g_cap=np.ones(n, dtype=F32),
+            gid=k.astype(np.intp),
+            xid=np.zeros(n, dtype=np.int32),
+            limited=np.zeros(n, dtype=bool),
+            thermal_bound=np.zeros(n, dtype=bool),
+            static_a_w=self.kc.static_a_w[k].copy(),
+            static_b_w_per_c=self.kc.static_b_w_per_c[k].copy(),
+            r_c_per_w=self.r_c_per_w.copy(),
+            inv_r=(F32(1.0) / self.r_c_per_w).astype(F32),
+            alpha=alpha,
+            th_c1=c1,
+            th_c2=c2,
+            g_min=self.kc.g_min[k].copy(),
+            coolant_c=np.full(n, coolant_c, dtype=F32),
+            buf_s=np.zeros(n, dtype=F32),
+            buf_d=np.zeros(n, dtype=F32),
+            buf_m=np.zeros(n, dtype=F32),
+            buf_t=np.zeros(n, dtype=F32),
+            buf_i=np.zeros(n, dtype=np.intp),
+        )
+
+    def set_thermal_resistance(self, idx: NDArray[np.int64], r_c_per_w: NDArray[np.float32]) -> None:
+        """Change R for some GPUs (degraded thermal interface) and refresh their decay/limit constants."""
+        a = self.gpus
+        a.r_c_per_w[idx] = r_c_per_w
+        a.inv_r[idx] = F32(1.0) / a.r_c_per_w[idx]
+        a.alpha[idx] = rc_alpha(a.r_c_per_w[idx], self.c_j_per_c[idx], self.dt_s)
+        c1, c2 = thermal_limit_coefficients(a.alpha[idx], self.slowdown_c[idx] - F32(SW_THERMAL_MARGIN_C))
+        a.th_c1[idx] = c1
+        a.th_c2[idx] = c2
+
+    def set_powered(self, idx: NDArray[np.int64], on: bool) -> None:
+        """Power GPUs off (no power at all, idle activity) or back on."""
+        a = self.gpus
+        k = self.topo.gpu_kind[idx]
+        a.static_a_w[idx] = self.kc.static_a_w[k] if on else 0.0
+        a.static_b_w_per_c[idx] = self.kc.static_b_w_per_c[k] if on else 0.0
+        # Off: clock-scale pinned to 0, so power is exactly 0; a power cycle also clears locked clocks.
+        a.g_min[idx] = self.kc.g_min[k] if on else 0.0
+        a.g_cap[idx] = 1.0 if on else 0.0
+        if not on:
+            a.gid[idx] = k
+
+    def group_tables(self, slot_activity: NDArray[np.float64]) -> None:
+        """Per (slot, kind) clocked dynamic power at full clock ``D`` and HBM power ``M`` (W).
+
+        ``slot_activity`` has shape (slots, 3): tensor, sm, dram.
+        """
+        kc = self.kc
+        d = slot_activity[:, :2] @ kc.clocked_per_activity_w.T.astype(np.float64)  # (slots, kinds)
+        m = slot_activity[:, 2:3] * kc.mem_per_activity_w[None, :].astype(np.float64)
+        self.d_table = np.maximum(d, 1e-3).astype(F32).reshape(-1)
+        self.m_table = m.astype(F32).reshape(-1)
+
+    def per_gpu_from_rack(self, rack_values: NDArray[np.float32], out: NDArray[np.float32]) -> None:
+        """Spread a per-rack value to the rack's GPUs (a broadcast copy when racks are uniform)."""
+        if self.rack_shape is not None:
+            np.copyto(out.reshape(self.rack_shape), rack_values[:, None])
+        else:
+            np.take(rack_values, self.gpu_rack, out=out, mode="clip")
+
+    def dvfs(self, rack_limit_w: NDArray[np.float32] | None) -> None:
+        """Limits and DVFS: fills ``g`` (clipped clock-scale), flags, and buffers ``s`` (static+HBM), ``d``, ``m``.
+
+        ``rack_limit_w`` is the cap-derived per-GPU limit per rack, or None when no cap binds.
+        """
+        a = self.gpus
+        s, d, m, lim, t = a.buf_s, a.buf_d, a.buf_m, a.limit_w, a.buf_t
+        np.take(self.d_table, a.gid, out=d, mode="clip")
+        np.take(self.m_table, a.gid, out=m, mode="clip")
+        np.multiply(a.static_b_w_per_c, a.temp_c, out=s)
+        np.add(s, a.static_a_w, out=s)
+        np.add(s, m, out=s)
+        if rack_limit_w is None:
+            np.copyto(lim, a.user_limit_w)
+        else:
+            self.per_gpu_from_rack(rack_limit_w, lim)
+            np.minimum(lim, a.user_limit_w, out=lim)
+        # Thermal power limit that lands the die at the software slowdown target at the end of the step.
+        np.multiply(a.th_c2, a.temp_c, out=t)
+        np.subtract(a.th_c1, t, out=t)
+        np.subtract(t, a.coolant_c, out=t)
+        np.multiply(t, a.inv_r, out=t)
+        np.less(t, lim, out=a.thermal_bound)
+        np.minimum(lim, t, out=lim)
+        g = a.g
+        np.subtract(lim, s, out=g)
+        np.divide(g, d, out=g)
+        np.less(g, a.g_cap, out=a.limited)
+        np.maximum(g, a.g_min, out=g)
+        np.minimum(g, a.g_cap, out=g)
+
+    def finish(self) -> None:
+        """Power, relative clock, die/HBM temperatures and energy from the (patched) ``g``."""
+        a = self.gpus
+        p, g, t = a.power_w, a.g, a.buf_t
+        np.multiply(a.buf_d, g, out=p)
+        np.add(p, a.buf_s, out=p)
+        # Die: T_ss = T_cool + R·P, exact RC update.
+        np.multiply(a.r_c_per_w, p, out=t)
+        np.add(t, a.coolant_c, out=t)
+        rc_step(a.temp_c, t, a.alpha)
+        # HBM: T_ss = T_cool + k·(T_die − T_cool) + R_hbm·P_hbm.
+        np.subtract(a.temp_c, a.coolant_c, out=t)
+        np.multiply(t, self.hbm_couple, out=t)
+        np.add(t, a.coolant_c, out=t)
+        m = a.buf_m
+        np.multiply(m, self.hbm_r, out=m)
+        np.add(t, m, out=t)
+        np.subtract(a.hbm_temp_c, t, out=a.hbm_temp_c)
+        np.multiply(a.hbm_temp_c, self.hbm_alpha, out=a.hbm_temp_c)
+        np.add(a.hbm_temp_c, t, out=a.hbm_temp_c)
+        a.energy_j += p * self.dt_s if self.dt_s != 1.0 else p
+
+    def patch_g(self, idx: NDArray[np.int64], value: NDArray[np.float32] | float) -> None:
+        """Override the clock scale of some GPUs this step (launch peak, power brake, HW slowdown)."""
+        self.gpus.g[idx] = value
+
+    def x_of_g(self, g: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Relative clock for clock-scale values ``g`` (table inverse of ``clock_scale``)."""
+        idx = np.multiply(g, self.table_scale).astype(np.intp)
+        return np.take(self.table, idx, mode="clip")
+
+    def clock_x(self) -> NDArray[np.float32]:
+        """Relative SM clock (0..1) of every GPU for the last step; computed on demand into ``gpus.clock_x``."""
+        a = self.gpus
+        np.multiply(a.g, self.table_scale, out=a.buf_t)
+        np.copyto(a.buf_i, a.buf_t, casting="unsafe")
+        np.take(self.table, a.buf_i, out=a.clock_x, mode="clip")
+        return a.clock_x
+
+    def clock_mhz(self) -> NDArray[np.float32]:
+        """SM clock of every GPU (MHz)."""
+        return np.asarray(self.clock_x() * self.clock_max_mhz, dtype=F32)
+
+    def g_for_clock(self, idx: NDArray[np.int64], clock_mhz: float | None) -> NDArray[np.float32]:
+        """Clock-scale cap for a locked clock (``None`` = unlocked, 1)."""
+        if clock_mhz is None:
+            return np.ones(idx.size, dtype=F32)
+        x = np.clip(clock_mhz / self.clock_max_mhz[idx].astype(np.float64), 0.0, 1.0)
+        return np.asarray(clock_scale(x, self.kc.v0), dtype=F32)

@@ -1,0 +1,71 @@
+"""The run summary: energy (with losses, cooling and emissions), PUE, throttling, peaks, failures, jobs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from twinloop.twin.engine import Twin
+
+J_PER_KWH = 3.6e6
+
+
+def summarize(twin: Twin) -> dict[str, Any]:
+    """A JSON-ready summary of the run so far.
+
+    ``energy.balance_error`` is ``|IT + conversion losses + cooling − facility| / facility`` with IT measured
+    bottom-up from the GPU energy counters plus host power — the conservation check.
+    """
+    acc = twin.accounts
+    gpu_j = float(twin.physics.gpus.energy_j.sum())
+    it_bottom_up_j = gpu_j + acc.host_j
+    balance = it_bottom_up_j + acc.conversion_loss_j + acc.cooling_j
+    facility = acc.facility_j
+    jobs = []
+    for j in twin.jobs:
+        jobs.append(
+            {
+                "name": j.spec.name,
+                "kind": j.kind,
+                "gpus": j.spec.gpus,
+                "phase": j.phase.name.lower(),
+                "ettr": round(j.ettr(twin.t_s), 6),
+                "goodput_tokens_per_s": round(j.goodput_tokens_per_s(twin.t_s), 3),
+                "iterations": round(j.iterations, 3),
+                "lost_iterations": round(j.lost_iterations, 3),
+                "interruptions": j.interruptions,
+                "served_tokens": round(j.served_tokens, 1),
+            }
+        )
+    events: dict[str, int] = {}
+    for e in twin.events:
+        events[e.kind] = events.get(e.kind, 0) + 1
+    return {
+        "scenario": twin.spec.name,
+        "seed": twin.seed,
+        "simulated_s": twin.t_s,
+        "step_s": twin.dt_s,
+        "gpus": twin.topo.n_gpus,
+        "nodes": twin.topo.n_nodes,
+        "racks": twin.topo.n_racks,
+        "energy": {
+            "facility_kwh": facility / J_PER_KWH,
+            "it_kwh": acc.it_j / J_PER_KWH,
+            "gpu_kwh": gpu_j / J_PER_KWH,
+            "conversion_loss_kwh": acc.conversion_loss_j / J_PER_KWH,
+            "cooling_kwh": acc.cooling_j / J_PER_KWH,
+            "emissions_kg_co2e": acc.carbon_g / 1000.0,
+            "balance_error": abs(balance - facility) / facility if facility > 0 else 0.0,
+        },
+        "pue": facility / acc.it_j if acc.it_j > 0 else None,
+        "peak_facility_power_w": acc.peak_facility_w,
+        "peak_it_power_w": acc.peak_it_w,
+        "throttled_gpu_s": dict(acc.throttled_gpu_s),
+        "psu_overloads": acc.psu_overloads,
+        "thermal_shutdowns": acc.thermal_shutdowns,
+        "failures": dict(sorted(acc.failures.items())),
+        "events": dict(sorted(events.items())),
+        "faults_injected": len(twin.faults),
+        "actions": {"applied": sum(r.ok for r in twin.action_log), "refused": sum(not r.ok for r in twin.action_log)},
+        "jobs": jobs,
+    }

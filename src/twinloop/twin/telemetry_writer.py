@@ -1,0 +1,86 @@
+"""Writes a twin run's telemetry to a directory: ``telemetry.duckdb`` through the telemetry layer's store
+(Parquet files per level if that store is not importable), plus ``events.jsonl`` and ``ground_truth.json``.
+
+Frames are buffered and appended in batches of about ``FLUSH_ROWS`` samples (one transaction each).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from twinloop.twin.telemetry_out import frames_of
+
+if TYPE_CHECKING:
+    from twinloop.twin.engine import StepResult, Twin
+
+FLUSH_ROWS = 2_000_000
+
+
+class TelemetryWriter:
+    """Collects step results of ``twin`` and writes them under ``out_dir`` (created if missing)."""
+
+    def __init__(self, twin: Twin, out_dir: Path) -> None:
+        self.twin = twin
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.buffer: list[Any] = []
+        self.buffered_rows = 0
+        self.rows = 0
+        self.parquet_parts = 0
+        try:
+            from twinloop.telemetry.store.duckdb_store import DuckDBStore
+
+            self.path = self.out_dir / "telemetry.duckdb"
+            if self.path.exists():
+                self.path.unlink()
+            self.store: Any = DuckDBStore(self.path)
+        except ImportError:
+            self.store = None
+            self.path = self.out_dir / "telemetry"
+            self.path.mkdir(exist_ok=True)
+        self.events = (self.out_dir / "events.jsonl").open("w")
+
+    def add(self, result: StepResult) -> None:
+        """Buffer one step's telemetry and events."""
+        for e in result.events:
+            self.events.write(json.dumps(asdict(e)) + "\n")
+        for frame in frames_of(self.twin, result):
+            self.buffer.append(frame)
+            self.buffered_rows += len(frame)
+        if self.buffered_rows >= FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered frames."""
+        if not self.buffer:
+            return
+        from twinloop.telemetry.frame import Frame
+
+        frame = Frame.concat(self.buffer)
+        if self.store is not None:
+            self.store.append(frame)
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(frame.to_arrow(), self.path / f"part-{self.parquet_parts:05d}.parquet")
+            self.parquet_parts += 1
+        self.rows += len(frame)
+        self.buffer, self.buffered_rows = [], 0
+
+    def close(self) -> dict[str, Any]:
+        """Flush, write the ground truth, close; returns where and how much was written."""
+        self.flush()
+        self.events.close()
+        if self.store is not None:
+            self.store.close()
+        truth = [asdict(label) for label in self.twin.ground_truth]
+        (self.out_dir / "ground_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
+        return {
+            "path": str(self.path),
+            "rows": self.rows,
+            "events": str(self.out_dir / "events.jsonl"),
+            "ground_truth": str(self.out_dir / "ground_truth.json"),
+        }

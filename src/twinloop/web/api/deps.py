@@ -1,0 +1,67 @@
+"""Shared state and dependencies of the API routers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from fastapi import HTTPException, Request
+
+from twinloop.web.controller import LoopController
+from twinloop.web.db import TelemetryDB
+from twinloop.web.models import RunStart
+
+#: Starts a loop or simulation run; returns a small JSON-ready status dict.
+RunFactory = Callable[[RunStart], dict[str, Any]]
+
+
+@dataclass
+class WebState:
+    """Everything the routers share (held in ``app.state.web``).
+
+    Attributes:
+        db: the telemetry store.
+        data_dir: the only directory requests may read files from (HTML reports).
+        controller: the running loop, when one is attached.
+        run_factory: starts a run (``POST /api/runs``), when configured.
+        now_window_s: how far back from the newest sample "now" reaches, s.
+        live_interval_s: how often the live stream checks for new data, s.
+    """
+
+    db: TelemetryDB
+    data_dir: Path
+    controller: LoopController | None = None
+    run_factory: RunFactory | None = None
+    now_window_s: float = 30.0
+    live_interval_s: float = 2.0
+
+
+def web_state(request: Request) -> WebState:
+    """The app's :class:`WebState`."""
+    state: WebState = request.app.state.web
+    return state
+
+
+def cursor(request: Request) -> Iterator[duckdb.DuckDBPyConnection | None]:
+    """A store cursor for the request (``None`` when there is no store yet), closed afterwards."""
+    cur = web_state(request).db.cursor()
+    try:
+        yield cur
+    finally:
+        if cur is not None:
+            cur.close()
+
+
+def need_controller(state: WebState) -> LoopController:
+    """The attached controller, or 409 when no loop is running."""
+    if state.controller is None:
+        raise HTTPException(409, "no loop is attached to this server")
+    return state.controller
+
+
+def scalars(doc: dict[str, Any]) -> dict[str, str | float | int | bool | None]:
+    """Only the JSON scalars of a status dict (the schema promises scalars)."""
+    return {str(k): v for k, v in doc.items() if v is None or isinstance(v, str | float | int | bool)}

@@ -1,0 +1,107 @@
+"""The dashboard application: :func:`create_app` builds the FastAPI app (JSON API under ``/api``, pages, static
+files). Building it has no side effects: nothing is opened until the first request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import duckdb
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from twinloop import __version__
+from twinloop.errors import InputError
+from twinloop.web import pages
+from twinloop.web.api import files, floor, incidents, jobs, live, overview, planner
+from twinloop.web.api.deps import RunFactory, WebState
+from twinloop.web.auth import MIN_TOKEN_LENGTH, AuthSettings
+from twinloop.web.controller import LoopController
+from twinloop.web.db import TelemetryDB
+from twinloop.web.pages import SECURITY_HEADERS
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def create_app(
+    db_path: str | Path | None,
+    data_dir: str | Path,
+    token: str,
+    open_read: bool = False,
+    controller: LoopController | None = None,
+    run_factory: RunFactory | None = None,
+    connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
+    now_window_s: float = 30.0,
+    live_interval_s: float = 2.0,
+) -> FastAPI:
+    """The twinloop dashboard and JSON API.
+
+    Args:
+        db_path: the telemetry DuckDB file (opened read-only on first use; may not exist yet).
+        data_dir: the only directory requests can read files from (HTML reports); must exist.
+        token: bearer token for state-changing endpoints (and reads unless ``open_read``); 16+ characters.
+        open_read: let read-only endpoints answer without the token.
+        controller: the running loop (pending actions, approve/reject, status), if one is attached.
+        run_factory: starts a run for ``POST /api/runs`` (409 without one).
+        connect: returns an open connection to the store, for a process that writes it itself.
+        now_window_s: "now" is the newest sample of each entity within this many seconds of the newest one.
+        live_interval_s: how often the live stream checks for new data, s.
+
+    Raises:
+        InputError: a short token, a missing data directory or non-positive intervals.
+    """
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise InputError("--token", "", f"must be at least {MIN_TOKEN_LENGTH} characters, got {len(token)}")
+    data = Path(data_dir)
+    if not data.is_dir():
+        raise InputError("--data-dir", "", f"{data}: not a directory")
+    if not (now_window_s > 0 and live_interval_s > 0):
+        raise InputError("create_app", "now_window_s", "intervals must be > 0 s")
+    app = FastAPI(
+        title="twinloop",
+        version=__version__,
+        description="Telemetry, jobs, incidents and planner of a twinloop site. Read endpoints take the bearer "
+        "token unless the server was started with --open-read; state-changing ones always do.",
+        docs_url="/api/docs",
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
+    app.state.auth = AuthSettings(token=token, open_read=open_read)
+    app.state.web = WebState(
+        db=TelemetryDB(None if db_path is None else Path(db_path), connect),
+        data_dir=data,
+        controller=controller,
+        run_factory=run_factory,
+        now_window_s=now_window_s,
+        live_interval_s=live_interval_s,
+    )
+    for module in (overview, floor, jobs, incidents, planner, live, files):
+        app.include_router(module.router)
+    app.include_router(pages.router())
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+    @app.exception_handler(duckdb.Error)
+    async def _store_error(request: Request, exc: duckdb.Error) -> JSONResponse:
+        # a store being rewritten or locked by a writer is a temporary condition, not a server bug
+        return JSONResponse({"detail": f"telemetry store unavailable: {type(exc).__name__}"}, status_code=503)
+
+    @app.middleware("http")
+    async def _headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        keys = [k for k, _ in request.query_params.multi_items()]
+        if len(keys) != len(set(keys)):  # every parameter is a scalar: a repeated one is ambiguous input
+            dup = next(k for k in keys if keys.count(k) > 1)
+            return JSONResponse(
+                {"detail": [{"type": "value_error", "loc": ["query", dup], "msg": "parameter given more than once"}]},
+                status_code=422,
+            )
+        response = await call_next(request)
+        if request.url.path != "/api/docs":  # Swagger UI needs its own scripts
+            for k, v in SECURITY_HEADERS.items():
+                response.headers.setdefault(k, v)
+        if request.url.path.startswith("/api/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    return app

@@ -1,0 +1,211 @@
+"""The web app's view of a telemetry DuckDB file: a shared read-only connection, a cursor per request, and a
+cached topology (entity id → level, rack, row) so aggregation over 16k GPUs is NumPy, not a Python loop.
+
+The file is opened read-only (several readers may share it). When it does not exist yet (a run that has
+not written anything), every query sees an empty store and the app retries on the next request; when it is
+replaced (a new run written to the same directory), the app reopens it. DuckDB lets one process write a file
+or many read it, not both: to watch a run live, the process that writes it serves it (``connect``). A process
+that writes the store itself (the loop runner serving its own run) passes ``connect`` instead, returning its
+own connection; cursors of it see the writer's committed data live.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+from numpy.typing import NDArray
+
+#: Hierarchy depth of each level in ``site/row/rack/node/gpu``.
+DEPTH = {"site": 1, "row": 2, "rack": 3, "node": 4, "gpu": 5}
+JOB_LEVEL = 0
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Entities of the store, indexed by their ``entity_id``.
+
+    Attributes:
+        names: entity id string per ``entity_id`` (``""`` for unused ids).
+        level: hierarchy depth per ``entity_id`` (1 site … 5 gpu, 0 job, −1 other).
+        rack: index into ``racks`` per ``entity_id`` (−1 above rack level or for jobs).
+        racks: rack ids, sorted; rack_row: index into ``rows`` per rack; rows: row ids, sorted.
+        sites: site ids, sorted.
+        job_of: job name per ``entity_id`` from the entity's ``job`` label (``""`` when unlabeled).
+        by_name: entity id string → ``entity_id``.
+    """
+
+    names: list[str]
+    level: NDArray[np.int8]
+    rack: NDArray[np.int32]
+    racks: list[str]
+    rack_row: NDArray[np.int32]
+    rows: list[str]
+    sites: list[str]
+    job_of: list[str]
+    by_name: dict[str, int] = field(repr=False)
+
+    def ids_at(self, level: int) -> NDArray[np.int64]:
+        """``entity_id`` of every entity at ``level``."""
+        return np.flatnonzero(self.level == level)
+
+    def under(self, prefix: str, level: int | None = None) -> list[int]:
+        """``entity_id`` of ``prefix`` and everything below it (optionally only at ``level``)."""
+        prefix = prefix.rstrip("/")
+        out = [
+            i
+            for i, n in enumerate(self.names)
+            if n and (n == prefix or n.startswith(prefix + "/")) and (level is None or self.level[i] == level)
+        ]
+        return out
+
+
+def build_topology(rows: list[tuple[int, str, str | None]]) -> Topology:
+    """A :class:`Topology` from ``(entity_id, entity, labels_json)`` rows of the ``entities`` table."""
+    size = max((r[0] for r in rows), default=-1) + 1
+    names = [""] * size
+    job_of = [""] * size
+    level = np.full(size, -1, dtype=np.int8)
+    rack_name: list[str | None] = [None] * size
+    for eid, name, labels in rows:
+        names[eid] = name
+        parts = name.split("/")
+        if "jobs" in parts[1:2]:
+            level[eid] = JOB_LEVEL
+        elif len(parts) <= 5:
+            level[eid] = len(parts)
+            if len(parts) >= 3:
+                rack_name[eid] = "/".join(parts[:3])
+        if labels:
+            try:
+                job = json.loads(labels).get("job")
+            except (ValueError, AttributeError):
+                job = None
+            if isinstance(job, str):
+                job_of[eid] = job
+    racks = sorted({r for r in rack_name if r is not None}, key=natural_key)
+    rack_index = {r: i for i, r in enumerate(racks)}
+    rack = np.array([rack_index[r] if r is not None else -1 for r in rack_name], dtype=np.int32)
+    rows_ids = sorted({r.rsplit("/", 1)[0] for r in racks}, key=natural_key)
+    row_index = {r: i for i, r in enumerate(rows_ids)}
+    rack_row = np.array([row_index[r.rsplit("/", 1)[0]] for r in racks], dtype=np.int32)
+    sites = sorted({n.split("/")[0] for n in names if n})
+    return Topology(
+        names=names,
+        level=level,
+        rack=rack,
+        racks=racks,
+        rack_row=rack_row,
+        rows=rows_ids,
+        sites=sites,
+        job_of=job_of,
+        by_name={n: i for i, n in enumerate(names) if n},
+    )
+
+
+def natural_key(name: str) -> list[tuple[int, int | str]]:
+    """Sort key that orders ``g2`` before ``g10`` (digit runs compare as numbers)."""
+    return [(0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", name) if t]
+
+
+EMPTY_TOPOLOGY = build_topology([])
+
+
+class TelemetryDB:
+    """Read access to one telemetry store file for the web app.
+
+    Args:
+        path: the DuckDB file (may not exist yet); ``None`` for an app without telemetry.
+        connect: returns an open connection to use instead of opening ``path`` (in-process writers).
+    """
+
+    def __init__(self, path: Path | None, connect: Callable[[], duckdb.DuckDBPyConnection] | None = None) -> None:
+        self.path = path
+        self._connect = connect
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.Lock()
+        self._topo_key: tuple[int, int] | None = None
+        self._topo = EMPTY_TOPOLOGY
+        self._fields: dict[str, int] = {}
+        self._range_key: int | None = None
+        self._range: tuple[float | None, float | None] = (None, None)
+        self._file_id: tuple[int, int] | None = None
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path) if self.path is not None else None
+        except OSError:
+            return None
+        return None if st is None else (st.st_dev, st.st_ino)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection | None:
+        """A cursor for one request, or ``None`` when there is no store (yet)."""
+        with self._lock:
+            if self._con is not None and self._connect is None and self._stat() != self._file_id:
+                # the file was replaced (a new run into the same directory): drop the old one and its caches
+                self._con.close()
+                self._con, self._topo_key, self._range_key = None, None, None
+            if self._con is None:
+                if self._connect is not None:
+                    self._con = self._connect()
+                elif self.path is not None and self.path.is_file():
+                    try:
+                        self._file_id = self._stat()
+                        self._con = duckdb.connect(str(self.path), read_only=True)
+                    except duckdb.Error:
+                        return None
+                else:
+                    return None
+            cur = self._con.cursor()
+        tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if not {"entities", "fields", "samples"} <= tables:
+            cur.close()
+            return None
+        return cur
+
+    def close(self) -> None:
+        """Close the shared connection (only one this object opened)."""
+        with self._lock:
+            if self._con is not None and self._connect is None:
+                self._con.close()
+            self._con = None
+
+    def topology(self, cur: duckdb.DuckDBPyConnection) -> Topology:
+        """The cached topology, rebuilt when the entity or field tables grew."""
+        key_row = cur.execute("SELECT (SELECT count(*) FROM entities), (SELECT count(*) FROM fields)").fetchone()
+        key = (int(key_row[0]), int(key_row[1])) if key_row else (0, 0)
+        with self._lock:
+            if key == self._topo_key:
+                return self._topo
+        rows = cur.execute("SELECT entity_id, entity, labels FROM entities").fetchall()
+        topo = build_topology([(int(i), str(e), lab) for i, e, lab in rows])
+        fields = {str(n): int(i) for n, i in cur.execute("SELECT name, field_id FROM fields").fetchall()}
+        with self._lock:
+            self._topo_key, self._topo, self._fields = key, topo, fields
+        return topo
+
+    def field_ids(self, cur: duckdb.DuckDBPyConnection) -> dict[str, int]:
+        """Field name → stored id (refreshed with the topology)."""
+        self.topology(cur)
+        with self._lock:
+            return dict(self._fields)
+
+    def time_range(self, cur: duckdb.DuckDBPyConnection) -> tuple[float | None, float | None]:
+        """(oldest, newest) sample timestamp, cached until the sample count changes."""
+        count_row = cur.execute("SELECT count(*) FROM samples").fetchone()
+        count = int(count_row[0]) if count_row else 0
+        with self._lock:
+            if count == self._range_key:
+                return self._range
+        row = cur.execute("SELECT min(ts), max(ts) FROM samples").fetchone()
+        rng: tuple[float | None, float | None] = (None, None) if row is None else (row[0], row[1])
+        with self._lock:
+            self._range_key, self._range = count, rng
+        return rng

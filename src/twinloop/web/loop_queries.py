@@ -1,0 +1,119 @@
+"""The loop's records (``loop_incidents``, ``loop_actions`` in the run's DuckDB file) for the incidents page:
+incidents grouped by cause, each with the actions taken and what came of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from twinloop.ops.records import read_table
+from twinloop.web.models import ActionRow, IncidentBrief, IncidentDetail, IncidentGroup
+
+SEVERITY_ORDER = ("info", "minor", "major", "critical")
+
+#: What an action's final status says about its effect, best first.
+_EFFECT = (
+    ("verified", "verified: the expected effect appeared"),
+    ("rolled_back", "rolled back: the expected effect did not appear"),
+    ("applied", "applied"),
+    ("dry_run", "dry run: command shown, not executed"),
+    ("pending", "awaiting approval"),
+    ("recommended", "recommended only (observe mode)"),
+    ("rejected", "rejected by an operator"),
+    ("refused", "refused by a guard rail"),
+    ("failed", "failed"),
+)
+
+
+def runs(cur: duckdb.DuckDBPyConnection) -> list[str]:
+    """Run names that have incidents or actions recorded."""
+    names: set[str] = set()
+    for table in ("loop_incidents", "loop_actions"):
+        names.update(str(r["run"]) for r in read_table(cur, table))
+    return sorted(names)
+
+
+def _severity_rank(s: str) -> int:
+    return SEVERITY_ORDER.index(s) if s in SEVERITY_ORDER else -1
+
+
+def action_row(row: dict[str, Any]) -> ActionRow:
+    """An :class:`ActionRow` from a ``loop_actions`` row or a controller's pending-action dict."""
+    value = row.get("value")
+    incident = row.get("incident_id")
+    return ActionRow(
+        run=str(row.get("run", "")),
+        action_id=int(row["action_id"]),
+        ts=float(row.get("ts") or 0.0),
+        kind=str(row.get("kind", "")),
+        target=str(row.get("target", "")),
+        value=None if value is None else float(value),
+        status=str(row.get("status", "")),
+        detail=str(row.get("detail") or ""),
+        incident_id=-1 if incident is None else int(incident),
+        clamped=bool(row.get("clamped") or False),
+    )
+
+
+def effect(actions: list[ActionRow]) -> str:
+    """One line on what the actions of an incident achieved."""
+    if not actions:
+        return "no action"
+    statuses = {a.status for a in actions}
+    for status, text in _EFFECT:
+        if status in statuses:
+            return text
+    return ", ".join(sorted(statuses))
+
+
+def incident_brief(row: dict[str, Any]) -> IncidentBrief:
+    """An :class:`IncidentBrief` from a ``loop_incidents`` row."""
+    return IncidentBrief(
+        run=str(row["run"]),
+        incident_id=int(row["incident_id"]),
+        event_class=str(row["event_class"]),
+        root=str(row["root"]),
+        severity=str(row["severity"]),
+        start_ts=float(row["start_ts"]),
+        end_ts=float(row["end_ts"]),
+        n_members=int(row["n_members"]),
+        n_detections=int(row["n_detections"]),
+        status=str(row["status"]),
+    )
+
+
+def open_incidents(cur: duckdb.DuckDBPyConnection) -> list[IncidentBrief]:
+    """Open incidents of every run, most severe first, then newest."""
+    rows = [incident_brief(r) for r in read_table(cur, "loop_incidents") if r["status"] == "open"]
+    return sorted(rows, key=lambda i: (-_severity_rank(i.severity), -i.start_ts))
+
+
+def incident_groups(cur: duckdb.DuckDBPyConnection, run: str | None) -> list[IncidentGroup]:
+    """Incidents of ``run`` (all runs when None) grouped by event class, with their actions and effect."""
+    actions: dict[tuple[str, int], list[ActionRow]] = {}
+    for r in read_table(cur, "loop_actions", run):
+        a = action_row(r)
+        actions.setdefault((a.run, a.incident_id), []).append(a)
+    groups: dict[str, list[IncidentDetail]] = {}
+    for r in read_table(cur, "loop_incidents", run):
+        brief = incident_brief(r)
+        acts = actions.get((brief.run, brief.incident_id), [])
+        detail = IncidentDetail(**brief.model_dump(), actions=acts, effect=effect(acts))
+        groups.setdefault(brief.event_class, []).append(detail)
+    out = [
+        IncidentGroup(
+            event_class=cls,
+            count=len(items),
+            worst_severity=max((i.severity for i in items), key=_severity_rank),
+            incidents=items,
+        )
+        for cls, items in groups.items()
+    ]
+    return sorted(out, key=lambda g: (-_severity_rank(g.worst_severity), -g.count, g.event_class))
+
+
+def action_log(cur: duckdb.DuckDBPyConnection, run: str | None) -> list[ActionRow]:
+    """Every recorded action of ``run`` (all runs when None), by run and action id."""
+    return [action_row(r) for r in read_table(cur, "loop_actions", run)]

@@ -1,0 +1,163 @@
+"""`twinloop detect FILE`: CSV and Parquet, wide and long, bad input → exit 2 with one clear line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from twinloop.errors import InputError
+from twinloop.ops.detect.offline import detect_blocks, read_series
+from twinloop.ops.detect.synthetic import Fault, SyntheticCluster, fleet_entities
+
+
+def wide_csv(path: Path, n: int = 400, step_at: int = 300, dt_s: float = 1.0) -> Path:
+    rng = np.random.default_rng(0)
+    temp = 55.0 + 0.5 * rng.standard_normal(n)
+    temp[step_at:] += 8.0
+    power = 500.0 + 5.0 * rng.standard_normal(n)
+    lines = ["timestamp,temp_c,power_w"] + [f"{1.7e9 + i * dt_s:.1f},{temp[i]:.3f},{power[i]:.2f}" for i in range(n)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_wide_csv_json(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    out = cli_json("detect", str(wide_csv(tmp_path / "w.csv")))
+    assert out["layout"] == "wide" and out["samples"] == 400 and out["dt_s"] == pytest.approx(1.0)
+    hits = out["detections"]
+    assert hits, "the 16 sigma step must be found"
+    assert {h["entity"] for h in hits} == {"temp_c"}
+    first = min(h["ts"] for h in hits)
+    assert 0 <= first - (1.7e9 + 300) < 30
+    assert {h["kind"] for h in hits} == {"anomaly", "change_point"}
+    assert all(h["class"] == "unclassified" for h in hits)
+
+
+def test_field_and_detector_options_and_table_output(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    path = wide_csv(tmp_path / "w.csv")
+    res = cli("detect", str(path), "--field", "power_w", "--detector", "cusum", "--json")
+    assert res.exit_code == 0
+    out = json.loads(res.stdout)
+    assert out["series"] == 1 and out["detectors"] == ["cusum"] and out["detections"] == []
+    res = cli("detect", str(path), "--detector", "page_hinkley")
+    assert res.exit_code == 0
+    assert "temp_c" in res.stdout and "detections" in res.stdout and "wide" in res.stdout
+
+
+def test_slow_sampling_adapts(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    out = cli_json("detect", str(wide_csv(tmp_path / "w.csv", dt_s=60.0)))
+    assert out["dt_s"] == pytest.approx(60.0)
+    first = min(h["ts"] for h in out["detections"])
+    assert 0 <= first - (1.7e9 + 300 * 60.0) <= 10 * 60.0
+
+
+def test_out_of_order_duplicates_and_nans_are_counted(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    path = tmp_path / "messy.csv"
+    rows = [f"{t},{50 + (t % 3) * 0.1}" for t in range(100)]
+    rows[10], rows[11] = rows[11], rows[10]  # one pair swapped
+    rows.insert(50, "49,50.0")  # a duplicate timestamp
+    rows[70] = "69,"  # an empty cell
+    rows[71] = "70,nan"
+    path.write_text("t,value\n" + "\n".join(rows) + "\n")
+    out = cli_json("detect", str(path))
+    assert out["out_of_order_rows"] == 1
+    assert out["duplicate_rows"] == 1
+    assert out["nan_count"] == {"value": 2}
+    assert out["detections"] == []
+
+
+def long_parquet(path: Path) -> Path:
+    entities = fleet_entities(1, 1)  # 64 GPUs
+    sim = SyntheticCluster(entities, (Fault("coolant", tuple(range(64)), 200.0, None, 15.0),), seed=2)
+    cols: dict[str, list[Any]] = {"ts": [], "entity": [], "field": [], "value": []}
+    for t in range(280):
+        s = sim.sample(float(t))
+        for f in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK"):
+            cols["ts"] += [float(t)] * len(entities)
+            cols["entity"] += entities
+            cols["field"] += [f] * len(entities)
+            cols["value"] += s.fields[f].tolist()
+    pq.write_table(pa.table(cols), path)
+    return path
+
+
+def test_long_parquet_runs_detectors_and_the_pipeline(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    out = cli_json("detect", str(long_parquet(tmp_path / "long.parquet")))
+    assert out["layout"] == "long" and out["series"] == 3 * 64
+    temps = [d for d in out["detections"] if d["field"] == "DCGM_FI_DEV_GPU_TEMP"]
+    assert temps and min(d["ts"] for d in temps) >= 200.0
+    cooling = [i for i in out["incidents"] if i["class"] == "cooling_degradation"]
+    assert len(cooling) == 1
+    assert cooling[0]["root"] == "dc/r00/k00" and cooling[0]["n_members"] == 64
+    assert cooling[0]["start_ts"] - 200.0 < 30.0
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "needle"),
+    [
+        ("ts,a,b\n1,2,3\n2,3\n3,4,5\n", ".csv", "line 3"),
+        ("a,b\n1,2\n2,3\n", ".csv", "no timestamp column"),
+        ("ts,a\n1,2\n2,x\n3,4\n", ".csv", "a: line 3: non-numeric value 'x'"),
+        ("ts,a\n", ".csv", "no rows"),
+        ("ts,a\n1,2\n", ".csv", "at least 2"),
+        ("not a parquet file", ".parquet", "malformed file"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    tmp_path: Path, cli: Callable[..., Any], content: str, suffix: str, needle: str
+) -> None:
+    path = tmp_path / f"bad{suffix}"
+    path.write_text(content)
+    res = cli("detect", str(path), "--json")
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and str(path) in lines[0]
+
+
+def test_unknown_options_and_missing_file_exit_2(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    path = wide_csv(tmp_path / "w.csv")
+    res = cli("detect", str(path), "--detector", "cusun")
+    assert res.exit_code == 2 and "did you mean cusum" in res.stderr
+    res = cli("detect", str(path), "--field", "nope")
+    assert res.exit_code == 2 and "unknown column 'nope'" in res.stderr
+    res = cli("detect", str(tmp_path / "missing.csv"))
+    assert res.exit_code == 2 and "file not found" in res.stderr
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300))
+def test_reader_never_crashes_on_garbage(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "garbage.csv"
+    path.write_bytes(data)
+    try:
+        blocks, report = read_series(path)
+    except InputError:
+        return
+    detect_blocks(blocks)
+    assert report.rows >= 1
+
+
+def test_long_csv_bad_lines_are_counted_by_the_telemetry_reader(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    rows = ["ts,entity,field,value"]
+    for t in range(120):
+        for g in range(2):
+            value = 60.0 + 0.1 * ((t * 7 + g) % 5) + (15.0 if t >= 90 and g == 0 else 0.0)
+            rows.append(f"{t},dc/r01/k01/n01/g{g},DCGM_FI_DEV_GPU_TEMP,{value}")
+    rows.insert(40, "39,dc/r01/k01/n01/g0,DCGM_FI_DEV_GPU_TEMP")  # truncated
+    rows.insert(41, "39,dc/r01/k01/n01/g1,DCGM_FI_DEV_GPU_TEMP,hot")  # not a number
+    path = tmp_path / "long.csv"
+    path.write_text("\n".join(rows) + "\n")
+    out = cli_json("detect", str(path))
+    assert out["layout"] == "long" and out["series"] == 2
+    assert sum(out["problems"].values()) == 2
+    hits = {d["entity"] for d in out["detections"]}
+    assert hits == {"dc/r01/k01/n01/g0"}
