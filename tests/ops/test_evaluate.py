@@ -1,0 +1,37 @@
+from twinloop.ops.evaluate import Label, evaluate_detection
+from twinloop.ops.events import EventClass, Incident, Severity
+
+
+def inc(iid: int, cls: EventClass, root: str, start: float, sev: Severity = Severity.MAJOR) -> Incident:
+    return Incident(iid, cls, root, (root,), start, start + 10, sev)
+
+
+def test_precision_recall_and_time_to_detect() -> None:
+    faults = [
+        Label("cdu_pump_degradation", "dc1/r01", 100.0, 400.0),
+        Label("cdu_pump_degradation", "dc1/r02", 1000.0, 1300.0),
+        Label("psu_loss", "dc1/r01/k04/n02", 500.0, 800.0),
+    ]
+    incidents = [
+        inc(1, EventClass.COOLING_DEGRADATION, "dc1/r01/k03", 120.0),  # true, 20 s late
+        inc(2, EventClass.POWER_DELIVERY_FAULT, "dc1/r01/k04/n02", 502.0),  # true, 2 s late
+        inc(3, EventClass.COOLING_DEGRADATION, "dc1/r02", 3000.0),  # too late: false alarm
+        inc(4, EventClass.STRAGGLER, "dc1/r01/k01/n01/g3", 50.0),  # explained by a background failure
+        inc(5, EventClass.BENIGN_PHASE_CHANGE, "dc1/r01", 130.0, Severity.INFO),  # info: not scored
+    ]
+    background = [Label("failure:faulty_gpu", "dc1/r01/k01/n01/g3", 40.0, 640.0)]
+    report = evaluate_detection(incidents, faults, background)
+    q = {c.fault: c for c in report.per_fault}
+    assert q["cdu_pump_degradation"].recall == 0.5
+    assert q["cdu_pump_degradation"].precision == 0.5
+    assert q["cdu_pump_degradation"].median_time_to_detect_s == 20.0
+    assert q["psu_loss"].recall == 1.0 and q["psu_loss"].precision == 1.0
+    assert q["psu_loss"].median_time_to_detect_s == 2.0
+    assert [i.incident_id for i in report.false_alarms] == [3]
+    assert [i.incident_id for i in report.background] == [4]
+
+
+def test_wrong_class_or_place_does_not_match() -> None:
+    faults = [Label("sdc", "dc1/jobs/train", 100.0, 400.0)]
+    report = evaluate_detection([inc(1, EventClass.SUSPECTED_SDC, "dc1/jobs/serve", 110.0)], faults)
+    assert report.per_fault[0].recall == 0.0 and len(report.false_alarms) == 1
