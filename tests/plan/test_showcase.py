@@ -27,8 +27,8 @@ def test_bf16_deepseek_on_h100_needs_several_nodes() -> None:
     assert row.serve["gpus"] * 80e9 > 671e9 * 2  # the smallest deployment that holds BF16 weights
 
 
-def test_run_prints_the_showcase_as_json(cli_json: Callable[..., Any]) -> None:
-    doc = cli_json("run")
+def test_plan_compare_prints_the_showcase_as_json(cli_json: Callable[..., Any]) -> None:
+    doc = cli_json("plan", "compare")
     assert len(doc["cases"]) == 8
     assert {c["model"] for c in doc["cases"]} == {"llama-3-70b", "deepseek-v3"}
     assert all({"train", "serve", "kv_cache_bytes_per_token"} <= set(c) for c in doc["cases"])

@@ -1,4 +1,4 @@
-"""`twinloop plan compare`: the planner showcase table (also what `twinloop run` prints before the loop)."""
+"""`twinloop plan compare`: the planner showcase table (dense/GQA vs MoE/MLA, H100 vs H200, BF16 vs FP8)."""
 
 from __future__ import annotations
 

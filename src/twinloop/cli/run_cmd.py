@@ -1,13 +1,142 @@
-"""`twinloop run`: the main job."""
+"""`twinloop run`: the main job — the scenario with the loop off and on, side by side, scored on ground truth."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION
-from twinloop.cli.plan_compare_cmd import run_showcase
+from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.sim_cmd import _duration
+from twinloop.errors import InputError
+from twinloop.ops.loop import PassResult, outcome_metrics, run_pass
+from twinloop.ops.records import GroundTruthLabel, write_run
+from twinloop.twin import load_scenario
+from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.telemetry_writer import TelemetryWriter
+
+_MODES = ("observe", "approve", "auto")
+
+
+def _pass_doc(r: PassResult) -> dict[str, Any]:
+    return {
+        "name": r.name,
+        "outcome": outcome_metrics(r),
+        "detection": [
+            {
+                "fault": q.fault,
+                "faults": q.n_faults,
+                "detected": q.n_detected,
+                "precision": q.precision,
+                "recall": q.recall,
+                "median_time_to_detect_s": q.median_time_to_detect_s,
+            }
+            for q in r.detection.per_fault
+        ],
+        "false_alarms": [
+            {"class": str(i.event_class), "root": i.root, "start_s": i.start_ts} for i in r.detection.false_alarms
+        ],
+        "incidents": len(r.incidents),
+        "actions": [
+            {
+                "t_s": a.ts,
+                "kind": str(a.request.kind),
+                "target": a.request.target,
+                "value": a.request.value,
+                "status": a.status,
+                "detail": a.detail,
+            }
+            for a in r.actions
+        ],
+        "wall_s": r.wall_s,
+    }
+
+
+def _print(doc: dict[str, Any]) -> None:
+    off, on = doc["loop_off"], doc["loop_on"]
+    t = Table(title=f"{doc['scenario']}: loop off vs loop on (seed {doc['seed']})")
+    for c in ("metric", "loop off", "loop on", "change"):
+        t.add_column(c, justify="left" if c == "metric" else "right")
+    for k, a in off["outcome"].items():
+        b = on["outcome"].get(k)
+        change = f"{(b - a) / abs(a):+.1%}" if isinstance(a, float | int) and isinstance(b, float | int) and a else "—"
+        t.add_row(escape(k), "—" if a is None else f"{a:,.3g}", "—" if b is None else f"{b:,.3g}", change)
+    stdout.print(t)
+    d = Table(title="Detection vs injected faults (loop-on pass)")
+    for c in ("fault", "faults", "detected", "precision", "recall", "median time to detect s"):
+        d.add_column(c, justify="left" if c == "fault" else "right")
+    for q in on["detection"]:
+        ttd = q["median_time_to_detect_s"]
+        d.add_row(q["fault"], str(q["faults"]), str(q["detected"]), f"{q['precision']:.2f}", f"{q['recall']:.2f}",
+                  "—" if ttd is None else f"{ttd:.0f}")  # fmt: skip
+    stdout.print(d)
+    counts: dict[tuple[str, str], int] = {}
+    for a in on["actions"]:
+        counts[(a["kind"], a["status"])] = counts.get((a["kind"], a["status"]), 0) + 1
+    stdout.print("Actions (loop on): " + (", ".join(f"{k} {s} x{n}" for (k, s), n in sorted(counts.items())) or "none"))
+    stdout.print(f"False alarms: {len(on['false_alarms'])}. Telemetry, records and report: {doc['out']}")
 
 
 @app.command()
-def run(json_out: bool = JSON_OPTION) -> None:
-    """The main job: the planner showcase across models, GPUs and precisions (the loop comes next)."""
-    run_showcase(json_out)
+def run(
+    scenario: Path | None = typer.Argument(None, help="Scenario YAML (default: the packaged 1,024-H100 hall)."),
+    out: Path = typer.Option(Path("twinloop-out"), "--out", help="Directory for telemetry.duckdb and report.html."),
+    duration: str | None = typer.Option(None, "--duration", help="Simulated time, e.g. 30m (default: scenario)."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed (default: scenario)."),
+    mode: str = typer.Option("auto", "--mode", help="Loop mode for the loop-on pass: observe, approve or auto."),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """The main job: run a scenario with the loop off and on (same seed) and compare outcomes and detection."""
+
+    def go() -> dict[str, Any]:
+        if mode not in _MODES:
+            raise InputError("--mode", "", f"unknown mode {mode!r} (allowed: {', '.join(_MODES)})")
+        spec = load_scenario(scenario, duration_s=_duration("--duration", duration), seed=seed)
+        src = str(scenario) if scenario else "default scenario"
+        n = round(spec.duration_s / spec.step_s)
+        out.mkdir(parents=True, exist_ok=True)
+        writers: list[TelemetryWriter] = []
+        with progress("loop off, then loop on", 2 * n, enabled=not json_out) as advance:
+
+            def count(twin: Twin, result: StepResult) -> None:
+                if twin.step_index % 60 == 0:
+                    advance(60)
+
+            def record(twin: Twin, result: StepResult) -> None:
+                if not writers:
+                    writers.append(TelemetryWriter(twin, out))
+                writers[0].add(result)
+                count(twin, result)
+
+            off = run_pass(spec, False, on_step=count, source=src)
+            on = run_pass(spec, True, mode=mode, on_step=record, source=src)  # type: ignore[arg-type]
+        writers[0].close()
+        store = writers[0].store
+        for r in (off, on):
+            gt = [GroundTruthLabel(f.kind, f.entity, f.start_s, f.end_s) for f in r.faults]
+            write_run(store.con, r.name, r.incidents, r.actions, gt)
+        doc = {"scenario": spec.name, "seed": spec.seed, "out": str(out),
+               "loop_off": _pass_doc(off), "loop_on": _pass_doc(on)}  # fmt: skip
+        from twinloop.report.sim import sim_report
+
+        store.close()
+        doc["report"] = str(
+            sim_report(
+                out / "telemetry.duckdb",
+                out / "report.html",
+                title=f"twinloop run: {spec.name}",
+                summary=on.summary,
+                comparison=(outcome_metrics(off), outcome_metrics(on)),
+            )
+        )
+        return doc
+
+    doc = guarded(go)
+    if json_out:
+        print_json(doc)
+        return
+    _print(doc)

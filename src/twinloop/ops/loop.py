@@ -46,6 +46,8 @@ class PassResult:
     background: tuple[Label, ...]
     detection: DetectionReport
     wall_s: float
+    max_gpu_temp_c: float
+    gpu_s_above_slowdown: float
 
 
 def loop_scenario(spec: ScenarioSpec) -> ScenarioSpec:
@@ -95,10 +97,10 @@ def run_pass(
     policy: Policy | None = None,
     pipeline_config: PipelineConfig | None = None,
     duration_s: float | None = None,
-    on_step: Callable[[StepResult], None] | None = None,
+    on_step: Callable[[Twin, StepResult], None] | None = None,
     source: str = "scenario",
 ) -> PassResult:
-    """Run ``spec`` once with the loop off or on; ``on_step`` sees every twin step (progress, telemetry)."""
+    """Run ``spec`` once with the loop off or on; ``on_step(twin, result)`` sees every step (progress, telemetry)."""
     started = time.perf_counter()
     twin = Twin(loop_scenario(spec), source)
     adapter = TwinAdapter(twin)
@@ -114,11 +116,16 @@ def run_pass(
     )
     responder = Responder(policy or default_policy(), adapter, mode=mode) if loop_on else None
     incidents: dict[int, Incident] = {}
+    slowdown_c = np.array([k.slowdown_temp_c for k in twin.topo.kinds])[twin.topo.gpu_kind]
+    max_temp_c, above_s = -np.inf, 0.0
     n = round((spec.duration_s if duration_s is None else duration_s) / twin.dt_s)
     for _ in range(n):
         result = twin.step()
+        temps = twin.state["gpu_temp_c"]
+        max_temp_c = max(max_temp_c, float(temps.max()))
+        above_s += float(np.count_nonzero(temps >= slowdown_c)) * twin.dt_s
         if on_step is not None:
-            on_step(result)
+            on_step(twin, result)
         if result.gpu is None:
             continue
         jobs = result.facility.get("job") if result.facility else None
@@ -146,7 +153,32 @@ def run_pass(
         background=background,
         detection=evaluate_detection(all_incidents, faults, background),
         wall_s=time.perf_counter() - started,
+        max_gpu_temp_c=max_temp_c,
+        gpu_s_above_slowdown=above_s,
     )
+
+
+def outcome_metrics(r: PassResult) -> dict[str, float | None]:
+    """The figures the loop is judged on, flat (lower is better unless the name says goodput/ettr)."""
+    s = r.summary
+    thr = s["throttled_gpu_s"]
+    energy = s["energy"]
+    useful_tokens = sum(j["goodput_tokens_per_s"] * s["simulated_s"] + j["served_tokens"] for j in s["jobs"])
+    out: dict[str, float | None] = {
+        "thermal_throttled_gpu_s": thr["sw_thermal"] + thr["hw_slowdown"],
+        "power_throttled_gpu_s": thr["sw_power_cap"] + thr["hw_power_brake"],
+        "max_gpu_temp_c": r.max_gpu_temp_c,
+        "gpu_s_above_slowdown": r.gpu_s_above_slowdown,
+        "peak_facility_power_w": s["peak_facility_power_w"],
+        "psu_trips": float(s["psu_overloads"]),
+        "cooling_energy_kwh": energy["cooling_kwh"],
+        "pue": s["pue"],
+        "energy_per_useful_token_j": energy["facility_kwh"] * 3.6e6 / useful_tokens if useful_tokens else None,
+    }
+    for j in s["jobs"]:
+        out[f"goodput_tokens_per_s[{j['name']}]"] = j["goodput_tokens_per_s"]
+        out[f"ettr[{j['name']}]"] = j["ettr"]
+    return out
 
 
 def compare(spec: ScenarioSpec, **kwargs: Any) -> tuple[PassResult, PassResult]:
