@@ -100,6 +100,8 @@ def test_cli_writes_telemetry(cli: Any, tmp_path: Path) -> None:
     assert {"DCGM_FI_DEV_POWER_USAGE", "TWINLOOP_FI_PUE", "TWINLOOP_FI_RACK_POWER"} <= names
     truth = json.loads((tmp_path / "ground_truth.json").read_text())
     assert {t["kind"] for t in truth} >= {"straggler", "cdu_pump_degradation"}
+    report = Path(doc["report"]).read_text()
+    assert report.lower().startswith("<!doctype html>") and "<svg" in report
 
 
 def test_cli_human_output(cli: Any) -> None:

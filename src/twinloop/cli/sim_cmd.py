@@ -53,8 +53,13 @@ def sim(
 
             twin.run(callback=on_step)
         doc = twin.summary()
-        if writer is not None:
+        if writer is not None and out is not None:
             doc["telemetry"] = writer.close()
+            from twinloop.report.sim import sim_report
+
+            doc["report"] = str(
+                sim_report(writer.path, out / "report.html", title=f"twinloop sim: {spec.name}", summary=doc)
+            )
         return doc
 
     doc = guarded(run)
