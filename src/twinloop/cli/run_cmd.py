@@ -124,13 +124,15 @@ def run(
         from twinloop.report.sim import sim_report
 
         store.close()
+        m_off, m_on = outcome_metrics(off), outcome_metrics(on)
         doc["report"] = str(
             sim_report(
                 out / "telemetry.duckdb",
                 out / "report.html",
                 title=f"twinloop run: {spec.name}",
                 summary=on.summary,
-                comparison=(outcome_metrics(off), outcome_metrics(on)),
+                comparison=(m_off, m_on),
+                higher_is_better=[k for k in m_off if k.startswith(("goodput", "ettr"))],
             )
         )
         return doc
