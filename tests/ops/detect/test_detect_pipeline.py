@@ -107,5 +107,8 @@ def test_bad_field_shape_is_an_input_error() -> None:
     pipe = DetectionPipeline(ENTITIES)
     with pytest.raises(InputError, match=TEMP):
         pipe.step(0.0, {TEMP: np.zeros(3)})
+    with pytest.raises(InputError, match="entities"):
+        pipe.step(0.5, {}, entities=ENTITIES[::-1])
+    assert pipe.step(0.6, {}, entities=ENTITIES) == []
     with pytest.raises(InputError, match="job_index"):
         pipe.step(1.0, {}, job_index=np.zeros(len(ENTITIES), dtype=np.int64) + 5, job_ids=["a"])

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from twinloop.ops.events import Detection, EventClass, Impact, Incident, IncidentStatus, severity
+from twinloop.ops.events import Detection, EventClass, Impact, Incident, IncidentStatus, Severity, severity
 
 I64 = NDArray[np.int64]
 BoolArr = NDArray[np.bool_]
@@ -165,6 +165,7 @@ class _Open:
     evidence: list[Detection] = field(default_factory=list)
     n_detections: int = 0
     last_snapshot: tuple[int, int, int, int] | None = None
+    max_severity: int = 0
 
 
 ImpactFn = Callable[[EventClass, NDArray[np.int64]], Impact]
@@ -356,7 +357,7 @@ class IncidentGrouper:
             members=members,
             start_ts=inc.start_ts,
             end_ts=inc.end_ts,
-            severity=severity(cls, impact),
+            severity=Severity(max(int(severity(cls, impact)), inc.max_severity)),
             impact=impact,
             evidence=tuple(inc.evidence),
             n_detections=inc.n_detections,
@@ -368,6 +369,9 @@ class IncidentGrouper:
         cls = self._class_of(inc)
         members = np.fromiter(inc.members, dtype=np.int64, count=len(inc.members))
         sev = int(severity(cls, self.impact_fn(cls, members))) if members.size else 0
+        # Severity only rises while an incident is open: a margin hovering at a threshold must not flap.
+        sev = max(sev, inc.max_severity)
+        inc.max_severity = sev
         key = (inc.root, len(inc.members), int(cls != inc.event_class), sev)
         if key != inc.last_snapshot:
             inc.last_snapshot = key

@@ -9,7 +9,10 @@
   the loss curve trends down; scale = EWMA of |residual|; updated only on new steps) while *no hardware
   signal* of the job's GPUs changed recently (``frame.hw_recent``: rules and per-field detectors upstream).
   SDC shows in no hardware counter (Llama 3 report), so this is the
-  only way to see it; a spike with a hardware change is that hardware event instead.
+  only way to see it; a spike with a hardware change is that hardware event instead. A job that restarted
+  (phase change, progress counter going backwards) re-learns its loss curve first.
+* ``job_slowdown`` (per job): the job's step time rose with no clock drop and no hardware event on its GPUs:
+  a straggler the per-GPU counters do not show (see :class:`JobSlowdownRule`).
 * ``hang`` (per job): the progress counter (or, without one, tokens/s > 0) has not moved for
   ``max(n_steps × expected step time, min_stall_s)`` after the job made progress, while its GPUs are
   idle-ish (mean tensor activity below ``idle_tensor``).
@@ -26,6 +29,7 @@ from twinloop.ops.detect.rules import (
     F64,
     JOB_GRAD_NORM,
     JOB_LOSS,
+    JOB_PHASE,
     JOB_PROGRESS,
     JOB_STEP_TIME,
     JOB_TOKENS,
@@ -63,6 +67,33 @@ def group_median(values: F64, group: NDArray[np.int64], n_groups: int) -> tuple[
     hi = start[have] + count[have] // 2
     med[have] = 0.5 * (v_sorted[lo] + v_sorted[hi])
     return med, count
+
+
+class RestartTracker:
+    """Which job slots restarted this step: their phase changed or their progress counter went backwards (a
+    restart from a checkpoint replays steps, and its loss jumps back up: not a fault of the job's data)."""
+
+    def __init__(self) -> None:
+        self._phase: F64 = np.zeros(0)
+        self._progress: F64 = np.zeros(0)
+
+    def __call__(self, frame: RuleFrame) -> BoolArr:
+        n = frame.n_slots
+        if self._phase.shape[0] < n:
+            k = n - self._phase.shape[0]
+            self._phase = np.concatenate([self._phase, np.full(k, np.nan)])
+            self._progress = np.concatenate([self._progress, np.full(k, np.nan)])
+        restarted = np.zeros(n, dtype=bool)
+        for name, prev, backwards in ((JOB_PHASE, self._phase, False), (JOB_PROGRESS, self._progress, True)):
+            x = frame.job.get(name)
+            if x is None:
+                continue
+            ok = np.isfinite(x) & np.isfinite(prev[:n])
+            with np.errstate(invalid="ignore"):
+                changed = x < prev[:n] if backwards else x != prev[:n]
+            restarted |= ok & changed
+            prev[:n] = np.where(np.isfinite(x), x, prev[:n])
+        return restarted
 
 
 class StragglerRule(Rule):
@@ -144,6 +175,7 @@ class SdcRule(Rule):
         self.min_steps = min_steps
         self.rel_floor = rel_floor
         self._state: dict[str, tuple[F64, F64, F64, F64, F64]] = {}
+        self._restarts = RestartTracker()
 
     def _signal_z(self, name: str, x: F64 | None, n_slots: int) -> F64:
         """Robust z of a new step's log value against a Holt (level + trend) forecast; 0 where no new step."""
@@ -188,6 +220,12 @@ class SdcRule(Rule):
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_slots
+        restarted = self._restarts(frame)
+        if restarted.any():
+            for level, trend, absdev, prev, count in self._state.values():
+                m = np.zeros(level.shape[0], dtype=bool)
+                m[:n] = restarted
+                level[m], trend[m], absdev[m], prev[m], count[m] = np.nan, 0.0, 0.0, np.nan, 0.0
         z = np.maximum(
             self._signal_z("loss", frame.job.get(JOB_LOSS), n),
             self._signal_z("grad", frame.job.get(JOB_GRAD_NORM), n),
@@ -274,6 +312,93 @@ class HangRule(Rule):
         return fired, score
 
 
+class JobSlowdownRule(Rule):
+    """A job's step time rises with no clock drop and no hardware event on its GPUs: a straggler somewhere in
+    the job (per job slot).
+
+    When per-GPU telemetry does not show which GPU is slow (a slow NIC or host, a degraded GPU that the
+    counters do not show), the job's own step time still does: all ranks wait for the slowest one. The rise
+    is the log step time against its EWMA baseline (updated only on new steps and only while calm); it must
+    last ``min_steps`` new steps; a drop of the job's mean SM clock by ``clock_drop`` (throttling) or a recent
+    hardware detection on any of its GPUs explains it instead. The incident is rooted at the job.
+    """
+
+    name = "job_slowdown"
+    event_class = EventClass.STRAGGLER
+    scope = "job"
+
+    def __init__(
+        self, rise: float = 0.15, half_life_steps: float = 20.0, min_steps: int = 3, warmup_steps: int = 10,
+        clock_drop: float = 0.03,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.log_rise = float(np.log1p(rise))
+        self.alpha = 1.0 - 2.0 ** (-1.0 / half_life_steps)
+        self.min_steps = min_steps
+        self.warmup_steps = warmup_steps
+        self.clock_drop = clock_drop
+        self._n = 0
+        self._restarts = RestartTracker()
+
+    def _grow(self, n: int) -> None:
+        if n <= self._n:
+            return
+        k = n - self._n
+        if self._n == 0:
+            self._base = np.full(n, np.nan)
+            self._prev = np.full(n, np.nan)
+            self._count = np.zeros(n)
+            self._run = np.zeros(n)
+            self._clock_ref = np.full(n, np.nan)
+        else:
+            self._base = np.concatenate([self._base, np.full(k, np.nan)])
+            self._prev = np.concatenate([self._prev, np.full(k, np.nan)])
+            self._count = np.concatenate([self._count, np.zeros(k)])
+            self._run = np.concatenate([self._run, np.zeros(k)])
+            self._clock_ref = np.concatenate([self._clock_ref, np.full(k, np.nan)])
+        self._n = n
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_slots
+        st = frame.job.get(JOB_STEP_TIME)
+        if st is None or n == 0:
+            return np.zeros(n, dtype=bool), np.zeros(n)
+        self._grow(n)
+        base, prev, count, run = self._base[:n], self._prev[:n], self._count[:n], self._run[:n]
+        restarted = self._restarts(frame)
+        base[restarted], prev[restarted], count[restarted], run[restarted] = np.nan, np.nan, 0.0, 0.0
+        clock_ref = self._clock_ref[:n]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lx = np.log(np.where(st > 0, st, np.nan))
+        new = np.isfinite(lx) & (lx != prev)
+        prev[:] = np.where(np.isfinite(lx), lx, prev)
+        rise = np.where(np.isfinite(base), lx - base, 0.0)
+        slow = new & (count >= self.warmup_steps) & (rise >= self.log_rise)
+        # Explanations: the job's GPUs clocked down, or a hardware event on any of them.
+        explained = np.zeros(n, dtype=bool)
+        clock = frame.gpu.get(SM_CLOCK)
+        in_job = frame.job_slot >= 0
+        if clock is not None:
+            ok = in_job & np.isfinite(clock)
+            s_clk = np.bincount(frame.job_slot[ok], weights=clock[ok], minlength=n)[:n]
+            c_clk = np.bincount(frame.job_slot[ok], minlength=n)[:n]
+            mean_clk = np.where(c_clk > 0, s_clk / np.maximum(c_clk, 1), np.nan)
+            with np.errstate(invalid="ignore"):
+                explained |= mean_clk < clock_ref * (1.0 - self.clock_drop)
+            calm_clk = np.isfinite(mean_clk) & (run == 0)
+            clock_ref[:] = ewma_toward(clock_ref, mean_clk, calm_clk, 1.0 - 2.0 ** (-frame.dt_s / 300.0))
+        if frame.hw_recent is not None:
+            hw = np.bincount(frame.job_slot[in_job], weights=frame.hw_recent[in_job], minlength=n)[:n]
+            explained |= hw > 0
+        run[:] = np.where(new, np.where(slow & ~explained, run + 1, 0.0), run)
+        calm = new & ~(rise >= 0.5 * self.log_rise)
+        a = np.maximum(self.alpha, 1.0 / (count + 1.0))
+        base[:] = np.where(new & np.isnan(base), lx, np.where(calm | (new & (count < self.warmup_steps)),
+                                                               base + a * (lx - base), base))  # fmt: skip
+        count += new
+        return run >= self.min_steps, np.where(np.isfinite(rise), rise, 0.0)
+
+
 def job_rules() -> list[Rule]:
     """Fresh instances of the job rules with default thresholds."""
-    return [StragglerRule(), SdcRule(), HangRule()]
+    return [StragglerRule(), SdcRule(), HangRule(), JobSlowdownRule()]

@@ -9,7 +9,8 @@ How a firing becomes a class:
 
 * hardware rules (cooling, thermal/power throttle, power delivery, XID) give their own class;
 * a straggler on a GPU that a throttle or cooling rule explains is dropped (the cause is reported instead);
-* job rules (suspected SDC, hang) fire per job and open one incident per job (the root is the job entity);
+* job rules (suspected SDC, hang, job slowdown = straggler) fire per job and open one incident per job (the
+  root is the job entity); facility rules (PUE rise, power budget) fire for the site (root: the site);
   the SDC rule only fires when no hardware signal of the job's GPUs changed within ``hw_window_s``;
 * a per-field detector alarm that no rule explains is a benign workload phase change when an activity field
   (tensor/DRAM/SM activity, utilization) of the same GPU changed within ``phase_window_s``, and
@@ -27,8 +28,9 @@ from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import Detector, make_detector
+from twinloop.ops.detect.facility_rules import FacilityRules
 from twinloop.ops.detect.grouping import IncidentGrouper
-from twinloop.ops.detect.job_rules import HangRule, SdcRule, StragglerRule
+from twinloop.ops.detect.job_rules import HangRule, JobSlowdownRule, SdcRule, StragglerRule
 from twinloop.ops.detect.rules import (
     POWER,
     POWER_LIMIT,
@@ -135,7 +137,9 @@ class DetectionPipeline:
             XidRule(),
         ]
         self.straggler = StragglerRule()
-        self.job_rules: list[Rule] = [SdcRule(), HangRule()]
+        self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
+        self.facility_rules = FacilityRules()
+        self._site_firing: set[EventClass] = set()
         self.grouper = IncidentGrouper(
             self.entities,
             cdu_of_rack,
@@ -148,6 +152,7 @@ class DetectionPipeline:
         self.site = self.entities[0].split("/")[0] if self.entities else "site"
         self.n_gpus = n
         self.out_of_order_count = 0
+        self._checked_entities: Sequence[str] | None = None
         self._last_ts = -np.inf
         self._dts: list[float] = []
         self.dt_s = 1.0
@@ -206,17 +211,18 @@ class DetectionPipeline:
     def _impact(self, cls: EventClass, members: I64) -> Impact:
         slots = self._job_slot[members]
         jobs = np.unique(slots[slots >= 0])
-        if self._slot_names:
-            at_risk_gpus = float(self._job_size[jobs].sum())  # whole jobs stop; an idle GPU risks no work
-        else:
-            at_risk_gpus = float(members.size)  # no job information: assume every member GPU is busy
+        # Whole jobs stop and an idle GPU risks no work; with no job information every member counts as busy.
+        at_risk_gpus = float(self._job_size[jobs].sum()) if self._slot_names else float(members.size)
         with np.errstate(invalid="ignore"):
             t_margin = self.limits.slowdown_temp_c[members] - self._temp[members]
             p_margin = self._limit[members] - self._power[members]
+        power_margin = float(np.nanmin(p_margin)) if np.isfinite(p_margin).any() else float("inf")
+        if cls == EventClass.FACILITY_POWER_EXCURSION:
+            power_margin = self.facility_rules.margin_w  # the site's margin to its budget
         return Impact(
             gpu_hours_at_risk=at_risk_gpus * self.config.risk_horizon_h,
             temp_margin_c=float(np.nanmin(t_margin)) if np.isfinite(t_margin).any() else float("inf"),
-            power_margin_w=float(np.nanmin(p_margin)) if np.isfinite(p_margin).any() else float("inf"),
+            power_margin_w=power_margin,
             n_gpus=int(members.size),
         )
 
@@ -240,6 +246,9 @@ class DetectionPipeline:
         job_index: I64 | None = None,
         job_ids: Sequence[str] | None = None,
         job_fields: Mapping[str, NDArray[np.float64]] | None = None,
+        *,
+        site_fields: Mapping[str, Any] | None = None,
+        entities: Sequence[str] | None = None,
     ) -> list[Incident]:
         """Process one sample of every GPU.
 
@@ -249,10 +258,17 @@ class DetectionPipeline:
             job_index: per GPU, index into ``job_ids`` (-1 = no job).
             job_ids: job ids (bare, or entity ids ``<site>/jobs/<id>``) of this step.
             job_fields: job field name → values (len(job_ids),).
+            site_fields: site field name → value (PUE, facility / IT power, power budget) for the facility rules.
+            entities: the GPU ids of the arrays, if the caller wants them checked against the pipeline's
+                (the entity set is fixed at construction; a different one needs a new pipeline).
 
         Returns:
             Incident updates of this step (status ``open`` for new or grown ones, ``merged``, ``closed``).
         """
+        if entities is not None and entities is not self._checked_entities:
+            if tuple(entities) != self.entities:
+                raise InputError("pipeline", "entities", "differ from the pipeline's (allowed: the same GPU ids)")
+            self._checked_entities = entities
         if not ts > self._last_ts:
             self.out_of_order_count += 1
             return []
@@ -355,6 +371,16 @@ class DetectionPipeline:
                     jdet = Detection(ts, entity, f"rule:{rule.name}", float(score[s]), "anomaly", rule.event_class, key)
                 members = np.flatnonzero(self._job_slot == s)
                 self.grouper.observe_named(ts, rule.event_class, entity, jdet, members)
+
+        # 5. facility rules (one site)
+        if site_fields:
+            firing = self.facility_rules.update(ts, self.dt_s, site_fields)
+            for cls, site_score in firing.items():
+                site_det = None
+                if cls not in self._site_firing:
+                    site_det = Detection(ts, self.site, "rule:facility", site_score, "anomaly", cls, "facility")
+                self.grouper.observe_named(ts, cls, self.site, site_det, np.arange(self.n_gpus, dtype=np.int64))
+            self._site_firing = set(firing)
 
         updates = self.grouper.step(ts)
         if not c.emit_info:

@@ -6,9 +6,10 @@ as it was) and needs its condition to hold for ``persistence_s`` before it fires
 
 * ``cooling`` → cooling degradation: the die temperature rises *at constant power*. The expected temperature
   follows power through the thermal RC (``T = T_coolant + R·P_filtered``, ``P_filtered`` = power through a
-  first-order lag of time constant ``tau_s``); the residual ``T - R·P_filtered`` is the coolant-side
-  temperature, flat under any workload change. A residual rise of ``rise_c`` above its slow baseline while the
-  power has been steady is a cooling or thermal-interface fault.
+  first-order lag of time constant ``tau_s``), with ``R`` learned per GPU from its own history (the catalog
+  value as a prior); the rise of the temperature above that expectation by ``rise_c`` while the power has been
+  steady on the thermal time scale (RC-filtered power within ``power_tolerance`` of its 1-minute average) is
+  a cooling or thermal-interface fault.
 * ``thermal_throttle``: a thermal clock-event bit (SW/HW thermal), or the temperature within ``margin_c`` of
   slowdown with the clock down ``clock_drop`` from its reference.
 * ``power_throttle``: the clock falls ``clock_drop`` below its reference while power is at the limit
@@ -24,6 +25,7 @@ Thresholds are guesses with physical units (°C, fraction of clock, fraction of 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
@@ -55,6 +57,7 @@ JOB_LOSS = "TWINLOOP_FI_JOB_LOSS"
 JOB_TOKENS = "TWINLOOP_FI_JOB_TOKENS_PER_S"
 JOB_GRAD_NORM = "TWINLOOP_FI_JOB_GRAD_NORM"
 JOB_PROGRESS = "TWINLOOP_FI_JOB_PROGRESS"
+JOB_PHASE = "TWINLOOP_FI_JOB_PHASE"
 
 #: XID codes that mean the GPU (or its memory) is broken on the first occurrence (NVIDIA Xid catalog).
 FATAL_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121})
@@ -85,6 +88,29 @@ class GpuLimits:
             thermal_resistance_c_per_w=np.full(n_gpus, r),
             thermal_tau_s=np.full(n_gpus, r * spec.thermal_capacitance_j_per_c),
             tdp_w=np.full(n_gpus, spec.tdp_w),
+        )
+
+    @classmethod
+    def from_kinds(
+        cls, specs: Sequence[GpuSpec], kind_index: NDArray[np.integer], resistance_factor: F64 | None = None
+    ) -> GpuLimits:
+        """Limits of a mixed site: ``specs[kind_index[i]]`` for GPU ``i``.
+
+        Args:
+            specs: one spec per GPU kind.
+            kind_index: per GPU, index into ``specs``.
+            resistance_factor: optional per-GPU multiplier of the thermal resistance (e.g. air-cooled rows).
+        """
+        k = np.asarray(kind_index, dtype=np.int64)
+        r = np.array([s.thermal_resistance_c_per_w for s in specs])[k]
+        if resistance_factor is not None:
+            r = r * resistance_factor
+        c = np.array([s.thermal_capacitance_j_per_c for s in specs])[k]
+        return cls(
+            slowdown_temp_c=np.array([s.slowdown_temp_c for s in specs], dtype=np.float64)[k],
+            thermal_resistance_c_per_w=r.astype(np.float64),
+            thermal_tau_s=(r * c).astype(np.float64),
+            tdp_w=np.array([s.tdp_w for s in specs], dtype=np.float64)[k],
         )
 
     @classmethod
@@ -174,28 +200,52 @@ class Rule(ABC):
 
 
 class CoolingRule(Rule):
-    """Temperature rising at constant power (see module docstring)."""
+    """Temperature rising at constant power (see module docstring).
+
+    The expected temperature is a per-GPU linear model ``T = m_T + R·(P_filt - m_P)`` learned online (EWMA
+    means and co-moments, half-life ``learn_half_life_s``) from calm samples, with the catalog's thermal
+    resistance as a prior (strength ``prior_w``: a GPU that never changed power keeps the catalog value). The
+    rise is the temperature above that model. Because the slope is uncertain (``prior_sd`` of the catalog
+    value), a rise after a large power change must also exceed twice that uncertainty times the power change
+    (a wrong R, e.g. an air-cooled row, is not a cooling fault), while at constant power any rise counts.
+    """
 
     name = "cooling"
     event_class = EventClass.COOLING_DEGRADATION
 
     def __init__(
         self,
-        rise_c: float = 5.0,
+        rise_c: float = 4.0,
         power_tolerance: float = 0.08,
-        baseline_half_life_s: float = 900.0,
+        learn_half_life_s: float = 1800.0,
         steady_half_life_s: float = 60.0,
         warmup_s: float = 120.0,
         persistence_s: float = 5.0,
+        prior_w: float = 150.0,
+        prior_sd: float = 0.5,
     ) -> None:
         super().__init__()
         self.rise_c = rise_c
         self.power_tolerance = power_tolerance
-        self.baseline_half_life_s = baseline_half_life_s
+        self.learn_half_life_s = learn_half_life_s
         self.steady_half_life_s = steady_half_life_s
         self.warmup_s = warmup_s
         self.persistence_s = persistence_s
+        self.prior_w2 = prior_w * prior_w
+        self.prior_sd = prior_sd
         self._p_filt: F64 | None = None
+
+    def _alloc(self, n: int) -> None:
+        self._p_filt = np.full(n, np.nan)
+        self._p_slow = np.full(n, np.nan)
+        self._m_t = np.full(n, np.nan)
+        self._m_p = np.full(n, np.nan)
+        self._c_tp = np.zeros(n)
+        self._c_pp = np.zeros(n)
+        self._age = np.zeros(n)
+        self._active = np.zeros(n, dtype=bool)
+        self._last_ts = np.full(n, -np.inf)
+        self._holdoff_until = np.full(n, -np.inf)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_gpus
@@ -203,30 +253,60 @@ class CoolingRule(Rule):
         if t is None or p is None:
             return np.zeros(n, dtype=bool), np.zeros(n)
         if self._p_filt is None or self._p_filt.shape[0] != n:
-            self._p_filt = np.full(n, np.nan)
-            self._p_slow = np.full(n, np.nan)
-            self._r_base = np.full(n, np.nan)
-            self._age = np.zeros(n)
+            self._alloc(n)
         lim = frame.limits
         valid = np.isfinite(t) & np.isfinite(p)
-        # Exact first-order lag over one interval, the same as the thermal RC.
-        a_rc = -np.expm1(-frame.dt_s / lim.thermal_tau_s)
-        self._p_filt = ewma_toward(self._p_filt, p, valid, a_rc)
+        # A hole in the data leaves the power filter behind the die: restart it at the current power and hold
+        # off for three time constants while the filter and the die agree again.
+        elapsed = frame.ts - self._last_ts
+        gap = valid & (elapsed > 5.0 * frame.dt_s) & np.isfinite(self._last_ts)
+        assert self._p_filt is not None
+        if gap.any():
+            self._p_filt[gap] = p[gap]
+            self._p_slow[gap] = p[gap]
+            self._holdoff_until[gap] = frame.ts + 3.0 * lim.thermal_tau_s[gap]
+        self._last_ts = np.where(valid, frame.ts, self._last_ts)
+        # Exact first-order lag over the elapsed time, the same as the thermal RC.
+        step_s = np.where(np.isfinite(elapsed) & ~gap, np.clip(elapsed, 0.0, 5.0 * frame.dt_s), frame.dt_s)
+        a_rc = -np.expm1(-step_s / lim.thermal_tau_s)
+        self._p_filt = pf = ewma_toward(self._p_filt, p, valid, a_rc)
         self._p_slow = ewma_toward(self._p_slow, p, valid, 1.0 - 2.0 ** (-frame.dt_s / self.steady_half_life_s))
-        resid = t - lim.thermal_resistance_c_per_w * self._p_filt
-        rise = np.where(valid, resid - self._r_base, 0.0)
+        r0 = lim.thermal_resistance_c_per_w
+        k = self.prior_w2
+        r_hat = (self._c_tp + k * r0) / (self._c_pp + k)
+        # The slope stays this uncertain however much history there is: time constants differ too, and an
+        # air-cooled row can have ~2x the catalog R. So right after a big power change only a rise beyond that
+        # uncertainty counts; at constant power (dp ~ 0) any rise does.
+        r_sd = self.prior_sd * r0
+        dp = np.where(np.isfinite(self._m_p), pf - self._m_p, 0.0)
+        expected = np.where(np.isfinite(self._m_t), self._m_t + r_hat * dp, t)
+        rise = np.where(valid, t - expected, 0.0)
+        margin = 2.0 * r_sd * np.abs(dp)
         scale_w = np.maximum(self._p_slow, 0.1 * lim.tdp_w)
-        steady = np.abs(self._p_filt - self._p_slow) <= self.power_tolerance * scale_w
-        steady &= np.abs(p - self._p_slow) <= 2.0 * self.power_tolerance * scale_w
+        # "Constant power" on the thermal time scale: training power swings every iteration (compute vs
+        # communication) far faster than the die's RC, so the instantaneous power is not compared.
+        steady = np.abs(pf - self._p_slow) <= self.power_tolerance * scale_w
         self._age = np.where(valid, self._age + frame.dt_s, self._age)
         warm = self._age >= self.warmup_s
-        cond = warm & steady & (rise >= self.rise_c)
-        # The baseline learns only while nothing is wrong, so a lasting fault stays visible.
-        calm = valid & ~(rise >= 0.5 * self.rise_c) | (valid & ~warm)
-        a_base = 1.0 - 2.0 ** (-frame.dt_s / self.baseline_half_life_s)
-        a_base_eff = np.where(warm, a_base, np.maximum(a_base, 0.1))
-        self._r_base = ewma_toward(self._r_base, resid, calm, a_base_eff)
-        fired = self._persist(cond, valid, steps(self.persistence_s, frame.dt_s))
+        holding = frame.ts < self._holdoff_until
+        warm &= ~holding
+        cond = warm & steady & (rise >= self.rise_c + margin)
+        # Once firing, the fault holds while the rise stays above half the threshold, steady power or not (a
+        # throttling GPU's power no longer is), so one fault stays one incident.
+        hold = self._active & valid & (rise >= 0.5 * self.rise_c)
+        # The model learns only while nothing is wrong, so a lasting fault stays visible.
+        calm = valid & ~holding & (~warm | (rise < 0.5 * self.rise_c + margin))
+        a = np.where(warm, 1.0 - 2.0 ** (-frame.dt_s / self.learn_half_life_s), 0.1)
+        first = calm & np.isnan(self._m_t)
+        upd = calm & ~first
+        d_t = np.where(upd, t - self._m_t, 0.0)
+        d_p = np.where(upd, pf - self._m_p, 0.0)
+        self._m_t = np.where(first, t, np.where(upd, self._m_t + a * d_t, self._m_t))
+        self._m_p = np.where(first, pf, np.where(upd, self._m_p + a * d_p, self._m_p))
+        self._c_tp = np.where(upd, (1.0 - a) * (self._c_tp + a * d_t * d_p), self._c_tp)
+        self._c_pp = np.where(upd, (1.0 - a) * (self._c_pp + a * d_p * d_p), self._c_pp)
+        fired = self._persist(cond, valid, steps(self.persistence_s, frame.dt_s)) | hold
+        self._active = np.where(valid, fired, self._active)
         return fired, rise
 
 

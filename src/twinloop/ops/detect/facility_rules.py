@@ -1,0 +1,121 @@
+"""Site-level rules over facility fields (one value per step for the whole site).
+
+* ``cooling_efficiency`` → cooling degradation at the site: the PUE (``TWINLOOP_FI_PUE``, or facility power /
+  IT power) rose ``pue_rise`` above its slow baseline at steady IT load (PUE also rises when the load falls)
+  for ``pue_persistence_s``. A heat wave or a failing chiller
+  shows here first: the plant holds the coolant temperature (so no GPU runs hotter) by spending much more
+  power on cooling.
+* ``power_budget`` → facility power excursion: facility power above ``budget_fraction`` of the power budget in
+  force (``TWINLOOP_FI_POWER_BUDGET``), or the budget cut by ``budget_drop`` or more (a utility demand response
+  or a failed feed: the site must shed load before it reaches the new cap). Severity then follows the margin.
+
+Both need ``persistence_s`` of the condition. Thresholds are guesses (a PUE step of 0.1 within an hour is far
+beyond the diurnal drift of an economized plant; 95 % of the budget leaves a few seconds to cap).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from twinloop.ops.events import EventClass
+
+SITE_PUE = "TWINLOOP_FI_PUE"
+SITE_FACILITY_POWER = "TWINLOOP_FI_FACILITY_POWER"
+SITE_IT_POWER = "TWINLOOP_FI_IT_POWER"
+SITE_POWER_BUDGET = "TWINLOOP_FI_POWER_BUDGET"
+
+
+def _value(fields: Mapping[str, object], name: str) -> float:
+    v = fields.get(name)
+    if v is None:
+        return math.nan
+    arr = np.asarray(v, dtype=np.float64).reshape(-1)
+    return float(arr[0]) if arr.size else math.nan
+
+
+def _ewma(state: float, x: float, alpha: float) -> float:
+    return x if not math.isfinite(state) else state + alpha * (x - state)
+
+
+class FacilityRules:
+    """The site rules; ``update`` returns the classes firing now with their scores."""
+
+    def __init__(
+        self,
+        pue_rise: float = 0.1,
+        baseline_half_life_s: float = 3600.0,
+        warmup_s: float = 300.0,
+        budget_fraction: float = 0.95,
+        persistence_s: float = 10.0,
+        pue_persistence_s: float = 60.0,
+        it_tolerance: float = 0.1,
+        budget_drop: float = 0.1,
+    ) -> None:
+        self.pue_rise = pue_rise
+        self.baseline_half_life_s = baseline_half_life_s
+        self.warmup_s = warmup_s
+        self.budget_fraction = budget_fraction
+        self.persistence_s = persistence_s
+        self.pue_persistence_s = pue_persistence_s
+        self.it_tolerance = it_tolerance
+        self.budget_drop = budget_drop
+        self._base = math.nan
+        self._it_slow = math.nan
+        self._it_fast = math.nan
+        self._pue_fast = math.nan
+        self._budget_ref = math.nan
+        self.margin_w = math.inf
+        self._age_s = 0.0
+        self._since: dict[str, float] = {}
+
+    def _persist(self, key: str, cond: bool, ts: float, need_s: float) -> bool:
+        if not cond:
+            self._since.pop(key, None)
+            return False
+        start = self._since.setdefault(key, ts)
+        return ts - start >= need_s
+
+    def update(self, ts: float, dt_s: float, fields: Mapping[str, object]) -> dict[EventClass, float]:
+        """Advance one step; ``fields`` holds site field values (scalars or 1-element arrays)."""
+        out: dict[EventClass, float] = {}
+        it = _value(fields, SITE_IT_POWER)
+        fast, slow = 1.0 - 2.0 ** (-dt_s / 60.0), 1.0 - 2.0 ** (-dt_s / 600.0)
+        it_steady = True
+        if math.isfinite(it):
+            self._it_fast = _ewma(self._it_fast, it, fast)
+            self._it_slow = _ewma(self._it_slow, it, slow)
+            # PUE depends on the IT load (cooling has fixed parts): only a PUE rise at steady load (minute
+            # average within it_tolerance of the 10-minute one) means worse cooling efficiency.
+            it_steady = abs(self._it_fast - self._it_slow) <= self.it_tolerance * max(self._it_slow, 1.0)
+        pue = _value(fields, SITE_PUE)
+        if not math.isfinite(pue):
+            fac = _value(fields, SITE_FACILITY_POWER)
+            pue = fac / it if math.isfinite(fac) and math.isfinite(it) and it > 0 else math.nan
+        if math.isfinite(pue):
+            self._age_s += dt_s
+            self._pue_fast = _ewma(self._pue_fast, pue, fast)  # iteration-scale load swings average out
+            rise = self._pue_fast - self._base if math.isfinite(self._base) else 0.0
+            warm = self._age_s >= self.warmup_s
+            worse = warm and it_steady and rise >= self.pue_rise
+            if self._persist("pue", worse, ts, self.pue_persistence_s):
+                out[EventClass.COOLING_DEGRADATION] = rise
+            if not math.isfinite(self._base):
+                self._base = self._pue_fast
+            elif not warm or rise < 0.5 * self.pue_rise:  # the baseline learns only while calm
+                a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm else 30.0))
+                self._base += a * (self._pue_fast - self._base)
+        fac, budget = _value(fields, SITE_FACILITY_POWER), _value(fields, SITE_POWER_BUDGET)
+        if math.isfinite(fac) and math.isfinite(budget) and budget > 0:
+            self.margin_w = budget - fac
+            near = fac >= self.budget_fraction * budget
+            if not math.isfinite(self._budget_ref):
+                self._budget_ref = budget
+            cut = budget <= (1.0 - self.budget_drop) * self._budget_ref
+            if self._persist("budget", near or cut, ts, self.persistence_s):
+                out[EventClass.FACILITY_POWER_EXCURSION] = fac / budget
+            if not cut:  # the reference follows raised budgets, not cuts
+                self._budget_ref = budget
+        return out
