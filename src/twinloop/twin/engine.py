@@ -161,7 +161,7 @@ class Twin(ClusterOps):
         self.chain.reset()
         self.scheduler.reset()
         self.physics.gpus = self.physics.initial(float(self.cooling.state.supply_c.mean()))
-        self.jobs: list[Job] = make_jobs(self.spec.jobs, self.loads)
+        self.jobs: list[Job] = make_jobs(self.spec.jobs, self.loads, self.spec.rows[0].node.gpu)
         self.n_slots = 1 + sum(j.n_slots for j in self.jobs)
         self.slot_activity = np.zeros((self.n_slots, 3))
         self.slot_cf = np.zeros(self.n_slots)

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.hardware.power import relative_speed
+from twinloop.twin.from_plan import job_profile
 from twinloop.twin.scenario import JobSpec
 from twinloop.twin.trace import ServingLoad
 from twinloop.twin.workload import PhaseActivity, WorkloadProfile
@@ -218,12 +219,13 @@ def _rows(a: PhaseActivity, n: int) -> NDArray[np.float64]:
     return np.tile(_vec(a), (n, 1))
 
 
-def make_jobs(specs: tuple[JobSpec, ...], loads: dict[str, ServingLoad]) -> list[Job]:
-    """Job objects with their activity slots (slot 0 is the idle slot)."""
+def make_jobs(specs: tuple[JobSpec, ...], loads: dict[str, ServingLoad], gpu: str) -> list[Job]:
+    """Job objects with their activity slots (slot 0 is the idle slot); ``gpu`` is the kind plans assume."""
     jobs: list[Job] = []
     slot = 1
     for i, s in enumerate(specs):
-        profile = WorkloadProfile.for_kind(s.kind, **s.profile)
+        size = s.gpus_per_replica if s.kind == "serving" else s.gpus
+        profile = job_profile(s.kind, size, s.profile, s.plan, gpu)
         n_slots = 1 if s.kind == "training" else s.gpus // s.gpus_per_replica
         job = Job(index=i, spec=s, profile=profile, slot0=slot, n_slots=n_slots, load=loads.get(s.name))
         job.backlog = np.zeros(n_slots)

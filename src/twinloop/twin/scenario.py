@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from twinloop.errors import InputError, pydantic_error, unknown_name
 from twinloop.hardware.gpu import GpuSpec, gpu_catalog
-from twinloop.twin.workload import WorkloadProfile
+from twinloop.twin.from_plan import job_profile
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.yaml"
@@ -193,7 +193,8 @@ class WeatherSpec(_Frozen):
 
 
 class JobSpec(_Frozen):
-    """A training or serving job. ``profile`` overrides the per-kind defaults of :class:`WorkloadProfile`."""
+    """A training or serving job: ``plan`` (planner request fields) or the per-kind defaults of
+    :class:`~twinloop.twin.workload.WorkloadProfile` set its profile; ``profile`` fields override either."""
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: Literal["training", "serving"]
@@ -201,6 +202,7 @@ class JobSpec(_Frozen):
     submit_s: DurationS = 0.0
     run_s: DurationS | None = Field(None, description="stop after this much wall time (None: run to the end)")
     profile: dict[str, float] = Field(default_factory=dict)
+    plan: dict[str, Any] | None = Field(None, description="planner request fields (model, precision, ...)")
     checkpoint_interval_s: DurationS = 1800.0
     checkpoint_write_s: DurationS = 30.0
     restart_overhead_s: DurationS = 120.0
@@ -341,9 +343,12 @@ def check_scenario(spec: ScenarioSpec, source: str = "scenario") -> None:
                 source, f"jobs.{j}.gpus", f"{job.gpus} is not a multiple of gpus_per_replica {job.gpus_per_replica}"
             )
         try:
-            WorkloadProfile.for_kind(job.kind, **job.profile)
+            job_profile(job.kind, job.gpus_per_replica if job.kind == "serving" else job.gpus, job.profile,
+                        job.plan, spec.rows[0].node.gpu)  # fmt: skip
+        except InputError as exc:
+            raise InputError(source, f"jobs.{j}.plan.{exc.source.lstrip('-').replace('-', '_')}", exc.message) from None
         except (TypeError, ValueError) as exc:
-            raise InputError(source, f"jobs.{j}.profile", str(exc)) from None
+            raise InputError(source, f"jobs.{j}.{'plan' if job.plan else 'profile'}", str(exc)) from None
     if spec.step_s <= 0 or spec.step_s > 60:
         raise InputError(source, "step_s", f"{spec.step_s} s (allowed: 0 < step <= 60 s)")
     if spec.duration_s < spec.step_s:

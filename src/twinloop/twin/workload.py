@@ -87,13 +87,13 @@ class WorkloadProfile:
         return self.load_bytes_per_gpu / self.load_bandwidth_bytes_per_s
 
     @classmethod
-    def for_kind(cls, kind: str, **overrides: Any) -> WorkloadProfile:
-        """The default profile of ``kind`` ('training' or 'serving') with flat overrides.
+    def for_kind(cls, kind: str, base: WorkloadProfile | None = None, **overrides: Any) -> WorkloadProfile:
+        """The default profile of ``kind`` ('training' or 'serving'), or ``base``, with flat overrides.
 
         Overrides use the attribute names; phase activities are given as ``compute_tensor_active``,
         ``comm_dram_active`` etc.
         """
-        base = _DEFAULTS[kind]
+        base = base or _DEFAULTS[kind]
         fields = {f.name for f in dataclasses.fields(cls)}
         direct: dict[str, Any] = {}
         phases: dict[str, dict[str, float]] = {"compute": {}, "comm": {}}
