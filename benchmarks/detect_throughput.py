@@ -4,7 +4,8 @@ Prints samples/s processed by ``DetectionPipeline.step`` (per-field detectors + 
 grouping; telemetry generation is not timed) and the headroom factor against real time (1 s of telemetry per
 step). A rack-wide coolant fault and a straggler start at 2/3 of the run so that the rule and grouping paths run too.
 
-    python benchmarks/detect_throughput.py [--gpus 16384] [--steps 300] [--detectors] [--quality] [--json]
+    python benchmarks/detect_throughput.py [--gpus 16384] [--steps 300] [--detectors] [--quality]
+        [--twin [SCENARIO]] [--json]
 """
 
 from __future__ import annotations
@@ -101,6 +102,62 @@ def quality(seeds: int = 5, onset_s: float = 200.0, seconds: int = 330) -> dict[
     return out
 
 
+def twin_quality(scenario: str | None = None) -> dict[str, object]:
+    """Run a twin scenario (default: the packaged one) through the pipeline with every GPU kind's limits and
+    the site fields, and score it with ``twinloop.ops.evaluate`` against the injected faults."""
+    from twinloop.ops.detect.rules import GpuLimits
+    from twinloop.ops.evaluate import Label, evaluate_detection
+    from twinloop.ops.loop import loop_scenario
+    from twinloop.twin.engine import Twin
+    from twinloop.twin.scenario import load_scenario
+
+    spec = loop_scenario(load_scenario(scenario))
+    twin = Twin(spec, scenario or "default scenario")
+    gpu_ids = twin.telemetry.entities("gpu")
+    job_ids = twin.telemetry.entities("job")
+    pipe = DetectionPipeline(
+        gpu_ids,
+        limits=GpuLimits.from_kinds(twin.topo.kinds, twin.topo.gpu_kind),
+        cdu_of_rack={rid: rid.rsplit("/", 1)[0] for rid in twin.topo.ids("rack")},  # a CDU serves a row
+    )
+    incidents = {}
+    detect_s = 0.0
+    for _ in range(round(spec.duration_s / twin.dt_s)):
+        r = twin.step()
+        if r.gpu is None:
+            continue
+        fac = r.facility or {}
+        t0 = time.perf_counter()
+        updates = pipe.step(r.t_s, r.gpu, twin.job_of_gpu, job_ids, fac.get("job"), site_fields=fac.get("site"))
+        detect_s += time.perf_counter() - t0
+        incidents.update({u.incident_id: u for u in updates})
+    end = float(twin.t_s)
+    site = twin.topo.site
+    faults = [
+        Label(f.kind, f"{site}/jobs/{f.entity}" if twin.job_by_name(f.entity) else f.entity, f.start_s,
+              end if f.end_s is None else min(f.end_s, end))
+        for f in twin.ground_truth
+        if f.start_s < end
+    ]  # fmt: skip
+    report = evaluate_detection(tuple(incidents.values()), faults)
+    return {
+        "scenario": spec.name,
+        "gpus": len(gpu_ids),
+        "seconds": end,
+        "detect_ms_per_step": 1e3 * detect_s / max(1, round(end / twin.dt_s)),
+        "faults": {
+            q.fault: {
+                "detected": f"{q.n_detected}/{q.n_faults}",
+                "precision": q.precision,
+                "incidents": q.n_incidents,
+                "ttd_s": q.median_time_to_detect_s,
+            }
+            for q in report.per_fault
+        },
+        "false_alarms": [f"{i.event_class.value}@{i.root}" for i in report.false_alarms],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=16_384, help="GPUs (multiple of 512: rows of 8 racks x 64)")
@@ -108,6 +165,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--detectors", action="store_true", help="also time each registered detector alone")
     parser.add_argument("--quality", action="store_true", help="also score detection on the synthetic scenarios")
+    parser.add_argument("--twin", nargs="?", const="", default=None, metavar="SCENARIO",
+                        help="also score detection on a twin scenario (default: the packaged one)")  # fmt: skip
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
@@ -149,8 +208,10 @@ def main() -> None:
         result["detector_us_per_sample"] = detector_costs()
     if args.quality:
         result["quality"] = quality()
+    if args.twin is not None:
+        result["twin"] = twin_quality(args.twin or None)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2, default=str))
         return
     print(f"{result['gpus']} GPUs x {n_fields} fields, {result['steps']} steps of 1 s, 1 core")
     print(
@@ -162,6 +223,8 @@ def main() -> None:
     print(f"incident updates during the run: {incidents} ({', '.join(sorted(opened))})")
     for name, us in result.get("detector_us_per_sample", {}).items():
         print(f"detector {name}: {us:.3f} us per entity-sample")
+    if "twin" in result:
+        print(json.dumps(result["twin"], indent=2, default=str))
     if "quality" in result:
         print("scenario          expected              recall  precision  false  per-fault  median TTD s")
         for name, q in result["quality"].items():

@@ -104,13 +104,15 @@ class SeverityThresholds:
     major_temp_margin_c: float = 5.0
     critical_power_margin_w: float = 0.0
     major_power_margin_w: float = 10.0
+    idle_temp_margin_c: float = 15.0
 
 
 def severity(event_class: EventClass, impact: Impact, thresholds: SeverityThresholds | None = None) -> Severity:
     """Severity of an incident of ``event_class`` from its impact.
 
-    Non-fault classes are always ``INFO``. A fault is the worst of what its GPU-hours at risk, its temperature
-    margin and its power margin say; any fault is at least ``MINOR``.
+    Non-fault classes are always ``INFO``. A fault on GPUs that run no work (0 GPU-hours at risk) and are far from
+    every limit is ``INFO`` too. Otherwise a fault is the worst of what its GPU-hours at risk, its temperature
+    margin and its power margin say, and at least ``MINOR``.
 
     Args:
         event_class: the incident's class.
@@ -120,6 +122,13 @@ def severity(event_class: EventClass, impact: Impact, thresholds: SeverityThresh
     if event_class not in FAULT_CLASSES:
         return Severity.INFO
     t = thresholds or SeverityThresholds()
+    if (
+        impact.n_gpus > 0
+        and impact.gpu_hours_at_risk <= 0.0
+        and impact.temp_margin_c > t.idle_temp_margin_c
+        and impact.power_margin_w > t.major_power_margin_w
+    ):
+        return Severity.INFO  # idle GPUs far from every limit: nothing is at risk yet
     level = Severity.MINOR
     if impact.gpu_hours_at_risk >= t.critical_gpu_hours:
         level = max(level, Severity.CRITICAL)

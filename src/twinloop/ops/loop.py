@@ -107,10 +107,11 @@ def run_pass(
     read = _reader(twin, adapter)
     gpu_ids = twin.telemetry.entities("gpu")
     job_ids = twin.telemetry.entities("job")
-    kind = twin.topo.kinds[0]  # mixed-kind sites use the first kind's limits (the rules' thresholds)
+    topo = twin.topo
+    air = np.array([r.air.resistance_factor if r.cooling == "air" else 1.0 for r in topo.rows])[topo.gpu_row]
     pipeline = DetectionPipeline(
         gpu_ids,
-        limits=GpuLimits.from_spec(kind, len(gpu_ids)),
+        limits=GpuLimits.from_kinds(topo.kinds, topo.gpu_kind, air),
         cdu_of_rack={rid: rid.rsplit("/", 1)[0] for rid in twin.topo.ids("rack")},
         config=pipeline_config,
     )
@@ -135,6 +136,7 @@ def run_pass(
             job_index=twin.job_of_gpu,
             job_ids=job_ids,
             job_fields=jobs,
+            site_fields=result.facility.get("site") if result.facility else None,
         )
         for inc in updates:
             incidents[inc.incident_id] = inc

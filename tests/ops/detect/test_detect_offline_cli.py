@@ -161,3 +161,15 @@ def test_long_csv_bad_lines_are_counted_by_the_telemetry_reader(tmp_path: Path, 
     assert sum(out["problems"].values()) == 2
     hits = {d["entity"] for d in out["detections"]}
     assert hits == {"dc/r01/k01/n01/g0"}
+
+
+def test_counters_become_rates_and_code_fields_are_left_to_rules(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    rows = ["ts,entity,field,value"]
+    for t in range(200):
+        rows.append(f"{t},dc/r01/k01/n01/g0,DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,{600.0 * t + (t % 3)}")
+        rows.append(f"{t},dc/r01/k01/n01/g0,DCGM_FI_DEV_CLOCKS_EVENT_REASONS,{4 if (t // 7) % 2 else 0}")
+    path = tmp_path / "counters.csv"
+    path.write_text("\n".join(rows) + "\n")
+    out = cli_json("detect", str(path))
+    assert out["series"] == 2
+    assert out["detections"] == []  # a steadily rising energy counter is a constant power, not an anomaly

@@ -30,6 +30,7 @@ from twinloop.ops.detect.base import (
 )
 
 CALM_Z = 3.0
+Z_MAX = 1e3  # a change from a perfectly flat series has z ~ 1/floor; report it as 1000
 CALM_VAR = 0.9733  # variance of a standard normal truncated to |z| < 3
 
 
@@ -114,7 +115,7 @@ class EwmaZScore(Detector[EwmaZScoreParams]):
         scale = np.maximum(np.sqrt(var), self._floor(mean))
         with np.errstate(invalid="ignore"):
             z = (x - mean) / scale
-        z = np.where(valid & (self._n > 0), z, 0.0)
+        z = np.where(valid & (self._n > 0), np.clip(z, -Z_MAX, Z_MAX), 0.0)
         first = valid & (self._n == 0)
         xw = np.clip(x, mean - p.threshold * scale, mean + p.threshold * scale)
         a = running_alpha(self._alpha, self._n)
@@ -138,7 +139,7 @@ class EwmaZScore(Detector[EwmaZScoreParams]):
         scale = np.maximum(self._scale, self._floor(center))
         with np.errstate(invalid="ignore"):
             z = (x - center) / scale
-        z = np.where(valid & np.isfinite(z), z, 0.0)
+        z = np.where(valid & np.isfinite(z), np.clip(z, -Z_MAX, Z_MAX), 0.0)
         idx = np.flatnonzero(valid)
         buf[self._pos[idx], idx] = x[idx]
         self._pos[idx] = (self._pos[idx] + 1) % buf.shape[0]

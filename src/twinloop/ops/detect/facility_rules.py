@@ -9,8 +9,8 @@
   force (``TWINLOOP_FI_POWER_BUDGET``), or the budget cut by ``budget_drop`` or more (a utility demand response
   or a failed feed: the site must shed load before it reaches the new cap). Severity then follows the margin.
 
-Both need ``persistence_s`` of the condition. Thresholds are guesses (a PUE step of 0.1 within an hour is far
-beyond the diurnal drift of an economized plant; 95 % of the budget leaves a few seconds to cap).
+Both need ``persistence_s`` of the condition. Thresholds are guesses (a PUE step of 0.1 at steady load within
+an hour is far beyond the diurnal drift of an economized plant; 95 % of the budget leaves a few seconds to cap).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ class FacilityRules:
         self.budget_drop = budget_drop
         self._base = math.nan
         self._it_slow = math.nan
+        self._last_ts = -math.inf
         self._it_fast = math.nan
         self._pue_fast = math.nan
         self._budget_ref = math.nan
@@ -79,8 +80,15 @@ class FacilityRules:
         return ts - start >= need_s
 
     def update(self, ts: float, dt_s: float, fields: Mapping[str, object]) -> dict[EventClass, float]:
-        """Advance one step; ``fields`` holds site field values (scalars or 1-element arrays)."""
+        """Advance one step; ``fields`` holds site field values (scalars or 1-element arrays).
+
+        ``dt_s`` is used for the first call only; afterwards the interval between calls is (site fields often
+        come less often than GPU fields)."""
         out: dict[EventClass, float] = {}
+        # Site fields may come less often than GPU fields: the rates follow this source's own interval.
+        if math.isfinite(self._last_ts) and ts > self._last_ts:
+            dt_s = min(ts - self._last_ts, 60.0)
+        self._last_ts = ts
         it = _value(fields, SITE_IT_POWER)
         fast, slow = 1.0 - 2.0 ** (-dt_s / 60.0), 1.0 - 2.0 ** (-dt_s / 600.0)
         it_steady = True

@@ -327,10 +327,34 @@ def _read_telemetry(p: Path, fields: Sequence[str] | None, report: InputReport) 
     return blocks
 
 
+#: Units of fields that are codes, not measurements: no statistical detector applies (the rules read them).
+CODE_UNITS = frozenset({"bitmask", "xid", "state", "bool"})
+
+
+def _for_detectors(block: SeriesBlock) -> SeriesBlock | None:
+    """The block as the statistical detectors should see it: counters as rates, code fields skipped."""
+    from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
+
+    name = canonical_field(block.field) if block.field else None
+    spec = FIELD_BY_NAME.get(name) if name else None
+    if spec is None:
+        return block
+    if spec.unit in CODE_UNITS:
+        return None
+    if spec.kind == "counter" and block.ts.size > 1:
+        dt = np.diff(block.ts)[:, None]
+        rate = np.vstack([np.full((1, block.values.shape[1]), np.nan), np.diff(block.values, axis=0) / dt])
+        return SeriesBlock(f"rate({block.field})", block.ts, block.names, rate)
+    return block
+
+
 def detect_blocks(
     blocks: Sequence[SeriesBlock], detectors: Sequence[str] = DEFAULT_DETECTORS, **params: Any
 ) -> list[Detection]:
     """Run each detector over each block (vectorized across its series); alarms' onsets as detections.
+
+    Known telemetry fields are prepared first: counters (energy, ECC totals) become per-second rates and code
+    fields (clock-event bitmask, XID, PSU state) are left to the rules.
 
     Args:
         blocks: from :func:`read_series`.
@@ -341,7 +365,10 @@ def detect_blocks(
         Detections sorted by time, one per alarm onset (an anomaly that lasts is reported once).
     """
     out: list[Detection] = []
-    for block in blocks:
+    for raw in blocks:
+        block = _for_detectors(raw)
+        if block is None:
+            continue
         for name in detectors:
             det = make_detector(name, **params)
             prev = np.zeros(len(block.names), dtype=bool)

@@ -27,6 +27,7 @@ from twinloop.ops.detect.base import (
 )
 
 CALM_Z = 3.0
+Z_MAX = 1e3  # a change from a perfectly flat series has z ~ 1/floor; report it as 1000
 CALM_VAR = 0.9733  # variance of a standard normal truncated to |z| < 3
 
 
@@ -102,7 +103,7 @@ class Seasonal(Detector[SeasonalParams]):
         scale = np.maximum(np.sqrt(var), p.min_std_rel * np.abs(mean) + p.min_std_abs)
         with np.errstate(invalid="ignore"):
             z = (x - mean) / scale
-        z = np.where(valid & (cnt > 1), z, 0.0)
+        z = np.where(valid & (cnt > 1), np.clip(z, -Z_MAX, Z_MAX), 0.0)
         first = valid & (cnt == 0)
         upd = valid & ~first
         # The variance learns only from in-control samples (|z| < 3), or a drift would widen its own yardstick.
