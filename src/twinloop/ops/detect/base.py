@@ -37,6 +37,11 @@ from numpy.typing import NDArray
 from twinloop.errors import InputError, unknown_name
 from twinloop.ops.events import DetectionKind
 
+#: z-score conventions shared by the z-score detectors.
+CALM_Z = 3.0
+Z_MAX = 1e3  # a change from a perfectly flat series has z ~ 1/floor; report it as 1000
+CALM_VAR = 0.9733  # variance of a standard normal truncated to |z| < 3
+
 F64 = NDArray[np.float64]
 BoolArr = NDArray[np.bool_]
 

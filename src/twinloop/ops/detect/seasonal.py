@@ -15,7 +15,10 @@ import numpy as np
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import (
+    CALM_VAR,
+    CALM_Z,
     F64,
+    Z_MAX,
     BoolArr,
     Detector,
     DetectorParams,
@@ -25,10 +28,6 @@ from twinloop.ops.detect.base import (
     running_alpha,
     samples_for,
 )
-
-CALM_Z = 3.0
-Z_MAX = 1e3  # a change from a perfectly flat series has z ~ 1/floor; report it as 1000
-CALM_VAR = 0.9733  # variance of a standard normal truncated to |z| < 3
 
 
 @dataclass(frozen=True)
