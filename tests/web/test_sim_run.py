@@ -81,3 +81,12 @@ def test_report_of_a_twin_run(sim_dir: Path, tmp_path: Path) -> None:
     text = out.read_text()
     assert "<h2>Facility power</h2>" in text and "<h2>GPU temperature by rack</h2>" in text
     assert "dcw/r01/k01" in text and "<script" not in text
+
+
+def test_job_power_profile_of_a_twin_run(sim_dir: Path) -> None:
+    """The twin labels each GPU with its job, so the Jobs page can sum the job's GPU power."""
+    c = TestClient(create_app(sim_dir / "telemetry.duckdb", sim_dir, TOKEN))
+    detail = c.get("/api/job", params={"id": "dcw/jobs/train"}, headers=AUTH).json()
+    assert detail["power_gpus"] == 32
+    watts = [w for w in detail["power_w"] if w is not None]
+    assert watts and max(watts) <= 32 * 700.0 * 1.1 and max(watts) > 32 * 100.0

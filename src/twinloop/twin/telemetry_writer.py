@@ -6,10 +6,13 @@ Frames are buffered and appended in batches of about ``FLUSH_ROWS`` samples (one
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from twinloop.twin.telemetry_out import frames_of
 
@@ -42,6 +45,7 @@ class TelemetryWriter:
             self.path = self.out_dir / "telemetry"
             self.path.mkdir(exist_ok=True)
         self.events = (self.out_dir / "events.jsonl").open("w")
+        self._placed = np.full(twin.topo.n_gpus, -1, dtype=np.int64)
 
     def add(self, result: StepResult) -> None:
         """Buffer one step's telemetry and events."""
@@ -60,6 +64,9 @@ class TelemetryWriter:
         from twinloop.telemetry.frame import Frame
 
         frame = Frame.concat(self.buffer)
+        labels = self._job_labels()
+        if labels:
+            frame = dataclasses.replace(frame, labels={**frame.labels, **labels})
         if self.store is not None:
             self.store.append(frame)
         else:
@@ -69,6 +76,14 @@ class TelemetryWriter:
             self.parquet_parts += 1
         self.rows += len(frame)
         self.buffer, self.buffered_rows = [], 0
+
+    def _job_labels(self) -> dict[str, dict[str, str]]:
+        """``job`` labels of the GPUs whose job changed since the last flush (placement is not per step)."""
+        now = self.twin.job_of_gpu
+        changed = np.flatnonzero(now != self._placed)
+        self._placed = now.copy()
+        topo, jobs = self.twin.topo, self.twin.jobs
+        return {topo.gpu_id(int(i)): {"job": jobs[int(now[i])].spec.name if now[i] >= 0 else ""} for i in changed}
 
     def close(self) -> dict[str, Any]:
         """Flush, write the ground truth, close; returns where and how much was written."""
