@@ -59,7 +59,7 @@ def loop_scenario(spec: ScenarioSpec) -> ScenarioSpec:
 def _reader(twin: Twin, adapter: TwinAdapter) -> Callable[[str, str], float | None]:
     def read(field: str, entity: str) -> float | None:
         key = _STATE_OF_FIELD.get(field)
-        gpus = adapter._gpus(entity) if key else None
+        gpus = adapter.gpus_of(entity) if key else None
         if key is None or gpus is None or gpus.size == 0:
             return None
         return float(np.mean(twin.state[key][gpus]))
@@ -67,7 +67,7 @@ def _reader(twin: Twin, adapter: TwinAdapter) -> Callable[[str, str], float | No
     return read
 
 
-def _labels(twin: Twin) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
+def _labels(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
     site = twin.topo.site
     end = float(twin.t_s)
     faults = tuple(
@@ -80,7 +80,6 @@ def _labels(twin: Twin) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
         for f in twin.ground_truth
         if f.start_s < end
     )
-    adapter = TwinAdapter(twin)
     background = tuple(
         Label(f"{e.kind}:{e.detail}", e.entity, e.t_s, e.t_s + 600.0, job=adapter.job_of(e.entity))
         for e in twin.events
@@ -143,7 +142,7 @@ def run_pass(
         if responder is not None:
             responder.handle(updates, result.t_s, read)
             responder.verify(result.t_s, read)
-    faults, background = _labels(twin)
+    faults, background = _labels(twin, adapter)
     all_incidents = tuple(incidents.values())
     return PassResult(
         name="loop-on" if loop_on else "loop-off",

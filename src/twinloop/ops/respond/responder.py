@@ -66,7 +66,12 @@ class Responder:
                     continue
                 self._fired.add(key)
                 for template in rule.actions:
-                    for request in self._requests(rule, template, incident):
+                    requests = self._requests(rule, template, incident)
+                    if not requests:
+                        unresolved = ActionRequest(template.kind, incident.root, incident_id=incident.incident_id)
+                        detail = f"cannot resolve target: no {template.target} for {incident.root}"
+                        out.append(self._record(unresolved, "refused", now, detail, guard=False))
+                    for request in requests:
                         out.append(self._submit(request, now, read))
         return out
 
@@ -98,20 +103,9 @@ class Responder:
                     expect=expect if template.kind in SETTING_KINDS else None,
                 )
             )
-        if not requests:
-            requests.append(
-                ActionRequest(
-                    template.kind,
-                    f"<no {template.target} for {incident.root}>",
-                    reason=reason,
-                    incident_id=incident.incident_id,
-                )
-            )
         return requests
 
     def _submit(self, request: ActionRequest, now: float, read: Reader) -> ActionResult:
-        if request.target.startswith("<no "):
-            return self._record(request, "refused", now, f"cannot resolve target: {request.target}")
         if request.kind in SETTING_KINDS and request.value is None:
             return self._record(request, "refused", now, f"current {request.kind} of {request.target} unknown")
         limits = self.adapter.limits(request.kind, request.target)
@@ -212,8 +206,10 @@ class Responder:
         detail: str = "",
         previous: float | None = None,
         clamped: bool = False,
+        guard: bool = True,
     ) -> ActionResult:
         result = ActionResult(len(self.log), request, status, now, detail, previous, clamped)
         self.log.append(result)
-        self.guards.record(result)
+        if guard:  # an action that never reached a real target must not back off that target's later actions
+            self.guards.record(result)
         return result

@@ -49,7 +49,7 @@ class TwinAdapter(ActionAdapter):
         """The job id of ``entity``: itself for job ids, the job running on a GPU (or on a node's GPUs)."""
         if _JOBS in entity:
             return entity
-        gpus = self._gpus(entity)
+        gpus = self.gpus_of(entity)
         if gpus is None or gpus.size == 0:
             return None
         owners = self.twin.job_of_gpu[gpus]
@@ -62,7 +62,8 @@ class TwinAdapter(ActionAdapter):
         """The row (one CDU per row) cooling ``entity``."""
         return ancestor(entity, 2)
 
-    def _gpus(self, target: str) -> NDArray[np.int64] | None:
+    def gpus_of(self, target: str) -> NDArray[np.int64] | None:
+        """GPU indices under an entity or job id; None for ids the twin does not know."""
         if _JOBS in target:
             job = self.twin.job_by_name(target.split(_JOBS, 1)[1])
             return None if job is None else np.asarray(job.gpus, dtype=np.int64)
@@ -84,7 +85,7 @@ class TwinAdapter(ActionAdapter):
         """Hardware ranges from the twin's GPUs and CDUs."""
         ph, cool = self.twin.physics, self.twin.cooling
         if kind in (ActionKind.POWER_CAP, ActionKind.SET_CLOCKS):
-            gpus = self._gpus(target)
+            gpus = self.gpus_of(target)
             if gpus is None or gpus.size == 0:
                 return None
             lo_arr, hi_arr = (
@@ -105,7 +106,7 @@ class TwinAdapter(ActionAdapter):
     def current(self, kind: ActionKind, target: str) -> float | None:
         """Current power limit (mean over the target's GPUs), clock cap, CDU setpoint or flow fraction."""
         if kind == ActionKind.POWER_CAP:
-            gpus = self._gpus(target)
+            gpus = self.gpus_of(target)
             if gpus is None or gpus.size == 0:
                 return None
             return float(self.twin.physics.gpus.user_limit_w[gpus].mean())
@@ -126,7 +127,7 @@ class TwinAdapter(ActionAdapter):
         if r.kind == ActionKind.POWER_CAP and r.value is not None:
             if job is None:
                 return [SetPowerLimit(r.target, r.value)]
-            gpus = self._gpus(r.target)
+            gpus = self.gpus_of(r.target)
             if gpus is None:
                 return f"unknown job {job!r}"
             nodes = np.unique(t.topo.gpu_node[gpus])
