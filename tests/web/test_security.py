@@ -112,6 +112,8 @@ def test_start_run_calls_the_factory_with_validated_input(site_db: Path) -> None
         "id=dc9/r01/k01&since_s=5&until_s=1",
         "id=dc9/r01/k01&points=100000",
         "id=dc9/r01/k01&since_s=1e300",
+        "id=dc9/r01/k01&=null",  # an undeclared (here: empty) parameter name
+        "id=dc9/r01/k01&color=red",
     ],
 )
 def test_bad_query_parameters_are_rejected(app, query: str) -> None:  # type: ignore[no-untyped-def]
@@ -170,3 +172,11 @@ def test_create_app_validates_its_arguments(tmp_path: Path) -> None:
         create_app(None, tmp_path, "short")
     with pytest.raises(InputError, match="not a directory"):
         create_app(None, tmp_path / "missing", TOKEN)
+
+
+def test_undeclared_parameters_are_rejected_everywhere_and_declared_ones_pass(app) -> None:  # type: ignore[no-untyped-def]
+    c = TestClient(app)
+    for path in ("/api/incidents?run=loop-on&=null", "/api/actions?bogus=1", "/api/overview?x=1"):
+        r = c.get(path, headers=AUTH)
+        assert r.status_code == 422 and "unknown parameter" in r.text, path
+    assert c.get("/api/incidents?run=loop-on", headers=AUTH).status_code == 200

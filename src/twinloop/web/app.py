@@ -8,8 +8,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import duckdb
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from twinloop import __version__
@@ -23,6 +25,31 @@ from twinloop.web.db import TelemetryDB
 from twinloop.web.pages import SECURITY_HEADERS
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """Query parameter names of an endpoint and of everything it depends on."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def _no_undeclared_query(request: Request) -> None:
+    """The schema closes every API query: an undeclared parameter is a mistake, not something to ignore."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not request.url.path.startswith("/api/"):
+        return
+    declared = _query_names(route.dependant)
+    unknown = [k for k in request.query_params if k not in declared]
+    if unknown:
+        allowed = ", ".join(sorted(declared)) or "none"
+        msg = f"unknown parameter (allowed: {allowed})"
+        raise HTTPException(status_code=422, detail=[{"type": "value_error", "loc": ["query", unknown[0]], "msg": msg}])
+
+
+def _query_error(name: str, msg: str) -> JSONResponse:
+    return JSONResponse({"detail": [{"type": "value_error", "loc": ["query", name], "msg": msg}]}, status_code=422)
 
 
 def create_app(
@@ -67,6 +94,7 @@ def create_app(
         docs_url="/api/docs",
         redoc_url=None,
         openapi_url="/api/openapi.json",
+        dependencies=[Depends(_no_undeclared_query)],
     )
     app.state.auth = AuthSettings(token=token, open_read=open_read)
     app.state.web = WebState(
@@ -92,10 +120,7 @@ def create_app(
         keys = [k for k, _ in request.query_params.multi_items()]
         if len(keys) != len(set(keys)):  # every parameter is a scalar: a repeated one is ambiguous input
             dup = next(k for k in keys if keys.count(k) > 1)
-            return JSONResponse(
-                {"detail": [{"type": "value_error", "loc": ["query", dup], "msg": "parameter given more than once"}]},
-                status_code=422,
-            )
+            return _query_error(dup, "parameter given more than once")
         response = await call_next(request)
         if request.url.path != "/api/docs":  # Swagger UI needs its own scripts
             for k, v in SECURITY_HEADERS.items():
