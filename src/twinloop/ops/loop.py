@@ -9,19 +9,22 @@ happened: the twin's summary, the incidents, the action log, and detection quali
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
-from twinloop.ops.detect.rules import GpuLimits
+from twinloop.ops.detect.rules import CDU_SETPOINT, CDU_SUPPLY, PSU_STATE, GpuLimits
 from twinloop.ops.evaluate import DetectionReport, Label, evaluate_detection
 from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import ActionResult
 from twinloop.ops.respond.adapters.twin import TwinAdapter
+from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
 from twinloop.ops.respond.policy import Mode, Policy, default_policy
 from twinloop.ops.respond.responder import Responder
 from twinloop.twin.engine import StepResult, Twin
@@ -56,15 +59,48 @@ def loop_scenario(spec: ScenarioSpec) -> ScenarioSpec:
     return spec.model_copy(update={"telemetry": telemetry})
 
 
-def _reader(twin: Twin, adapter: TwinAdapter) -> Callable[[str, str], float | None]:
-    def read(field: str, entity: str) -> float | None:
+class TwinReader:
+    """The responder's view of the twin's GPU telemetry: a field's mean or max over an entity's GPUs, now or up
+    to ``keep_s`` ago (snapshots every ``every_s``; the nearest older one answers)."""
+
+    def __init__(self, twin: Twin, adapter: TwinAdapter, every_s: float = 10.0, keep_s: float = 600.0) -> None:
+        self.twin = twin
+        self.adapter = adapter
+        self.every_s = every_s
+        self.keep_s = keep_s
+        self._snapshots: deque[tuple[float, dict[str, NDArray[np.float32]]]] = deque()
+
+    def record(self) -> None:
+        """Take a snapshot if ``every_s`` has passed since the last one (call after each twin step)."""
+        t = float(self.twin.t_s)
+        if self._snapshots and t - self._snapshots[-1][0] < self.every_s:
+            return
+        state = self.twin.state
+        self._snapshots.append((t, {key: state[key].copy() for key in _STATE_OF_FIELD.values()}))
+        while self._snapshots and t - self._snapshots[0][0] > self.keep_s + self.every_s:
+            self._snapshots.popleft()
+
+    def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        if field == CDU_SUPPLY:  # a row field: the CDU of a row id, now
+            try:
+                level, index = self.twin.topo.resolve(entity)
+            except KeyError:
+                return None
+            return float(self.twin.state["cdu_supply_c"][index]) if level == "row" and ago_s <= 0 else None
         key = _STATE_OF_FIELD.get(field)
-        gpus = adapter.gpus_of(entity) if key else None
+        gpus = self.adapter.gpus_of(entity) if key else None
         if key is None or gpus is None or gpus.size == 0:
             return None
-        return float(np.mean(twin.state[key][gpus]))
-
-    return read
+        if ago_s <= 0:
+            values = self.twin.state[key]
+        else:
+            when = float(self.twin.t_s) - ago_s
+            older = [snap for t, snap in self._snapshots if t <= when]
+            if not older:
+                return None
+            values = older[-1][key]
+        picked = values[gpus]
+        return float(picked.max() if aggregate == "max" else picked.mean())
 
 
 def _labels(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
@@ -88,6 +124,27 @@ def _labels(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], tuple[
     return faults, background
 
 
+#: Node and row fields the rules read per GPU (PSU health; the CDU's supply and setpoint), by level.
+_BROADCAST = {"node": (PSU_STATE,), "row": (CDU_SUPPLY, CDU_SETPOINT)}
+
+
+def _gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
+    """The step's GPU fields plus the node and row fields the rules read per GPU, when every node/row reports."""
+    assert result.gpu is not None
+    out = dict(result.gpu)
+    topo, rec = twin.topo, twin.telemetry
+    for level, of_gpu, idx in (("node", topo.gpu_node, rec.node_idx), ("row", topo.gpu_row, rec.row_idx)):
+        block = result.facility.get(level) if result.facility else None
+        if not block or idx.size != int(of_gpu.max(initial=-1)) + 1:
+            continue
+        for name in _BROADCAST[level]:
+            if name in block:
+                values = np.empty(idx.size)
+                values[idx] = block[name]
+                out[name] = values[of_gpu]
+    return out
+
+
 def run_pass(
     spec: ScenarioSpec,
     loop_on: bool,
@@ -98,12 +155,13 @@ def run_pass(
     duration_s: float | None = None,
     on_step: Callable[[Twin, StepResult], None] | None = None,
     source: str = "scenario",
+    optimize_cooling: bool = True,
 ) -> PassResult:
     """Run ``spec`` once with the loop off or on; ``on_step(twin, result)`` sees every step (progress, telemetry)."""
     started = time.perf_counter()
     twin = Twin(loop_scenario(spec), source)
     adapter = TwinAdapter(twin)
-    read = _reader(twin, adapter)
+    read = TwinReader(twin, adapter)
     gpu_ids = twin.telemetry.entities("gpu")
     job_ids = twin.telemetry.entities("job")
     topo = twin.topo
@@ -115,12 +173,22 @@ def run_pass(
         config=pipeline_config,
     )
     responder = Responder(policy or default_policy(), adapter, mode=mode) if loop_on else None
+    optimizer = None
+    if responder is not None and optimize_cooling:
+        approach_c = min(r.cdu.approach_c for r in spec.rows if r.cooling == "liquid") if topo.rows else 3.0
+        optimizer = CoolingOptimizer(
+            responder,
+            topo.site,
+            [rid for rid, row in zip(topo.ids("row"), topo.rows, strict=True) if row.cooling == "liquid"],
+            CoolingOptimizerConfig(approach_c=approach_c),
+        )
     incidents: dict[int, Incident] = {}
     slowdown_c = np.array([k.slowdown_temp_c for k in twin.topo.kinds])[twin.topo.gpu_kind]
     max_temp_c, above_s = -np.inf, 0.0
     n = round((spec.duration_s if duration_s is None else duration_s) / twin.dt_s)
     for _ in range(n):
         result = twin.step()
+        read.record()
         temps = twin.state["gpu_temp_c"]
         max_temp_c = max(max_temp_c, float(temps.max()))
         above_s += float(np.count_nonzero(temps >= slowdown_c)) * twin.dt_s
@@ -131,7 +199,7 @@ def run_pass(
         jobs = result.facility.get("job") if result.facility else None
         updates = pipeline.step(
             result.t_s,
-            result.gpu,
+            _gpu_fields(twin, result),
             job_index=twin.job_of_gpu,
             job_ids=job_ids,
             job_fields=jobs,
@@ -142,6 +210,8 @@ def run_pass(
         if responder is not None:
             responder.handle(updates, result.t_s, read)
             responder.verify(result.t_s, read)
+        if optimizer is not None:
+            optimizer.step(result.t_s, read)
     faults, background = _labels(twin, adapter)
     all_incidents = tuple(incidents.values())
     return PassResult(
@@ -167,7 +237,8 @@ def outcome_metrics(r: PassResult) -> dict[str, float | None]:
     useful_tokens = sum(j["goodput_tokens_per_s"] * s["simulated_s"] + j["served_tokens"] for j in s["jobs"])
     out: dict[str, float | None] = {
         "thermal_throttled_gpu_s": thr["sw_thermal"] + thr["hw_slowdown"],
-        "power_throttled_gpu_s": thr["sw_power_cap"] + thr["hw_power_brake"],
+        "power_throttled_gpu_s": s["power_throttled_below_tdp_gpu_s"],
+        "power_bound_gpu_s": thr["sw_power_cap"],  # NVML SW power cap bit, TDP included (informational)
         "max_gpu_temp_c": r.max_gpu_temp_c,
         "gpu_s_above_slowdown": r.gpu_s_above_slowdown,
         "peak_facility_power_w": s["peak_facility_power_w"],

@@ -138,6 +138,24 @@ def _cooling_command(
 
 
 @dataclass(frozen=True)
+class SetFacilityWater(Action):
+    """Reset the plant's facility water supply setpoint (C), within the plant's allowed range."""
+
+    name: ClassVar[str] = "set_facility_water"
+    setpoint_c: float
+
+    def apply(self, twin: Twin) -> str | None:
+        p = twin.cooling.plant
+        if not (np.isfinite(self.setpoint_c) and p.facility_water_min_c <= self.setpoint_c <= p.facility_water_max_c):
+            return (
+                f"facility water setpoint {self.setpoint_c} C outside the plant range "
+                f"(allowed: {p.facility_water_min_c}..{p.facility_water_max_c} C)"
+            )
+        twin.cooling.state.facility_water_setpoint_c = float(self.setpoint_c)
+        return None
+
+
+@dataclass(frozen=True)
 class SchedulePrecool(Action):
     """Lower a row's setpoint to ``setpoint_c`` from ``start_s`` for ``duration_s``, then ramp back to the
     scenario setpoint over ``ramp_down_s`` (in ``RAMP_STEPS`` equal steps)."""
@@ -239,6 +257,7 @@ ACTIONS: dict[str, type[Action]] = {
         SetPowerLimit,
         SetClocks,
         SetCoolant,
+        SetFacilityWater,
         SchedulePrecool,
         TriggerCheckpoint,
         Drain,

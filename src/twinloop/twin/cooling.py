@@ -5,7 +5,10 @@ Per row, vectorized over rows (small arrays):
 * The loop's supply temperature is a state with thermal mass ``loop_heat_capacity_j_per_c``. The CDU removes
   ``Q_rem = clip(Q_in + C·(T_sup − target)/Δt, 0, capacity)`` — all incoming heat plus what brings the supply
   back to its target — so when the heat exceeds the capacity, the supply temperature rises.
-* The target is the setpoint (plus any drift fault), never below facility water + approach.
+* The target is the setpoint (plus any drift fault), never below facility water + approach; after a cut it falls
+  at most ``setpoint_ramp_c_per_s`` (the CDU controller ramps, so the plant does not pull the loop's whole thermal
+  mass down in one step — a facility power spike). The facility water
+  setpoint is a state too: a command may reset it (warmer water lets the economizer carry more of the heat).
 * Capacity scales with flow (``capacity·min(1, ṁ/ṁ_nom)``) and with any capacity-loss fault.
 * Coolant seen by a rack's GPUs: ``T_sup + ½·Q_rack/(ṁ_rack·c_p)`` (mean of the rack's inlet and outlet); the
   return is ``T_sup + Q_row/(ṁ·c_p)``. Air rows add recirculated hot air to the inlet.
@@ -58,12 +61,14 @@ class CoolingState:
     pump_health: NDArray[np.float64]
     capacity_health: NDArray[np.float64]
     drift_c: NDArray[np.float64]
+    target_c: NDArray[np.float64]
     integral: NDArray[np.float64]
     last_error: NDArray[np.float64]
     return_c: NDArray[np.float64]
     heat_removed_w: NDArray[np.float64]
     mover_power_w: NDArray[np.float64]
     plant_power_w: float = 0.0
+    facility_water_setpoint_c: float = 25.0
     schedule: list[ScheduledCommand] = field(default_factory=list)
 
 
@@ -93,6 +98,7 @@ class Cooling:
         self.setpoint_max_c = np.array([r.cdu.setpoint_max_c if r.cooling == "liquid" else 32.0 for r in rows])
         self.flow_min = np.array([r.cdu.flow_min_fraction for r in rows])
         self.flow_max = np.array([r.cdu.flow_max_fraction for r in rows])
+        self.ramp_c_per_s = np.array([r.cdu.setpoint_ramp_c_per_s if r.cooling == "liquid" else 0.05 for r in rows])
         self.recirc = np.where(self.liquid, 0.0, np.array([r.air.recirculation_fraction for r in rows]))
         racks_per_row = np.bincount(topo.rack_row, minlength=topo.n_rows).astype(np.float64)
         self.rack_flow_share = 1.0 / racks_per_row[topo.rack_row]
@@ -108,11 +114,13 @@ class Cooling:
             pump_health=np.ones(n),
             capacity_health=np.ones(n),
             drift_c=np.zeros(n),
+            target_c=self.base_setpoint_c.copy(),
             integral=np.zeros(n),
             last_error=np.zeros(n),
             return_c=self.base_setpoint_c.copy(),
             heat_removed_w=np.zeros(n),
             mover_power_w=self.mover_nom_w.copy(),
+            facility_water_setpoint_c=self.plant.facility_water_setpoint_c,
         )
 
     def reset(self) -> None:
@@ -168,7 +176,9 @@ class Cooling:
         flow_ratio = mdot / self.flow_nom_kg_per_s
         capacity = self.capacity_w * s.capacity_health * np.minimum(1.0, flow_ratio)
         floor = self.facility_water_c(wetbulb_c) + self.approach_c
-        target = np.maximum(s.setpoint_c + s.drift_c, floor)
+        wanted = np.maximum(s.setpoint_c + s.drift_c, floor)
+        target = np.maximum(wanted, s.target_c - self.ramp_c_per_s * dt)
+        s.target_c = target
         removed = np.clip(row_heat_w + self.loop_c_j_per_c * (s.supply_c - target) / dt, 0.0, capacity)
         s.supply_c = s.supply_c + (row_heat_w - removed) * dt / self.loop_c_j_per_c
         s.return_c = s.supply_c + row_heat_w / np.maximum(mdot * self.cp, 1e-3)
@@ -178,10 +188,10 @@ class Cooling:
 
     def facility_water_c(self, wetbulb_c: float) -> float:
         """Facility water supply: the setpoint with a chiller; towers alone cannot beat wet-bulb + approach."""
-        p = self.plant
+        p, setpoint_c = self.plant, self.state.facility_water_setpoint_c
         if p.chiller:
-            return p.facility_water_setpoint_c
-        return max(p.facility_water_setpoint_c, wetbulb_c + p.economizer_approach_c)
+            return setpoint_c
+        return max(setpoint_c, wetbulb_c + p.economizer_approach_c)
 
     def cop(self, wetbulb_c: float) -> float:
         """Chiller coefficient of performance at ``wetbulb_c``."""
@@ -192,7 +202,7 @@ class Cooling:
     def chiller_share(self, wetbulb_c: float) -> float:
         """Fraction of the heat the chiller carries (0: full economizer, 1: full chiller)."""
         p = self.plant
-        excess = wetbulb_c + p.economizer_approach_c - p.facility_water_setpoint_c
+        excess = wetbulb_c + p.economizer_approach_c - self.state.facility_water_setpoint_c
         return float(np.clip(excess / BLEND_C, 0.0, 1.0))
 
     def plant_power_w(self, heat_w: float, wetbulb_c: float) -> float:

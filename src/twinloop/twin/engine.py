@@ -50,6 +50,9 @@ from twinloop.twin.trace import ServingLoad, resolve_trace_path, serving_load
 from twinloop.twin.weather import Weather
 
 THROTTLE_REASONS = ("sw_power_cap", "sw_thermal", "hw_slowdown", "hw_power_brake")
+#: A GPU whose power limit (its own or a rack/row cap) sits this far below its TDP counts as power-throttled
+#: below its at-TDP clock; at the TDP itself, dense work is power-bound by design (NVML's SW power cap bit).
+BELOW_TDP_FRACTION = 0.995
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class Accounts:
     peak_facility_w: float = 0.0
     peak_it_w: float = 0.0
     throttled_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(THROTTLE_REASONS, 0.0))
+    power_throttled_below_tdp_gpu_s: float = 0.0
     failures: dict[str, int] = field(default_factory=dict)
     psu_overloads: int = 0
     thermal_shutdowns: int = 0
@@ -348,12 +352,20 @@ class Twin(ClusterOps):
         dt = self.dt_s
         acc = self.accounts.throttled_gpu_s
         n_lim = int(np.count_nonzero(a.limited))
+        below = 0
         if n_lim:
             n_th = int(np.count_nonzero(a.limited & a.thermal_bound))
             acc["sw_thermal"] += n_th * dt
             acc["sw_power_cap"] += (n_lim - n_th) * dt
+            if n_lim > n_th:
+                below = int(
+                    np.count_nonzero(
+                        a.limited & ~a.thermal_bound & (a.limit_w < self.physics.tdp_w * np.float32(BELOW_TDP_FRACTION))
+                    )
+                )
         acc["hw_slowdown"] += self.hw_slow_gpus.size * dt
         acc["hw_power_brake"] += self.braked_gpus.size * dt
+        self.accounts.power_throttled_below_tdp_gpu_s += (below + self.braked_gpus.size) * dt
 
     def step(self) -> StepResult:
         """Advance one step; returns this step's telemetry block (on sample steps) and events."""

@@ -71,6 +71,9 @@ class CduSpec(_Frozen):
     setpoint_max_c: float = Field(45.0, ge=5, le=60)
     flow_min_fraction: float = Field(0.3, gt=0, le=1)
     flow_max_fraction: float = Field(1.3, ge=1, le=3)
+    setpoint_ramp_c_per_s: float = Field(
+        0.05, gt=0, le=10, description="fastest fall of the supply target after a setpoint cut (controller ramp, guess)"
+    )
 
 
 class AirSpec(_Frozen):
@@ -154,6 +157,8 @@ class CoolingPlantSpec(_Frozen):
     """Chiller + water-side economizer feeding every CDU / air handler; control mode of the CDUs."""
 
     facility_water_setpoint_c: float = Field(25.0, ge=5, le=50)
+    facility_water_min_c: float = Field(10.0, ge=5, le=50, description="lowest setpoint a command may set")
+    facility_water_max_c: float = Field(32.0, ge=5, le=50, description="highest (ASHRAE W32 class by default)")
     chiller: bool = Field(True, description="False: towers only, facility water follows wet-bulb + approach")
     chiller_cop_ref: float = Field(6.0, gt=1, le=20, description="COP at the reference wet-bulb")
     chiller_ref_wetbulb_c: float = Field(18.0, ge=-20, le=40)

@@ -61,6 +61,7 @@ def summarize(twin: Twin) -> dict[str, Any]:
         "peak_facility_power_w": acc.peak_facility_w,
         "peak_it_power_w": acc.peak_it_w,
         "throttled_gpu_s": dict(acc.throttled_gpu_s),
+        "power_throttled_below_tdp_gpu_s": acc.power_throttled_below_tdp_gpu_s,
         "psu_overloads": acc.psu_overloads,
         "thermal_shutdowns": acc.thermal_shutdowns,
         "failures": dict(sorted(acc.failures.items())),

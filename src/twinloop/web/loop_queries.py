@@ -17,6 +17,8 @@ SEVERITY_ORDER = ("info", "minor", "major", "critical")
 _EFFECT = (
     ("verified", "verified: the expected effect appeared"),
     ("rolled_back", "rolled back: the expected effect did not appear"),
+    ("restored", "held while the incident was open, then restored"),
+    ("superseded", "held while the incident was open; changed since, so left as is"),
     ("applied", "applied"),
     ("dry_run", "dry run: command shown, not executed"),
     ("pending", "awaiting approval"),

@@ -22,10 +22,11 @@ class MemoryAdapter(ActionAdapter):
 
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
         return {ActionKind.POWER_CAP: (200.0, 700.0), ActionKind.CDU_SETPOINT: (15.0, 40.0),
-                ActionKind.CDU_FLOW: (0.3, 1.5)}.get(kind)  # fmt: skip
+                ActionKind.CDU_FLOW: (0.3, 1.5), ActionKind.FACILITY_WATER: (10.0, 32.0)}.get(kind)  # fmt: skip
 
     def current(self, kind: ActionKind, target: str) -> float | None:
-        default = {ActionKind.POWER_CAP: 700.0, ActionKind.CDU_SETPOINT: 30.0, ActionKind.CDU_FLOW: 1.0}.get(kind)
+        default = {ActionKind.POWER_CAP: 700.0, ActionKind.CDU_SETPOINT: 30.0, ActionKind.CDU_FLOW: 1.0,
+                   ActionKind.FACILITY_WATER: 25.0}.get(kind)  # fmt: skip
         return self.settings.get((kind, target), default)
 
     def job_of(self, entity: str) -> str | None:

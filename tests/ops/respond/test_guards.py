@@ -2,10 +2,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
-from twinloop.ops.respond.guards import GuardConfig, GuardRails
+from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardConfig, GuardRails
 
-SETTINGS = [ActionKind.POWER_CAP, ActionKind.CDU_SETPOINT, ActionKind.CDU_FLOW]
-LIMITS = {ActionKind.POWER_CAP: (200.0, 700.0), ActionKind.CDU_SETPOINT: (15.0, 45.0), ActionKind.CDU_FLOW: (0.3, 1.5)}
+SETTINGS = [ActionKind.POWER_CAP, ActionKind.CDU_SETPOINT, ActionKind.CDU_FLOW, ActionKind.FACILITY_WATER]
+LIMITS = {
+    ActionKind.POWER_CAP: (200.0, 700.0),
+    ActionKind.CDU_SETPOINT: (15.0, 45.0),
+    ActionKind.CDU_FLOW: (0.3, 1.5),
+    ActionKind.FACILITY_WATER: (10.0, 32.0),
+}
 
 request_st = st.tuples(
     st.sampled_from(SETTINGS),
@@ -33,7 +38,9 @@ def test_guard_never_lets_an_action_outside_the_rails(seq: list[tuple[ActionKind
             continue
         v = d.request.value
         assert v is not None and lo <= v <= hi
-        assert abs(v - cur) <= cfg.max_step[kind] + 1e-9
+        # Only moves away from the safe direction are step-limited (a power fault may be met at once).
+        safe = SAFE_DIRECTION.get(kind, 0)
+        assert (v - cur) * -safe <= cfg.max_step[kind] + 1e-9 if safe else abs(v - cur) <= cfg.max_step[kind] + 1e-9
         times = issued.setdefault((kind, target), [])
         assert not times or now - times[-1] >= cfg.min_interval_s
         assert sum(1 for t in all_issued if now - t <= cfg.window_s) < cfg.max_actions_per_window
@@ -41,6 +48,15 @@ def test_guard_never_lets_an_action_outside_the_rails(seq: list[tuple[ActionKind
         all_issued.append(now)
         current[(kind, target)] = v
         guard.record(ActionResult(i, d.request, "applied", now))
+
+
+def test_safe_direction_moves_at_once_unsafe_ones_in_steps() -> None:
+    guard = GuardRails()
+    limits = LIMITS[ActionKind.POWER_CAP]
+    down = guard.check(ActionRequest(ActionKind.POWER_CAP, "n1", 0.0), 0.0, limits, 700.0)
+    up = guard.check(ActionRequest(ActionKind.POWER_CAP, "n2", 700.0), 0.0, limits, 200.0)
+    assert down.request.value == 200.0  # to the hardware minimum in one action
+    assert up.request.value == 200.0 + guard.config.max_step[ActionKind.POWER_CAP]
 
 
 def test_unknown_limits_are_refused_not_guessed() -> None:

@@ -1,3 +1,4 @@
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from .conftest import MemoryAdapter, make_incident
 
 
 def reader(values: dict[str, float]):  # type: ignore[no-untyped-def]
-    return lambda field, entity: values.get(field)
+    return lambda field, entity, aggregate="mean", ago_s=0.0: values.get(field)
 
 
 def test_auto_applies_cooling_rule_and_verifies_effect(adapter: MemoryAdapter) -> None:
@@ -21,8 +22,8 @@ def test_auto_applies_cooling_rule_and_verifies_effect(adapter: MemoryAdapter) -
     out = r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, reader(temps))
     kinds = [(x.request.kind, x.status) for x in out]
     assert (ActionKind.CDU_FLOW, "applied") in kinds and (ActionKind.CDU_SETPOINT, "applied") in kinds
-    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1/cdu")] == pytest.approx(1.3)
-    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1/cdu")] == pytest.approx(27.0)
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1/cdu")] == pytest.approx(1.5)  # the pump's maximum
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1/cdu")] == pytest.approx(26.0)
     temps["DCGM_FI_DEV_GPU_TEMP"] = 74.0
     assert r.verify(100.0, reader(temps)) == []  # not due yet
     verdicts = r.verify(300.0, reader(temps))
@@ -43,7 +44,7 @@ def test_each_rule_fires_once_per_incident(adapter: MemoryAdapter) -> None:
     r = Responder(default_policy(), adapter, mode="auto")
     inc = make_incident(EventClass.GPU_HARDWARE_ERROR, root="dc/r1/k2/n1/g3")
     first = r.handle([inc], 0.0, reader({}))
-    assert [x.request.kind for x in first] == [ActionKind.CHECKPOINT, ActionKind.DRAIN, ActionKind.REQUEUE]
+    assert [x.request.kind for x in first] == [ActionKind.CHECKPOINT, ActionKind.DRAIN]
     assert first[1].request.target == "dc/r1/k2/n1"
     assert r.handle([inc], 10.0, reader({})) == []
 
@@ -91,3 +92,54 @@ def test_bad_policy_files_name_file_and_field(tmp_path: Path) -> None:
     p.write_text("name: [")
     with pytest.raises(InputError, match="malformed YAML"):
         load_policy(p)
+
+
+def _trend_reader(now_c: float, ago: dict[float, float]):  # type: ignore[no-untyped-def]
+    return lambda field, entity, aggregate="mean", ago_s=0.0: now_c if ago_s <= 0 else ago.get(ago_s)
+
+
+def test_trend_expectation_credits_a_slower_rise(adapter: MemoryAdapter) -> None:
+    # Rising 0.05 C/s before the action (60 s earlier: 77 C), only 0.005 C/s in the second half after it.
+    r = Responder(default_policy(), adapter, mode="auto")
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _trend_reader(80.0, {60.0: 77.0}))
+    verdicts = r.verify(300.0, _trend_reader(81.5, {150.0: 80.75}))
+    assert {v.status for v in verdicts} == {"verified"}
+    # The same rise as before the action: no effect, rolled back.
+    r2 = Responder(default_policy(), MemoryAdapter(), mode="auto")
+    r2.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _trend_reader(80.0, {60.0: 77.0}))
+    assert {v.status for v in r2.verify(300.0, _trend_reader(95.0, {150.0: 87.5}))} == {"rolled_back"}
+
+
+def test_until_closed_restores_settings_and_lifts_the_drain(adapter: MemoryAdapter) -> None:
+    r = Responder(default_policy(), adapter, mode="auto")
+    inc = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
+    first = r.handle([inc], 0.0, reader({}))
+    assert [(x.request.kind, x.status) for x in first] == [(ActionKind.POWER_CAP, "applied"),
+                                                           (ActionKind.CHECKPOINT, "applied")]  # fmt: skip
+    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 200.0  # down to the minimum at once
+    assert r.handle([], 10.0, reader({})) == []  # drain and requeue wait for the checkpoint (after_s: 30)
+    later = r.handle([], 30.0, reader({}))
+    assert [x.request.kind for x in later] == [ActionKind.DRAIN, ActionKind.REQUEUE]
+    closed = r.handle([replace(inc, status="closed")], 400.0, reader({}))
+    assert [(x.request.kind, x.status) for x in closed] == [(ActionKind.UNDRAIN, "restored"),
+                                                            (ActionKind.POWER_CAP, "restored")]  # fmt: skip
+    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 700.0
+
+
+def test_a_setting_changed_since_is_not_restored(adapter: MemoryAdapter) -> None:
+    r = Responder(default_policy(), adapter, mode="auto")
+    inc = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
+    r.handle([inc], 0.0, reader({}))
+    adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] = 450.0  # a person moved it meanwhile
+    closed = r.handle([replace(inc, status="closed")], 10.0, reader({}))
+    assert [(x.request.kind, x.status) for x in closed] == [(ActionKind.POWER_CAP, "superseded")]
+    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 450.0
+
+
+def test_rule_level_filter_and_stricter_rule_mode(adapter: MemoryAdapter) -> None:
+    r = Responder(default_policy(), adapter, mode="auto")
+    # A job-wide straggler names no culprit node: no action. An SDC requeue waits for a person.
+    assert r.handle([make_incident(EventClass.STRAGGLER, root="dc/jobs/train")], 0.0, reader({})) == []
+    out = r.handle([make_incident(EventClass.SUSPECTED_SDC, iid=2)], 0.0, reader({}))
+    assert [(x.request.kind, x.status) for x in out] == [(ActionKind.REQUEUE, "pending")]
+    assert adapter.applied == []

@@ -60,7 +60,9 @@ def test_closed_loop_cooling_rule_changes_the_twin() -> None:
     twin = twin_running()
     before = float(twin.cooling.state.setpoint_c[0])
     incident = Incident(1, EventClass.COOLING_DEGRADATION, "dc1/r01/k01", ("dc1/r01/k01/n01/g0",), 0, 0, Severity.MAJOR)
-    out = Responder(default_policy(), TwinAdapter(twin), mode="auto").handle([incident], twin.t_s, lambda f, e: 70.0)
-    assert [r.status for r in out] == ["applied", "applied"], [r.detail for r in out]
+    out = Responder(default_policy(), TwinAdapter(twin), mode="auto").handle(
+        [incident], twin.t_s, lambda f, e, a="mean", ago=0.0: 70.0
+    )
+    assert [r.status for r in out] == ["applied", "applied", "applied"], [r.detail for r in out]
     twin.run(5.0)
     assert float(twin.cooling.state.setpoint_c[0]) < before

@@ -50,7 +50,8 @@ class FacilityRules:
         warmup_s: float = 300.0,
         budget_fraction: float = 0.95,
         persistence_s: float = 10.0,
-        pue_persistence_s: float = 60.0,
+        pue_persistence_s: float = 15.0,
+        pue_half_life_s: float = 10.0,
         it_tolerance: float = 0.1,
         budget_drop: float = 0.1,
     ) -> None:
@@ -60,6 +61,7 @@ class FacilityRules:
         self.budget_fraction = budget_fraction
         self.persistence_s = persistence_s
         self.pue_persistence_s = pue_persistence_s
+        self.pue_half_life_s = pue_half_life_s
         self.it_tolerance = it_tolerance
         self.budget_drop = budget_drop
         self._base = math.nan
@@ -90,12 +92,14 @@ class FacilityRules:
             dt_s = min(ts - self._last_ts, 60.0)
         self._last_ts = ts
         it = _value(fields, SITE_IT_POWER)
-        fast, slow = 1.0 - 2.0 ** (-dt_s / 60.0), 1.0 - 2.0 ** (-dt_s / 600.0)
+        # The IT average reacts as fast as the PUE average, so a load step is seen as unsteady before it can
+        # read as a PUE rise.
+        fast, slow = 1.0 - 2.0 ** (-dt_s / self.pue_half_life_s), 1.0 - 2.0 ** (-dt_s / 600.0)
         it_steady = True
         if math.isfinite(it):
             self._it_fast = _ewma(self._it_fast, it, fast)
             self._it_slow = _ewma(self._it_slow, it, slow)
-            # PUE depends on the IT load (cooling has fixed parts): only a PUE rise at steady load (minute
+            # PUE depends on the IT load (cooling has fixed parts): only a PUE rise at steady load (short
             # average within it_tolerance of the 10-minute one) means worse cooling efficiency.
             it_steady = abs(self._it_fast - self._it_slow) <= self.it_tolerance * max(self._it_slow, 1.0)
         pue = _value(fields, SITE_PUE)
@@ -104,7 +108,8 @@ class FacilityRules:
             pue = fac / it if math.isfinite(fac) and math.isfinite(it) and it > 0 else math.nan
         if math.isfinite(pue):
             self._age_s += dt_s
-            self._pue_fast = _ewma(self._pue_fast, pue, fast)  # iteration-scale load swings average out
+            # Iteration-scale load swings average out; the steady-IT check above guards against job phases.
+            self._pue_fast = _ewma(self._pue_fast, pue, fast)
             rise = self._pue_fast - self._base if math.isfinite(self._base) else 0.0
             warm = self._age_s >= self.warmup_s
             worse = warm and it_steady and rise >= self.pue_rise

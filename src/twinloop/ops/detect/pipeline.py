@@ -35,14 +35,10 @@ from twinloop.ops.detect.rules import (
     POWER,
     POWER_LIMIT,
     TEMP,
-    CoolingRule,
     GpuLimits,
-    PowerDeliveryRule,
-    PowerThrottleRule,
     Rule,
     RuleFrame,
-    ThermalThrottleRule,
-    XidRule,
+    hardware_rules,
 )
 from twinloop.ops.events import FAULT_CLASSES, Detection, DetectionKind, EventClass, Impact, Incident
 
@@ -72,7 +68,8 @@ ACTIVITY_FIELDS: frozenset[str] = frozenset(
 )
 
 _FOLLOWS_POWER = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"})
-_EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "cooling", "power_delivery"})
+_COOLING_RULES = frozenset({"cooling", "coolant"})
+_EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "power_delivery"}) | _COOLING_RULES
 
 
 @dataclass(frozen=True)
@@ -129,13 +126,7 @@ class DetectionPipeline:
             f: make_detector(name, source=f"field_detectors.{f}", **dict(c.detector_params.get(name, {})))
             for f, name in c.field_detectors.items()
         }
-        self.hw_rules: list[Rule] = [
-            CoolingRule(),
-            ThermalThrottleRule(),
-            PowerThrottleRule(),
-            PowerDeliveryRule(),
-            XidRule(),
-        ]
+        self.hw_rules: list[Rule] = hardware_rules()
         self.straggler = StragglerRule()
         self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
         self.facility_rules = FacilityRules()
@@ -304,7 +295,7 @@ class DetectionPipeline:
             if fired.any():
                 idx = np.flatnonzero(fired)
                 self.grouper.observe(ts, cls, idx, onsets)
-                if rule.name == "cooling":
+                if rule.name in _COOLING_RULES:
                     self._last_cooling[idx] = ts
                 self._last_hw[idx] = ts
                 if rule.name in _EXPLAINS_STRAGGLER:

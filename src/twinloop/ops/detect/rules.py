@@ -9,12 +9,22 @@ as it was) and needs its condition to hold for ``persistence_s`` before it fires
   first-order lag of time constant ``tau_s``), with ``R`` learned per GPU from its own history (the catalog
   value as a prior); the rise of the temperature above that expectation by ``rise_c`` while the power has been
   steady on the thermal time scale (RC-filtered power within ``power_tolerance`` of its 1-minute average) is
-  a cooling or thermal-interface fault.
+  a cooling or thermal-interface fault. Where the CDU's supply temperature is given per GPU, the model is of the
+  die's rise above it, so a supply the loop warmed on purpose is no fault (a CDU losing its supply is the
+  ``coolant`` rule's).
+* ``coolant`` → cooling degradation, sooner: the coolant supply of the GPU's CDU (``TWINLOOP_FI_CDU_SUPPLY_TEMP``
+  with ``TWINLOOP_FI_CDU_SETPOINT``, row fields the caller gives each of the row's GPUs) climbs above its
+  setpoint at ``rate_c_per_s`` or faster: a CDU that cannot hold its setpoint has lost pump or heat-exchanger
+  capacity, and its supply moves minutes before the dies pass the ``cooling`` rule's margin. A setpoint change
+  holds the rule off for ``holdoff_s`` (the loop moving its own setpoint is not a fault).
 * ``thermal_throttle``: a thermal clock-event bit (SW/HW thermal), or the temperature within ``margin_c`` of
   slowdown with the clock down ``clock_drop`` from its reference.
 * ``power_throttle``: the clock falls ``clock_drop`` below its reference while power is at the limit
   (``at_limit``), and the tensor activity did not rise (a heavier phase at the cap is normal operation).
-* ``power_delivery``: the HW power-brake bit, or HW slowdown without any thermal cause.
+* ``power_delivery``: the HW power-brake bit, HW slowdown without any thermal cause, or the node's PSUs
+  reporting lost redundancy (``TWINLOOP_FI_PSU_STATE`` >= 1, a node field the caller gives each of the node's
+  GPUs, as a BMC's Redfish power-supply health would): that holds while the PSUs are out, so a loop that capped
+  the node does not see the fault vanish with the brakes it prevented.
 * ``xid``: a fatal XID code (fell off the bus, DBE, uncontained ECC, GSP timeout, ...) or a burst of
   ``burst_count`` XIDs within ``burst_window_s``. ``DCGM_FI_DEV_XID_ERRORS`` holds the *last* XID code, so an
   event is a change to a non-zero code.
@@ -52,6 +62,9 @@ POWER_LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
 CLOCK_REASONS = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
 XID = "DCGM_FI_DEV_XID_ERRORS"
 TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+PSU_STATE = "TWINLOOP_FI_PSU_STATE"
+CDU_SUPPLY = "TWINLOOP_FI_CDU_SUPPLY_TEMP"
+CDU_SETPOINT = "TWINLOOP_FI_CDU_SETPOINT"
 JOB_STEP_TIME = "TWINLOOP_FI_JOB_STEP_TIME"
 JOB_LOSS = "TWINLOOP_FI_JOB_LOSS"
 JOB_TOKENS = "TWINLOOP_FI_JOB_TOKENS_PER_S"
@@ -252,6 +265,11 @@ class CoolingRule(Rule):
         t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
         if t is None or p is None:
             return np.zeros(n, dtype=bool), np.zeros(n)
+        supply = frame.gpu.get(CDU_SUPPLY)
+        if supply is not None:
+            # The die above its coolant: a warmer supply set on purpose (or lost by a CDU, which the coolant rule
+            # reports) is not this GPU's cooling fault.
+            t = t - np.where(np.isfinite(supply), supply, 0.0)
         if self._p_filt is None or self._p_filt.shape[0] != n:
             self._alloc(n)
         lim = frame.limits
@@ -325,6 +343,50 @@ class ClockReference:
     def learn(self, x: F64, mask: BoolArr, dt_s: float) -> None:
         ref = self.get(x.shape[0])
         self.value = ewma_toward(ref, x, mask & np.isfinite(x), 1.0 - 2.0 ** (-dt_s / self.half_life_s))
+
+
+class CoolantRule(Rule):
+    """The CDU's supply temperature climbing above its setpoint (see module docstring)."""
+
+    name = "coolant"
+    event_class = EventClass.COOLING_DEGRADATION
+
+    def __init__(
+        self, rate_c_per_s: float = 0.02, above_c: float = 0.5, smooth_s: float = 10.0, holdoff_s: float = 180.0,
+        persistence_s: float = 5.0,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.rate_c_per_s = rate_c_per_s
+        self.above_c = above_c
+        self.smooth_s = smooth_s
+        self.holdoff_s = holdoff_s
+        self.persistence_s = persistence_s
+        self._prev: F64 | None = None
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        n = frame.n_gpus
+        supply, setpoint = frame.gpu.get(CDU_SUPPLY), frame.gpu.get(CDU_SETPOINT)
+        if supply is None or setpoint is None:
+            return np.zeros(n, dtype=bool), np.zeros(n)
+        if self._prev is None or self._prev.shape[0] != n:
+            self._prev, self._prev_sp = np.full(n, np.nan), np.full(n, np.nan)
+            self._rate, self._holdoff_until = np.zeros(n), np.full(n, -np.inf)
+        valid = np.isfinite(supply) & np.isfinite(setpoint)
+        with np.errstate(invalid="ignore"):
+            moved = valid & np.isfinite(self._prev_sp) & (np.abs(setpoint - self._prev_sp) > 1e-3)
+            rate = np.where(valid & np.isfinite(self._prev), (supply - self._prev) / frame.dt_s, 0.0)
+        self._holdoff_until = np.where(moved, frame.ts + self.holdoff_s, self._holdoff_until)
+        self._rate = ewma_toward(self._rate, rate, valid, min(1.0, frame.dt_s / self.smooth_s))
+        self._prev = np.where(valid, supply, self._prev)
+        self._prev_sp = np.where(valid, setpoint, self._prev_sp)
+        with np.errstate(invalid="ignore"):
+            cond = (
+                (self._rate >= self.rate_c_per_s)
+                & (supply >= setpoint + self.above_c)
+                & (frame.ts >= self._holdoff_until)
+            )
+        fired = self._persist(cond, valid, steps(self.persistence_s, frame.dt_s))
+        return fired, np.where(valid, np.nan_to_num(supply - setpoint), 0.0)
 
 
 class ThermalThrottleRule(Rule):
@@ -413,8 +475,11 @@ class PowerDeliveryRule(Rule):
         )
         brake = (bits & CLOCK_EVENT_HW_POWER_BRAKE) != 0
         hw_slow = ((bits & CLOCK_EVENT_HW_SLOWDOWN) != 0) & ~thermal
-        cond = brake | hw_slow
-        return self._persist(cond, ok, steps(self.persistence_s, frame.dt_s)), cond.astype(np.float64)
+        psu = frame.gpu.get(PSU_STATE)
+        psu_lost = np.zeros(n, dtype=bool) if psu is None else np.nan_to_num(psu, nan=0.0) >= 1.0
+        cond = brake | hw_slow | psu_lost
+        valid = ok | psu_lost
+        return self._persist(cond, valid, steps(self.persistence_s, frame.dt_s)), cond.astype(np.float64)
 
 
 class XidRule(Rule):
@@ -453,4 +518,4 @@ class XidRule(Rule):
 
 def hardware_rules() -> list[Rule]:
     """Fresh instances of the per-GPU hardware rules with default thresholds."""
-    return [CoolingRule(), ThermalThrottleRule(), PowerThrottleRule(), PowerDeliveryRule(), XidRule()]
+    return [CoolingRule(), CoolantRule(), ThermalThrottleRule(), PowerThrottleRule(), PowerDeliveryRule(), XidRule()]

@@ -9,12 +9,20 @@ Features at time t for horizon h (all in W unless said):
   load now; mean load over the last 5 min; load slope over the last 5 min (W/s x h);
   scheduled change: planned power of jobs starting in (t, t+h] minus jobs ending in (t, t+h];
   scheduled change already begun: the same for the last 5 minutes (ramps still in progress);
-  time of day as sin/cos (serving load is diurnal).
+  time of day as sin/cos (serving load is diurnal);
+  and, when the history carries them (``LoadHistory.known_ahead_w``), K more columns of what the queue and the
+  planner knew *at t* about (t, t+h] (see :mod:`twinloop.ops.learn.twin_history`).
+
+Without ``known_ahead_w`` the scheduled change ahead is the window sum of ``scheduled_delta_w`` over (t, t+h],
+which assumes the schedule was fixed in advance (true of a reservation calendar, not of a queue whose start
+times depend on when other jobs end). With ``known_ahead_w`` that column is the sum of the known-ahead columns
+instead, so no future sample of any series is read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,11 +39,15 @@ class LoadHistory:
         load_w: measured heat load (≈ IT power) at those times, W.
         scheduled_delta_w: planned load change per sample: + planned power at a job's start sample,
             - at its end sample (0 elsewhere), W. Known in advance from the queue and the planner.
+        known_ahead_w: optional, horizon (s) → array ``(n_samples, K)``: per sample, the load changes the queue
+            and the planner knew about at that sample for the next ``horizon`` seconds (K kinds of change, W).
+            Every horizon must have the same K.
     """
 
     ts_s: FloatArray
     load_w: FloatArray
     scheduled_delta_w: FloatArray
+    known_ahead_w: Mapping[float, FloatArray] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         n = len(self.ts_s)
@@ -43,6 +55,26 @@ class LoadHistory:
             raise ValueError("ts_s, load_w and scheduled_delta_w must have equal length")
         if n < 2 or np.any(np.diff(self.ts_s) <= 0):
             raise ValueError("ts_s must be strictly increasing with at least two samples")
+        if self.known_ahead_w is not None:
+            widths = {a.shape[1] if a.ndim == 2 else -1 for a in self.known_ahead_w.values()}
+            if not self.known_ahead_w or len(widths) != 1 or -1 in widths:
+                raise ValueError("known_ahead_w needs one (n_samples, K) array per horizon, the same K for all")
+            if any(a.shape[0] != n for a in self.known_ahead_w.values()):
+                raise ValueError("known_ahead_w arrays must have one row per sample (equal length to ts_s)")
+
+    def known_for(self, horizon_s: float) -> FloatArray | None:
+        """The known-ahead columns for ``horizon_s`` (None when the history has none).
+
+        Raises:
+            ValueError: when the history has known-ahead columns but not for this horizon.
+        """
+        if self.known_ahead_w is None:
+            return None
+        for h, cols in self.known_ahead_w.items():
+            if abs(h - horizon_s) < 1e-6:
+                return cols
+        have = ", ".join(f"{h:g}" for h in sorted(self.known_ahead_w))
+        raise ValueError(f"no known-ahead columns for horizon {horizon_s:g} s (recorded: {have} s)")
 
     @property
     def dt_s(self) -> float:
@@ -58,7 +90,10 @@ def _window_sum(x: FloatArray, start: NDArray[np.int64], stop: NDArray[np.int64]
 
 
 def features(history: LoadHistory, horizon_s: float, lookback_s: float = 300.0) -> FloatArray:
-    """Feature matrix (n_samples x 7) for forecasting ``horizon_s`` ahead from every sample."""
+    """Feature matrix (n_samples x (7 + K)) for forecasting ``horizon_s`` ahead from every sample.
+
+    K is the width of ``history.known_ahead_w`` (0 without it); see the module docstring.
+    """
     load = history.load_w
     n = len(load)
     dt = history.dt_s
@@ -69,10 +104,13 @@ def features(history: LoadHistory, horizon_s: float, lookback_s: float = 300.0) 
     mean_recent = _window_sum(load, start, idx + 1) / (idx + 1 - start)
     past = load[np.maximum(idx - back, 0)]
     slope = (load - past) / np.maximum((idx - np.maximum(idx - back, 0)) * dt, dt)
-    ahead = _window_sum(history.scheduled_delta_w, idx + 1, idx + h + 1)
+    known = history.known_for(horizon_s)
+    future = _window_sum(history.scheduled_delta_w, idx + 1, idx + h + 1)
+    ahead = future if known is None else known.sum(axis=1)
     begun = _window_sum(history.scheduled_delta_w, idx - back + 1, idx + 1)
     day = 2 * np.pi * (history.ts_s % 86400.0) / 86400.0
-    return np.column_stack([load, mean_recent, slope * h * dt, ahead, begun, np.sin(day), np.cos(day)])
+    cols = [load, mean_recent, slope * h * dt, ahead, begun, np.sin(day), np.cos(day)]
+    return np.column_stack(cols if known is None else [*cols, known])
 
 
 def persistence(history: LoadHistory, horizon_s: float) -> FloatArray:
@@ -113,7 +151,11 @@ class HeatLoadForecaster:
             y, ok = target(hist, self.horizon_s)
             xs.append(x[ok])
             ys.append(y[ok] - hist.load_w[ok])
+        if not xs or len({x.shape[1] for x in xs}) != 1:
+            raise ValueError("fit() needs at least one history, all with the same known-ahead columns")
         x_all = np.vstack(xs)
+        if len(x_all) == 0:
+            raise ValueError(f"no sample has a target {self.horizon_s:g} s ahead (histories shorter than the horizon)")
         y_all = np.concatenate(ys)
         scale = np.maximum(np.abs(x_all).max(axis=0), 1e-9)
         xn = np.column_stack([x_all / scale, np.ones(len(x_all))])
@@ -127,8 +169,21 @@ class HeatLoadForecaster:
         """Forecast of the load ``horizon_s`` after every sample of ``history``, W."""
         if self.coef_ is None or self.scale_ is None:
             raise RuntimeError("fit() first")
-        x = features(history, self.horizon_s, self.lookback_s) / self.scale_
-        return history.load_w + np.column_stack([x, np.ones(len(x))]) @ self.coef_
+        return self.predict_features(features(history, self.horizon_s, self.lookback_s))
+
+    def predict_features(self, x: FloatArray) -> FloatArray:
+        """Forecast from a feature matrix laid out as :func:`features` makes it (column 0 is the load now), W.
+
+        Raises:
+            RuntimeError: before :meth:`fit`.
+            ValueError: when the number of columns differs from the one the model was fitted on.
+        """
+        if self.coef_ is None or self.scale_ is None:
+            raise RuntimeError("fit() first")
+        if x.ndim != 2 or x.shape[1] != self.scale_.size:
+            raise ValueError(f"expected {self.scale_.size} feature columns, got shape {x.shape}")
+        xn = x / self.scale_
+        return np.asarray(x[:, 0] + np.column_stack([xn, np.ones(len(xn))]) @ self.coef_)
 
 
 @dataclass(frozen=True)

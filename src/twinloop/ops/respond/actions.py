@@ -14,6 +14,7 @@ class ActionKind(enum.StrEnum):
     SET_CLOCKS = "set_clocks"  # MHz SM clock ceiling, on a gpu/node/rack/job
     CDU_SETPOINT = "cdu_setpoint"  # °C coolant supply temperature, on a CDU
     CDU_FLOW = "cdu_flow"  # fraction of the CDU's nominal flow (1.0 = nominal), on a CDU
+    FACILITY_WATER = "facility_water"  # °C facility (chilled/tower) water supply setpoint, on the site
     PRECOOL = "precool"  # °C supply setpoint to hold for duration_s before a job starts, on a CDU
     COOLING_RAMP_DOWN = "cooling_ramp_down"  # seconds over which to return to the nominal setpoint, on a CDU
     CHECKPOINT = "checkpoint"  # no value, on a job
@@ -28,7 +29,14 @@ class ActionKind(enum.StrEnum):
 
 #: Kinds whose value is a setting with a current value (so they can be rolled back).
 SETTING_KINDS: frozenset[ActionKind] = frozenset(
-    {ActionKind.POWER_CAP, ActionKind.SET_CLOCKS, ActionKind.CDU_SETPOINT, ActionKind.CDU_FLOW, ActionKind.PRECOOL}
+    {
+        ActionKind.POWER_CAP,
+        ActionKind.SET_CLOCKS,
+        ActionKind.CDU_SETPOINT,
+        ActionKind.CDU_FLOW,
+        ActionKind.FACILITY_WATER,
+        ActionKind.PRECOOL,
+    }
 )
 
 #: The inverse of each kind that has one (how a rollback undoes it).
@@ -49,12 +57,18 @@ class Expectation:
         direction: ``down`` or ``up`` relative to the value when the action was applied.
         within_s: how long to wait before judging, seconds.
         min_change: smallest change in ``direction`` that counts as the effect appearing.
+        aggregate: how the field is taken over the target's GPUs: ``mean`` or ``max`` (the hottest GPU).
+        relative_to: ``level`` compares with the value at the action; ``trend`` with where the value's trend over
+            the minute before the action would have taken it (a capacity-limited coolant loop keeps warming after
+            a good action, only slower).
     """
 
     field: str
     direction: Literal["down", "up"]
     within_s: float
     min_change: float = 0.0
+    aggregate: Literal["mean", "max"] = "mean"
+    relative_to: Literal["level", "trend"] = "level"
 
 
 @dataclass(frozen=True)
@@ -90,6 +104,8 @@ ActionStatus = Literal[
     "failed",  # the adapter tried and it went wrong (reason in detail)
     "rolled_back",  # the expected effect did not appear; the previous value was restored
     "verified",  # the expected effect appeared
+    "restored",  # the incident closed; the setting went back to its previous value (or the drain/hold lifted)
+    "superseded",  # the incident closed but the setting had been changed since; left as is
 ]
 
 

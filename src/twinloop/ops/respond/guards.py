@@ -13,6 +13,12 @@ from dataclasses import dataclass, field, replace
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 
+#: The direction (+1 up, -1 down) in which a setting only makes the hardware safer at once: less power, lower
+#: clocks, more coolant flow. A move that way is bounded by the hardware range alone, so a power fault can be met
+#: in one action; ``max_step`` limits moves the other way. Coolant setpoints are step-limited both ways: a
+#: large drop makes the plant pull the loop's thermal mass down at full capacity, a facility power spike.
+SAFE_DIRECTION: dict[ActionKind, int] = {ActionKind.POWER_CAP: -1, ActionKind.SET_CLOCKS: -1, ActionKind.CDU_FLOW: +1}
+
 
 def _default_max_step() -> dict[ActionKind, float]:
     return {
@@ -21,6 +27,7 @@ def _default_max_step() -> dict[ActionKind, float]:
         ActionKind.CDU_SETPOINT: 4.0,  # °C per action
         ActionKind.PRECOOL: 6.0,  # °C below the current setpoint
         ActionKind.CDU_FLOW: 0.5,  # fraction of nominal flow per action
+        ActionKind.FACILITY_WATER: 2.0,  # °C per action
     }
 
 
@@ -31,7 +38,8 @@ class GuardConfig:
     Attributes:
         min_interval_s: no two actions of the same kind on the same target closer than this.
         window_s / max_actions_per_window: at most this many actions (all kinds) per sliding window.
-        max_step: largest change of a setting in one action, per kind (units of the kind's value).
+        max_step: largest change of a setting in one action away from its safe direction (``SAFE_DIRECTION``),
+            per kind (units of the kind's value).
         failure_backoff_s: a refused or failed (kind, target) is not tried again before this.
     """
 
@@ -78,8 +86,9 @@ class GuardRails:
     ) -> GuardDecision:
         """Decide on ``request`` at time ``now`` given the target's hardware ``limits`` and ``current`` setting.
 
-        A value outside the limits is clamped into them; a step larger than ``max_step`` from ``current`` is
-        shortened to ``max_step``. A value kind with unknown limits is refused (the guard will not guess).
+        A value outside the limits is clamped into them; a step larger than ``max_step`` from ``current`` against
+        the kind's safe direction is shortened to ``max_step``. A value kind with unknown limits is refused (the
+        guard will not guess).
         """
         key = (request.kind, request.target)
         cfg = self.config
@@ -106,7 +115,10 @@ class GuardRails:
         value = min(max(request.value, lo), hi)
         step = cfg.max_step.get(request.kind)
         if step is not None and current is not None:
-            value = min(max(value, current - step), current + step)
+            safe = SAFE_DIRECTION.get(request.kind, 0)
+            down = float("inf") if safe < 0 else step
+            up = float("inf") if safe > 0 else step
+            value = min(max(value, current - down), current + up)
             value = min(max(value, lo), hi)
         clamped = value != request.value
         return GuardDecision(replace(request, value=value), clamped=clamped)
@@ -114,7 +126,7 @@ class GuardRails:
     def record(self, result: ActionResult) -> None:
         """Remember an outcome: issued actions count against rate limits; refusals and failures back off."""
         key = (result.request.kind, result.request.target)
-        if result.status in ("applied", "dry_run", "rolled_back"):
+        if result.status in ("applied", "dry_run", "rolled_back", "restored"):
             self._last[key] = result.ts
             self._recent.append(result.ts)
         elif result.status in ("refused", "failed"):

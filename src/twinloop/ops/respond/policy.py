@@ -21,7 +21,18 @@ from twinloop.ops.respond.actions import ActionKind
 POLICY_DIR = Path(__file__).resolve().parent / "policies"
 
 Mode = Literal["observe", "approve", "auto"]
+#: Modes from the strictest: a rule's own mode can only make the responder's stricter.
+MODE_ORDER: tuple[Mode, ...] = ("observe", "approve", "auto")
 TargetSelector = Literal["root", "gpu", "node", "rack", "row", "cdu", "job", "site", "members"]
+RootLevel = Literal["gpu", "node", "rack", "row", "site", "job"]
+_LEVEL_BY_DEPTH: dict[int, RootLevel] = {1: "site", 2: "row", 3: "rack", 4: "node", 5: "gpu"}
+
+
+def root_level(entity: str) -> RootLevel | None:
+    """Level of an entity id: ``<site>/jobs/<name>`` is a job, else the depth of ``site/row/rack/node/gpu``."""
+    if "/jobs/" in entity:
+        return "job"
+    return _LEVEL_BY_DEPTH.get(entity.count("/") + 1)
 
 
 class _Frozen(BaseModel):
@@ -37,6 +48,7 @@ class ActionTemplate(_Frozen):
     change: float | None = None
     scale: float | None = Field(default=None, gt=0)
     duration_s: float = Field(default=0.0, ge=0)
+    after_s: float = Field(default=0.0, ge=0, le=86400, description="delay after the incident's first action")
 
     @model_validator(mode="after")
     def _one_value(self) -> ActionTemplate:
@@ -53,16 +65,22 @@ class ExpectTemplate(_Frozen):
     direction: Literal["down", "up"]
     within_s: float = Field(gt=0, le=86400)
     min_change: float = Field(default=0.0, ge=0)
+    aggregate: Literal["mean", "max"] = "mean"
+    relative_to: Literal["level", "trend"] = "level"
 
 
 class Rule(_Frozen):
-    """Incidents of these classes at or above ``min_severity`` get these actions, once per incident."""
+    """Incidents of these classes at or above ``min_severity`` (rooted at one of ``at``, when given) get these
+    actions, once per incident; with ``until_closed`` the settings are restored when the incident closes."""
 
     name: str
     when: tuple[EventClass, ...] = Field(min_length=1)
     min_severity: Literal["info", "minor", "major", "critical"] = "minor"
+    at: tuple[RootLevel, ...] = Field(default=(), description="root levels the rule applies to (empty: any)")
     actions: tuple[ActionTemplate, ...] = Field(min_length=1)
     expect: ExpectTemplate | None = None
+    until_closed: bool = False
+    mode: Mode | None = Field(default=None, description="a stricter mode for this rule (e.g. approve for requeues)")
 
     @property
     def severity_floor(self) -> Severity:
@@ -77,9 +95,14 @@ class Policy(_Frozen):
     mode: Mode = "observe"
     rules: tuple[Rule, ...] = Field(min_length=1)
 
-    def rules_for(self, event_class: EventClass, severity: Severity) -> list[Rule]:
-        """The rules that apply to an incident of this class and severity, in file order."""
-        return [r for r in self.rules if event_class in r.when and severity >= r.severity_floor]
+    def rules_for(self, event_class: EventClass, severity: Severity, root: str | None = None) -> list[Rule]:
+        """The rules that apply to an incident of this class and severity (rooted at ``root``), in file order."""
+        level = None if root is None else root_level(root)
+        return [
+            r
+            for r in self.rules
+            if event_class in r.when and severity >= r.severity_floor and (not r.at or level in r.at)
+        ]
 
 
 def load_policy(path: Path) -> Policy:

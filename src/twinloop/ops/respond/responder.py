@@ -3,13 +3,16 @@
 Modes: ``observe`` records recommendations only; ``approve`` queues actions until a person approves or rejects
 them; ``auto`` applies them. Each rule fires once per incident. After an action with an expected effect, the
 responder reads the watched field on the target; if the effect has not appeared by ``within_s`` the previous
-setting is restored (a recorded rollback).
+setting is restored (a recorded rollback). A rule marked ``until_closed`` holds its settings only while its
+incident is open: when the incident closes, each setting nobody has changed since goes back to its previous
+value (a recorded restore), drains are lifted and admission released.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import (
@@ -22,10 +25,17 @@ from twinloop.ops.respond.actions import (
 )
 from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import GuardRails
-from twinloop.ops.respond.policy import ActionTemplate, Mode, Policy, Rule
+from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule
 
-#: ``read(field, entity) -> value`` gives the current telemetry value of a field aggregated over an entity.
-Reader = Callable[[str, str], float | None]
+#: Seconds of history before an action from which a ``trend`` expectation takes the pre-action slope.
+TREND_WINDOW_S = 60.0
+
+
+class Reader(Protocol):
+    """``read(field, entity, aggregate, ago_s)``: a telemetry field over an entity's GPUs (``mean`` or ``max``),
+    now or ``ago_s`` seconds ago; None when unknown."""
+
+    def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -34,8 +44,32 @@ class _Watch:
     request: ActionRequest
     expect: Expectation
     baseline: float
-    due_ts: float
+    slope_per_s: float
+    start_ts: float
     previous_value: float | None
+
+    @property
+    def due_ts(self) -> float:
+        return self.start_ts + self.expect.within_s
+
+    def moved(self, read: Reader, now: float) -> float | None:
+        """Change in the expected direction: of the level since the action, or (``trend``) the larger of that
+        and how much the field's rate in the second half of the window fell short of its pre-action rate, times
+        the window (a capacity-limited coolant loop keeps warming after a good action, only slower)."""
+        e = self.expect
+        value = read(e.field, self.request.target, e.aggregate)
+        if value is None:
+            return None
+        sign = -1.0 if e.direction == "down" else 1.0
+        level = sign * (value - self.baseline)
+        if e.relative_to == "level":
+            return level
+        half = 0.5 * (now - self.start_ts)
+        mid = read(e.field, self.request.target, e.aggregate, half)
+        if mid is None or half <= 0:
+            return level
+        rate_after = (value - mid) / half
+        return max(level, sign * (rate_after - self.slope_per_s) * e.within_s)
 
 
 class Responder:
@@ -51,35 +85,72 @@ class Responder:
         self.log: list[ActionResult] = []
         self._fired: set[tuple[int, str]] = set()
         self._pending: dict[int, ActionRequest] = {}
+        self._pending_held: dict[int, int] = {}  # pending action id -> incident whose closing restores it
         self._watches: list[_Watch] = []
+        self._held: dict[int, list[ActionResult]] = {}  # incident id -> applied actions to restore on closing
+        self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
 
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
-        """Apply the policy to open incidents; returns the results recorded at ``now``."""
+        """Apply the policy to open incidents (and submit delayed actions now due; call every step); returns the
+        results recorded at ``now``."""
         out: list[ActionResult] = []
+        due = [d for d in self._delayed if d[0] <= now]
+        self._delayed = [d for d in self._delayed if d[0] > now]
+        for _, request, until_closed, mode in due:
+            out.append(self._submit_for(request, until_closed, now, read, mode))
         for incident in incidents:
+            iid = incident.incident_id
+            if incident.status == "merged" and incident.merged_into is not None:
+                self._held.setdefault(incident.merged_into, []).extend(self._held.pop(iid, []))
+                for i, (t, req, hold, mode) in enumerate(self._delayed):
+                    if req.incident_id == iid:
+                        self._delayed[i] = (t, replace(req, incident_id=incident.merged_into), hold, mode)
             if incident.status != "open":
+                self._delayed = [d for d in self._delayed if d[1].incident_id != iid]
+                out.extend(self._restore(iid, now))
                 continue
-            for rule in self.policy.rules_for(incident.event_class, incident.severity):
-                key = (incident.incident_id, rule.name)
+            for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
+                key = (iid, rule.name)
                 if key in self._fired:
                     continue
                 self._fired.add(key)
+                mode = self._mode_for(rule)
                 for template in rule.actions:
                     requests = self._requests(rule, template, incident)
                     if not requests:
-                        unresolved = ActionRequest(template.kind, incident.root, incident_id=incident.incident_id)
+                        unresolved = ActionRequest(template.kind, incident.root, incident_id=iid)
                         detail = f"cannot resolve target: no {template.target} for {incident.root}"
                         out.append(self._record(unresolved, "refused", now, detail, guard=False))
                     for request in requests:
-                        out.append(self._submit(request, now, read))
+                        if template.after_s > 0:
+                            self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
+                        else:
+                            out.append(self._submit_for(request, rule.until_closed, now, read, mode))
         return out
+
+    def _mode_for(self, rule: Rule) -> Mode:
+        """The stricter of the responder's mode and the rule's own."""
+        if rule.mode is None:
+            return self.mode
+        return min(self.mode, rule.mode, key=MODE_ORDER.index)
+
+    def _submit_for(
+        self, request: ActionRequest, until_closed: bool, now: float, read: Reader, mode: Mode
+    ) -> ActionResult:
+        """Submit an incident's request; remember it for restoring when its incident closes (``until_closed``)."""
+        result = self.submit(request, now, read, mode)
+        if until_closed and result.status == "applied":
+            self._held.setdefault(request.incident_id, []).append(result)
+        elif until_closed and result.status == "pending":
+            self._pending_held[result.action_id] = request.incident_id
+        return result
 
     def _requests(self, rule: Rule, template: ActionTemplate, incident: Incident) -> list[ActionRequest]:
         expect = None
         if rule.expect is not None:
             e = rule.expect
-            expect = Expectation(e.field, e.direction, e.within_s, e.min_change)
+            expect = Expectation(e.field, e.direction, e.within_s, e.min_change, e.aggregate, e.relative_to)
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         requests = []
         for target in self.adapter.resolve(template.target, incident):
@@ -105,17 +176,20 @@ class Responder:
             )
         return requests
 
-    def _submit(self, request: ActionRequest, now: float, read: Reader) -> ActionResult:
+    def submit(self, request: ActionRequest, now: float, read: Reader, mode: Mode | None = None) -> ActionResult:
+        """Guard, then (by ``mode``, default the responder's) record, queue or apply one request; also for
+        requests no incident made (the cooling optimizer's)."""
+        mode = mode or self.mode
         if request.kind in SETTING_KINDS and request.value is None:
             return self._record(request, "refused", now, f"current {request.kind} of {request.target} unknown")
         limits = self.adapter.limits(request.kind, request.target)
         current = self.adapter.current(request.kind, request.target)
         decision = self.guards.check(request, now, limits, current)
         if not decision.allowed:
-            return self._record(decision.request, "refused", now, decision.refusal)
-        if self.mode == "observe":
+            return self._record(decision.request, "refused", now, decision.refusal, guard=False)
+        if mode == "observe":
             return self._record(decision.request, "recommended", now, clamped=decision.clamped)
-        if self.mode == "approve":
+        if mode == "approve":
             result = self._record(decision.request, "pending", now, clamped=decision.clamped)
             self._pending[result.action_id] = decision.request
             return result
@@ -126,12 +200,15 @@ class Responder:
     ) -> ActionResult:
         reply = self.adapter.apply(request)
         result = self._record(request, reply.status, now, reply.detail, current, clamped)
-        if reply.status == "applied" and request.expect is not None:
-            baseline = read(request.expect.field, request.target)
+        expect = request.expect
+        if reply.status == "applied" and expect is not None:
+            baseline = read(expect.field, request.target, expect.aggregate)
+            slope = 0.0
+            if expect.relative_to == "trend" and baseline is not None:
+                past = read(expect.field, request.target, expect.aggregate, TREND_WINDOW_S)
+                slope = 0.0 if past is None else (baseline - past) / TREND_WINDOW_S
             if baseline is not None:
-                self._watches.append(
-                    _Watch(result.action_id, request, request.expect, baseline, now + request.expect.within_s, current)
-                )
+                self._watches.append(_Watch(result.action_id, request, expect, baseline, slope, now, current))
         return result
 
     # ------------------------------------------------------------------ approvals
@@ -143,14 +220,19 @@ class Responder:
     def approve(self, action_id: int, now: float, read: Reader) -> ActionResult:
         """A person approved a pending action: check the guard rails again (time has passed) and apply it."""
         request = self._pending.pop(action_id)
+        held_by = self._pending_held.pop(action_id, None)
         current = self.adapter.current(request.kind, request.target)
         decision = self.guards.check(request, now, self.adapter.limits(request.kind, request.target), current)
         if not decision.allowed:
-            return self._record(request, "refused", now, decision.refusal)
-        return self._execute(decision.request, now, read, current, decision.clamped)
+            return self._record(request, "refused", now, decision.refusal, guard=False)
+        result = self._execute(decision.request, now, read, current, decision.clamped)
+        if held_by is not None and result.status == "applied":
+            self._held.setdefault(held_by, []).append(result)
+        return result
 
     def reject(self, action_id: int, now: float) -> ActionResult:
         """A person rejected a pending action."""
+        self._pending_held.pop(action_id, None)
         return self._record(self._pending.pop(action_id), "rejected", now, "rejected by operator")
 
     # ------------------------------------------------------------------ verification and rollback
@@ -162,21 +244,40 @@ class Responder:
             if now < w.due_ts:
                 keep.append(w)
                 continue
-            value = read(w.expect.field, w.request.target)
-            moved = (
-                None if value is None else (w.baseline - value if w.expect.direction == "down" else value - w.baseline)
-            )
+            moved = w.moved(read, now)
             if moved is not None and moved >= w.expect.min_change:
-                out.append(
-                    self._record(
-                        w.request, "verified", now, f"{w.expect.field} moved {moved:+.2f} ({w.expect.direction})"
-                    )
-                )
+                against = "its pre-action trend" if w.expect.relative_to == "trend" else "the action"
+                detail = f"{w.expect.aggregate} {w.expect.field} {moved:+.2f} {w.expect.direction} against {against}"
+                out.append(self._record(w.request, "verified", now, detail))
                 continue
             out.append(
                 self._rollback(w, now, "no effect" if moved is None else f"{w.expect.field} moved only {moved:+.2f}")
             )
         self._watches = keep
+        return out
+
+    def _restore(self, incident_id: int, now: float) -> list[ActionResult]:
+        """Undo the held actions of a closed incident, newest first; a setting changed since is left alone."""
+        out: list[ActionResult] = []
+        for result in reversed(self._held.pop(incident_id, [])):
+            req = result.request
+            self._watches = [w for w in self._watches if w.action_id != result.action_id]
+            why = f"incident {incident_id} closed: restore after action {result.action_id}"
+            if req.kind in SETTING_KINDS:
+                current = self.adapter.current(req.kind, req.target)
+                if result.previous_value is None or current is None or req.value is None:
+                    continue
+                if abs(current - req.value) > 1e-6 * max(1.0, abs(req.value)):
+                    out.append(self._record(req, "superseded", now, f"{why}: setting changed since, left as is"))
+                    continue
+                undo = replace(req, value=result.previous_value, expect=None, reason=why)
+            elif req.kind in INVERSE:
+                undo = replace(req, kind=INVERSE[req.kind], value=None, expect=None, reason=why)
+            else:
+                continue  # a checkpoint or requeue has nothing to restore
+            reply = self.adapter.apply(undo)
+            status: ActionStatus = "restored" if reply.status in ("applied", "dry_run") else "failed"
+            out.append(self._record(undo, status, now, reply.detail))
         return out
 
     def _rollback(self, w: _Watch, now: float, why: str) -> ActionResult:
@@ -196,6 +297,8 @@ class Responder:
             return self._record(w.request, "failed", now, f"expected effect missing ({why}) and no way to undo it")
         reply = self.adapter.apply(undo)
         status: ActionStatus = "rolled_back" if reply.status in ("applied", "dry_run") else "failed"
+        for held in self._held.values():  # nothing left to restore when its incident closes
+            held[:] = [r for r in held if r.action_id != w.action_id]
         return self._record(undo, status, now, f"{why}; {reply.detail}")
 
     def _record(
@@ -210,6 +313,6 @@ class Responder:
     ) -> ActionResult:
         result = ActionResult(len(self.log), request, status, now, detail, previous, clamped)
         self.log.append(result)
-        if guard:  # an action that never reached a real target must not back off that target's later actions
+        if guard:  # only what reached a target (or its adapter) counts: a guard refusal must not back off itself
             self.guards.record(result)
         return result

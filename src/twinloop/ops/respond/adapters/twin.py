@@ -21,6 +21,7 @@ from twinloop.twin.actions import (
     SchedulePrecool,
     SetClocks,
     SetCoolant,
+    SetFacilityWater,
     SetPowerLimit,
     TriggerCheckpoint,
 )
@@ -73,6 +74,9 @@ class TwinAdapter(ActionAdapter):
             return None
         return self.twin.topo.gpus_of(level, index)
 
+    def _is_site(self, target: str) -> bool:
+        return target == self.twin.topo.site
+
     def _row(self, target: str) -> int | None:
         try:
             level, index = self.twin.topo.resolve(target)
@@ -94,6 +98,9 @@ class TwinAdapter(ActionAdapter):
                 else (ph.clock_min_mhz, ph.clock_max_mhz)
             )
             return float(lo_arr[gpus].max()), float(hi_arr[gpus].min())
+        if kind == ActionKind.FACILITY_WATER:
+            plant = cool.plant
+            return (plant.facility_water_min_c, plant.facility_water_max_c) if self._is_site(target) else None
         row = self._row(target)
         if row is None:
             return None
@@ -110,10 +117,12 @@ class TwinAdapter(ActionAdapter):
             if gpus is None or gpus.size == 0:
                 return None
             return float(self.twin.physics.gpus.user_limit_w[gpus].mean())
+        state = self.twin.cooling.state
+        if kind == ActionKind.FACILITY_WATER:
+            return state.facility_water_setpoint_c if self._is_site(target) else None
         row = self._row(target)
         if row is None:
             return None
-        state = self.twin.cooling.state
         if kind in (ActionKind.CDU_SETPOINT, ActionKind.PRECOOL):
             return float(state.setpoint_c[row])
         if kind == ActionKind.CDU_FLOW:
@@ -138,6 +147,10 @@ class TwinAdapter(ActionAdapter):
             return [SetCoolant(r.target, setpoint_c=r.value)]
         if r.kind == ActionKind.CDU_FLOW:
             return [SetCoolant(r.target, flow_fraction=r.value)]
+        if r.kind == ActionKind.FACILITY_WATER:
+            if not self._is_site(r.target) or r.value is None:
+                return f"facility water takes the site ({t.topo.site!r}) and a value"
+            return [SetFacilityWater(r.value)]
         if r.kind == ActionKind.PRECOOL and r.value is not None:
             return [SchedulePrecool(r.target, t.t_s, r.value, r.duration_s, self.precool_ramp_down_s)]
         if r.kind == ActionKind.COOLING_RAMP_DOWN:

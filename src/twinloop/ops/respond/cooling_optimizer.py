@@ -1,0 +1,133 @@
+"""Cooling optimizer: run the coolant as warm as the hottest GPUs allow, and colder ahead of known heat.
+
+Incident rules push cooling to its maximum when a row is in trouble; this controller does the everyday part and
+relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at each row's hottest GPU:
+
+* above ``target_gpu_temp_c``: tighten the row (more flow; a colder CDU setpoint, unless the CDU already cannot
+  hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing);
+* below ``target - band_c`` with no heat forecast to arrive: relax one notch (a warmer CDU setpoint first, up to
+  ``supply_max_c``; then less pump flow, down to ``flow_floor``, as pump power goes with the cube of the flow);
+* heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner): hold,
+  and precool by one tightening notch when the forecast rise is large (``precool_fraction`` of today's load).
+
+The facility water setpoint follows the coldest row: ``min(CDU setpoints) - approach_c``, so a warmer supply lets
+the economizer carry heat the chiller would otherwise pay for, while no CDU is ever floored above its own
+setpoint. Every move is an :class:`~twinloop.ops.respond.actions.ActionRequest` submitted through the
+responder, so the guard rails (limits, steps, rate limits) and the loop's mode apply to it as to any other.
+
+The gains (target, band, steps) are engineering choices, not fitted: the target stays 12 C under the H100's
+slowdown temperature, and one notch per minute is slower than the coolant loop's own time constant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from twinloop.ops.detect.rules import CDU_SUPPLY
+from twinloop.ops.detect.rules import TEMP as GPU_TEMP
+from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
+from twinloop.ops.respond.responder import Reader, Responder
+
+#: ``forecast(row) -> W``: the heat load the row is expected to gain within the forecast horizon (0 if none).
+HeatForecast = Callable[[str], float]
+
+
+@dataclass(frozen=True)
+class CoolingOptimizerConfig:
+    """Settings of the cooling optimizer (temperatures in C, flows as fractions of nominal, times in s)."""
+
+    target_gpu_temp_c: float = 75.0
+    band_c: float = 4.0
+    period_s: float = 60.0
+    warmup_s: float = 300.0
+    setpoint_step_c: float = 1.0
+    supply_max_c: float = 38.0
+    flow_step: float = 0.1
+    flow_floor: float = 0.6
+    approach_c: float = 3.0
+    precool_fraction: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.band_c <= 0 or self.period_s <= 0 or self.setpoint_step_c <= 0 or self.flow_step <= 0:
+            raise ValueError("cooling optimizer: band_c, period_s and steps must be > 0")
+        if not 0 < self.flow_floor <= 1:
+            raise ValueError(f"cooling optimizer: flow_floor {self.flow_floor} (allowed: (0, 1])")
+
+
+class CoolingOptimizer:
+    """Proposes cooling moves for ``rows`` (CDU ids) on ``site`` through a :class:`Responder`."""
+
+    def __init__(
+        self,
+        responder: Responder,
+        site: str,
+        rows: Sequence[str],
+        config: CoolingOptimizerConfig | None = None,
+        forecast: HeatForecast | None = None,
+        load: Callable[[str], float] | None = None,
+    ) -> None:
+        self.responder = responder
+        self.site = site
+        self.rows = tuple(rows)
+        self.config = config or CoolingOptimizerConfig()
+        self.forecast = forecast
+        self.load = load
+        self._next_ts = self.config.warmup_s
+
+    def _current(self, kind: ActionKind, target: str) -> float | None:
+        return self.responder.adapter.current(kind, target)
+
+    def _move(self, kind: ActionKind, target: str, value: float, why: str, now: float, read: Reader) -> ActionResult:
+        request = ActionRequest(kind, target, value, reason=f"cooling optimizer: {why}")
+        return self.responder.submit(request, now, read)
+
+    def step(self, now: float, read: Reader) -> list[ActionResult]:
+        """One control period (call every step; it acts every ``period_s``)."""
+        if now < self._next_ts:
+            return []
+        c = self.config
+        self._next_ts = now + c.period_s
+        out: list[ActionResult] = []
+        for row in self.rows:
+            hottest = read(GPU_TEMP, row, "max")
+            setpoint = self._current(ActionKind.CDU_SETPOINT, row)
+            flow = self._current(ActionKind.CDU_FLOW, row)
+            if hottest is None or setpoint is None or flow is None:
+                continue
+            rise_w = self.forecast(row) if self.forecast else 0.0
+            load_w = self.load(row) if self.load else 0.0
+            precool = rise_w > c.precool_fraction * max(load_w, 1.0) and rise_w > 0
+            if hottest > c.target_gpu_temp_c or precool:
+                why = f"hottest GPU {hottest:.1f} C" if not precool else f"{rise_w / 1e3:.0f} kW forecast to arrive"
+                supply = read(CDU_SUPPLY, row)
+                holding = supply is None or supply <= setpoint + 0.5
+                if flow + 1e-9 < (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]:
+                    out.append(self._move(ActionKind.CDU_FLOW, row, flow + c.flow_step, f"tighten: {why}", now, read))
+                if holding:
+                    sp = setpoint - c.setpoint_step_c
+                    out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, f"tighten: {why}", now, read))
+            elif hottest < c.target_gpu_temp_c - c.band_c and rise_w <= 0:
+                why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
+                if setpoint + c.setpoint_step_c <= c.supply_max_c:
+                    out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
+                elif flow - c.flow_step >= c.flow_floor - 1e-9:
+                    out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
+        out.extend(self._facility_water(now, read))
+        return out
+
+    def _facility_water(self, now: float, read: Reader) -> list[ActionResult]:
+        """Facility water at the coldest CDU setpoint minus the approach (no CDU floored above its setpoint)."""
+        setpoints = [self._current(ActionKind.CDU_SETPOINT, row) for row in self.rows]
+        fw = self._current(ActionKind.FACILITY_WATER, self.site)
+        known = [s for s in setpoints if s is not None]
+        if fw is None or not known:
+            return []
+        want = min(known) - self.config.approach_c
+        limits = self.responder.adapter.limits(ActionKind.FACILITY_WATER, self.site)
+        if limits is not None:
+            want = min(max(want, limits[0]), limits[1])
+        if abs(want - fw) < 1e-6:
+            return []
+        why = f"follow the coldest CDU setpoint {min(known):.1f} C minus {self.config.approach_c:.1f} C approach"
+        return [self._move(ActionKind.FACILITY_WATER, self.site, want, why, now, read)]
