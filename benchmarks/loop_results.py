@@ -1,4 +1,4 @@
-"""Run `twinloop run` on the packaged default scenario and print docs/results.md's tables (markdown).
+"""Run `twinloop run` on the four packaged loop scenarios and print docs/results.md's tables (markdown).
 
 Run: .venv/bin/python benchmarks/loop_results.py > /tmp/results-tables.md
 """
@@ -9,20 +9,30 @@ import json
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
+
+import twinloop
+
+SCENARIOS = ("default", "hot-afternoon", "power-events", "cooling-plant")
 
 
 def main() -> None:
+    for name in SCENARIOS:
+        report(Path(twinloop.__file__).parent / "scenarios" / f"{name}.yaml")
+
+
+def report(path: Path) -> None:
     with tempfile.TemporaryDirectory() as out:
         doc = json.loads(
             subprocess.run(
-                [sys.executable, "-m", "twinloop.cli.main", "run", "--out", out, "--json"],
+                [sys.executable, "-m", "twinloop.cli.main", "run", str(path), "--out", out, "--json"],
                 check=True,
                 capture_output=True,
                 text=True,
             ).stdout
         )
     off, on = doc["loop_off"], doc["loop_on"]
-    print(f"Scenario `{doc['scenario']}`, seed {doc['seed']}.\n")
+    print(f"### Scenario `{doc['scenario']}` (`{path.name}`), seed {doc['seed']}\n")
     print("| metric | loop off | loop on | change |\n|---|---|---|---|")
     for k, a in off["outcome"].items():
         b = on["outcome"][k]
@@ -45,6 +55,7 @@ def main() -> None:
     print("| action | status | count |\n|---|---|---|")
     for (kind, status), n in sorted(counts.items()):
         print(f"| {kind} | {status} | {n} |")
+    print()
 
 
 if __name__ == "__main__":

@@ -78,9 +78,13 @@ def make_loop() -> Loop:
     responder = Responder(default_policy(), adapter, mode="approve")
     members = tuple(f"{HOT_RACK}/n01/g{i}" for i in range(4))
     incident = Incident(7, EventClass.COOLING_DEGRADATION, HOT_RACK, members, 0.0, 0.0, Severity.MAJOR)
-    responder.handle([incident], 0.0, lambda field, entity: 80.0)
+
+    def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float:
+        return 80.0
+
+    responder.handle([incident], 0.0, read)
     clock = iter(range(1000, 10**6))
-    controller = ResponderController(responder, lambda field, entity: 80.0, clock=lambda: float(next(clock)))
+    controller = ResponderController(responder, read, clock=lambda: float(next(clock)))
     return Loop(adapter, responder, controller)
 
 
