@@ -1,4 +1,4 @@
-from twinloop.ops.loop import compare
+from twinloop.ops.loop import compare, run_pass
 from twinloop.twin.scenario import scenario_from_dict
 
 SITE = {
@@ -24,3 +24,10 @@ def test_loop_detects_the_injected_fault_and_acts_only_when_on() -> None:
     assert all(a.status != "failed" for a in on.actions)
     # Same seed, same scenario: identical physics until the loop's first action.
     assert off.summary["energy"]["facility_kwh"] > 0 and on.summary["scenario"] == off.summary["scenario"]
+
+
+def test_loop_on_an_air_cooled_hall_has_no_cdu_to_optimize() -> None:
+    air = {**SITE, "duration_s": 420, "rows": [{**SITE["rows"][0], "cooling": "air"}]}  # type: ignore[dict-item]
+    on = run_pass(scenario_from_dict(air, "air.yaml"), True)
+    assert on.summary["simulated_s"] == 420  # the loop ran; the optimizer found no liquid row to move
+    assert not any(a.request.reason.startswith("cooling optimizer") for a in on.actions)

@@ -82,11 +82,8 @@ class TwinReader:
 
     def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
         if field == CDU_SUPPLY:  # a row field: the CDU of a row id, now
-            try:
-                level, index = self.twin.topo.resolve(entity)
-            except KeyError:
-                return None
-            return float(self.twin.state["cdu_supply_c"][index]) if level == "row" and ago_s <= 0 else None
+            row = self.adapter.row_index(entity)
+            return float(self.twin.state["cdu_supply_c"][row]) if row is not None and ago_s <= 0 else None
         key = _STATE_OF_FIELD.get(field)
         gpus = self.adapter.gpus_of(entity) if key else None
         if key is None or gpus is None or gpus.size == 0:
@@ -175,12 +172,10 @@ def run_pass(
     responder = Responder(policy or default_policy(), adapter, mode=mode) if loop_on else None
     optimizer = None
     if responder is not None and optimize_cooling:
-        approach_c = min(r.cdu.approach_c for r in spec.rows if r.cooling == "liquid") if topo.rows else 3.0
+        liquid = [(rid, row) for rid, row in zip(topo.ids("row"), topo.rows, strict=True) if row.cooling == "liquid"]
+        approach_c = min((row.cdu.approach_c for _, row in liquid), default=CoolingOptimizerConfig.approach_c)
         optimizer = CoolingOptimizer(
-            responder,
-            topo.site,
-            [rid for rid, row in zip(topo.ids("row"), topo.rows, strict=True) if row.cooling == "liquid"],
-            CoolingOptimizerConfig(approach_c=approach_c),
+            responder, topo.site, [rid for rid, _ in liquid], CoolingOptimizerConfig(approach_c=approach_c)
         )
     incidents: dict[int, Incident] = {}
     slowdown_c = np.array([k.slowdown_temp_c for k in twin.topo.kinds])[twin.topo.gpu_kind]

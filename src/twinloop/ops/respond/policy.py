@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from twinloop.errors import InputError, pydantic_error
 from twinloop.ops.events import EventClass, Severity
 from twinloop.ops.respond.actions import ActionKind
+from twinloop.ops.respond.adapters.base import LEVEL_DEPTH
 
 POLICY_DIR = Path(__file__).resolve().parent / "policies"
 
@@ -25,14 +26,14 @@ Mode = Literal["observe", "approve", "auto"]
 MODE_ORDER: tuple[Mode, ...] = ("observe", "approve", "auto")
 TargetSelector = Literal["root", "gpu", "node", "rack", "row", "cdu", "job", "site", "members"]
 RootLevel = Literal["gpu", "node", "rack", "row", "site", "job"]
-_LEVEL_BY_DEPTH: dict[int, RootLevel] = {1: "site", 2: "row", 3: "rack", 4: "node", 5: "gpu"}
+_LEVEL_BY_DEPTH = {depth: level for level, depth in LEVEL_DEPTH.items()}
 
 
 def root_level(entity: str) -> RootLevel | None:
     """Level of an entity id: ``<site>/jobs/<name>`` is a job, else the depth of ``site/row/rack/node/gpu``."""
     if "/jobs/" in entity:
         return "job"
-    return _LEVEL_BY_DEPTH.get(entity.count("/") + 1)
+    return cast(RootLevel | None, _LEVEL_BY_DEPTH.get(entity.count("/") + 1))
 
 
 class _Frozen(BaseModel):

@@ -28,7 +28,8 @@ def ancestor(entity: str, depth: int) -> str | None:
     return "/".join(parts[:depth])
 
 
-_DEPTH = {"site": 1, "row": 2, "rack": 3, "node": 4, "gpu": 5}
+#: Depth of each level in an entity id ``site/row/rack/node/gpu``.
+LEVEL_DEPTH = {"site": 1, "row": 2, "rack": 3, "node": 4, "gpu": 5}
 
 
 class ActionAdapter(ABC):
@@ -49,7 +50,7 @@ class ActionAdapter(ABC):
         if selector == "cdu":
             cdus = {self.cdu_of(e) for e in (incident.root, *incident.members)}
             return sorted(c for c in cdus if c)
-        depth = _DEPTH[selector]
+        depth = LEVEL_DEPTH[selector]
         found = {ancestor(e, depth) for e in (incident.root, *incident.members)}
         return sorted(f for f in found if f)
 

@@ -77,7 +77,8 @@ class TwinAdapter(ActionAdapter):
     def _is_site(self, target: str) -> bool:
         return target == self.twin.topo.site
 
-    def _row(self, target: str) -> int | None:
+    def row_index(self, target: str) -> int | None:
+        """Index of a row (CDU) id; None for anything else."""
         try:
             level, index = self.twin.topo.resolve(target)
         except KeyError:
@@ -101,7 +102,7 @@ class TwinAdapter(ActionAdapter):
         if kind == ActionKind.FACILITY_WATER:
             plant = cool.plant
             return (plant.facility_water_min_c, plant.facility_water_max_c) if self._is_site(target) else None
-        row = self._row(target)
+        row = self.row_index(target)
         if row is None:
             return None
         if kind in (ActionKind.CDU_SETPOINT, ActionKind.PRECOOL):
@@ -120,7 +121,7 @@ class TwinAdapter(ActionAdapter):
         state = self.twin.cooling.state
         if kind == ActionKind.FACILITY_WATER:
             return state.facility_water_setpoint_c if self._is_site(target) else None
-        row = self._row(target)
+        row = self.row_index(target)
         if row is None:
             return None
         if kind in (ActionKind.CDU_SETPOINT, ActionKind.PRECOOL):
@@ -155,7 +156,7 @@ class TwinAdapter(ActionAdapter):
             return [SchedulePrecool(r.target, t.t_s, r.value, r.duration_s, self.precool_ramp_down_s)]
         if r.kind == ActionKind.COOLING_RAMP_DOWN:
             # Hold today's setpoint, then step back to the scenario's over duration_s (residual heat fades).
-            row = self._row(r.target)
+            row = self.row_index(r.target)
             if row is None:
                 return f"{r.target!r} is not a row (CDU)"
             now_c = float(t.cooling.state.setpoint_c[row])
