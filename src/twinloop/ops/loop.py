@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,10 +151,15 @@ def run_pass(
     pipeline_config: PipelineConfig | None = None,
     duration_s: float | None = None,
     on_step: Callable[[Twin, StepResult], None] | None = None,
+    on_incidents: Callable[[Twin, StepResult, Sequence[Incident]], None] | None = None,
     source: str = "scenario",
     optimize_cooling: bool = True,
 ) -> PassResult:
-    """Run ``spec`` once with the loop off or on; ``on_step(twin, result)`` sees every step (progress, telemetry)."""
+    """Run ``spec`` once with the loop off or on.
+
+    ``on_step(twin, result)`` sees every step (progress, telemetry); ``on_incidents(twin, result, updates)`` sees
+    every step's incident updates (new, updated and closed) as the detectors report them, before the responder acts.
+    """
     started = time.perf_counter()
     twin = Twin(loop_scenario(spec), source)
     adapter = TwinAdapter(twin)
@@ -202,6 +207,8 @@ def run_pass(
         )
         for inc in updates:
             incidents[inc.incident_id] = inc
+        if on_incidents is not None and updates:
+            on_incidents(twin, result, updates)
         if responder is not None:
             responder.handle(updates, result.t_s, read)
             responder.verify(result.t_s, read)

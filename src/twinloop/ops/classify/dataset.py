@@ -1,7 +1,7 @@
 """Labeled incidents from twin runs: features at first report, the rule-based class, and the true class.
 
-:func:`collect_run` runs one scenario with the loop off (detection only), exactly as
-:func:`twinloop.ops.loop.run_pass` does, but keeps every incident *as first reported* together with its
+:func:`collect_run` runs one scenario with the loop off (detection only) through
+:func:`twinloop.ops.loop.run_pass` and keeps every incident *as first reported* together with its
 feature vector (:class:`~twinloop.ops.classify.features.FeatureExtractor`) at that step.
 
 Labels. An incident is labeled by the true event it overlaps, never by its own class: an injected fault that
@@ -17,7 +17,6 @@ fault (label noise the benchmark cannot remove).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -26,13 +25,12 @@ from numpy.typing import NDArray
 
 from twinloop.ops.classify.features import N_FEATURES, FeatureExtractor
 from twinloop.ops.classify.scenarios import random_scenario
-from twinloop.ops.detect.pipeline import DetectionPipeline
 from twinloop.ops.detect.rules import GpuLimits
 from twinloop.ops.evaluate import Label
 from twinloop.ops.events import EventClass, Incident
-from twinloop.ops.loop import BACKGROUND_EVENTS, loop_scenario
+from twinloop.ops.loop import run_pass
 from twinloop.ops.respond.adapters.twin import TwinAdapter
-from twinloop.twin.engine import Twin
+from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.failures import CAUSES
 from twinloop.twin.scenario import ScenarioSpec
 
@@ -145,76 +143,60 @@ def label_incident(
     return C.BENIGN_PHASE_CHANGE, "none"
 
 
-def _labels(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
-    # Same construction as twinloop.ops.loop (injected faults clipped to the run; background events 10 min long).
-    site, end = twin.topo.site, float(twin.t_s)
-    faults = tuple(
-        Label(f.kind, f"{site}/jobs/{f.entity}" if twin.job_by_name(f.entity) is not None else f.entity,
-              f.start_s, end if f.end_s is None else min(f.end_s, end))
-        for f in twin.ground_truth
-        if f.start_s < end
-    )  # fmt: skip
-    background = tuple(
-        Label(f"{e.kind}:{e.detail}", e.entity, e.t_s, e.t_s + 600.0, job=adapter.job_of(e.entity))
-        for e in twin.events
-        if e.kind in BACKGROUND_EVENTS
-    )
-    return faults, background
+class _FirstReports:
+    """run_pass hooks that keep each incident's first report with its features and the jobs its GPUs ran."""
 
+    def __init__(self) -> None:
+        self.reported: dict[int, Reported] = {}
+        self.fault_jobs: dict[tuple[str, str], str | None] = {}
+        self._extractor: FeatureExtractor | None = None
+        self._jobs_before: NDArray[np.int64] | None = None
+        self._adapter: TwinAdapter | None = None
 
-def collect_run(spec: ScenarioSpec, source: str = "scenario") -> RunIncidents:
-    """Run ``spec`` with detection only and keep every incident's first report with its features."""
-    started = time.perf_counter()
-    twin = Twin(loop_scenario(spec), source)
-    adapter = TwinAdapter(twin)
-    topo = twin.topo
-    gpu_ids = twin.telemetry.entities("gpu")
-    job_ids = twin.telemetry.entities("job")
-    level_ids = {lvl: twin.telemetry.entities(lvl) for lvl in ("row", "rack", "node")}
-    air = np.array([r.air.resistance_factor if r.cooling == "air" else 1.0 for r in topo.rows])[topo.gpu_row]
-    limits = GpuLimits.from_kinds(topo.kinds, topo.gpu_kind, air)
-    pipeline = DetectionPipeline(
-        gpu_ids, limits=limits, cdu_of_rack={rid: rid.rsplit("/", 1)[0] for rid in topo.ids("rack")}
-    )
-    clock_max = np.array([k.sm_clock_max_mhz for k in topo.kinds], dtype=np.float64)[topo.gpu_kind]
-    extractor = FeatureExtractor(gpu_ids, limits.slowdown_temp_c, limits.tdp_w, clock_max, dt_s=twin.dt_s)
-    reported: dict[int, Reported] = {}
-    fault_jobs: dict[tuple[str, str], str | None] = {}
-    for _ in range(round(spec.duration_s / twin.dt_s)):
-        before = twin.job_of_gpu.copy()  # a fault that takes a GPU down also unassigns its job in that step
-        result = twin.step()
+    def _setup(self, twin: Twin) -> FeatureExtractor:
+        topo = twin.topo
+        air = np.array([r.air.resistance_factor if r.cooling == "air" else 1.0 for r in topo.rows])[topo.gpu_row]
+        limits = GpuLimits.from_kinds(topo.kinds, topo.gpu_kind, air)
+        clock_max = np.array([k.sm_clock_max_mhz for k in topo.kinds], dtype=np.float64)[topo.gpu_kind]
+        gpu_ids = twin.telemetry.entities("gpu")
+        return FeatureExtractor(gpu_ids, limits.slowdown_temp_c, limits.tdp_w, clock_max, dt_s=twin.dt_s)
+
+    def on_step(self, twin: Twin, result: StepResult) -> None:
+        if self._extractor is None or self._adapter is None:
+            self._extractor, self._adapter = self._setup(twin), TwinAdapter(twin)
+        job_ids = twin.telemetry.entities("job")
+        # A fault that takes a GPU down also unassigns its job in that step: look at the jobs before it.
+        before = twin.job_of_gpu if self._jobs_before is None else self._jobs_before
         for e in result.events:
             if e.kind == "fault_start":
-                gpus = adapter.gpus_of(e.entity)
+                gpus = self._adapter.gpus_of(e.entity)
                 owners = before[gpus] if gpus is not None else np.zeros(0, np.int64)
                 owners = owners[owners >= 0]
                 job = job_ids[int(np.bincount(owners).argmax())] if owners.size else None
-                fault_jobs.setdefault((e.detail, e.entity), job)
-        jobs_now = twin.job_of_gpu.copy()
-        extractor.observe(result.t_s, result.gpu, result.facility, level_ids, jobs_now, job_ids)
-        if result.gpu is None:
-            continue
-        updates = pipeline.step(
-            result.t_s,
-            result.gpu,
-            job_index=jobs_now,
-            job_ids=job_ids,
-            job_fields=result.facility.get("job") if result.facility else None,
-            site_fields=result.facility.get("site") if result.facility else None,
-        )
+                self.fault_jobs.setdefault((e.detail, e.entity), job)
+        self._jobs_before = twin.job_of_gpu.copy()
+        level_ids = {lvl: twin.telemetry.entities(lvl) for lvl in ("row", "rack", "node")}
+        self._extractor.observe(result.t_s, result.gpu, result.facility, level_ids, self._jobs_before, job_ids)
+
+    def on_incidents(self, twin: Twin, result: StepResult, updates: Sequence[Incident]) -> None:
+        assert self._extractor is not None
+        jobs_now, job_ids = twin.job_of_gpu, twin.telemetry.entities("job")
         for inc in updates:
-            if inc.incident_id not in reported:
-                idx = extractor.member_index(inc)
+            if inc.incident_id not in self.reported:
+                idx = self._extractor.member_index(inc)
                 owners = np.unique(jobs_now[idx][jobs_now[idx] >= 0]) if idx.size else np.zeros(0, np.int64)
-                reported[inc.incident_id] = Reported(
-                    inc, extractor.features(inc), tuple(job_ids[int(j)] for j in owners)
+                self.reported[inc.incident_id] = Reported(
+                    inc, self._extractor.features(inc), tuple(job_ids[int(j)] for j in owners)
                 )
-    faults, background = _labels(twin, adapter)
+
+
+def collect_run(spec: ScenarioSpec, source: str = "scenario") -> RunIncidents:
+    """Run ``spec`` with detection only (:func:`run_pass`, loop off) and keep every incident's first report."""
+    hooks = _FirstReports()
+    result = run_pass(spec, False, on_step=hooks.on_step, on_incidents=hooks.on_incidents, source=source)
     # A fault on a GPU or node is also on the job that ran there when it struck (the job may move afterwards).
-    faults = tuple(replace(f, job=f.job or fault_jobs.get((f.kind, f.entity))) for f in faults)
-    return RunIncidents(
-        spec.name, spec.seed, tuple(reported.values()), faults, background, time.perf_counter() - started
-    )
+    faults = tuple(replace(f, job=f.job or hooks.fault_jobs.get((f.kind, f.entity))) for f in result.faults)
+    return RunIncidents(spec.name, spec.seed, tuple(hooks.reported.values()), faults, result.background, result.wall_s)
 
 
 @dataclass(frozen=True)
