@@ -8,7 +8,10 @@ of persistence (load in h = load now) on the same samples, and the improvement 1
 It also replays one test run through :class:`~twinloop.ops.learn.forecast_online.OnlineForecast` and reports
 the largest difference to the offline forecast and the cost of one online update + forecast.
 
-    python benchmarks/forecast_twin.py [--train 0-7] [--test 100-103] [--notice 0.5]
+    python benchmarks/forecast_twin.py [--train 0-7] [--test 100-103] [--notice 0.5] [--save PATH]
+
+``--save PATH`` writes the fitted rack models as JSON (the packaged model the loop precools with,
+``src/twinloop/ops/learn/models/rack_heat_forecast.json``, is this file with the default arguments).
 
 ``--notice`` is the share of jobs announced 5-30 min before submission (0: a job is known only once submitted).
 The serving trace is derived from the Azure Public Dataset, AzureLLMInferenceTrace_conv, CC BY 4.0, Microsoft Azure.
@@ -17,7 +20,9 @@ The serving trace is derived from the Azure Public Dataset, AzureLLMInferenceTra
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -68,6 +73,7 @@ def main() -> None:
     parser.add_argument("--train", default="0-7")
     parser.add_argument("--test", default="100-103")
     parser.add_argument("--notice", type=float, default=0.5)
+    parser.add_argument("--save", type=Path, default=None, help="write the fitted rack models here (JSON)")
     args = parser.parse_args()
     t_start = time.perf_counter()
     train = [record(s, args.notice) for s in seeds(args.train)]
@@ -75,6 +81,14 @@ def main() -> None:
     t_rec = time.perf_counter()
     models = train_forecasters(train, HORIZONS_S)
     t_fit = time.perf_counter()
+    if args.save is not None:
+        doc = {
+            "trained_by": f"benchmarks/forecast_twin.py --train {args.train} --notice {args.notice}",
+            "sample_s": train[0].site.dt_s,
+            "rack": [models["rack"][h].to_dict() for h in HORIZONS_S],
+        }
+        args.save.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"saved rack models to {args.save}")
     print(f"train seeds {args.train}, test seeds {args.test}, notice share {args.notice}")
     print(f"{'level':<6}{'horizon':>9}{'MAE model kW':>14}{'MAE persist kW':>16}{'improvement':>13}")
     worst = 1.0

@@ -205,6 +205,9 @@ class JobSpec(_Frozen):
     kind: Literal["training", "serving"]
     gpus: int = Field(ge=1, le=1_000_000)
     submit_s: DurationS = 0.0
+    announce_s: DurationS = Field(
+        0.0, description="the queue knows the job this long before submit_s (deferred start, reservation)"
+    )
     run_s: DurationS | None = Field(None, description="stop after this much wall time (None: run to the end)")
     profile: dict[str, float] = Field(default_factory=dict)
     plan: dict[str, Any] | None = Field(None, description="planner request fields (model, precision, ...)")

@@ -37,11 +37,30 @@ def test_tightens_when_hot_but_not_the_setpoint_of_a_cdu_that_cannot_hold_it() -
     assert losing.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.1
 
 
-def test_a_forecast_rise_precools_instead_of_relaxing() -> None:
+def test_a_forecast_rise_precools_back_to_the_design_point_but_no_further() -> None:
     adapter = MemoryAdapter()
     responder = Responder(default_policy(), adapter, mode="auto")
+    rise = {"w": 0.0}
     opt = CoolingOptimizer(
-        responder, "dc", ["dc/r1"], CoolingOptimizerConfig(warmup_s=0.0), forecast=lambda row: 1e5, load=lambda r: 4e5
+        responder,
+        "dc",
+        ["dc/r1"],
+        CoolingOptimizerConfig(warmup_s=0.0),
+        forecast=lambda r: rise["w"],
+        load=lambda r: 4e5,
     )
-    opt.step(0.0, _reader(60.0))
-    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0
+    design = adapter.current(ActionKind.CDU_SETPOINT, "dc/r1")
+    assert design is not None
+    for k in range(3):  # margin and no heat coming: relax three notches
+        opt.step(60.0 * k, _reader(60.0))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == design + 3
+    rise["w"] = 1e4  # a rise under precool_fraction of the load is noise: keep relaxing
+    opt.step(180.0, _reader(60.0))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == design + 4
+    rise["w"] = 1e5  # a job is coming: back to the design point, one notch a period, then hold there
+    for k in range(4, 10):
+        opt.step(60.0 * k, _reader(60.0))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == design
+    assert adapter.current(ActionKind.CDU_FLOW, "dc/r1") == 1.0  # never moved above the design flow
+    opt.step(600.0, _reader(80.0))  # GPUs hot now: colder than the design point is allowed
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == design - 1

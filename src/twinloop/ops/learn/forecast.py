@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from twinloop.errors import InputError
 
 FloatArray = NDArray[np.float64]
 
@@ -165,11 +168,51 @@ class HeatLoadForecaster:
         self.scale_ = scale
         return self
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fitted model as plain JSON-able data (:meth:`from_dict` reads it back)."""
+        if self.coef_ is None or self.scale_ is None:
+            raise RuntimeError("fit() first")
+        return {
+            "horizon_s": self.horizon_s,
+            "ridge": self.ridge,
+            "lookback_s": self.lookback_s,
+            "coef": self.coef_.tolist(),
+            "scale": self.scale_.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "forecaster") -> HeatLoadForecaster:
+        """A fitted model from :meth:`to_dict` output.
+
+        Raises:
+            InputError: a missing field, a non-positive horizon, or coefficients that do not fit the scales.
+        """
+        try:
+            model = cls(float(data["horizon_s"]), float(data["ridge"]), float(data["lookback_s"]))
+            coef = np.asarray(data["coef"], dtype=np.float64)
+            scale = np.asarray(data["scale"], dtype=np.float64)
+        except KeyError as exc:
+            raise InputError(source, str(exc.args[0]), "missing (allowed: a HeatLoadForecaster.to_dict())") from exc
+        except (TypeError, ValueError) as exc:
+            raise InputError(source, "horizon_s", f"{exc} (allowed: horizon_s > 0, numeric arrays)") from exc
+        if coef.ndim != 1 or scale.ndim != 1 or coef.size != scale.size + 1 or not np.isfinite(coef).all():
+            raise InputError(source, "coef", f"{coef.size} values for {scale.size} scales (allowed: scales + 1)")
+        if (scale <= 0).any() or not np.isfinite(scale).all():
+            raise InputError(source, "scale", "non-positive or non-finite value (allowed: > 0)")
+        model.coef_, model.scale_ = coef, scale
+        return model
+
     def predict(self, history: LoadHistory) -> FloatArray:
         """Forecast of the load ``horizon_s`` after every sample of ``history``, W."""
         if self.coef_ is None or self.scale_ is None:
             raise RuntimeError("fit() first")
         return self.predict_features(features(history, self.horizon_s, self.lookback_s))
+
+    def contribution(self, x: FloatArray, columns: slice | list[int]) -> FloatArray:
+        """The part of :meth:`predict_features` that ``columns`` of ``x`` account for (the model is linear), W."""
+        if self.coef_ is None or self.scale_ is None:
+            raise RuntimeError("fit() first")
+        return np.asarray((x[:, columns] / self.scale_[columns]) @ self.coef_[:-1][columns])
 
     def predict_features(self, x: FloatArray) -> FloatArray:
         """Forecast from a feature matrix laid out as :func:`features` makes it (column 0 is the load now), W.

@@ -120,7 +120,7 @@ class TwinRecorder:
 
     Args:
         twin: the twin (observations happen on its facility telemetry steps).
-        known_from_s: per job, the time from which the queue knows it (default: its ``submit_s``).
+        known_from_s: per job, the time from which the queue knows it (default: ``submit_s - announce_s``).
         horizons_s: horizons the known-ahead columns are computed for, s.
     """
 
@@ -129,7 +129,7 @@ class TwinRecorder:
     ) -> None:
         src = f"TwinRecorder({twin.spec.name})"
         if known_from_s is None:
-            known_from_s = [j.submit_s for j in twin.spec.jobs]
+            known_from_s = [max(0.0, j.submit_s - j.announce_s) for j in twin.spec.jobs]
         if len(known_from_s) != len(twin.spec.jobs):
             raise InputError(src, "known_from_s", f"{len(known_from_s)} values for {len(twin.spec.jobs)} jobs")
         if any(k > j.submit_s for k, j in zip(known_from_s, twin.spec.jobs, strict=True)):

@@ -5,10 +5,13 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
 
 * above ``target_gpu_temp_c``: tighten the row (more flow; a colder CDU setpoint, unless the CDU already cannot
   hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing);
-* below ``target - band_c`` with no heat forecast to arrive: relax one notch (a warmer CDU setpoint first, up to
+* below ``target - band_c`` with no heat forecast to arrive (a rise under ``precool_fraction`` of the row's load
+  now): relax one notch (a warmer CDU setpoint first, up to
   ``supply_max_c``; then less pump flow, down to ``flow_floor``, as pump power goes with the cube of the flow);
-* heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner): hold,
-  and precool by one tightening notch when the forecast rise is large (``precool_fraction`` of today's load).
+* heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner; see
+  :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now: precool by one
+  tightening notch per period until it arrives, but no colder (no faster) than the row's setpoint (flow) when
+  the optimizer started, its design point: beyond that is for GPUs that are hot now, not for heat that may come.
 
 The facility water setpoint follows the coldest row: ``min(CDU setpoints) - approach_c``, so a warmer supply lets
 the economizer carry heat the chiller would otherwise pay for, while no CDU is ever floored above its own
@@ -74,6 +77,7 @@ class CoolingOptimizer:
         self.forecast = forecast
         self.load = load
         self._next_ts = self.config.warmup_s
+        self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
     def _current(self, kind: ActionKind, target: str) -> float | None:
         return self.responder.adapter.current(kind, target)
@@ -95,19 +99,25 @@ class CoolingOptimizer:
             flow = self._current(ActionKind.CDU_FLOW, row)
             if hottest is None or setpoint is None or flow is None:
                 continue
+            self._design.setdefault(row, (setpoint, flow))
             rise_w = self.forecast(row) if self.forecast else 0.0
             load_w = self.load(row) if self.load else 0.0
-            precool = rise_w > c.precool_fraction * max(load_w, 1.0) and rise_w > 0
+            # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
+            precool = rise_w > c.precool_fraction * max(load_w, 1.0)
             if hottest > c.target_gpu_temp_c or precool:
                 why = f"hottest GPU {hottest:.1f} C" if not precool else f"{rise_w / 1e3:.0f} kW forecast to arrive"
                 supply = read(CDU_SUPPLY, row)
                 holding = supply is None or supply <= setpoint + 0.5
-                if flow + 1e-9 < (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]:
+                # Precooling returns a relaxed row to its design setpoint and flow; beyond is for GPUs hot now.
+                hot = hottest > c.target_gpu_temp_c
+                flow_max = (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]
+                flow_max = flow_max if hot else min(flow_max, self._design[row][1])
+                if flow + 1e-9 < flow_max:
                     out.append(self._move(ActionKind.CDU_FLOW, row, flow + c.flow_step, f"tighten: {why}", now, read))
-                if holding:
-                    sp = setpoint - c.setpoint_step_c
+                sp = setpoint - c.setpoint_step_c
+                if holding and (hot or sp >= self._design[row][0] - 1e-9):
                     out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, f"tighten: {why}", now, read))
-            elif hottest < c.target_gpu_temp_c - c.band_c and rise_w <= 0:
+            elif hottest < c.target_gpu_temp_c - c.band_c:
                 why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
                 if setpoint + c.setpoint_step_c <= c.supply_max_c:
                     out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
