@@ -22,6 +22,7 @@ from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
 from twinloop.ops.detect.rules import CDU_SETPOINT, CDU_SUPPLY, PSU_STATE, GpuLimits
 from twinloop.ops.evaluate import DetectionReport, Label, evaluate_detection
 from twinloop.ops.events import Incident
+from twinloop.ops.learn.precool import RowHeatForecast, load_models
 from twinloop.ops.respond.actions import ActionResult
 from twinloop.ops.respond.adapters.twin import TwinAdapter
 from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
@@ -154,11 +155,14 @@ def run_pass(
     on_incidents: Callable[[Twin, StepResult, Sequence[Incident]], None] | None = None,
     source: str = "scenario",
     optimize_cooling: bool = True,
+    precool: bool = True,
 ) -> PassResult:
     """Run ``spec`` once with the loop off or on.
 
     ``on_step(twin, result)`` sees every step (progress, telemetry); ``on_incidents(twin, result, updates)`` sees
     every step's incident updates (new, updated and closed) as the detectors report them, before the responder acts.
+    ``optimize_cooling`` adds the cooling optimizer to the loop; ``precool`` feeds it the packaged heat forecaster
+    (:mod:`twinloop.ops.learn.precool`), so it tightens a row's cooling before the queue's jobs heat it.
     """
     started = time.perf_counter()
     twin = Twin(loop_scenario(spec), source)
@@ -175,12 +179,18 @@ def run_pass(
         config=pipeline_config,
     )
     responder = Responder(policy or default_policy(), adapter, mode=mode) if loop_on else None
-    optimizer = None
+    optimizer, heat = None, None
     if responder is not None and optimize_cooling:
         liquid = [(rid, row) for rid, row in zip(topo.ids("row"), topo.rows, strict=True) if row.cooling == "liquid"]
         approach_c = min((row.cdu.approach_c for _, row in liquid), default=CoolingOptimizerConfig.approach_c)
+        heat = RowHeatForecast(twin, *load_models()) if precool else None
         optimizer = CoolingOptimizer(
-            responder, topo.site, [rid for rid, _ in liquid], CoolingOptimizerConfig(approach_c=approach_c)
+            responder,
+            topo.site,
+            [rid for rid, _ in liquid],
+            CoolingOptimizerConfig(approach_c=approach_c),
+            forecast=heat.rise_w if heat else None,
+            load=heat.load_w if heat else None,
         )
     incidents: dict[int, Incident] = {}
     slowdown_c = np.array([k.slowdown_temp_c for k in twin.topo.kinds])[twin.topo.gpu_kind]
@@ -192,6 +202,8 @@ def run_pass(
         temps = twin.state["gpu_temp_c"]
         max_temp_c = max(max_temp_c, float(temps.max()))
         above_s += float(np.count_nonzero(temps >= slowdown_c)) * twin.dt_s
+        if heat is not None:
+            heat.observe(result)
         if on_step is not None:
             on_step(twin, result)
         if result.gpu is None:
