@@ -15,10 +15,14 @@ class MemoryAdapter(ActionAdapter):
     name: ClassVar[str] = "memory"
     supported: ClassVar[frozenset[ActionKind]] = frozenset(ActionKind)
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, supply_w: float | None = 450.0) -> None:
         self.settings: dict[tuple[ActionKind, str], float] = {}
         self.applied: list[ActionRequest] = []
         self.fail = fail
+        self.supply_w = supply_w
+
+    def supply_limit_w(self, target: str) -> float | None:
+        return self.supply_w
 
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
         return {ActionKind.POWER_CAP: (200.0, 700.0), ActionKind.CDU_SETPOINT: (15.0, 40.0),

@@ -116,7 +116,7 @@ def test_until_closed_restores_settings_and_lifts_the_drain(adapter: MemoryAdapt
     first = r.handle([inc], 0.0, reader({}))
     assert [(x.request.kind, x.status) for x in first] == [(ActionKind.POWER_CAP, "applied"),
                                                            (ActionKind.CHECKPOINT, "applied")]  # fmt: skip
-    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 200.0  # down to the minimum at once
+    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 450.0  # what the working PSUs carry
     assert r.handle([], 10.0, reader({})) == []  # drain and requeue wait for the checkpoint (after_s: 30)
     later = r.handle([], 30.0, reader({}))
     assert [x.request.kind for x in later] == [ActionKind.DRAIN, ActionKind.REQUEUE]
@@ -130,10 +130,10 @@ def test_a_setting_changed_since_is_not_restored(adapter: MemoryAdapter) -> None
     r = Responder(default_policy(), adapter, mode="auto")
     inc = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
     r.handle([inc], 0.0, reader({}))
-    adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] = 450.0  # a person moved it meanwhile
+    adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] = 380.0  # a person moved it meanwhile
     closed = r.handle([replace(inc, status="closed")], 10.0, reader({}))
     assert [(x.request.kind, x.status) for x in closed] == [(ActionKind.POWER_CAP, "superseded")]
-    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 450.0
+    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 380.0
 
 
 def test_rule_level_filter_and_stricter_rule_mode(adapter: MemoryAdapter) -> None:
@@ -143,3 +143,17 @@ def test_rule_level_filter_and_stricter_rule_mode(adapter: MemoryAdapter) -> Non
     out = r.handle([make_incident(EventClass.SUSPECTED_SDC, iid=2)], 0.0, reader({}))
     assert [(x.request.kind, x.status) for x in out] == [(ActionKind.REQUEUE, "pending")]
     assert adapter.applied == []
+
+
+def test_a_value_the_adapter_cannot_tell_is_refused_not_guessed() -> None:
+    blind = MemoryAdapter(supply_w=None)
+    r = Responder(default_policy(), blind, mode="auto")
+    first = r.handle([make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")], 0.0, reader({}))
+    assert [(x.request.kind, x.status) for x in first] == [(ActionKind.POWER_CAP, "refused"),
+                                                           (ActionKind.CHECKPOINT, "applied")]  # fmt: skip
+    assert (ActionKind.POWER_CAP, "dc/r1/k2/n1") not in blind.settings
+    low = MemoryAdapter(supply_w=50.0)  # fewer watts than the GPUs' lowest limit: clamped up to it
+    Responder(default_policy(), low, mode="auto").handle(
+        [make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")], 0.0, reader({})
+    )
+    assert low.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 200.0

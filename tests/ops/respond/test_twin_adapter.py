@@ -66,3 +66,17 @@ def test_closed_loop_cooling_rule_changes_the_twin() -> None:
     assert [r.status for r in out] == ["applied", "applied", "applied"], [r.detail for r in out]
     twin.run(5.0)
     assert float(twin.cooling.state.setpoint_c[0]) < before
+
+
+def test_supply_limit_follows_the_working_psus_of_a_node() -> None:
+    twin = twin_running()
+    a = TwinAdapter(twin)
+    node = "dc1/r01/k01/n01"
+    whole = a.supply_limit_w(node)
+    assert whole is not None and whole > 700.0  # all PSUs: more than the GPUs' highest limit
+    _, index = twin.topo.resolve(node)
+    twin.chain.psus_alive[index] = 1.0
+    one = a.supply_limit_w(node)
+    rating = float(twin.chain.psu_rating_w[index])
+    assert one is not None and one < (rating * a.supply_margin) / 8  # the host's draw comes off first
+    assert a.supply_limit_w("dc1/r01") is None and a.supply_limit_w("dc1/r01/k01/n01/g0") is None

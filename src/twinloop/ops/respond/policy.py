@@ -41,21 +41,24 @@ class _Frozen(BaseModel):
 
 
 class ActionTemplate(_Frozen):
-    """One action of a rule; exactly one of value/change/scale for setting kinds, none for the others."""
+    """One action of a rule; exactly one of value/change/scale/value_from for setting kinds, none for the others."""
 
     kind: ActionKind
     target: TargetSelector = "root"
     value: float | None = None
     change: float | None = None
     scale: float | None = Field(default=None, gt=0)
+    value_from: Literal["supply_limit"] | None = Field(
+        default=None, description="take the value from the adapter: supply_limit = what a node's working PSUs carry"
+    )
     duration_s: float = Field(default=0.0, ge=0)
     after_s: float = Field(default=0.0, ge=0, le=86400, description="delay after the incident's first action")
 
     @model_validator(mode="after")
     def _one_value(self) -> ActionTemplate:
-        given = sum(v is not None for v in (self.value, self.change, self.scale))
+        given = sum(v is not None for v in (self.value, self.change, self.scale, self.value_from))
         if given > 1:
-            raise ValueError("give at most one of value, change, scale")
+            raise ValueError("give at most one of value, change, scale, value_from")
         return self
 
 

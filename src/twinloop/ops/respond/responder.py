@@ -155,7 +155,9 @@ class Responder:
         requests = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
-            if template.change is not None or template.scale is not None:
+            if template.value_from == "supply_limit":
+                value = self.adapter.supply_limit_w(target)  # None: the guard refuses an unknown value
+            elif template.change is not None or template.scale is not None:
                 current = self.adapter.current(template.kind, target)
                 if current is None:
                     value = None  # the guard refuses a relative change of an unknown setting

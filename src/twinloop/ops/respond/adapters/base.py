@@ -38,6 +38,11 @@ class ActionAdapter(ABC):
     name: ClassVar[str]
     supported: ClassVar[frozenset[ActionKind]]
 
+    def supply_limit_w(self, target: str) -> float | None:
+        """The per-GPU power limit a node's working power supplies carry with its host's draw, W; None when the
+        adapter cannot tell (then a policy value taken from it is refused as unknown)."""
+        return None
+
     def resolve(self, selector: str, incident: Incident) -> list[str]:
         """Target ids for a policy selector (``root``, ``node``, ``rack``, ``cdu``, ``job``, ``members``...)."""
         if selector == "root":

@@ -41,9 +41,10 @@ class TwinAdapter(ActionAdapter):
         ActionKind.STAGGER_START,
     }
 
-    def __init__(self, twin: Twin, precool_ramp_down_s: float = 300.0) -> None:
+    def __init__(self, twin: Twin, precool_ramp_down_s: float = 300.0, supply_margin: float = 0.9) -> None:
         self.twin = twin
         self.precool_ramp_down_s = precool_ramp_down_s
+        self.supply_margin = supply_margin  # PSUs run below their rating: conversion loss, GPU power excursions
 
     # ----- entities -------------------------------------------------------------------------------------
     def job_of(self, entity: str) -> str | None:
@@ -129,6 +130,19 @@ class TwinAdapter(ActionAdapter):
         if kind == ActionKind.CDU_FLOW:
             return float(state.flow_fraction[row])
         return None
+
+    def supply_limit_w(self, target: str) -> float | None:
+        """Working PSUs' rating times ``supply_margin``, less the node's host draw, shared by its GPUs, W."""
+        try:
+            level, node = self.twin.topo.resolve(target)
+        except KeyError:
+            return None
+        if level != "node":
+            return None
+        t, chain = self.twin, self.twin.chain
+        host_w = t.host_busy_w[node] if t.scheduler.node_owner[node] >= 0 else t.host_idle_w[node]
+        carried_w = float(chain.psus_alive[node] * chain.psu_rating_w[node]) * self.supply_margin - float(host_w)
+        return carried_w / float(t.topo.node_gpus[node])
 
     # ----- apply ----------------------------------------------------------------------------------------
     def _commands(self, r: ActionRequest) -> list[Action] | str:
