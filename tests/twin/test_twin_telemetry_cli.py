@@ -82,7 +82,7 @@ def test_cli_default_scenario_json(cli_json: Any) -> None:
     assert doc["gpus"] == 1024 and doc["simulated_s"] == 120
     assert doc["energy"]["balance_error"] < 1e-3
     assert 1.0 < doc["pue"] < 2.0
-    assert {j["name"] for j in doc["jobs"]} == {"train-llama-70b", "serve-chat"}
+    assert {j["name"] for j in doc["jobs"]} == {"train-llama-70b", "serve-chat", "train-llama-8b-sweep"}
     assert set(doc["throttled_gpu_s"]) == {"sw_power_cap", "sw_thermal", "hw_slowdown", "hw_power_brake"}
 
 

@@ -87,6 +87,11 @@ def _touches(incident: Incident, label: Label) -> bool:
     return any(e.startswith(label.entity) or label.entity.startswith(e + "/") or e == label.entity for e in ents)
 
 
+def _covers_root(incident: Incident, label: Label) -> bool:
+    root = incident.root
+    return root == label.entity or root.startswith(label.entity + "/") or (label.job is not None and root == label.job)
+
+
 def evaluate_detection(
     incidents: Iterable[Incident],
     faults: Sequence[Label],
@@ -100,15 +105,21 @@ def evaluate_detection(
     first_seen: dict[int, float] = {}
     per_fault_hits: dict[int, int] = {}
     for inc in sorted(relevant, key=lambda i: i.start_ts):
-        for k, lab in enumerate(faults):
-            if inc.event_class not in FAULT_CLASSES.get(lab.kind, frozenset()):
-                continue
-            if not (lab.start_s - lead_s <= inc.start_ts <= lab.end_s + grace_s) or not _touches(inc, lab):
-                continue
-            matched[inc.incident_id] = lab.kind
-            per_fault_hits[k] = per_fault_hits.get(k, 0) + 1
-            first_seen.setdefault(k, inc.start_ts - lab.start_s)
-            break
+        candidates = [
+            k
+            for k, lab in enumerate(faults)
+            if inc.event_class in FAULT_CLASSES.get(lab.kind, frozenset())
+            and lab.start_s - lead_s <= inc.start_ts <= lab.end_s + grace_s
+            and _touches(inc, lab)
+        ]
+        if not candidates:
+            continue
+        # A fault whose entity covers the incident's root explains it better than one that a member merely
+        # touches (a site-wide incident touches every GPU fault in the hall).
+        k = min(candidates, key=lambda c: (not _covers_root(inc, faults[c]), c))
+        matched[inc.incident_id] = faults[k].kind
+        per_fault_hits[k] = per_fault_hits.get(k, 0) + 1
+        first_seen.setdefault(k, inc.start_ts - faults[k].start_s)
     unmatched = [i for i in relevant if i.incident_id not in matched]
     explained = [
         i for i in unmatched

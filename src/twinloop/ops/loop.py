@@ -19,7 +19,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
-from twinloop.ops.detect.rules import CDU_SETPOINT, CDU_SUPPLY, PSU_STATE, GpuLimits
+from twinloop.ops.detect.rules import (
+    CDU_FLOW,
+    CDU_HEAT_LOAD,
+    CDU_PUMP_SPEED,
+    CDU_SETPOINT,
+    CDU_SUPPLY,
+    CDU_VALVE,
+    PSU_STATE,
+    GpuLimits,
+)
 from twinloop.ops.evaluate import DetectionReport, Label, evaluate_detection
 from twinloop.ops.events import Incident
 from twinloop.ops.learn.precool import RowHeatForecast, load_models
@@ -122,8 +131,38 @@ def _labels(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], tuple[
     return faults, background
 
 
-#: Node and row fields the rules read per GPU (PSU health; the CDU's supply and setpoint), by level.
-_BROADCAST = {"node": (PSU_STATE,), "row": (CDU_SUPPLY, CDU_SETPOINT)}
+#: Node and row fields the rules read per GPU (PSU health; the CDU's supply, setpoint, flow, pump speed, heat load
+#: and facility-water valve), by level.
+_BROADCAST = {
+    "node": (PSU_STATE,),
+    "row": (CDU_SUPPLY, CDU_SETPOINT, CDU_FLOW, CDU_PUMP_SPEED, CDU_HEAT_LOAD, CDU_VALVE),
+}
+
+
+class SetpointLog:
+    """The control system's record of the CDU setpoints it commanded, told to the ``cdu_setpoint`` rule.
+
+    It stands in for a BMS's write log: under ``fixed`` and ``commanded`` cooling control a CDU's setpoint changes
+    only by commands (the scenario's configuration, the loop's actions, scheduled pre-cooling), and the twin keeps
+    the last value written apart from any drift fault, so that value is what the control system knows it wrote.
+    Under ``reactive`` control the CDU's own PID owns the setpoint and nothing is told (the rule stays silent).
+    Call :meth:`sync` before each detection step.
+    """
+
+    def __init__(self, twin: Twin, pipeline: DetectionPipeline) -> None:
+        self.twin = twin
+        self.pipeline = pipeline
+        self._told = np.full(twin.topo.n_rows, np.nan)
+
+    def sync(self) -> None:
+        """Tell the pipeline about every CDU setpoint written since the last call."""
+        cooling = self.twin.cooling
+        if cooling.plant.control == "reactive":
+            return
+        now = cooling.state.setpoint_c
+        for row in np.flatnonzero(now != self._told).tolist():
+            self.pipeline.commanded_setpoint(self.twin.topo.row_id(row), float(now[row]))
+            self._told[row] = now[row]
 
 
 def _gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
@@ -178,6 +217,7 @@ def run_pass(
         cdu_of_rack={rid: rid.rsplit("/", 1)[0] for rid in twin.topo.ids("rack")},
         config=pipeline_config,
     )
+    setpoints = SetpointLog(twin, pipeline)
     responder = Responder(policy or default_policy(), adapter, mode=mode) if loop_on else None
     optimizer, heat = None, None
     if responder is not None and optimize_cooling:
@@ -209,6 +249,7 @@ def run_pass(
         if result.gpu is None:
             continue
         jobs = result.facility.get("job") if result.facility else None
+        setpoints.sync()
         updates = pipeline.step(
             result.t_s,
             _gpu_fields(twin, result),

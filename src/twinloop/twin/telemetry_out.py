@@ -9,6 +9,11 @@ over entity ids) selects which GPUs, nodes, racks and rows are kept.
 
 Field names follow ``twinloop.telemetry.fields`` where it has one; the ``EXTRA_FIELDS`` are twin-specific
 fields in the same style. Energy is in J (the telemetry layer's unit; dcgm-exporter shows mJ).
+
+What a CDU and the plant report beyond temperatures, as real ones do: ``TWINLOOP_FI_CDU_PUMP_SPEED`` (commanded
+pump speed, fraction of nominal), ``TWINLOOP_FI_CDU_HEAT_LOAD`` (heat rejected to facility water, W),
+``TWINLOOP_FI_CDU_VALVE`` (facility-water valve opening, 0..1), ``TWINLOOP_FI_FACILITY_WATER_TEMP`` and
+``TWINLOOP_FI_FACILITY_WATER_SETPOINT`` (site, C).
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ EXTRA_FIELDS = (
     "TWINLOOP_FI_CONVERSION_LOSS",
     "TWINLOOP_FI_POWER_BUDGET",
     "TWINLOOP_FI_JOB_PHASE",
+    "TWINLOOP_FI_CDU_PUMP_SPEED",
+    "TWINLOOP_FI_CDU_HEAT_LOAD",
+    "TWINLOOP_FI_CDU_VALVE",
+    "TWINLOOP_FI_FACILITY_WATER_TEMP",
+    "TWINLOOP_FI_FACILITY_WATER_SETPOINT",
 )
 
 
@@ -179,6 +189,13 @@ class TelemetryRecorder:
         supply = cs.supply_c[topo.rack_row]
         recirc = twin.cooling.recirc[topo.rack_row]
         rack_inlet = supply + recirc / (recirc + 0.5) * (twin.rack_coolant_c - supply)
+        # The CDU's facility-water control valve, taken as linear in duty: the heat it rejects over the heat it
+        # could reject now (capacity as in Cooling.step: nominal x capacity health x min(1, flow ratio)). A
+        # guess at the valve characteristic; what matters is that it opens further when the exchanger loses
+        # capacity at the same heat load, as a real CDU's valve does.
+        cool = twin.cooling
+        available_w = cool.capacity_w * cs.capacity_health * np.minimum(1.0, mdot / cool.flow_nom_kg_per_s)
+        valve = np.clip(cs.heat_removed_w / np.maximum(available_w, 1e-3), 0.0, 1.0)
         out: dict[str, dict[str, NDArray[Any]]] = {
             "rack": {
                 "TWINLOOP_FI_RACK_POWER": flows.rack_w[self.rack_idx],
@@ -192,6 +209,9 @@ class TelemetryRecorder:
                 "TWINLOOP_FI_CDU_FLOW": (mdot * KG_PER_S_TO_L_PER_MIN)[self.row_idx],
                 "TWINLOOP_FI_CDU_PUMP_POWER": cs.mover_power_w[self.row_idx],
                 "TWINLOOP_FI_CDU_SETPOINT": (cs.setpoint_c + cs.drift_c)[self.row_idx],
+                "TWINLOOP_FI_CDU_PUMP_SPEED": cs.flow_fraction[self.row_idx],
+                "TWINLOOP_FI_CDU_HEAT_LOAD": cs.heat_removed_w[self.row_idx],
+                "TWINLOOP_FI_CDU_VALVE": valve[self.row_idx],
             },
             "site": {
                 "TWINLOOP_FI_AMBIENT_TEMP": np.array([twin.ambient.drybulb_c]),
@@ -203,6 +223,8 @@ class TelemetryRecorder:
                 "TWINLOOP_FI_CONVERSION_LOSS": np.array([flows.conversion_loss_w]),
                 "TWINLOOP_FI_PUE": np.array([twin.pue]),
                 "TWINLOOP_FI_POWER_BUDGET": np.array([twin.chain.budget_w]),
+                "TWINLOOP_FI_FACILITY_WATER_TEMP": np.array([twin.cooling.facility_water_c(twin.ambient.wetbulb_c)]),
+                "TWINLOOP_FI_FACILITY_WATER_SETPOINT": np.array([cs.facility_water_setpoint_c]),
             },
             "job": {
                 "TWINLOOP_FI_JOB_STEP_TIME": np.array(

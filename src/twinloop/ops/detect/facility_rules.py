@@ -5,12 +5,21 @@
   for ``pue_persistence_s``. A heat wave or a failing chiller
   shows here first: the plant holds the coolant temperature (so no GPU runs hotter) by spending much more
   power on cooling.
+  A facility-water setpoint change (``TWINLOOP_FI_FACILITY_WATER_SETPOINT``: the loop or an operator moving it)
+  shifts the plant's efficiency on purpose: the PUE part holds off ``fw_holdoff_s`` and its baseline follows
+  the new level meanwhile.
+  The outdoor wet-bulb (``TWINLOOP_FI_WETBULB_TEMP``) ``wetbulb_rise_c`` above its slow baseline is the same
+  class: the plant loses economizer hours and chiller COP (a few % per °C) and its margin for the IT heat.
+  The diurnal wet-bulb swing moves at most ~1.5 °C per hour, so 5 °C above the hour's baseline is a weather
+  event (a heat wave, a front), seen at once even where the plant's PUE moves less than ``pue_rise`` (a plant
+  already on its chiller on a hot afternoon).
 * ``power_budget`` → facility power excursion: facility power above ``budget_fraction`` of the power budget in
   force (``TWINLOOP_FI_POWER_BUDGET``), or the budget cut by ``budget_drop`` or more (a utility demand response
   or a failed feed: the site must shed load before it reaches the new cap). Severity then follows the margin.
 
-Both need ``persistence_s`` of the condition. Thresholds are guesses (a PUE step of 0.1 at steady load within
-an hour is far beyond the diurnal drift of an economized plant; 95 % of the budget leaves a few seconds to cap).
+The power rule needs ``persistence_s`` of its condition, the cooling ones ``pue_persistence_s``. Thresholds are
+guesses (a PUE step of 0.1 at steady load within an hour is far beyond the diurnal drift of an economized plant;
+95 % of the budget leaves a few seconds to cap).
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ SITE_PUE = "TWINLOOP_FI_PUE"
 SITE_FACILITY_POWER = "TWINLOOP_FI_FACILITY_POWER"
 SITE_IT_POWER = "TWINLOOP_FI_IT_POWER"
 SITE_POWER_BUDGET = "TWINLOOP_FI_POWER_BUDGET"
+SITE_WETBULB = "TWINLOOP_FI_WETBULB_TEMP"
+SITE_FW_SETPOINT = "TWINLOOP_FI_FACILITY_WATER_SETPOINT"
 
 
 def _value(fields: Mapping[str, object], name: str) -> float:
@@ -54,6 +65,8 @@ class FacilityRules:
         pue_half_life_s: float = 10.0,
         it_tolerance: float = 0.1,
         budget_drop: float = 0.1,
+        wetbulb_rise_c: float = 5.0,
+        fw_holdoff_s: float = 180.0,
     ) -> None:
         self.pue_rise = pue_rise
         self.baseline_half_life_s = baseline_half_life_s
@@ -64,6 +77,11 @@ class FacilityRules:
         self.pue_half_life_s = pue_half_life_s
         self.it_tolerance = it_tolerance
         self.budget_drop = budget_drop
+        self.wetbulb_rise_c = wetbulb_rise_c
+        self.fw_holdoff_s = fw_holdoff_s
+        self._wb_base = math.nan
+        self._fw_setpoint = math.nan
+        self._fw_holdoff_until = -math.inf
         self._base = math.nan
         self._it_slow = math.nan
         self._last_ts = -math.inf
@@ -102,6 +120,12 @@ class FacilityRules:
             # PUE depends on the IT load (cooling has fixed parts): only a PUE rise at steady load (short
             # average within it_tolerance of the 10-minute one) means worse cooling efficiency.
             it_steady = abs(self._it_fast - self._it_slow) <= self.it_tolerance * max(self._it_slow, 1.0)
+        fw = _value(fields, SITE_FW_SETPOINT)
+        if math.isfinite(fw):
+            if math.isfinite(self._fw_setpoint) and abs(fw - self._fw_setpoint) > 0.05:
+                self._fw_holdoff_until = ts + self.fw_holdoff_s
+            self._fw_setpoint = fw
+        holding = ts < self._fw_holdoff_until
         pue = _value(fields, SITE_PUE)
         if not math.isfinite(pue):
             fac = _value(fields, SITE_FACILITY_POWER)
@@ -112,14 +136,26 @@ class FacilityRules:
             self._pue_fast = _ewma(self._pue_fast, pue, fast)
             rise = self._pue_fast - self._base if math.isfinite(self._base) else 0.0
             warm = self._age_s >= self.warmup_s
-            worse = warm and it_steady and rise >= self.pue_rise
+            worse = warm and not holding and it_steady and rise >= self.pue_rise
             if self._persist("pue", worse, ts, self.pue_persistence_s):
                 out[EventClass.COOLING_DEGRADATION] = rise
             if not math.isfinite(self._base):
                 self._base = self._pue_fast
-            elif not warm or rise < 0.5 * self.pue_rise:  # the baseline learns only while calm
-                a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm else 30.0))
+            elif not warm or holding or rise < 0.5 * self.pue_rise:  # the baseline learns only while calm
+                a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm and not holding else 30.0))
                 self._base += a * (self._pue_fast - self._base)
+        wb = _value(fields, SITE_WETBULB)
+        if math.isfinite(wb):
+            wb_rise = wb - self._wb_base if math.isfinite(self._wb_base) else 0.0
+            warm = self._age_s >= self.warmup_s
+            hotter = warm and wb_rise >= self.wetbulb_rise_c
+            if self._persist("wetbulb", hotter, ts, self.pue_persistence_s):
+                out.setdefault(EventClass.COOLING_DEGRADATION, wb_rise)
+            if not math.isfinite(self._wb_base):
+                self._wb_base = wb
+            elif not warm or wb_rise < 0.5 * self.wetbulb_rise_c:
+                a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm else 30.0))
+                self._wb_base += a * (wb - self._wb_base)
         fac, budget = _value(fields, SITE_FACILITY_POWER), _value(fields, SITE_POWER_BUDGET)
         if math.isfinite(fac) and math.isfinite(budget) and budget > 0:
             self.margin_w = budget - fac

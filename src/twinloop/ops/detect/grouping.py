@@ -12,8 +12,10 @@ different racks give two incidents.
 Incidents stay open while their members keep firing and close after ``quiet_s`` without a detection. A new
 group that overlaps an open incident of the same class (shares a member, or is above or below its root)
 grows that incident; when one group covers several open incidents, the oldest survives and the others are
-reported as ``merged``. ``settle_s`` holds a brand-new group back for a few seconds so that GPUs that cross a
-threshold a little apart open one incident rather than several.
+reported as ``merged``, except that an incident open for more than ``quiet_s`` keeps its root and GPUs that start
+firing later do not lift it up the tree (a second CDU failing long after the first is a second incident).
+``settle_s`` holds a brand-new group back for a few seconds so that GPUs that cross a threshold a little apart
+open one incident rather than several.
 
 A power-delivery incident rooted at a row or the whole site is a facility power excursion.
 """
@@ -291,6 +293,21 @@ class IncidentGrouper:
             return
         tree = self._tree(cls)
         top = tree.cover(active, self.min_fraction)
+        # Late company does not lift an incident up the tree: an incident opened more than quiet_s ago keeps its
+        # root, and GPUs that started firing since are covered apart (one cause spreads within minutes; a second CDU
+        # failing twenty minutes after the first is a second fault). Within the old incident's subtree the new ones
+        # still grow it (the ancestor check below).
+        old_ids = [
+            i
+            for i, inc in self._open.items()
+            if inc.event_class == cls and inc.root >= 0 and inc.start_ts < ts - self.quiet_s
+        ]
+        if old_ids:
+            old = active & np.isin(owner, old_ids)
+            if old.any():
+                top = tree.cover(active & ~old, self.min_fraction)
+                for i in old_ids:
+                    top[old & (owner == i)] = self._open[i].root
         roots = np.unique(top[trigger])
         onset = self._onset[cls]
         for r in roots.tolist():

@@ -10,12 +10,16 @@
   signal* of the job's GPUs changed recently (``frame.hw_recent``: rules and per-field detectors upstream).
   SDC shows in no hardware counter (Llama 3 report), so this is the
   only way to see it; a spike with a hardware change is that hardware event instead. A job that restarted
-  (phase change, progress counter going backwards) re-learns its loss curve first.
+  (phase back to a starting phase, progress counter going backwards) anchors its loss level afresh on its first
+  new step and keeps the learned trend and scale; a checkpoint write is no restart.
 * ``job_slowdown`` (per job): the job's step time rose with no clock drop and no hardware event on its GPUs:
   a straggler the per-GPU counters do not show (see :class:`JobSlowdownRule`).
 * ``hang`` (per job): the progress counter (or, without one, tokens/s > 0) has not moved for
-  ``max(n_steps × expected step time, min_stall_s)`` after the job made progress, while its GPUs are
-  idle-ish (mean tensor activity below ``idle_tensor``).
+  ``max(n_steps × expected step time, min_stall_s)`` (3 steps, at least 15 s) after the job made progress,
+  while its GPUs are idle-ish (mean tensor activity below ``idle_tensor``). A pause the job reports
+  (``TWINLOOP_FI_JOB_PHASE``: starting, checkpoint, cooldown) is no stall, so the limit need not cover a
+  checkpoint write or a restart; three step times with the whole job's GPUs idle is far beyond step-to-step
+  jitter, and the 15 s floor covers data-loader or storage hiccups of jobs with sub-second steps.
 
 Thresholds are guesses, not fitted.
 """
@@ -69,9 +73,19 @@ def group_median(values: F64, group: NDArray[np.int64], n_groups: int) -> tuple[
     return med, count
 
 
+#: ``TWINLOOP_FI_JOB_PHASE`` codes (``twinloop.telemetry.fields``) of a job being (re)started: queued, ramp-up,
+#: launch. A job entering one of them from any other phase restarted.
+STARTING_PHASES: frozenset[float] = frozenset({0.0, 1.0, 2.0})
+#: Phases in which a job makes no progress on purpose and says so (starting, writing a checkpoint, cooling down,
+#: done): no hang. The twin's own "hung" code (5) is not among them and is not used as evidence either: a hung
+#: job's framework still reports that it is training.
+PAUSED_PHASES: frozenset[float] = STARTING_PHASES | {4.0, 6.0, 7.0}
+
+
 class RestartTracker:
-    """Which job slots restarted this step: their phase changed or their progress counter went backwards (a
-    restart from a checkpoint replays steps, and its loss jumps back up: not a fault of the job's data)."""
+    """Which job slots restarted this step: their phase went into a starting phase (queued, ramp-up, launch) or
+    their progress counter went backwards (a restart from a checkpoint replays steps, and its loss jumps back up:
+    not a fault of the job's data). A checkpoint write pauses a job without restarting it."""
 
     def __init__(self) -> None:
         self._phase: F64 = np.zeros(0)
@@ -84,13 +98,14 @@ class RestartTracker:
             self._phase = np.concatenate([self._phase, np.full(k, np.nan)])
             self._progress = np.concatenate([self._progress, np.full(k, np.nan)])
         restarted = np.zeros(n, dtype=bool)
+        starting = np.fromiter(STARTING_PHASES, dtype=np.float64)
         for name, prev, backwards in ((JOB_PHASE, self._phase, False), (JOB_PROGRESS, self._progress, True)):
             x = frame.job.get(name)
             if x is None:
                 continue
             ok = np.isfinite(x) & np.isfinite(prev[:n])
             with np.errstate(invalid="ignore"):
-                changed = x < prev[:n] if backwards else x != prev[:n]
+                changed = x < prev[:n] if backwards else np.isin(x, starting) & ~np.isin(prev[:n], starting)
             restarted |= ok & changed
             prev[:n] = np.where(np.isfinite(x), x, prev[:n])
         return restarted
@@ -222,10 +237,14 @@ class SdcRule(Rule):
         n = frame.n_slots
         restarted = self._restarts(frame)
         if restarted.any():
-            for level, trend, absdev, prev, count in self._state.values():
+            # The loss resumes from the checkpoint's value, on the same curve with the same noise: only the level
+            # is anchored afresh, on the first new step (the last value before the restart, still reported while
+            # the job restarts, is no new step); trend and scale carry over, so a fault right after a restart is
+            # judged from the second step on instead of after ``min_steps``.
+            for level, *_ in self._state.values():
                 m = np.zeros(level.shape[0], dtype=bool)
                 m[:n] = restarted
-                level[m], trend[m], absdev[m], prev[m], count[m] = np.nan, 0.0, 0.0, np.nan, 0.0
+                level[m] = np.nan
         z = np.maximum(
             self._signal_z("loss", frame.job.get(JOB_LOSS), n),
             self._signal_z("grad", frame.job.get(JOB_GRAD_NORM), n),
@@ -246,7 +265,7 @@ class HangRule(Rule):
     event_class = EventClass.JOB_HANG
     scope = "job"
 
-    def __init__(self, n_steps: float = 10.0, min_stall_s: float = 60.0, idle_tensor: float = 0.1) -> None:
+    def __init__(self, n_steps: float = 3.0, min_stall_s: float = 15.0, idle_tensor: float = 0.1) -> None:
         super().__init__()
         self.n_steps = n_steps
         self.min_stall_s = min_stall_s
@@ -255,6 +274,7 @@ class HangRule(Rule):
         self._prev: F64 = np.zeros(0)
         self._step_s: F64 = np.zeros(0)
         self._training: NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self._fresh: NDArray[np.bool_] = np.zeros(0, dtype=bool)
 
     def _grow(self, n: int) -> None:
         k = self._last.shape[0]
@@ -264,6 +284,7 @@ class HangRule(Rule):
         self._prev = np.concatenate([self._prev, np.full(n - k, np.nan)])
         self._step_s = np.concatenate([self._step_s, np.full(n - k, np.nan)])
         self._training = np.concatenate([self._training, np.zeros(n - k, dtype=bool)])
+        self._fresh = np.concatenate([self._fresh, np.zeros(n - k, dtype=bool)])
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_slots
@@ -285,13 +306,21 @@ class HangRule(Rule):
             started = np.zeros(n, dtype=bool)
         else:
             return np.zeros(n, dtype=bool), np.zeros(n)
+        phase = frame.job.get(JOB_PHASE)
+        paused = np.zeros(n, dtype=bool)
+        if phase is not None:
+            paused = np.isfinite(phase) & np.isin(phase, np.fromiter(PAUSED_PHASES, dtype=np.float64))
+        fresh = self._fresh[:n]
         interval = frame.ts - last
-        learn = moved & np.isfinite(last) & (interval > 0)
+        # The first progress after a pause is no step interval (the pause ended mid-step).
+        learn = moved & np.isfinite(last) & (interval > 0) & ~fresh & ~paused
         step_s[:] = ewma_toward(step_s, interval, learn, 0.2)
         st = frame.job.get(JOB_STEP_TIME)
         if st is not None:
             step_s[:] = np.where(np.isfinite(st) & (st > 0), st, step_s)
-        last[:] = np.where(moved | (started & np.isnan(last)), frame.ts, last)
+        # A pause the job reports restarts the stall clock (only after progress was seen at all).
+        last[:] = np.where(moved | (started & np.isnan(last)) | (paused & np.isfinite(last)), frame.ts, last)
+        fresh[:] = np.where(paused, True, np.where(moved, False, fresh))
         limit = np.maximum(self.n_steps * np.nan_to_num(step_s, nan=0.0), self.min_stall_s)
         # Made progress at least twice (a step time is known): a job still initializing is not hung.
         stalled = np.isfinite(last) & np.isfinite(step_s) & (frame.ts - last >= limit)

@@ -7,7 +7,9 @@ loops run only over what fired (rising edges, incident roots) and over jobs.
 
 How a firing becomes a class:
 
-* hardware rules (cooling, thermal/power throttle, power delivery, XID) give their own class;
+* hardware rules (cooling, thermal/power throttle, power delivery, XID) and the CDU rules (setpoint against
+  the commanded one, see :meth:`DetectionPipeline.commanded_setpoint`; pump flow; exchanger capacity) give
+  their own class;
 * a straggler on a GPU that a throttle or cooling rule explains is dropped (the cause is reported instead);
 * job rules (suspected SDC, hang, job slowdown = straggler) fire per job and open one incident per job (the
   root is the job entity); facility rules (PUE rise, power budget) fire for the site (root: the site);
@@ -28,6 +30,7 @@ from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import Detector, make_detector
+from twinloop.ops.detect.cdu_rules import CduSetpointRule, cdu_rules
 from twinloop.ops.detect.facility_rules import FacilityRules
 from twinloop.ops.detect.grouping import IncidentGrouper
 from twinloop.ops.detect.job_rules import HangRule, JobSlowdownRule, SdcRule, StragglerRule
@@ -67,8 +70,34 @@ ACTIVITY_FIELDS: frozenset[str] = frozenset(
     }
 )
 
+#: What ``PipelineConfig.threshold_scale`` multiplies, per alarm source (``Detection.source``): the threshold
+#: attributes of each rule (larger = fewer alarms). Rules that fire on hardware bits (power delivery, XID) have none.
+RULE_THRESHOLDS: Mapping[str, tuple[str, ...]] = {
+    "rule:cooling": ("rise_c",),
+    "rule:coolant": ("rate_c_per_s", "above_c"),
+    "rule:cdu_setpoint": ("tolerance_c",),
+    "rule:cdu_pump": ("flow_drop",),
+    "rule:cdu_capacity": ("rise",),
+    "rule:thermal_throttle": ("clock_drop",),
+    "rule:power_throttle": ("clock_drop",),
+    "rule:straggler": ("z_threshold", "min_deficit"),
+    "rule:sdc": ("z_threshold",),
+    "rule:hang": ("n_steps", "min_stall_s"),
+    "rule:job_slowdown": ("log_rise",),
+    "rule:facility": ("pue_rise", "budget_drop"),
+}
+#: ... and the decision-threshold parameter of each per-field detector kind (the source is the field name).
+DETECTOR_THRESHOLDS: Mapping[str, str] = {
+    "cusum": "h",
+    "ewma_zscore": "threshold",
+    "seasonal": "threshold",
+    "page_hinkley": "lambda_",
+}
+
 _FOLLOWS_POWER = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"})
-_COOLING_RULES = frozenset({"cooling", "coolant"})
+_COOLING_RULES = frozenset({"cooling", "coolant", "cdu_setpoint", "cdu_pump", "cdu_capacity"})
+#: Rules on the CDU's own reports: no signal of the GPUs' own hardware changed, so they do not veto an SDC.
+_CDU_SIDE = frozenset({"cdu_setpoint", "cdu_pump", "cdu_capacity"})
 _EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "power_delivery"}) | _COOLING_RULES
 
 
@@ -85,6 +114,8 @@ class PipelineConfig:
         thermal_window_s: a benign power change this recent makes a temperature change benign, s.
         risk_horizon_h: hours of work at risk per affected GPU (time since a checkpoint; a guess).
         emit_info: also report benign / unclassified changes (``info`` severity).
+        threshold_scale: alarm source (``rule:<name>`` or a watched field) → factor on its thresholds
+            (:data:`RULE_THRESHOLDS`, :data:`DETECTOR_THRESHOLDS`; > 1 = fewer alarms), e.g. learned from labels.
     """
 
     field_detectors: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_FIELD_DETECTORS))
@@ -98,6 +129,7 @@ class PipelineConfig:
     thermal_window_s: float = 900.0
     risk_horizon_h: float = 1.0
     emit_info: bool = True
+    threshold_scale: Mapping[str, float] = field(default_factory=dict)
 
 
 class DetectionPipeline:
@@ -126,10 +158,12 @@ class DetectionPipeline:
             f: make_detector(name, source=f"field_detectors.{f}", **dict(c.detector_params.get(name, {})))
             for f, name in c.field_detectors.items()
         }
-        self.hw_rules: list[Rule] = hardware_rules()
+        self.hw_rules: list[Rule] = hardware_rules() + cdu_rules()
+        self._cdu_of_rack = dict(cdu_of_rack or {})
         self.straggler = StragglerRule()
         self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
         self.facility_rules = FacilityRules()
+        self._scale_thresholds(c.threshold_scale)
         self._site_firing: set[EventClass] = set()
         self.grouper = IncidentGrouper(
             self.entities,
@@ -162,7 +196,45 @@ class DetectionPipeline:
         self._power = np.full(n, np.nan)
         self._limit = self.limits.tdp_w.copy()
 
+    def commanded_setpoint(self, cdu: str, setpoint_c: float, at_s: float | None = None) -> int:
+        """Tell the ``cdu_setpoint`` rule the supply setpoint commanded to ``cdu`` (in force from ``at_s``, s).
+
+        Call it with each CDU's configured setpoint before the first step and whenever the control system (the
+        loop, an operator) writes a new one; ``nan`` stops the rule judging that CDU (e.g. its own PID owns the
+        setpoint). The CDU's GPUs are those of the racks ``cdu_of_rack`` maps to it, or else those under the
+        entity ``cdu``. Returns how many GPUs it covers.
+        """
+        racks = {rack for rack, c in self._cdu_of_rack.items() if c == cdu}
+        if racks:
+            gpus = [i for i, e in enumerate(self.entities) if e.rsplit("/", 2)[0] in racks]
+        else:
+            gpus = [i for i, e in enumerate(self.entities) if e.startswith(cdu + "/")]
+        idx = np.asarray(gpus, dtype=np.int64)
+        for rule in self.hw_rules:
+            if isinstance(rule, CduSetpointRule) and idx.size:
+                rule.commanded(idx, setpoint_c, -np.inf if at_s is None else at_s)
+        return int(idx.size)
+
     # --- helpers ----------------------------------------------------------------------------------------------
+    def _scale_thresholds(self, scale: Mapping[str, float]) -> None:
+        rules: dict[str, object] = {f"rule:{r.name}": r for r in (*self.hw_rules, self.straggler, *self.job_rules)}
+        rules["rule:facility"] = self.facility_rules
+        for source, m in scale.items():
+            where = f"threshold_scale.{source}"
+            if not (np.isfinite(m) and m > 0):
+                raise InputError("pipeline", where, f"{m} (allowed: a finite number > 0)")
+            det = self.detectors.get(source)
+            if det is not None and det.name in DETECTOR_THRESHOLDS:
+                attr = DETECTOR_THRESHOLDS[det.name]
+                params = {**self.config.detector_params.get(det.name, {}), attr: getattr(det.params, attr) * m}
+                self.detectors[source] = make_detector(det.name, source=where, **params)
+            elif source in RULE_THRESHOLDS and source in rules:
+                for attr in RULE_THRESHOLDS[source]:
+                    setattr(rules[source], attr, getattr(rules[source], attr) * m)
+            else:
+                allowed = sorted({*RULE_THRESHOLDS, *self.detectors})
+                raise InputError("pipeline", where, f"no tunable threshold (allowed: {', '.join(allowed)})")
+
     def _observe_dt(self, ts: float) -> None:
         if np.isfinite(self._last_ts):
             self._dts.append(ts - self._last_ts)
@@ -204,6 +276,10 @@ class DetectionPipeline:
         jobs = np.unique(slots[slots >= 0])
         # Whole jobs stop and an idle GPU risks no work; with no job information every member counts as busy.
         at_risk_gpus = float(self._job_size[jobs].sum()) if self._slot_names else float(members.size)
+        if cls == EventClass.GPU_HARDWARE_ERROR:
+            # A fatal XID takes the GPU out of service until a reset or repair, idle or not (and a GPU that fell
+            # off the bus has already been dropped by its job, so its job no longer counts it).
+            at_risk_gpus = max(at_risk_gpus, float(members.size))
         with np.errstate(invalid="ignore"):
             t_margin = self.limits.slowdown_temp_c[members] - self._temp[members]
             p_margin = self._limit[members] - self._power[members]
@@ -297,7 +373,8 @@ class DetectionPipeline:
                 self.grouper.observe(ts, cls, idx, onsets)
                 if rule.name in _COOLING_RULES:
                     self._last_cooling[idx] = ts
-                self._last_hw[idx] = ts
+                if rule.name not in _CDU_SIDE:
+                    self._last_hw[idx] = ts
                 if rule.name in _EXPLAINS_STRAGGLER:
                     self._last_explainer[idx] = ts
 

@@ -25,6 +25,8 @@ as it was) and needs its condition to hold for ``persistence_s`` before it fires
   reporting lost redundancy (``TWINLOOP_FI_PSU_STATE`` >= 1, a node field the caller gives each of the node's
   GPUs, as a BMC's Redfish power-supply health would): that holds while the PSUs are out, so a loop that capped
   the node does not see the fault vanish with the brakes it prevented.
+* the CDU's own reports (setpoint against the commanded one, flow per pump speed, valve opening per watt):
+  :mod:`.cdu_rules`.
 * ``xid``: a fatal XID code (fell off the bus, DBE, uncontained ECC, GSP timeout, ...) or a burst of
   ``burst_count`` XIDs within ``burst_window_s``. ``DCGM_FI_DEV_XID_ERRORS`` holds the *last* XID code, so an
   event is a change to a non-zero code.
@@ -65,6 +67,10 @@ TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
 PSU_STATE = "TWINLOOP_FI_PSU_STATE"
 CDU_SUPPLY = "TWINLOOP_FI_CDU_SUPPLY_TEMP"
 CDU_SETPOINT = "TWINLOOP_FI_CDU_SETPOINT"
+CDU_FLOW = "TWINLOOP_FI_CDU_FLOW"
+CDU_PUMP_SPEED = "TWINLOOP_FI_CDU_PUMP_SPEED"
+CDU_HEAT_LOAD = "TWINLOOP_FI_CDU_HEAT_LOAD"
+CDU_VALVE = "TWINLOOP_FI_CDU_VALVE"
 JOB_STEP_TIME = "TWINLOOP_FI_JOB_STEP_TIME"
 JOB_LOSS = "TWINLOOP_FI_JOB_LOSS"
 JOB_TOKENS = "TWINLOOP_FI_JOB_TOKENS_PER_S"
