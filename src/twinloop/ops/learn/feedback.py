@@ -8,13 +8,26 @@
   or were rolled back. A Beta posterior per (rule, event class) tracks the success rate; a rule whose
   posterior mean drops below ``min_success`` after ``min_outcomes`` is switched off for that class, so the
   responder stops repeating an action that does not work. Both are deterministic given their inputs.
+
+:func:`rule_outcomes` reads the judged actions of a responder log back to their (rule, event class), and
+:func:`learned_policy` is the policy without the (rule, class) pairs a learner has switched off, so the next run's
+responder no longer applies them. :mod:`twinloop.ops.learn.feedback_eval` evaluates both learners on twin runs.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from twinloop.ops.events import EventClass
 from twinloop.ops.respond.actions import ActionResult
+from twinloop.ops.respond.policy import Policy
+
+# The reason texts the responder writes: "<rule> on incident <id> (<class> at <root>)" on a rule's request, and
+# "rollback of action <id>..." on the undo of a request whose effect did not appear.
+_RULE_REASON = re.compile(r"^(?P<rule>\S+) on incident -?\d+ \((?P<cls>[a-z_]+) at ")
+_ROLLBACK_REASON = re.compile(r"^rollback of action (?P<id>\d+)")
 
 
 @dataclass
@@ -48,6 +61,16 @@ class ThresholdTuner:
     def multiplier(self, source: str) -> float:
         """Current threshold multiplier of ``source`` (1.0 until labels say otherwise)."""
         return self._mult.get(source, 1.0)
+
+    @property
+    def multipliers(self) -> dict[str, float]:
+        """Every source whose multiplier has been updated, with its multiplier."""
+        return dict(self._mult)
+
+    @property
+    def n_pending(self) -> int:
+        """Alarms still waiting for their label."""
+        return len(self._pending)
 
     def alarm(self, alarm_id: int, source: str) -> None:
         """Remember that ``source`` raised alarm ``alarm_id``, so a later label can find its source."""
@@ -110,10 +133,14 @@ class RuleOutcomeLearner:
 
     def observe(self, rule: str, event_class: str, result: ActionResult) -> None:
         """Fold in one judged action (``verified`` counts as a success, ``rolled_back`` as a failure)."""
+        self.observe_status(rule, event_class, result.status)
+
+    def observe_status(self, rule: str, event_class: str, status: str) -> None:
+        """:meth:`observe` from the status alone (other statuses are not a judgment and are ignored)."""
         key = (rule, event_class)
-        if result.status == "verified":
+        if status == "verified":
             self._wins[key] = self._wins.get(key, 0.0) + 1
-        elif result.status == "rolled_back":
+        elif status == "rolled_back":
             self._losses[key] = self._losses.get(key, 0.0) + 1
 
     def success_rate(self, rule: str, event_class: str) -> float:
@@ -122,7 +149,59 @@ class RuleOutcomeLearner:
         lo = self._losses.get((rule, event_class), 0.0)
         return (w + self.prior) / (w + lo + 2 * self.prior)
 
+    def observe_log(self, actions: Iterable[ActionResult]) -> int:
+        """Fold in every judged action of a responder log (see :func:`rule_outcomes`); returns how many."""
+        outcomes = rule_outcomes(actions)
+        for rule, event_class, result in outcomes:
+            self.observe(rule, event_class, result)
+        return len(outcomes)
+
+    @property
+    def judged(self) -> dict[tuple[str, str], tuple[float, float]]:
+        """(rule, event class) → (verified, rolled back) counts so far."""
+        keys = sorted(self._wins.keys() | self._losses.keys())
+        return {k: (self._wins.get(k, 0.0), self._losses.get(k, 0.0)) for k in keys}
+
     def allowed(self, rule: str, event_class: str) -> bool:
         """False once a rule has shown, often enough, that it does not help with this class."""
         n = self._wins.get((rule, event_class), 0.0) + self._losses.get((rule, event_class), 0.0)
         return n < self.min_outcomes or self.success_rate(rule, event_class) >= self.min_success
+
+
+def rule_outcomes(actions: Iterable[ActionResult]) -> list[tuple[str, str, ActionResult]]:
+    """(rule, event class, result) for every ``verified`` or ``rolled_back`` action of a responder log.
+
+    A rollback names the action it undoes; the rule and class come from that action's request. Actions no
+    policy rule made (the cooling optimizer's) are left out.
+    """
+    log = list(actions)
+    by_id = {a.action_id: a for a in log}
+    out: list[tuple[str, str, ActionResult]] = []
+    for a in log:
+        if a.status not in ("verified", "rolled_back"):
+            continue
+        reason = a.request.reason
+        undo = _ROLLBACK_REASON.match(reason)
+        if undo is not None:
+            original = by_id.get(int(undo.group("id")))
+            reason = original.request.reason if original is not None else ""
+        m = _RULE_REASON.match(reason)
+        if m is not None:
+            out.append((m.group("rule"), m.group("cls"), a))
+    return out
+
+
+def learned_policy(policy: Policy, learner: RuleOutcomeLearner) -> Policy:
+    """``policy`` without the (rule, event class) pairs ``learner`` has switched off.
+
+    A rule left with no class is dropped; a policy left with no rule runs in ``observe`` mode (it recommends the
+    original rules and applies nothing).
+    """
+    rules = []
+    for rule in policy.rules:
+        when = tuple(c for c in rule.when if learner.allowed(rule.name, EventClass(c).value))
+        if when:
+            rules.append(rule if when == rule.when else rule.model_copy(update={"when": when}))
+    if not rules:
+        return policy.model_copy(update={"mode": "observe"})
+    return policy.model_copy(update={"rules": tuple(rules)})
