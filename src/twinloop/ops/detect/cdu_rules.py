@@ -136,7 +136,33 @@ class _SpeedWatch:
         return moved, ts < self.until
 
 
-class CduPumpRule(Rule):
+class _RatioRule(Rule):
+    """A per-GPU ratio judged against its own learned value (the pump and capacity rules).
+
+    The reference learns only while the deviation is under half the threshold and no pump speed change is
+    settling, and the rule judges only once the reference has ``warmup_s`` of samples behind it.
+    """
+
+    def __init__(self, learn_half_life_s: float, warmup_s: float, settle_s: float, persistence_s: float) -> None:
+        super().__init__()
+        self.learn_half_life_s = learn_half_life_s
+        self.warmup_s = warmup_s
+        self.settle_s = settle_s
+        self.persistence_s = persistence_s
+        self._ref = _Reference()
+        self._speed = _SpeedWatch()
+
+    def _judge(
+        self, frame: RuleFrame, ratio: F64, deviation: F64, valid: BoolArr, settling: BoolArr, threshold: float
+    ) -> tuple[BoolArr, F64]:
+        judged = valid & ~settling & (self._ref.age_s >= self.warmup_s)
+        cond = judged & (deviation >= threshold)
+        calm = valid & ~settling & (deviation < 0.5 * threshold)
+        self._ref.learn(ratio, calm, frame.dt_s, self.learn_half_life_s)
+        return self._persist(cond, valid, steps(self.persistence_s, frame.dt_s)), deviation
+
+
+class CduPumpRule(_RatioRule):
     """Flow per unit of commanded pump speed fell (see module docstring).
 
     Args:
@@ -158,14 +184,8 @@ class CduPumpRule(Rule):
         settle_s: float = 10.0,
         persistence_s: float = 5.0,
     ) -> None:
-        super().__init__()
+        super().__init__(learn_half_life_s, warmup_s, settle_s, persistence_s)
         self.flow_drop = flow_drop
-        self.learn_half_life_s = learn_half_life_s
-        self.warmup_s = warmup_s
-        self.settle_s = settle_s
-        self.persistence_s = persistence_s
-        self._ref = _Reference()
-        self._speed = _SpeedWatch()
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_gpus
@@ -179,14 +199,10 @@ class CduPumpRule(Rule):
             per_speed = np.where(valid, flow / np.where(valid, speed, 1.0), np.nan)
             shortfall = np.where(valid, 1.0 - per_speed / self._ref.value, 0.0)
         shortfall = np.nan_to_num(shortfall, nan=0.0)
-        judged = valid & ~settling & (self._ref.age_s >= self.warmup_s)
-        cond = judged & (shortfall >= self.flow_drop)
-        calm = valid & ~settling & (shortfall < 0.5 * self.flow_drop)
-        self._ref.learn(per_speed, calm, frame.dt_s, self.learn_half_life_s)
-        return self._persist(cond, valid, steps(self.persistence_s, frame.dt_s)), shortfall
+        return self._judge(frame, per_speed, shortfall, valid, settling, self.flow_drop)
 
 
-class CduCapacityRule(Rule):
+class CduCapacityRule(_RatioRule):
     """The facility-water valve opens further per watt rejected at the same pump speed (see module docstring).
 
     Args:
@@ -211,15 +227,9 @@ class CduCapacityRule(Rule):
         settle_s: float = 30.0,
         persistence_s: float = 5.0,
     ) -> None:
-        super().__init__()
+        super().__init__(learn_half_life_s, warmup_s, settle_s, persistence_s)
         self.rise = rise
         self.min_valve = min_valve
-        self.learn_half_life_s = learn_half_life_s
-        self.warmup_s = warmup_s
-        self.settle_s = settle_s
-        self.persistence_s = persistence_s
-        self._ref = _Reference()
-        self._speed = _SpeedWatch()
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_gpus
@@ -236,11 +246,7 @@ class CduCapacityRule(Rule):
             valid = np.isfinite(valve) & np.isfinite(heat) & (heat > 0.0) & (valve >= self.min_valve)
             per_w = np.where(valid, valve / np.where(valid, heat, 1.0), np.nan)
             excess = np.nan_to_num(np.where(valid, per_w / self._ref.value - 1.0, 0.0), nan=0.0)
-        judged = valid & ~settling & (self._ref.age_s >= self.warmup_s)
-        cond = judged & (excess >= self.rise)
-        calm = valid & ~settling & (excess < 0.5 * self.rise)
-        self._ref.learn(per_w, calm, frame.dt_s, self.learn_half_life_s)
-        return self._persist(cond, valid, steps(self.persistence_s, frame.dt_s)), excess
+        return self._judge(frame, per_w, excess, valid, settling, self.rise)
 
 
 def cdu_rules() -> list[Rule]:
