@@ -182,6 +182,13 @@ def _gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
     return out
 
 
+def gpu_limits(twin: Twin) -> GpuLimits:
+    """Every GPU's physical limits, with an air-cooled row's higher thermal resistance."""
+    topo = twin.topo
+    air = np.array([r.air.resistance_factor if r.cooling == "air" else 1.0 for r in topo.rows])[topo.gpu_row]
+    return GpuLimits.from_kinds(topo.kinds, topo.gpu_kind, air)
+
+
 def run_pass(
     spec: ScenarioSpec,
     loop_on: bool,
@@ -210,10 +217,9 @@ def run_pass(
     gpu_ids = twin.telemetry.entities("gpu")
     job_ids = twin.telemetry.entities("job")
     topo = twin.topo
-    air = np.array([r.air.resistance_factor if r.cooling == "air" else 1.0 for r in topo.rows])[topo.gpu_row]
     pipeline = DetectionPipeline(
         gpu_ids,
-        limits=GpuLimits.from_kinds(topo.kinds, topo.gpu_kind, air),
+        limits=gpu_limits(twin),
         cdu_of_rack={rid: rid.rsplit("/", 1)[0] for rid in twin.topo.ids("rack")},
         config=pipeline_config,
     )

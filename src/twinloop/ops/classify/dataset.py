@@ -25,10 +25,9 @@ from numpy.typing import NDArray
 
 from twinloop.ops.classify.features import N_FEATURES, FeatureExtractor
 from twinloop.ops.classify.scenarios import random_scenario
-from twinloop.ops.detect.rules import GpuLimits
 from twinloop.ops.evaluate import Label
 from twinloop.ops.events import EventClass, Incident
-from twinloop.ops.loop import run_pass
+from twinloop.ops.loop import gpu_limits, run_pass
 from twinloop.ops.respond.adapters.twin import TwinAdapter
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.failures import CAUSES
@@ -150,43 +149,48 @@ class _FirstReports:
         self.reported: dict[int, Reported] = {}
         self.fault_jobs: dict[tuple[str, str], str | None] = {}
         self._extractor: FeatureExtractor | None = None
-        self._jobs_before: NDArray[np.int64] | None = None
         self._adapter: TwinAdapter | None = None
+        self._job_ids: list[str] = []
+        self._level_ids: dict[str, list[str]] = {}
+        self._jobs_before: NDArray[np.int64] | None = None
 
-    def _setup(self, twin: Twin) -> FeatureExtractor:
-        topo = twin.topo
-        air = np.array([r.air.resistance_factor if r.cooling == "air" else 1.0 for r in topo.rows])[topo.gpu_row]
-        limits = GpuLimits.from_kinds(topo.kinds, topo.gpu_kind, air)
-        clock_max = np.array([k.sm_clock_max_mhz for k in topo.kinds], dtype=np.float64)[topo.gpu_kind]
-        gpu_ids = twin.telemetry.entities("gpu")
-        return FeatureExtractor(gpu_ids, limits.slowdown_temp_c, limits.tdp_w, clock_max, dt_s=twin.dt_s)
+    def _setup(self, twin: Twin) -> tuple[FeatureExtractor, TwinAdapter]:
+        """The extractor, adapter and entity ids, made on the first step (run_pass makes the twin)."""
+        if self._extractor is None or self._adapter is None:
+            topo, limits = twin.topo, gpu_limits(twin)
+            clock_max = np.array([k.sm_clock_max_mhz for k in topo.kinds], dtype=np.float64)[topo.gpu_kind]
+            self._extractor = FeatureExtractor(
+                twin.telemetry.entities("gpu"), limits.slowdown_temp_c, limits.tdp_w, clock_max, dt_s=twin.dt_s
+            )
+            self._adapter = TwinAdapter(twin)
+            self._job_ids = twin.telemetry.entities("job")
+            self._level_ids = {lvl: twin.telemetry.entities(lvl) for lvl in ("row", "rack", "node")}
+        return self._extractor, self._adapter
 
     def on_step(self, twin: Twin, result: StepResult) -> None:
-        if self._extractor is None or self._adapter is None:
-            self._extractor, self._adapter = self._setup(twin), TwinAdapter(twin)
-        job_ids = twin.telemetry.entities("job")
+        extractor, adapter = self._setup(twin)
+        job_ids = self._job_ids
         # A fault that takes a GPU down also unassigns its job in that step: look at the jobs before it.
         before = twin.job_of_gpu if self._jobs_before is None else self._jobs_before
         for e in result.events:
             if e.kind == "fault_start":
-                gpus = self._adapter.gpus_of(e.entity)
+                gpus = adapter.gpus_of(e.entity)
                 owners = before[gpus] if gpus is not None else np.zeros(0, np.int64)
                 owners = owners[owners >= 0]
                 job = job_ids[int(np.bincount(owners).argmax())] if owners.size else None
                 self.fault_jobs.setdefault((e.detail, e.entity), job)
         self._jobs_before = twin.job_of_gpu.copy()
-        level_ids = {lvl: twin.telemetry.entities(lvl) for lvl in ("row", "rack", "node")}
-        self._extractor.observe(result.t_s, result.gpu, result.facility, level_ids, self._jobs_before, job_ids)
+        extractor.observe(result.t_s, result.gpu, result.facility, self._level_ids, self._jobs_before, job_ids)
 
     def on_incidents(self, twin: Twin, result: StepResult, updates: Sequence[Incident]) -> None:
-        assert self._extractor is not None
-        jobs_now, job_ids = twin.job_of_gpu, twin.telemetry.entities("job")
+        extractor, _ = self._setup(twin)
+        jobs_now = twin.job_of_gpu
         for inc in updates:
             if inc.incident_id not in self.reported:
-                idx = self._extractor.member_index(inc)
+                idx = extractor.member_index(inc)
                 owners = np.unique(jobs_now[idx][jobs_now[idx] >= 0]) if idx.size else np.zeros(0, np.int64)
                 self.reported[inc.incident_id] = Reported(
-                    inc, self._extractor.features(inc), tuple(job_ids[int(j)] for j in owners)
+                    inc, extractor.features(inc), tuple(self._job_ids[int(j)] for j in owners)
                 )
 
 
