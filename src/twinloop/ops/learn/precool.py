@@ -81,7 +81,8 @@ class RowHeatForecast:
         every = sample_s / twin.dt_s
         if every < 1 or abs(every - round(every)) > 1e-9:
             raise InputError("RowHeatForecast", "sample_s", f"{sample_s} (allowed: a multiple of {twin.dt_s} s)")
-        if not any(abs(h - horizon_s) < 1e-6 for h in models):
+        model = next((m for h, m in models.items() if abs(h - horizon_s) < 1e-6), None)
+        if model is None:
             have = ", ".join(f"{h:g}" for h in sorted(models))
             raise InputError("RowHeatForecast", "horizon_s", f"{horizon_s:g} (allowed: {have})")
         self.twin = twin
@@ -89,7 +90,7 @@ class RowHeatForecast:
         self.every = round(every)
         self.recorder = TwinRecorder(twin, horizons_s=tuple(sorted(models)))
         self.online = OnlineForecast(models, self.recorder.entities("rack"), sample_s)
-        self.model = next(m for h, m in models.items() if abs(h - horizon_s) < 1e-6)
+        self.model = model
         rack_ids = self.recorder.entities("rack")
         self._rack_row = np.array([rid.rsplit("/", 1)[0] for rid in rack_ids])
         self._rise = np.zeros(len(rack_ids))

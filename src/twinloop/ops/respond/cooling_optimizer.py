@@ -104,12 +104,12 @@ class CoolingOptimizer:
             load_w = self.load(row) if self.load else 0.0
             # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
             precool = rise_w > c.precool_fraction * max(load_w, 1.0)
-            if hottest > c.target_gpu_temp_c or precool:
+            hot = hottest > c.target_gpu_temp_c
+            if hot or precool:
                 why = f"hottest GPU {hottest:.1f} C" if not precool else f"{rise_w / 1e3:.0f} kW forecast to arrive"
                 supply = read(CDU_SUPPLY, row)
                 holding = supply is None or supply <= setpoint + 0.5
                 # Precooling returns a relaxed row to its design setpoint and flow; beyond is for GPUs hot now.
-                hot = hottest > c.target_gpu_temp_c
                 flow_max = (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]
                 flow_max = flow_max if hot else min(flow_max, self._design[row][1])
                 if flow + 1e-9 < flow_max:
