@@ -146,3 +146,17 @@ def test_the_same_samples_give_the_same_loop() -> None:
         )
     assert runs[0] == runs[1] and runs[0][1]
     assert np.isfinite([a[0] for a in runs[0][1]]).all()
+
+
+def test_duplicate_and_out_of_order_samples_reach_no_stage() -> None:
+    cluster = ScriptedCluster()
+    seen: list[float] = []
+    runner = LoopRunner(cluster, on_sample=lambda s: seen.append(s.ts))
+    samples = [cluster.poll() for _ in range(5)]
+    assert all(isinstance(s, Sample) for s in samples)
+    for s in (*samples, samples[2], samples[4]):
+        assert isinstance(s, Sample)
+        runner.step(s)
+    bad = runner.step(Sample(float("nan"), samples[0].gpu))  # type: ignore[union-attr]
+    assert seen == [0.0, 1.0, 2.0, 3.0, 4.0] and runner.dropped == 3 and bad.incidents == ()
+    assert "dropped" in bad.warnings[-1] and len(runner.warnings) == 3

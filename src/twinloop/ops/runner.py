@@ -30,6 +30,10 @@ Hooks, each called synchronously inside :meth:`LoopRunner.step`:
 * ``on_actions(sample, results)``: the action results recorded in a step (applied, refused, dry run, pending,
   rolled back, restored...), after the responder and the cooling optimizer acted.
 
+A sample whose time is not after the previous one's (a duplicate, out of order, NaN) is dropped before any stage
+sees it: counted in :attr:`LoopRunner.dropped`, noted in :attr:`LoopRunner.warnings` and in its
+:class:`StepOutput`, no hook called.
+
 Order within a step (the closed-loop results depend on it): the heat forecast sees the sample's
 :class:`~twinloop.ops.ports.RackHeat`; ``on_sample``; the CDU setpoints commanded since the last sample are told to
 the ``cdu_setpoint`` rule; detection; ``on_incidents``; the responder handles the updates and verifies earlier
@@ -38,6 +42,7 @@ actions' effects; the cooling optimizer takes its control period; ``on_actions``
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -138,6 +143,9 @@ class LoopRunner:
         self.responder: Responder | None = None
         self.optimizer: CoolingOptimizer | None = None
         self._reported = 0  # responder log entries already handed out in a StepOutput
+        self._last_ts = -math.inf
+        #: Samples dropped because their time was not after the previous sample's.
+        self.dropped = 0
 
     # ------------------------------------------------------------------ set-up
     def start(self) -> None:
@@ -185,6 +193,12 @@ class LoopRunner:
         """Run one sample through detect → classify → respond → verify → cool (see the module docstring)."""
         self.start()
         pipeline = self.pipeline
+        if not sample.ts > self._last_ts:  # a duplicate or out-of-order sample (or NaN time): nothing may act on it
+            note = f"sample at {sample.ts} not after {self._last_ts}: dropped"
+            self.warnings.append((sample.ts, note))
+            self.dropped += 1
+            return StepOutput(sample.ts, (), self._new_actions(), (*sample.warnings, note))
+        self._last_ts = sample.ts
         if self.forecast is not None and sample.rack_heat is not None:
             self.forecast.observe(sample.rack_heat)
         self.warnings.extend((sample.ts, w) for w in sample.warnings)
