@@ -4,6 +4,7 @@ but InputError."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -88,7 +89,7 @@ def test_integral_float_is_accepted() -> None:
 )  # fmt: skip
 def test_absurd_sizes_are_refused_fast(kind: str, field: str, value: int) -> None:
     cfg = base(kind)
-    target = cfg["text_config"] if "text_config" in cfg else cfg
+    target = cfg.get("text_config", cfg)
     target[field] = value
     start = time.perf_counter()
     text = one_line_error(cfg)
@@ -219,7 +220,5 @@ def test_fuzz_real_configs_with_random_fields(kind: str, edits: dict[str, Any], 
 def test_fuzz_file_bytes(tmp_path_factory: pytest.TempPathFactory, data: bytes) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "config.json"
     path.write_bytes(data)
-    try:
+    with contextlib.suppress(InputError):  # anything else escapes and fails the test
         load_config_file(path)
-    except InputError:
-        pass

@@ -135,7 +135,9 @@ def _attention(r: ConfigReader, hidden: int) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _core(r: ConfigReader, name: str, model_type: str, hidden_keys: tuple[str, ...] = ("hidden_size",)) -> dict[str, Any]:
+def _core(
+    r: ConfigReader, name: str, model_type: str, hidden_keys: tuple[str, ...] = ("hidden_size",)
+) -> dict[str, Any]:
     hidden = r.integer(*hidden_keys)
     return dict(
         name=name, model_type=model_type, hidden=hidden,
@@ -254,10 +256,8 @@ def _falcon(r: ConfigReader, name: str, model_type: str) -> ModelArch:
         n_kv = 1 if r.boolean("multi_query", True) else n_heads
     if n_heads % n_kv:
         raise r.error("num_kv_heads", f"must divide num_attention_heads {n_heads}, got {n_kv}")
-    if new_arch:
-        norms = r.integer("num_ln_in_parallel_attn", default=2, hi=2)
-    else:
-        norms = 1 if parallel else 2
+    # new architecture: ln_attn + ln_mlp (num_ln_in_parallel_attn); 7B: one norm shared by the parallel block
+    norms = r.integer("num_ln_in_parallel_attn", default=2, hi=2) if new_arch else (1 if parallel else 2)
     head_dim = hidden // n_heads
     bias = r.boolean("bias", False)
     alibi = r.boolean("alibi", False)
@@ -303,7 +303,9 @@ def _gpt_neox(r: ConfigReader, name: str, model_type: str) -> ModelArch:
 def _mixtral(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     a = _core(r, name, model_type)
     a.update(mlp="gated", norm="rmsnorm", position="rope", **_all_sliding(r, a["n_layers"]))
-    return _moe(r, a, ffn_hidden=0, n_moe=a["n_layers"], experts_key="num_local_experts", moe_hidden_key="intermediate_size")
+    return _moe(
+        r, a, ffn_hidden=0, n_moe=a["n_layers"], experts_key="num_local_experts", moe_hidden_key="intermediate_size"
+    )
 
 
 def _phimoe(r: ConfigReader, name: str, model_type: str) -> ModelArch:
@@ -314,7 +316,9 @@ def _phimoe(r: ConfigReader, name: str, model_type: str) -> ModelArch:
         mlp="gated", norm="layernorm", position="rope", qkv_bias=attn_bias, o_bias=attn_bias,
         lm_head_bias=r.boolean("lm_head_bias", False), **_all_sliding(r, a["n_layers"]),
     )  # fmt: skip
-    return _moe(r, a, ffn_hidden=0, n_moe=a["n_layers"], experts_key="num_local_experts", moe_hidden_key="intermediate_size")
+    return _moe(
+        r, a, ffn_hidden=0, n_moe=a["n_layers"], experts_key="num_local_experts", moe_hidden_key="intermediate_size"
+    )
 
 
 def _moe(
@@ -347,9 +351,10 @@ def _qwen_moe(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     step = r.integer("decoder_sparse_step", default=1, hi=LAYERS_MAX)
     n_moe = _count_every(n, step, r.int_list("mlp_only_layers", 0, n - 1))
     shared = r.integer("shared_expert_intermediate_size", default=0, lo=0)
-    has_dense = n_moe < n
+    # dense layers (mlp_only_layers, decoder_sparse_step > 1) need intermediate_size; all-MoE models may omit it
+    ffn_hidden = r.integer("intermediate_size") if n_moe < n else r.integer("intermediate_size", default=0, lo=0)
     return _moe(
-        r, a, ffn_hidden=r.integer("intermediate_size") if has_dense else r.integer("intermediate_size", default=0, lo=0),
+        r, a, ffn_hidden=ffn_hidden,
         n_moe=n_moe, experts_key="num_experts", moe_hidden_key="moe_intermediate_size",
         n_shared_experts=1 if shared else 0, shared_ffn_hidden=shared, shared_expert_gate=bool(shared),
     )  # fmt: skip
@@ -364,7 +369,11 @@ def _llama4(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     a.update(mlp="gated", norm="rmsnorm", position="rope", qkv_bias=attn_bias, o_bias=attn_bias)
     n = a["n_layers"]
     moe_layers = r.int_list("moe_layers", 0, n - 1)
-    n_moe = len(set(moe_layers)) if moe_layers else _count_every(n, r.integer("interleave_moe_layer_step", hi=LAYERS_MAX), [])
+    n_moe = (
+        len(set(moe_layers))
+        if moe_layers
+        else _count_every(n, r.integer("interleave_moe_layer_step", hi=LAYERS_MAX), [])
+    )
     rope_layers = r.int_list("no_rope_layers", 0, 1)
     n_chunked = sum(rope_layers) if rope_layers else n - n // 4
     chunk = r.integer("attention_chunk_size", default=0, lo=0, hi=POSITIONS_MAX)
