@@ -31,7 +31,7 @@ def _inner_type(p: Path) -> Any:
 FIXTURE_TYPES = {
     _inner_type(p): p
     for p in sorted(FIXTURES.glob("*.json")) + sorted(HF_CONFIGS.glob("*.json"))
-    if p.stem not in ("bad-json", "unsupported", "mamba-130m-hf", "jamba-v0.1")
+    if p.stem not in ("bad-json", "unsupported", "mamba-130m-hf", "jamba-v0.1", "published")
 }
 MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "phimoe", "llama4_text")
 

@@ -30,73 +30,44 @@ def _figure(p: ParamCounts, field: str) -> int:
     return non_embedding(p) if field == "non_embedding" else int(getattr(p, field))
 
 
-EXACT = {  # name: (field, published), printed digit for digit by the publisher
-    "gemma-2-2b": ("non_embedding", 2_024_517_888),
-    "gemma-2-9b": ("non_embedding", 8_324_201_984),
-    "gemma-2-27b": ("non_embedding", 26_047_480_320),
-    "gemma-7b": ("non_embedding", 7_751_248_896),
-    "gpt-neox-20b": ("total", 20_554_567_680),
-    "pythia-12b": ("total", 11_846_072_320),
-}
+PUBLISHED = json.loads((HF / "published.json").read_text())["rows"]
 
 
-@pytest.mark.parametrize("name", sorted(EXACT))
-def test_exact_published_counts(name: str) -> None:
-    field, published = EXACT[name]
-    assert _figure(param_counts(hf(name)), field) == published
+def _rows(kind: str) -> list[Any]:
+    return [pytest.param(r, id=f"{r['name']}-{r['field']}") for r in PUBLISHED if r["kind"] == kind]
 
 
-ROUNDED = [  # (name, field, published, unit it is printed to)
-    ("gemma-3-1b-it", "non_embedding", 698e6, 1e6),
-    ("gemma-3-4b-it", "non_embedding", 3_209e6, 1e6),
-    ("gemma-3-27b-it", "non_embedding", 25_600e6, 1e6),
-    ("phi-3-mini-4k-instruct", "total", 3.8e9, 0.1e9),
-    ("phi-3.5-moe-instruct", "total", 42e9, 1e9),
-    ("phi-3.5-moe-instruct", "active", 6.6e9, 0.1e9),
-    ("llama-4-scout-17b-16e", "active", 17e9, 1e9),
-    ("llama-4-maverick-17b-128e", "total", 400e9, 1e9),
-    ("llama-4-maverick-17b-128e", "active", 17e9, 1e9),
-    ("mixtral-8x22b-v0.1", "total", 141e9, 1e9),
-    ("mixtral-8x22b-v0.1", "active", 39e9, 1e9),
-    ("qwen2-57b-a14b", "total", 57e9, 1e9),
-    ("qwen2-57b-a14b", "active", 14e9, 1e9),
-    ("qwen3-235b-a22b", "total", 235e9, 1e9),
-    ("qwen3-235b-a22b", "active", 22e9, 1e9),
-    ("deepseek-v2", "total", 236e9, 1e9),
-    ("deepseek-v2", "active_no_embedding", 21e9, 1e9),
-    ("c4ai-command-r-v01", "total", 35e9, 1e9),
-    ("c4ai-command-r-plus", "total", 104e9, 1e9),
-    ("granite-3.0-8b-base", "total", 8e9, 1e9),
-    ("olmo-2-1124-7b", "total", 7e9, 1e9),
-    ("falcon-7b", "total", 7e9, 1e9),
-]
+@pytest.mark.parametrize("row", _rows("exact"))
+def test_exact_published_counts(row: dict[str, Any]) -> None:
+    assert _figure(param_counts(hf(row["name"])), row["field"]) == row["published"]
 
 
-@pytest.mark.parametrize(("name", "field", "published", "unit"), ROUNDED)
-def test_rounded_published_counts(name: str, field: str, published: float, unit: float) -> None:
+@pytest.mark.parametrize("row", _rows("rounded"))
+def test_rounded_published_counts(row: dict[str, Any]) -> None:
     # publishers round or truncate to the digits they print (Qwen3-30B-A3B: 3.35B printed "3.3B")
-    value = _figure(param_counts(hf(name)), field)
+    value = _figure(param_counts(hf(row["name"])), row["field"])
+    published, unit = row["published"], row["unit"]
     assert published - unit / 2 <= value < published + unit, f"{value:,}"
 
 
-NOMINAL = [  # (name, published, relative gap): the published figure is a name, not a count
-    ("falcon-40b", 40e9, 0.033),
-    ("falcon-180b", 180e9, -0.008),
-    ("olmo-2-1124-13b", 13e9, 0.055),
-    ("llama-4-scout-17b-16e", 109e9, -0.011),  # 109B includes the vision encoder; we count the text model
-]
+@pytest.mark.parametrize("row", _rows("nominal"))
+def test_nominal_sizes_within_stated_gap(row: dict[str, Any]) -> None:
+    total = _figure(param_counts(hf(row["name"])), row["field"])
+    assert total / row["published"] - 1 == pytest.approx(row["gap"], abs=0.001)
 
 
-@pytest.mark.parametrize(("name", "published", "gap"), NOMINAL)
-def test_nominal_sizes_within_stated_gap(name: str, published: float, gap: float) -> None:
-    total = param_counts(hf(name)).total
-    assert total / published - 1 == pytest.approx(gap, abs=0.001)
+def test_every_config_has_a_published_figure() -> None:
+    configs = {p.stem for p in HF.glob("*.json")} - {"published", "mamba-130m-hf", "jamba-v0.1"}
+    assert configs == {r["name"] for r in PUBLISHED}
+    assert len(_rows("exact")) + len(_rows("rounded")) + len(_rows("nominal")) == len(PUBLISHED)
 
 
 def test_table(capsys: pytest.CaptureFixture[str]) -> None:
     """Prints the computed column of tests/fixtures/hf_configs/README.md (run with -s)."""
     rows = []
     for path in sorted(HF.glob("*.json")):
+        if path.stem == "published":
+            continue
         try:
             p = param_counts(load_config_file(path))
         except InputError:
