@@ -85,7 +85,8 @@ def test_integral_float_is_accepted() -> None:
     ("kind", "field", "value"),
     [("llama", "num_hidden_layers", 10**18), ("qwen3_moe", "num_experts", 2**80), ("llama", "vocab_size", 10**15),
      ("llama", "max_position_embeddings", 10**40), ("deepseek_v3", "n_routed_experts", 2**80),
-     ("phimoe", "num_local_experts", 10**9), ("llama4", "interleave_moe_layer_step", 10**18)],
+     ("phimoe", "num_local_experts", 10**9), ("llama4", "interleave_moe_layer_step", 10**18),
+     ("qwen3_moe", "num_experts", 1025), ("qwen3_moe", "num_experts_per_tok", 65)],
 )  # fmt: skip
 def test_absurd_sizes_are_refused_fast(kind: str, field: str, value: int) -> None:
     cfg = base(kind)

@@ -23,6 +23,7 @@ from twinloop.model.hf_fields import (
     HEADS_MAX,
     LAYERS_MAX,
     POSITIONS_MAX,
+    TOP_K_MAX,
     VOCAB_MAX,
     ConfigReader,
 )
@@ -326,7 +327,7 @@ def _moe(
     **extra: Any,
 ) -> ModelArch:  # fmt: skip
     n_experts = r.integer(experts_key, hi=EXPERTS_MAX)
-    top_k = r.integer("num_experts_per_tok", hi=n_experts)
+    top_k = r.integer("num_experts_per_tok", hi=min(n_experts, TOP_K_MAX))
     return ModelArch(
         **a, ffn_hidden=ffn_hidden, n_dense_layers=a["n_layers"] - n_moe, n_moe_layers=n_moe,
         n_routed_experts=n_experts, experts_per_token=top_k, moe_ffn_hidden=r.integer(moe_hidden_key), **extra,
@@ -403,7 +404,7 @@ def _deepseek(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     rope = r.integer("qk_rope_head_dim")
     n_group = r.integer("n_group", default=0, lo=0, hi=EXPERTS_MAX)
     topk_group = r.integer("topk_group", default=0, lo=0, hi=EXPERTS_MAX)
-    top_k = r.integer("num_experts_per_tok", default=0, lo=0 if not n_routed else 1, hi=max(n_routed, 0))
+    top_k = r.integer("num_experts_per_tok", default=0, lo=0 if not n_routed else 1, hi=min(n_routed, TOP_K_MAX))
     topk_method = r.string("topk_method", "noaux_tc")
     return ModelArch(
         name=name, model_type=model_type, n_layers=n_layers, hidden=hidden,

@@ -6,7 +6,7 @@ integer, ``"false"`` where a boolean belongs, NaN or a list where a size belongs
 :class:`~twinloop.errors.InputError` naming the file, the (dotted) field and the allowed range.
 
 The bounds are far above any published model (the largest have ~160 layers, hidden 25,600, vocab
-~260k, 384 experts, 10M positions) and exist only to keep the arithmetic and the planner's arrays small.
+~260k, 512 experts with top-10, 10M positions) and exist only to keep the arithmetic and the planner's arrays small.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ WIDTH_MAX = 2**20  # hidden, intermediate, head and latent dims
 HEADS_MAX = 2**14
 VOCAB_MAX = 2**24
 POSITIONS_MAX = 2**31
-EXPERTS_MAX = 2**14
+# The routing simulation the planner runs costs tokens x experts x EP sizes: 1,024 experts (2x the most of any
+# published LLM, Qwen3-Next's 512; Kimi K2 has 384) and top-k <= 64 (published: <= 10) bound the worst case.
+EXPERTS_MAX = 1024
+TOP_K_MAX = 64
 
 _MISSING: Any = object()
 
