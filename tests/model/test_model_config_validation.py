@@ -203,7 +203,7 @@ def test_fuzz_random_json(cfg: Any) -> None:
     _check_loaded_or_input_error(cfg)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(sorted(BASES)),
     edits=st.dictionaries(st.sampled_from(FIELDS), json_values, min_size=1, max_size=3),
