@@ -196,3 +196,14 @@ def test_catalog_has_the_new_families() -> None:
     assert types["llama-4-scout"] == "llama4_text" and types["command-r-plus"] == "cohere"
     for name in types:
         assert param_counts(load_model(name)).total > 1e9
+
+
+def test_old_falcon_model_types() -> None:
+    """Pre-2023 Hub revisions: falcon-7b as RefinedWebModel, falcon-40b as RefinedWeb with n_head_kv."""
+    new = json.loads((HF / "falcon-40b.json").read_text())
+    old = {k: v for k, v in new.items() if k not in ("new_decoder_architecture", "num_kv_heads", "model_type")}
+    old.update(model_type="RefinedWeb", n_head_kv=8)
+    assert param_counts(from_hf_config(old, "x")).total == param_counts(hf("falcon-40b")).total
+    seven = json.loads((HF / "falcon-7b.json").read_text())
+    seven.update(model_type="RefinedWebModel")
+    assert param_counts(from_hf_config(seven, "x")).total == 6_921_720_704

@@ -37,6 +37,13 @@ TEXT_CONFIG_WRAPPERS = {  # multimodal model_type -> model_type of its text_conf
     "paligemma": "gemma",
 }
 
+# Older Hub revisions of Falcon name their type differently; transformers reads them as ``falcon`` (with
+# ``RefinedWeb``, the 40B layout, implying the new decoder architecture).
+ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "RefinedWebModel": ("falcon", {}),
+    "RefinedWeb": ("falcon", {"new_decoder_architecture": True}),
+}
+
 STATE_SPACE_TYPES = frozenset(
     {
         "mamba", "mamba2", "falcon_mamba", "jamba", "zamba", "zamba2", "bamba", "falcon_h1", "nemotron_h",
@@ -89,6 +96,9 @@ def parse_hf_config(cfg: Mapping[str, Any], name: str, source: str = "config.jso
     elif text is not None and not isinstance(text, Mapping):
         raise InputError(source, "text_config", "must be a JSON object (the language model's config)")
     model_type = outer
+    if isinstance(model_type, str) and model_type in ALIASES:
+        model_type, implied = ALIASES[model_type]
+        cfg = {**cfg, **implied}
     if isinstance(model_type, str) and model_type in STATE_SPACE_TYPES:
         raise InputError(
             source,
@@ -101,7 +111,7 @@ def parse_hf_config(cfg: Mapping[str, Any], name: str, source: str = "config.jso
         raise InputError(
             source,
             f"{prefix}model_type",
-            f"unsupported model_type {shown} (supported: {', '.join(SUPPORTED_MODEL_TYPES)}; "
+            f"unsupported model_type {shown} (supported: {', '.join(SUPPORTED_MODEL_TYPES + tuple(ALIASES))}; "
             f"wrappers read through text_config: {', '.join(TEXT_CONFIG_WRAPPERS)})",
         )
     defaults = _DEFAULTS.get(model_type, {})
