@@ -326,8 +326,14 @@ def build_roofline(
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
     eff: ServeEfficiency = DEFAULT_EFFICIENCY,
+    kv_context_len: float | None = None,
 ) -> ReplicaRoofline:
-    """Precompute a replica's per-token costs (validation of tp/pp/ep is the caller's: see ``plan_serve``)."""
+    """Precompute a replica's per-token costs (validation of tp/pp/ep is the caller's: see ``plan_serve``).
+
+    ``kv_context_len``: the sequence length the KV cache per token is averaged at, which matters only for
+    models with sliding-window or chunked layers (Gemma 2/3, Llama 4): those hold at most their window per
+    sequence. None counts every layer as global (an upper bound).
+    """
     policy = serving_policy(weight_dtype)
     f0 = forward_flops_per_token(arch, 0.0)
     f1 = forward_flops_per_token(arch, 1.0)
@@ -336,7 +342,7 @@ def build_roofline(
     attn_ideal = attn_key_flops / (gpu.tflops(policy.dtype("attn_core")) * 1e12)
     counts = param_counts(arch)
     expert_bytes = arch.n_moe_layers * counts.expert * policy.bytes("expert_ffn")
-    kv = kv_cache_bytes_per_token(arch, kv_dtype)
+    kv = kv_cache_bytes_per_token(arch, kv_dtype, context_len=kv_context_len)
     return ReplicaRoofline(
         arch=arch, gpu=gpu, tp=tp, pp=pp, ep=ep, policy=policy, kv_dtype=kv_dtype, eff=eff,
         weight_bytes=weight_bytes(arch, policy), kv_bytes_per_token=kv,
