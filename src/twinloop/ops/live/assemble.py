@@ -10,6 +10,7 @@ What the loop must not be fooled by, and what it says instead (``Sample.warnings
 the store unchanged by the caller, so nothing is lost):
 
 * duplicated rows (same tick, GPU and field): the last one wins; counted;
+* rows that arrive behind a later row but before their tick is emitted: put back in order; counted;
 * rows older than a tick already emitted (out of order, or a very late GPU): kept out of the loop; counted;
 * NaN/inf values: they stay NaN (the detectors hold their state over NaN); counted as a NaN burst;
 * a gap of more than ``gap_factor`` ticks between samples: named with its length;
@@ -37,6 +38,7 @@ class QualityCounts:
 
     duplicates: int = 0
     out_of_order: int = 0
+    reordered: int = 0
     nan_values: int = 0
     gaps: int = 0
     unknown_entity_rows: int = 0
@@ -88,6 +90,8 @@ class SampleAssembler:
         self._last_emitted_ts: float | None = None
         self.counts = QualityCounts()
         self._late: int = 0
+        self._reordered = 0
+        self._max_key = -(2**62)
         self._unknown: int = 0
 
     def _key(self, ts: F64) -> NDArray[np.int64]:
@@ -114,7 +118,11 @@ class SampleAssembler:
         if self.t0 is None:
             self.t0 = float(ts.min())
         key = self._key(ts)
+        # Rows behind an earlier row's tick, in arrival order: put back in order (and said so).
+        behind = key < np.maximum.accumulate(np.r_[self._max_key, key])[:-1]
+        self._max_key = max(self._max_key, int(key.max()))
         late = key <= self._emitted_upto
+        self._reordered += int((behind & ~late).sum())
         self._late += int(late.sum())
         # Within a batch, later rows override earlier ones: sort stably by time so "last" means newest.
         order = np.argsort(ts, kind="stable")
@@ -169,6 +177,10 @@ class SampleAssembler:
             if tick.nan:
                 self.counts.nan_values += tick.nan
                 warnings.append(f"{tick.nan} NaN/inf value(s): treated as missing")
+            if self._reordered:
+                self.counts.reordered += self._reordered
+                warnings.append(f"{self._reordered} row(s) arrived out of time order: put back in order")
+                self._reordered = 0
             if self._late:
                 self.counts.out_of_order += self._late
                 warnings.append(f"{self._late} row(s) older than an emitted sample: stored, not fed to the loop")
