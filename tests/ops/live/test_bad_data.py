@@ -16,7 +16,7 @@ import pytest
 from twinloop.ops.events import FAULT_CLASSES
 from twinloop.ops.live.actuators import NoActuator
 from twinloop.ops.live.cluster import LiveOptions, SourceCluster
-from twinloop.ops.live.watcher import Watcher, WatchConfig
+from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.ops.respond.policy import Policy
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport

@@ -14,7 +14,7 @@ import httpx
 from twinloop.ops.alerts import AlertmanagerClient
 from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.control import ControlChannel
-from twinloop.ops.live.watcher import Watcher, WatchConfig
+from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.ops.records import LiveRecords
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
