@@ -99,8 +99,9 @@ def test_site_file_places_the_gpu(tmp_path: Path) -> None:
 def test_dashboard_approve_goes_through_the_control_file(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
     watcher_side = ControlChannel(control_path(db))
-    watcher_side.put_pending({"action_id": 7, "ts": 1.0, "kind": "drain", "target": "dc/r/k/n1", "value": None,
-                              "detail": "drain-throttled on incident 3", "incident_id": 3, "clamped": False})  # fmt: skip
+    pending = {"action_id": 7, "ts": 1.0, "kind": "drain", "target": "dc/r/k/n1", "value": None,
+               "detail": "drain-throttled on incident 3", "incident_id": 3, "clamped": False}  # fmt: skip
+    watcher_side.put_pending(pending)
     watcher_side.heartbeat({"mode": "approve", "samples": 10})
     token = "t" * 32
     web = create_app(None, tmp_path, token, controller=DbController(control_path(db)))

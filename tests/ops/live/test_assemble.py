@@ -34,13 +34,13 @@ def test_duplicates_late_rows_nan_and_gaps_are_warned_not_fed() -> None:
     a = SampleAssembler(GPUS, cadence_s=1.0)
     a.add(rows([0.0, 0.0, 0.0, 0.0], [GPUS[0], GPUS[0], GPUS[1], GPUS[2]], [1, 9, 2, np.nan]))
     a.add(rows([1.0] * 3, list(GPUS), [1, 2, 3]))
-    ((t0, f0, w0),) = a.ready()
+    ((_, f0, w0),) = a.ready()
     assert f0[P][0] == 9  # the newest of the duplicated rows
     assert np.isnan(f0[P][2])
     assert any("duplicated" in w for w in w0) and any("NaN" in w for w in w0)
     a.add(rows([0.0], [GPUS[1]], [7.0]))  # late: its tick is already out
     a.add(rows([10.0] * 3, list(GPUS), [1, 2, 3]))  # a 9 s gap
-    ((t1, f1, w1),) = a.ready()
+    ((t1, _, w1),) = a.ready()
     assert t1 == 1.0 and any("older than" in w for w in w1)
     ((t2, _, w2),) = a.ready(final=True)
     assert t2 == 10.0 and any("gap" in w for w in w2)

@@ -26,7 +26,8 @@ FIX = Path(__file__).resolve().parents[2] / "fixtures" / "h100"
 CAPS = FIX / "nvml_1hz_idle_to_caps.csv"
 POLICY = Policy.model_validate(
     {"name": "drain-on-throttle", "mode": "auto",
-     "rules": [{"name": "drain-throttled", "when": ["power_throttle"], "actions": [{"kind": "drain", "target": "node"}]}]}
+     "rules": [{"name": "drain-throttled", "when": ["power_throttle"],
+                "actions": [{"kind": "drain", "target": "node"}]}]}
 )  # fmt: skip
 
 
