@@ -12,8 +12,8 @@ from rich.table import Table
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
 from twinloop.cli.sim_cmd import _duration
+from twinloop.closedloop.passes import PassResult, outcome_metrics, run_pass
 from twinloop.errors import InputError
-from twinloop.ops.loop import PassResult, outcome_metrics, run_pass
 from twinloop.ops.records import GroundTruthLabel, write_run
 from twinloop.twin import load_scenario
 from twinloop.twin.engine import StepResult, Twin

@@ -6,7 +6,7 @@ are fixed within a run (the pipeline and responder are built at its start) and c
 
 * **Alarms** are the incidents that page a person: fault classes at ``minor`` severity or above (the set
   :func:`~twinloop.ops.evaluate.evaluate_detection` scores). Each gets its true/false-alarm label from ground
-  truth (:func:`~twinloop.ops.classify.dataset.label_incident`: a real fault or background failure overlapped
+  truth (:func:`~twinloop.closedloop.dataset.label_incident`: a real fault or background failure overlapped
   it, whatever its class) ``label_delay_s`` after it opened; an incident only an out-of-taxonomy event explains
   gets no label. A fault no alarm caught (per :func:`~twinloop.ops.evaluate.evaluate_detection`) is reported as
   a miss ``label_delay_s`` after its run ended, against every source that raises its class.
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from twinloop.ops.classify.dataset import CANONICAL_CLASS, Reported, label_incident
-from twinloop.ops.classify.scenarios import random_scenario
+from twinloop.closedloop.dataset import CANONICAL_CLASS, Reported, label_incident
+from twinloop.closedloop.fault_scenarios import random_scenario
+from twinloop.closedloop.passes import PassResult, outcome_metrics, run_pass
 from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, PipelineConfig
 from twinloop.ops.events import FAULT_CLASSES, EventClass, Incident, Severity
 from twinloop.ops.learn.feedback import RuleOutcomeLearner, ThresholdTuner, learned_policy, rule_outcomes
-from twinloop.ops.loop import PassResult, outcome_metrics, run_pass
 from twinloop.ops.respond.policy import Policy
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.scenario import ScenarioSpec
@@ -74,7 +74,8 @@ class RunOutcome:
         alarms: the alarms with their labels.
         faults: per injected fault kind, (faults, detected).
         judged: (rule, event class, status) of each verified / rolled-back responder action.
-        metrics: :func:`~twinloop.ops.loop.outcome_metrics` plus action counts by status (``actions_<status>``).
+        metrics: :func:`~twinloop.closedloop.passes.outcome_metrics` plus action counts by status
+            (``actions_<status>``).
         wall_s: wall time of the run, s.
     """
 
@@ -145,7 +146,7 @@ Observe = Callable[[int, Mapping[str, float]], RunOutcome]
 
 
 def twin_observer(duration_s: float = 900.0) -> Observe:
-    """Detection-only runs of :func:`~twinloop.ops.classify.scenarios.random_scenario` of ``duration_s``."""
+    """Detection-only runs of :func:`~twinloop.closedloop.fault_scenarios.random_scenario` of ``duration_s``."""
 
     def observe(seed: int, scale: Mapping[str, float]) -> RunOutcome:
         return run_outcome(random_scenario(seed, duration_s), threshold_scale=scale)
@@ -376,7 +377,7 @@ LoopRun = Callable[[int, Policy], RunOutcome]
 
 
 def twin_loop_runner(duration_s: float = 900.0) -> LoopRun:
-    """Loop-on runs of :func:`~twinloop.ops.classify.scenarios.random_scenario` of ``duration_s``."""
+    """Loop-on runs of :func:`~twinloop.closedloop.fault_scenarios.random_scenario` of ``duration_s``."""
 
     def run(seed: int, policy: Policy) -> RunOutcome:
         return run_outcome(random_scenario(seed, duration_s), loop_on=True, policy=policy)

@@ -7,7 +7,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from twinloop.ops.classify.dataset import (
+from twinloop.closedloop.dataset import (
     CANONICAL_CLASS,
     Reported,
     RunIncidents,
@@ -16,8 +16,8 @@ from twinloop.ops.classify.dataset import (
     dataset_from_runs,
     label_incident,
 )
+from twinloop.closedloop.fault_scenarios import random_scenario
 from twinloop.ops.classify.features import FEATURE_NAMES, N_FEATURES, FeatureExtractor
-from twinloop.ops.classify.scenarios import random_scenario
 from twinloop.ops.evaluate import FAULT_CLASSES, Label
 from twinloop.ops.events import EventClass, Incident, Severity
 from twinloop.twin.faults import FAULT_TARGETS

@@ -47,14 +47,13 @@ from numpy.typing import NDArray
 from twinloop.errors import InputError
 from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import GpuPowerModel
-from twinloop.ops.learn.forecast import FloatArray, HeatLoadForecaster, LoadHistory
+from twinloop.ops.learn.forecast import KNOWN_COLUMNS, FloatArray, HeatLoadForecaster, LoadHistory
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.jobs import CHECKPOINT_ACTIVITY, Phase
 from twinloop.twin.scheduler import ClusterView
 from twinloop.twin.workload import WorkloadProfile
 
 HORIZONS_S = (300.0, 600.0, 900.0)
-KNOWN_COLUMNS = ("start_training_w", "start_serving_w", "end_w", "checkpoint_w")
 PLAN_TEMP_C = 60.0  # die temperature assumed for planned power (guess; leakage is a few % of it)
 POWERED = (Phase.LAUNCH, Phase.SUSTAINED, Phase.CHECKPOINT, Phase.HUNG)
 RISING = (Phase.RAMP_UP, Phase.LAUNCH, Phase.CHECKPOINT)

@@ -1,7 +1,7 @@
 """Labeled incidents from twin runs: features at first report, the rule-based class, and the true class.
 
 :func:`collect_run` runs one scenario with the loop off (detection only) through
-:func:`twinloop.ops.loop.run_pass` and keeps every incident *as first reported* together with its
+:func:`twinloop.closedloop.passes.run_pass` and keeps every incident *as first reported* together with its
 feature vector (:class:`~twinloop.ops.classify.features.FeatureExtractor`) at that step.
 
 Labels. An incident is labeled by the true event it overlaps, never by its own class: an injected fault that
@@ -23,12 +23,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.closedloop.adapter import TwinAdapter
+from twinloop.closedloop.cluster import gpu_limits
+from twinloop.closedloop.fault_scenarios import random_scenario
+from twinloop.closedloop.passes import run_pass
 from twinloop.ops.classify.features import N_FEATURES, FeatureExtractor
-from twinloop.ops.classify.scenarios import random_scenario
 from twinloop.ops.evaluate import Label
 from twinloop.ops.events import EventClass, Incident
-from twinloop.ops.loop import gpu_limits, run_pass
-from twinloop.ops.respond.adapters.twin import TwinAdapter
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.failures import CAUSES
 from twinloop.twin.scenario import ScenarioSpec
@@ -260,7 +261,7 @@ def dataset_from_runs(runs: Iterable[RunIncidents]) -> Dataset:
 def build_dataset(
     seeds: Sequence[int], duration_s: float = 1500.0, progress: Callable[[int, RunIncidents], None] | None = None
 ) -> Dataset:
-    """Simulate :func:`~twinloop.ops.classify.scenarios.random_scenario` for every seed and label the incidents.
+    """Simulate :func:`~twinloop.closedloop.fault_scenarios.random_scenario` for every seed and label the incidents.
 
     Args:
         seeds: scenario seeds (same seeds → identical dataset).

@@ -1,8 +1,8 @@
 import numpy as np
 
+from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.ops.events import EventClass, Incident, Severity
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.twin import TwinAdapter
 from twinloop.ops.respond.policy import default_policy
 from twinloop.ops.respond.responder import Responder
 from twinloop.twin.engine import Twin

@@ -1,4 +1,4 @@
-from twinloop.ops.loop import compare, run_pass
+from twinloop.closedloop.passes import compare, run_pass
 from twinloop.twin.scenario import scenario_from_dict
 
 SITE = {

@@ -8,12 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinloop.errors import InputError
-from twinloop.ops.classify.scenarios import random_scenario
-from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, PipelineConfig
-from twinloop.ops.events import EventClass, Incident, Severity
-from twinloop.ops.learn.feedback import RuleOutcomeLearner, ThresholdTuner, learned_policy, rule_outcomes
-from twinloop.ops.learn.feedback_eval import (
+from twinloop.closedloop.fault_scenarios import random_scenario
+from twinloop.closedloop.feedback_eval import (
     Alarm,
     LabelQueue,
     RunOutcome,
@@ -23,6 +19,10 @@ from twinloop.ops.learn.feedback_eval import (
     train_rules,
     train_thresholds,
 )
+from twinloop.errors import InputError
+from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, PipelineConfig
+from twinloop.ops.events import EventClass, Incident, Severity
+from twinloop.ops.learn.feedback import RuleOutcomeLearner, ThresholdTuner, learned_policy, rule_outcomes
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
 from twinloop.ops.respond.policy import ActionTemplate, ExpectTemplate, Policy, Rule

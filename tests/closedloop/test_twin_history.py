@@ -5,17 +5,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinloop.errors import InputError
-from twinloop.ops.learn.forecast import HeatLoadForecaster, LoadHistory, evaluate, features
-from twinloop.ops.learn.forecast_online import OnlineForecast
-from twinloop.ops.learn.scenarios import forecast_scenario
-from twinloop.ops.learn.twin_history import (
+from twinloop.closedloop.forecast_scenarios import forecast_scenario
+from twinloop.closedloop.twin_history import (
     KNOWN_COLUMNS,
     TwinHistory,
     TwinRecorder,
     record_run,
     train_forecasters,
 )
+from twinloop.errors import InputError
+from twinloop.ops.learn.forecast import HeatLoadForecaster, LoadHistory, evaluate, features
+from twinloop.ops.learn.forecast_online import OnlineForecast
 from twinloop.twin.engine import Twin
 from twinloop.twin.scenario import JobSpec
 
