@@ -35,6 +35,7 @@ from twinloop.ops.live.cluster import SourceCluster
 from twinloop.ops.live.control import ControlChannel
 from twinloop.ops.live.rules import CappedPowerThrottleRule
 from twinloop.ops.ports import END, Sample
+from twinloop.ops.runner import LoopRunner
 from twinloop.ops.records import VERDICTS, LiveRecords
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.policy import Mode, Policy
@@ -82,14 +83,6 @@ class WatchSummary:
     wall_s: float = 0.0
 
 
-def _runner_class() -> Any:
-    try:
-        from twinloop.ops.runner import LoopRunner  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # the generic runner is not on this branch yet: the thin stand-in below
-        from twinloop.ops.live.driver import ThinRunner as LoopRunner
-    return LoopRunner
-
-
 class Watcher:
     """The live loop with its records, people, alerts and restarts (see the module docstring).
 
@@ -119,7 +112,7 @@ class Watcher:
         self.say: Say = say or (lambda _m: None)
         self.summary = WatchSummary()
         self.tuner = ThresholdTuner()
-        self.runner: Any = None
+        self.runner: LoopRunner | None = None
         self._inc_offset = 0
         self._act_offset = 0
         self._inc_map: dict[int, int] = {}  # pipeline incident id -> stored id
@@ -142,7 +135,7 @@ class Watcher:
             return
         self.cluster.topology()
         scale = self._restore_thresholds()
-        self.runner = _runner_class()(
+        self.runner = LoopRunner(
             self.cluster,
             mode=self.config.mode,
             policy=self.config.policy,
@@ -157,6 +150,13 @@ class Watcher:
             CappedPowerThrottleRule() if isinstance(r, PowerThrottleRule) else r for r in pipeline.hw_rules
         ]
         self._restore()
+
+    @property
+    def loop(self) -> LoopRunner:
+        """The loop runner (built by :meth:`start`)."""
+        self.start()
+        assert self.runner is not None
+        return self.runner
 
     def _restore_thresholds(self) -> dict[str, float]:
         if self.records is None:
@@ -178,7 +178,7 @@ class Watcher:
         for row in self.records.open_incidents():
             self._resume[(str(row["event_class"]), str(row["root"]))] = int(row["incident_id"])
         self.summary.resumed_incidents = len(self._resume)
-        responder = self.runner.responder
+        responder = self.runner.responder if self.runner is not None else None
         decided: set[int] = set()
         for a in self.records.actions():
             if a.incident_id >= 0 and a.rule:
@@ -202,7 +202,7 @@ class Watcher:
             if key in self._resume and inc.status == "open":
                 sid = self._resume.pop(key)
                 # Rules that acted on the stored incident do not act again on its continuation.
-                fired = getattr(self.runner.responder, "_fired", None)
+                fired = getattr(self.loop.responder, "_fired", None)
                 if fired is not None:
                     fired.update((inc.incident_id, rule) for rule in self._fired_before.get(sid, ()))
                 self.say(f"incident {sid} ({key[0]} at {key[1]}) continues after the restart")
@@ -278,11 +278,11 @@ class Watcher:
     def decide(self, stored_id: int, approve: bool) -> ActionResult | None:
         """A person's decision on a pending action (by its stored id); None when it is not pending here."""
         local = self._local_of.get(stored_id)
-        if local is None or local not in self.runner.pending:
+        if local is None or local not in self.loop.pending:
             return None
-        inc_id = self.runner.pending[local].incident_id
+        inc_id = self.loop.pending[local].incident_id
         # The runner reports the result with its next step (on_actions records it then).
-        result = self.runner.approve(local) if approve else self.runner.reject(local)
+        result = self.loop.approve(local) if approve else self.loop.reject(local)
         sid = self._inc_map.get(inc_id)
         source = self._source_of.get(sid) if sid is not None else None
         if source is not None and (source in RULE_THRESHOLDS or source in PipelineConfig().field_detectors):
@@ -317,7 +317,7 @@ class Watcher:
             "samples": self.summary.samples,
             "last_ts": self.summary.last_ts,
             "open_incidents": sum(1 for i in self._latest.values() if i.status == "open"),
-            "pending": len(self.runner.pending) if self.runner is not None else 0,
+            "pending": len(self.loop.pending) if self.runner is not None else 0,
             "warnings": self.summary.warnings,
         }
 
@@ -326,7 +326,7 @@ class Watcher:
         """Watch until the source ends, ``duration_s`` of data time passes, or ``stop()`` says so."""
         started = time.monotonic()
         self.start()
-        runner = self.runner
+        runner = self.loop
         responder = runner.responder
         silent_warned = False
         t0: float | None = None
@@ -379,7 +379,7 @@ class Watcher:
     def _held_step(self, sample: Sample) -> None:
         """No action on a broken sample: detection runs (its state must advance), the responder and the cooling
         optimizer sit this step out, and its incident updates wait for the next clean step."""
-        runner = self.runner
+        runner = self.loop
         self.summary.held_steps += 1
         responder, optimizer = runner.responder, getattr(runner, "optimizer", None)
         runner.responder, runner.optimizer = None, None
@@ -391,7 +391,8 @@ class Watcher:
             self._deferred[inc.incident_id] = inc
 
     def _relist_pending(self, now: float) -> None:
-        responder = self.runner.responder
+        responder = self.loop.responder
+        assert responder is not None
         for old_sid, req in self._relist:
             result = responder.submit(req, now, self.cluster.read, "approve")
             self._act_map[result.action_id] = old_sid
