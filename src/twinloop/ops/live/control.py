@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from twinloop.ops.respond.actions import ActionRequest
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending(run TEXT, action_id INTEGER, ts REAL, kind TEXT, target TEXT, value REAL,
   detail TEXT, incident_id INTEGER, clamped INTEGER, status TEXT, PRIMARY KEY (run, action_id));
@@ -33,6 +35,13 @@ CREATE TABLE IF NOT EXISTS status(run TEXT PRIMARY KEY, doc TEXT, heartbeat_ts R
 """
 
 Decision = Literal["approve", "reject"]
+
+
+def pending_row(action_id: int, request: ActionRequest, ts: float, clamped: bool) -> dict[str, Any]:
+    """An action awaiting a person, as the control file lists it (the columns of ``loop_actions``)."""
+    return {"action_id": int(action_id), "ts": float(ts), "kind": str(request.kind), "target": request.target,
+            "value": request.value, "detail": request.reason, "incident_id": int(request.incident_id),
+            "clamped": bool(clamped)}  # fmt: skip
 
 
 def control_path(db: str | Path) -> Path:
@@ -65,7 +74,7 @@ class ControlChannel:
 
     # ------------------------------------------------------------------ the watcher's side
     def put_pending(self, action: dict[str, Any]) -> None:
-        """List an action awaiting a person (keys of :func:`~twinloop.web.controller.action_dict`)."""
+        """List an action awaiting a person (a :func:`pending_row`)."""
         with self._con() as con:
             con.execute(
                 "INSERT OR REPLACE INTO pending VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",

@@ -32,14 +32,13 @@ from twinloop.ops.detect.rules import PowerThrottleRule
 from twinloop.ops.events import Incident, Severity
 from twinloop.ops.learn.feedback import ThresholdTuner
 from twinloop.ops.live.cluster import SourceCluster
-from twinloop.ops.live.control import ControlChannel
+from twinloop.ops.live.control import ControlChannel, pending_row
 from twinloop.ops.live.rules import CappedPowerThrottleRule
 from twinloop.ops.ports import END, Sample
-from twinloop.ops.runner import LoopRunner
 from twinloop.ops.records import VERDICTS, LiveRecords
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.policy import Mode, Policy
-from twinloop.web.controller import action_dict
+from twinloop.ops.runner import LoopRunner
 
 Say = Callable[[str], None]
 
@@ -255,8 +254,7 @@ class Watcher:
             if r.status == "pending":
                 self._local_of[sid] = r.action_id
                 if self.control is not None:
-                    self.control.put_pending(action_dict(sid, view.request, "pending", r.ts, "", r.clamped,
-                                                         self.config.run))  # fmt: skip
+                    self.control.put_pending(pending_row(sid, view.request, r.ts, r.clamped))
                 self.say(f"action {sid} awaits approval: {req.kind} on {req.target} ({req.reason})")
             elif r.status == "failed":
                 self.say(
@@ -400,8 +398,7 @@ class Watcher:
                 self._local_of[old_sid] = result.action_id
                 self.summary.relisted_pending += 1
                 if self.control is not None:
-                    self.control.put_pending(action_dict(old_sid, req, "pending", now, "", result.clamped,
-                                                         self.config.run))  # fmt: skip
+                    self.control.put_pending(pending_row(old_sid, req, now, result.clamped))
             elif self.records is not None:
                 self.records.action(old_sid, result)
         self._relist = []
