@@ -90,7 +90,7 @@ def watch(
         cluster = SourceCluster(
             built.source,
             adapter,
-            LiveOptions(cadence_s=built.cadence_s, speed=speed),
+            LiveOptions(cadence_s=built.cadence_s, speed=speed, whole_sweeps=built.whole_sweeps),
             site=site,
             jobs=job_source,
             on_frame=store.append if store is not None else None,

@@ -63,6 +63,8 @@ class LiveOptions:
         keep_s: how far back :meth:`SourceCluster.read` can look, s.
         discover_s: how long to wait for the first data before giving up on the topology, s.
         jobs_every_s: how often the job source is asked again, s.
+        whole_sweeps: every frame of the source is one complete sweep over the GPUs (NVML, a scrape, a PromQL poll),
+            so its tick is emitted at once instead of one tick late.
     """
 
     cadence_s: float | None = None
@@ -71,6 +73,7 @@ class LiveOptions:
     keep_s: float = 900.0
     discover_s: float = 60.0
     jobs_every_s: float = 60.0
+    whole_sweeps: bool = False
 
 
 class SourceCluster:
@@ -307,7 +310,7 @@ class SourceCluster:
         if self.on_frame is not None and len(frame):
             self.on_frame(self._renamed(frame))
         self._assembler.add(frame)
-        self._flush(final=False)
+        self._flush(final=self.options.whole_sweeps)
 
     def _flush(self, final: bool) -> None:
         assert self._assembler is not None

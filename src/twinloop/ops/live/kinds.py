@@ -14,21 +14,23 @@ Each builder wraps an existing telemetry source (:mod:`twinloop.telemetry.source
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from twinloop.errors import InputError, unknown_name
 from twinloop.ops.live.sampler_csv import SamplerCsvConfig, SamplerCsvSource, is_sampler_csv
-from twinloop.telemetry.sources.base import Source
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.report import IngestReport
+from twinloop.telemetry.sources.base import Source, SourceConfig
 from twinloop.telemetry.sources.files import FileConfig, FileSource
 from twinloop.telemetry.sources.nvidia_smi import NvidiaSmiConfig, NvidiaSmiSource
 from twinloop.telemetry.sources.nvml import NvmlConfig, NvmlSource
 from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
 from twinloop.telemetry.sources.replay import ReplayConfig, ReplaySource
 
-#: Polls a live HTTP source makes at most (a watcher runs until stopped or ``--duration``).
-MANY_POLLS = 10**9
 #: The DCGM fields the ``prometheus`` kind asks for each tick (what the rules read).
 PROMQL_FIELDS = (
     "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_SM_CLOCK",
@@ -45,11 +47,13 @@ class Built:
         source: the telemetry source.
         cadence_s: its sampling period, s (None: inferred from the data).
         replay: a recording (paced by ``--speed``, ends at its end) rather than a live source.
+        whole_sweeps: each frame is one complete sweep over the GPUs (see ``LiveOptions.whole_sweeps``).
     """
 
     source: Source
     cadence_s: float | None
     replay: bool
+    whole_sweeps: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,16 +69,45 @@ class KindArgs:
 Builder = Callable[[KindArgs], Built]
 
 
+class Scheduled(Source):
+    """A one-poll HTTP source asked again on a fixed schedule: every ``period_s`` from the start, not ``period_s``
+    after the previous answer (the wrapped source sleeps between its own polls, which drifts by the time a poll
+    takes; at fleet scale a poll takes a large part of a second)."""
+
+    name: ClassVar[str] = "scheduled"
+    config_type: ClassVar[type[SourceConfig]] = PrometheusConfig
+    target_field: ClassVar[str | None] = "url"
+
+    def __init__(self, config: SourceConfig | None = None, period_s: float = 1.0, duration_s: float | None = None):
+        super().__init__(config)
+        self.period_s = period_s
+        self.duration_s = duration_s
+
+    def frames(self, report: IngestReport) -> Iterator[Frame]:
+        """One poll of the wrapped source per period."""
+        assert isinstance(self.config, PrometheusConfig)
+        one = PrometheusSource(self.config.model_copy(update={"polls": 1}))
+        t0 = time.monotonic()
+        k = 0
+        while self.duration_s is None or k * self.period_s < self.duration_s:
+            yield from one.frames(report)
+            k += 1
+            # Skip the ticks a slow poll overran, so the schedule never builds a backlog.
+            k = max(k, int((time.monotonic() - t0) / self.period_s))
+            time.sleep(max(0.0, t0 + k * self.period_s - time.monotonic()))
+
+
 def _nvml(a: KindArgs) -> Built:
     cfg = NvmlConfig(period_s=a.period_s, duration_s=a.duration_s, node_prefix=a.node_prefix, replay_file=a.target,
                      start_ts_s=0.0 if a.target else None)  # fmt: skip
-    return Built(NvmlSource(cfg), a.period_s, replay=a.target is not None)
+    return Built(NvmlSource(cfg), a.period_s, replay=a.target is not None, whole_sweeps=True)
 
 
 def _nvidia_smi(a: KindArgs) -> Built:
     cfg = NvidiaSmiConfig(path=a.target, period_ms=max(100, round(a.period_s * 1000)), duration_s=a.duration_s,
                           node_prefix=a.node_prefix)  # fmt: skip
-    return Built(NvidiaSmiSource(cfg), None if a.target else a.period_s, replay=a.target is not None)
+    live = a.target is None
+    return Built(NvidiaSmiSource(cfg), a.period_s if live else None, replay=not live, whole_sweeps=live)
 
 
 def _need(a: KindArgs, kind: str, what: str) -> str:
@@ -87,17 +120,15 @@ def _dcgm(a: KindArgs) -> Built:
     url = _need(a, "dcgm", "URL")
     if not url.rstrip("/").endswith("/metrics"):
         url = url.rstrip("/") + "/metrics"
-    cfg = PrometheusConfig(url=url, mode="scrape", polls=MANY_POLLS, period_s=a.period_s,
-                           entity_prefix="site0/row0/rack0")  # fmt: skip
-    return Built(PrometheusSource(cfg), a.period_s, replay=False)
+    cfg = PrometheusConfig(url=url, mode="scrape", entity_prefix="site0/row0/rack0", timeout_s=max(5.0, 2 * a.period_s))
+    return Built(Scheduled(cfg, a.period_s, a.duration_s), a.period_s, replay=False, whole_sweeps=True)
 
 
 def _prometheus(a: KindArgs) -> Built:
     url = _need(a, "prometheus", "URL")
     query = '{__name__=~"' + "|".join(PROMQL_FIELDS) + '"}'
-    cfg = PrometheusConfig(url=url, mode="instant", queries=(query,), polls=MANY_POLLS, period_s=a.period_s,
-                           timeout_s=max(5.0, 2 * a.period_s))  # fmt: skip
-    return Built(PrometheusSource(cfg), a.period_s, replay=False)
+    cfg = PrometheusConfig(url=url, mode="instant", queries=(query,), timeout_s=max(5.0, 2 * a.period_s))
+    return Built(Scheduled(cfg, a.period_s, a.duration_s), a.period_s, replay=False, whole_sweeps=True)
 
 
 def _replay(a: KindArgs) -> Built:
