@@ -10,7 +10,7 @@ through the whole loop, and the lag from a query's evaluation time to the end of
 It also times the watcher alone over 16,384 GPUs (frames handed in memory), to tell the loop's own cost apart from
 the exporter's and the HTTP path's.
 
-Run: PYTHONPATH=src python benchmarks/watch_prometheus.py [--gpus 256,1024,2048] [--seconds 20] [--loop-only 16384]
+Run: PYTHONPATH=src python benchmarks/watch_prometheus.py [--gpus 256,1024] [--seconds 20] [--loop-only 16384]
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def loop_only(n: int, ticks: int) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", default="256,1024,2048")
+    ap.add_argument("--gpus", default="256,1024")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--loop-only", default="16384", help="GPU counts for the watcher alone (no HTTP)")
     args = ap.parse_args()

@@ -31,6 +31,16 @@ class NoActuator(ActionAdapter):
         return AdapterReply("dry_run", f"actuator none: {request.kind} on {request.target} not carried out")
 
 
+class CordonAdapter(KubernetesAdapter):
+    """Kubernetes by cordon/uncordon: a drained node takes no new pods, and the running ones are left to the job
+    (``kubectl drain`` would evict them; the loop checkpoints and requeues jobs through its own actions)."""
+
+    def argv(self, request: ActionRequest) -> list[str]:
+        """``kubectl cordon|uncordon NODE``."""
+        node = request.target.rstrip("/").rsplit("/", 1)[-1]
+        return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]
+
+
 class DryRunFirst(ActionAdapter):
     """Wraps a real adapter: shows the dry run of each request, then carries it out."""
 
@@ -76,7 +86,7 @@ def make_actuator(name: str, show: Callable[[str], None] = lambda _m: None) -> A
     if name == "slurm":
         return DryRunFirst(SlurmAdapter(dry_run=True), SlurmAdapter(dry_run=False), show)
     if name == "k8s":
-        return DryRunFirst(KubernetesAdapter(dry_run=True), KubernetesAdapter(dry_run=False), show)
+        return DryRunFirst(CordonAdapter(dry_run=True), CordonAdapter(dry_run=False), show)
     if name == "nvml":
         try:
             import pynvml

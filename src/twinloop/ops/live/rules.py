@@ -41,10 +41,22 @@ class CappedPowerThrottleRule(PowerThrottleRule):
         return fired | capped_fired, np.where(capped_fired & ~fired, below, score)
 
 
+def capped(rule: PowerThrottleRule) -> CappedPowerThrottleRule:
+    """The live rule with the thresholds of ``rule`` (scaled ones included)."""
+    return CappedPowerThrottleRule(
+        at_limit=rule.at_limit,
+        clock_drop=rule.clock_drop,
+        activity_rise=rule.activity_rise,
+        persistence_s=rule.persistence_s,
+    )
+
+
+def use_live_rules(pipeline: DetectionPipeline) -> DetectionPipeline:
+    """Swap :class:`CappedPowerThrottleRule` into a pipeline before its first step (thresholds kept)."""
+    pipeline.hw_rules = [capped(r) if type(r) is PowerThrottleRule else r for r in pipeline.hw_rules]
+    return pipeline
+
+
 def live_pipeline(topology: Topology, config: PipelineConfig | None = None) -> DetectionPipeline:
     """The detection pipeline over a live cluster's GPUs, with :class:`CappedPowerThrottleRule`."""
-    pipeline = DetectionPipeline(topology.gpu_ids, topology.limits, topology.cdu_of_rack, config)
-    pipeline.hw_rules = [
-        CappedPowerThrottleRule() if isinstance(r, PowerThrottleRule) else r for r in pipeline.hw_rules
-    ]
-    return pipeline
+    return use_live_rules(DetectionPipeline(topology.gpu_ids, topology.limits, topology.cdu_of_rack, config))

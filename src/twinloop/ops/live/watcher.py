@@ -28,12 +28,11 @@ from typing import Any
 
 from twinloop.ops.alerts import AlertmanagerClient
 from twinloop.ops.detect.pipeline import DETECTOR_THRESHOLDS, RULE_THRESHOLDS, PipelineConfig
-from twinloop.ops.detect.rules import PowerThrottleRule
 from twinloop.ops.events import Incident, Severity
 from twinloop.ops.learn.feedback import ThresholdTuner
 from twinloop.ops.live.cluster import SourceCluster
 from twinloop.ops.live.control import ControlChannel, pending_row
-from twinloop.ops.live.rules import CappedPowerThrottleRule
+from twinloop.ops.live.rules import use_live_rules
 from twinloop.ops.ports import END, Sample
 from twinloop.ops.records import VERDICTS, LiveRecords
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
@@ -144,10 +143,7 @@ class Watcher:
             on_actions=self._on_actions,
         )
         self.runner.start()
-        pipeline = self.runner.pipeline
-        pipeline.hw_rules = [
-            CappedPowerThrottleRule() if isinstance(r, PowerThrottleRule) else r for r in pipeline.hw_rules
-        ]
+        use_live_rules(self.runner.pipeline)
         self._restore()
 
     @property
