@@ -100,3 +100,19 @@ def test_replay_of_recordings(tmp_path: Path, suffix: str) -> None:
 
         pq.write_table(frame.to_arrow(), path)
     check(cluster_for(f"replay:{path}"), 1, 1.0)
+
+
+def test_nvidia_smi_rows_written_ms_apart_are_one_sweep(tmp_path: Path) -> None:
+    """nvidia-smi writes each GPU's row a few ms after the previous one: 8 GPUs, 20 sweeps, 20 full samples."""
+    lines = ["timestamp, index, uuid, name, power.draw [W], power.limit [W], temperature.gpu, clocks.sm [MHz]"]
+    rng = np.random.default_rng(0)
+    for k in range(20):
+        for g in range(8):
+            ms = 1000 * k + 3 * g + int(rng.integers(0, 3))
+            lines.append(f"2026/11/23 10:00:{ms // 1000:02d}.{ms % 1000:03d}, {g}, GPU-{g}, NVIDIA H100 80GB HBM3, "
+                         f"{300 + g:.2f} W, 700.00 W, 50, 1755 MHz")  # fmt: skip
+    path = tmp_path / "smi.csv"
+    path.write_text("\n".join(lines) + "\n")
+    samples = check(cluster_for(f"nvidia-smi:{path}"), 8, 1.0)
+    assert len(samples) == 20 and all(s.warnings == () for s in samples)
+    assert all(np.isfinite(s.gpu["DCGM_FI_DEV_POWER_USAGE"]).all() for s in samples)
