@@ -17,7 +17,7 @@ import pytest
 from twinloop.ops.live.actuators import NoActuator
 from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.kinds import build_source
-from twinloop.ops.live.watcher import Watcher, WatchConfig
+from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.telemetry.exporter import Exporter, LatestValues
 from twinloop.telemetry.frame import Frame
 
