@@ -147,3 +147,16 @@ def test_restart_relists_pending_approvals(tmp_path: Path) -> None:
     assert s.relisted_pending == 1
     again = ControlChannel(tmp_path / "w.duckdb.control.sqlite").pending()
     assert [a["action_id"] for a in again] == [pending[0]["action_id"]]
+
+
+def test_an_incident_not_seen_again_after_a_restart_is_closed(tmp_path: Path) -> None:
+    first, _ = tmp_path / "a.csv", tmp_path / "b.csv"
+    split(CAPS, first, tmp_path / "b.csv", at_s=115.0)
+    w1, con = watcher(tmp_path, first, Recording(), "observe")
+    w1.run()
+    con.close()
+    w2, con2 = watcher(tmp_path, FIX / "nvml_1hz_bursts_cooldown.csv", Recording(), "observe")
+    w2.run()
+    incidents, _ = LiveRecords(con2).summary()
+    (throttle,) = [i for i in incidents if i["class"] == "power_throttle"]
+    assert throttle["status"] == "closed" and throttle["closed_ts"] is not None

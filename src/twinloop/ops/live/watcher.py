@@ -12,8 +12,9 @@ The loop itself (detect → classify → respond → verify) is the generic runn
   never retried blindly (the guard rails back off; a person is told);
 * **restart safety**: started again on the same store and run, it carries on the stored incident and action ids,
   resumes its open incidents (a re-detected incident of the same class and root continues the stored one and does
-  not fire its rules again), re-lists its pending approvals, tells the guard rails what was done (rate limits and
-  back-off hold across the restart), and starts with the thresholds it learned;
+  not fire its rules again; one not seen again within the pipeline's quiet period is closed), re-lists its pending
+  approvals, tells the guard rails what was done (rate limits and back-off hold across the restart), and starts
+  with the thresholds it learned;
 * **data quality**: samples with warnings (gaps, NaN bursts, duplicates, late rows, a source that came back) are
   counted and shown, and no action is taken on the step of such a sample (a rule's firing on a broken sample waits
   for a clean one).
@@ -347,6 +348,8 @@ class Watcher:
                     break
                 for w in sample.warnings:
                     self._warn(w)
+                if self._resume and sample.ts - t0 > self.loop.pipeline.config.quiet_s:
+                    self._close_unseen(sample.ts)
                 if self._relist and responder is not None:
                     self._relist_pending(sample.ts)
                 if bool(sample.warnings) and self.config.hold_on_warnings and responder is not None:
@@ -369,6 +372,14 @@ class Watcher:
                 self.summary.quality = self.cluster._assembler.counts.as_dict()
             self.summary.wall_s = time.monotonic() - started
         return self.summary
+
+    def _close_unseen(self, ts: float) -> None:
+        """Incidents open at the restart that the loop has not seen again within a quiet period are over."""
+        for (cls, root), sid in self._resume.items():
+            self.say(f"incident {sid} ({cls} at {root}) not seen again after the restart: closed")
+            if self.records is not None:
+                self.records.close_incident(sid, ts, "not seen again after the restart")
+        self._resume = {}
 
     def _held_step(self, sample: Sample) -> None:
         """No action on a broken sample: detection runs (its state must advance), the responder and the cooling
