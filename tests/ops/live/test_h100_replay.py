@@ -73,6 +73,7 @@ def test_cap_600_step_at_20hz_excerpt() -> None:
     check(incidents, expect_caps=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["nvml_ingest_1hz.duckdb", "samples_20hz.csv"])
 def test_full_recordings(name: str) -> None:
     path = SHARED / name
