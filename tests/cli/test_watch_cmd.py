@@ -113,3 +113,12 @@ def test_dashboard_approve_goes_through_the_control_file(tmp_path: Path) -> None
     assert client.post("/api/actions/7/approve", headers=auth).status_code == 404  # no longer pending
     assert watcher_side.take_decisions() == [(7, "approve")]
     assert watcher_side.take_decisions() == []  # consumed once
+
+
+def test_speed_paces_a_recording() -> None:
+    res = runner.invoke(app, ["watch", f"replay:{FIX / 'nvml_1hz_idle_to_caps.csv'}", "--speed", "50", "--duration",
+                              "50", "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["stopped"] == "duration" and doc["samples"] == 50
+    assert doc["wall_s"] >= 49 / 50  # 49 s of recorded time between the first and the last sample, at 50x
