@@ -85,3 +85,14 @@ def test_entity_order_does_not_change_the_sample() -> None:
     fwd.add(rows([0.0, 0.001, 0.002, 1.0], [*GPUS, GPUS[0]], [1, 2, 3, 0]))
     rev.add(rows([0.002, 0.001, 0.0, 1.0], [*reversed(GPUS), GPUS[0]], [3, 2, 1, 0]))
     np.testing.assert_array_equal(fwd.ready()[0][1][P], rev.ready()[0][1][P])
+
+
+def test_field_major_batches_are_in_order_and_swaps_are_seen() -> None:
+    a = SampleAssembler(GPUS, cadence_s=1.0)
+    ts = [0.0, 1.0, 2.0]
+    a.add(Frame.from_dense(ts, list(GPUS), {P: np.ones((3, 3)), "DCGM_FI_DEV_GPU_TEMP": np.ones((3, 3))}))
+    a.ready(final=True)
+    assert a.counts.reordered == 0
+    a.add(rows([4.0, 3.0, 3.0], [GPUS[0], GPUS[0], GPUS[1]], [1, 2, 3]))
+    a.ready(final=True)
+    assert a.counts.reordered == 1

@@ -93,7 +93,6 @@ class SampleAssembler:
         self._reordered = 0
         self._lut_key: tuple[str, ...] | None = None
         self._lut = np.zeros(0, dtype=np.int64)
-        self._max_key = -(2**62)
         self._unknown: int = 0
 
     def _key(self, ts: F64) -> NDArray[np.int64]:
@@ -123,10 +122,15 @@ class SampleAssembler:
         if self.t0 is None:
             self.t0 = float(ts.min())
         key = self._key(ts)
-        # Rows behind an earlier row's tick, in arrival order: put back in order (and said so).
-        behind = key < np.maximum.accumulate(np.r_[self._max_key, key])[:-1]
-        self._max_key = max(self._max_key, int(key.max()))
         late = key <= self._emitted_upto
+        # Rows behind an earlier row of the same GPU and field, in arrival order: put back in order (and said so).
+        # Sources may send a batch field by field (dense frames), so order is judged per series, not per batch.
+        series = pos * max(len(frame.fields), 1) + fidx
+        by_series = np.argsort(series, kind="stable")
+        span = int(key.max() - key.min()) + 1
+        ranked = series[by_series].astype(np.int64) * span + (key[by_series] - key.min())
+        behind = np.zeros(key.size, dtype=bool)
+        behind[by_series[1:]] = ranked[1:] < np.maximum.accumulate(ranked)[:-1]
         self._reordered += int((behind & ~late).sum())
         self._late += int(late.sum())
         # Within a batch, later rows override earlier ones: sort stably by time so "last" means newest.
