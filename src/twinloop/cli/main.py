@@ -13,6 +13,7 @@ from twinloop.cli import (  # noqa: F401
     serve_cmd,
     sim_cmd,
     telemetry_cmds,
+    watch_cmd,
 )
 from twinloop.cli.app import app
 
