@@ -1,5 +1,5 @@
-"""`twinloop plan ...`: the planners. This module owns the ``plan`` group (:data:`plan_app`) and ``plan train``;
-other planner commands (``plan serve``) register on :data:`plan_app` from their own modules."""
+"""`twinloop plan train`: the training planner. The ``plan`` group itself (:data:`plan_app`) lives in
+:mod:`twinloop.cli.app` so that it can list its commands without importing them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from twinloop.cli.app import app
+from twinloop.cli.app import plan_app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, stdout
 from twinloop.errors import InputError
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig
@@ -18,8 +18,6 @@ from twinloop.plan.search import OBJECTIVES, SearchResult, describe, search
 from twinloop.plan.train import TrainPlan, plan_train
 from twinloop.plan.train_request import make_request, resolve
 
-plan_app = typer.Typer(help="Plan training and serving: memory, time, power, energy and cost.", no_args_is_help=True)
-app.add_typer(plan_app, name="plan")
 
 GB = 1e9
 
