@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -107,7 +107,11 @@ class LazyGroup(TyperGroup):
     """
 
     lazy: ClassVar[dict[str, LazyCommand]] = {}
-    owner: ClassVar[Callable[[], typer.Typer]]
+
+    @staticmethod
+    def owner() -> typer.Typer:
+        """The Typer application that this group's command modules register on."""
+        raise NotImplementedError
 
     def list_commands(self, ctx: Any) -> list[str]:
         names = list(self.lazy)
@@ -169,7 +173,9 @@ def _build(owner: typer.Typer, name: str, markup: Any) -> Any:
             return get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=markup)
     for group in owner.registered_groups:
         if group.name == name:
-            return get_group_from_info(group, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=markup)
+            return get_group_from_info(
+                group, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=markup
+            )
     return None
 
 
@@ -188,11 +194,14 @@ class RootGroup(LazyGroup):
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
         """Run the command line; a bad flag, unknown option or missing argument is one stderr line, exit 2."""
         try:
-            rv = super().main(args, prog_name or "twinloop", complete_var, standalone_mode=False, **extra)
+            rv = super().main(
+                args, prog_name or "twinloop", complete_var, False, windows_expand_args=windows_expand_args, **extra
+            )
         except typer.TyperException as exc:
             code = usage_error(exc)
         except typer.Abort:

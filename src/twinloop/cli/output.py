@@ -11,11 +11,12 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from twinloop.errors import InputError
 
-stdout = Console()
+# soft_wrap: a free-text line longer than the terminal is left for the terminal to wrap, so a long path or
+# name is never broken or cut by rich; tables still lay out at the console width (see cli/tables.py).
+stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
@@ -64,6 +65,8 @@ def progress(description: str, total: float, enabled: bool = True) -> Iterator[C
     if not enabled or not sys.stderr.isatty():
         yield lambda n: None
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
