@@ -16,8 +16,9 @@ from twinloop.errors import InputError
 
 # soft_wrap: a free-text line longer than the terminal is left for the terminal to wrap, so a long path or
 # name is never broken or cut by rich; tables still lay out at the console width (see cli/tables.py).
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True)
+# emoji=False: ":ab:" in a PCI address or ":cd:" in a path must print as written, not as an emoji.
+stdout = Console(soft_wrap=True, emoji=False)
+stderr = Console(stderr=True, emoji=False)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
 

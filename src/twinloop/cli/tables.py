@@ -44,7 +44,8 @@ class Col:
 
 
 def _text(cell: Cell) -> Text:
-    return cell if isinstance(cell, Text) else Text.from_markup(cell)
+    # emoji=False: rich would turn ":ab:" in a PCI address (0000:ab:00.0) into an emoji
+    return cell if isinstance(cell, Text) else Text.from_markup(cell, emoji=False)
 
 
 def _natural(col: Col, cells: Sequence[Text]) -> int:
