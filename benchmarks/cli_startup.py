@@ -30,8 +30,17 @@ COMMANDS: dict[str, list[str]] = {
     "python -c pass (interpreter alone)": ["-c", "pass"],
     "twinloop --help": ["-m", "twinloop.cli.main", "--help"],
     f"twinloop plan train --model llama-3-8b --gpu {GPU} --gpus 8": [
-        "-m", "twinloop.cli.main", "plan", "train", "--model", "llama-3-8b", "--gpu", GPU, "--gpus", "8",
-    ],  # fmt: skip
+        "-m",
+        "twinloop.cli.main",
+        "plan",
+        "train",
+        "--model",
+        "llama-3-8b",
+        "--gpu",
+        GPU,
+        "--gpus",
+        "8",
+    ],
     "twinloop models": ["-m", "twinloop.cli.main", "models"],
 }
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -81,10 +81,14 @@ def _fit(nat: Sequence[int], mins: Sequence[int], width: int) -> list[int] | Non
     return widths
 
 
-def _table(
-    title: str | None, cols: Sequence[Col], rows: Sequence[Sequence[Text]], widths: Sequence[int], header: bool
-) -> Table:
-    table = Table(title=title, show_header=header)
+def _titled(title: str | None, table: Table) -> list[RenderableType]:
+    # The title is its own line, not the table's: rich wraps a table title to the table's width and would
+    # break a long word (a model or entity name) in a narrow table.
+    return [Text(title, style="bold"), table] if title else [table]
+
+
+def _table(cols: Sequence[Col], rows: Sequence[Sequence[Text]], widths: Sequence[int], header: bool) -> Table:
+    table = Table(show_header=header)
     for col, w in zip(cols, widths, strict=True):
         table.add_column(col.header, justify=col.justify, width=w, no_wrap=not col.wrap, overflow="fold")
     for row in rows:
@@ -99,8 +103,8 @@ def layout(
     width: int,
     keys: int = 1,
     header: bool = True,
-) -> list[Table]:
-    """The tables that show ``rows`` within ``width`` columns without cutting a cell (see the module doc)."""
+) -> list[RenderableType]:
+    """The titles and tables that show ``rows`` within ``width`` columns without cutting a cell (see the module doc)."""
     cells = [[_text(c) for c in row] for row in rows]
     by_col = [[row[i] for row in cells] for i in range(len(cols))]
     nat = [_natural(c, v) for c, v in zip(cols, by_col, strict=True)]
@@ -109,13 +113,13 @@ def layout(
     def sub(idx: list[int]) -> list[int] | None:
         return _fit([nat[i] for i in idx], [mins[i] for i in idx], width)
 
-    def make(t: str | None, idx: list[int], widths: list[int]) -> Table:
-        return _table(t, [cols[i] for i in idx], [[row[i] for i in idx] for row in cells], widths, header)
+    def make(t: str | None, idx: list[int], widths: list[int]) -> list[RenderableType]:
+        return _titled(t, _table([cols[i] for i in idx], [[row[i] for i in idx] for row in cells], widths, header))
 
     everything = list(range(len(cols)))
     widths = sub(everything)
     if widths is not None:
-        return [make(title, everything, widths)]
+        return make(title, everything, widths)
     key_idx = everything[:keys]
     chunks: list[list[int]] = []
     current: list[int] = []
@@ -128,29 +132,40 @@ def layout(
         chunks.append(current)
         current = [i]
     chunks.append(current)
-    out = []
+    out: list[RenderableType] = []
     for n, chunk in enumerate(chunks):
         idx = key_idx + chunk
         part = title if n == 0 else (f"{title} (continued)" if title else None)
-        out.append(make(part, idx, sub(idx) or []))
+        out += make(part, idx, sub(idx) or [])
     return out
 
 
 def _stacked(
     title: str | None, cols: Sequence[Col], cells: Sequence[Sequence[Text]], width: int, keys: int
-) -> list[Table]:
-    """One two-column block per row: the last resort when even one value column does not fit beside the keys."""
+) -> list[RenderableType]:
+    """One block per row: the last resort when even one value column does not fit beside the keys.
+
+    A block is ``header | value`` when that fits, else a single column with each header above its value.
+    """
     heads = [c.header.replace("\n", " ") for c in cols]
     head_w = max((Text(h).cell_len for h in heads[keys:]), default=1)
-    out = []
+    out: list[RenderableType] = []
     for n, row in enumerate(cells):
         name = " ".join(c.plain for c in row[:keys])
-        block = Table(title=f"{title}: {name}" if title and n == 0 else name, show_header=False)
-        block.add_column(no_wrap=True, width=head_w)
-        block.add_column(overflow="fold", max_width=max(1, width - head_w - 2 * _BORDER - 1))
-        for h, c in zip(heads[keys:], row[keys:], strict=True):
-            block.add_row(h, c)
-        out.append(block)
+        block_title = f"{title}: {name}" if title and n == 0 else name
+        value_w = max((_minimum(cols[i], [row[i]]) for i in range(keys, len(cols))), default=1)
+        if _need([head_w, value_w]) <= width:
+            block = Table(show_header=False)
+            block.add_column(no_wrap=True, width=head_w)
+            block.add_column(overflow="fold", max_width=width - head_w - 2 * _BORDER - 1)
+            for h, c in zip(heads[keys:], row[keys:], strict=True):
+                block.add_row(h, c)
+        else:
+            block = Table(show_header=False, show_lines=True)
+            block.add_column(overflow="fold", max_width=width - _BORDER - 1)
+            for h, c in zip(heads[keys:], row[keys:], strict=True):
+                block.add_row(Text.assemble((h, "bold"), "\n", c))
+        out += _titled(block_title, block)
     return out
 
 
