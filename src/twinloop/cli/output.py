@@ -79,3 +79,20 @@ def progress(description: str, total: float, enabled: bool = True) -> Iterator[C
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextmanager
+def busy(description: str, enabled: bool = True) -> Iterator[None]:
+    """A spinner with elapsed time on stderr for work that cannot count its steps (a search, a replay).
+
+    Shown only when stderr is a terminal and ``enabled`` (pass ``not json_out``); stdout is never touched.
+    """
+    if not enabled or not sys.stderr.isatty():
+        yield
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=stderr,
+                  transient=True) as bar:  # fmt: skip
+        bar.add_task(description, total=None)
+        yield

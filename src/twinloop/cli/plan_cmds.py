@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from twinloop.cli.app import plan_app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, stdout
+from twinloop.cli.output import JSON_OPTION, busy, guarded, print_json, stdout
 from twinloop.cli.tables import Col, duration, energy, print_pairs, print_table
 from twinloop.errors import InputError
 
@@ -140,7 +140,7 @@ def train(
 ) -> None:
     """Plan LLM training: memory per GPU, step time, MFU, power, energy, time and cost to train."""
 
-    def run() -> None:
+    def run() -> tuple[dict[str, Any], TrainPlan, SearchResult | None, PowerSweep | None]:
         from twinloop.plan.train import plan_train
         from twinloop.plan.train_request import make_request, resolve
 
@@ -192,13 +192,16 @@ def train(
                 "knee_power_limit_w": sweep_result.knee_power_limit_w,
                 "points": sweep_result.rows(),
             }
-        if json_out:
-            print_json(out)
-            return
-        _print_plan(plan)
-        if result is not None:
-            _print_search(result, top)
-        if sweep_result is not None:
-            _print_sweep(sweep_result)
+        return out, plan, result, sweep_result
 
-    guarded(run)
+    # The spinner runs while planning only: nothing may print on stdout while it is live on stderr.
+    with busy("planning" + (f" (search by {search_by})" if search_by else ""), enabled=not json_out):
+        out, plan, result, sweep_result = guarded(run)
+    if json_out:
+        print_json(out)
+        return
+    _print_plan(plan)
+    if result is not None:
+        _print_search(result, top)
+    if sweep_result is not None:
+        _print_sweep(sweep_result)
