@@ -77,3 +77,20 @@ def test_shell_completion_lists_commands_without_importing_them() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert "plan" in proc.stdout.split()
     assert proc.stderr.strip().splitlines()[-1] == "False"
+
+
+def _complete(words: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": SRC, "_TWINLOOP_COMPLETE": "complete_bash", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}  # fmt: skip
+    code = "from twinloop.cli.main import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.split()
+
+
+def test_gpu_and_model_names_complete_from_the_catalog() -> None:
+    from twinloop.cli.completion import gpu_names, model_names
+    from twinloop.hardware.gpu import gpu_catalog
+    from twinloop.model.arch import catalog_model_names
+
+    assert gpu_names("") == list(gpu_catalog()) and model_names("") == catalog_model_names()
+    assert _complete("twinloop plan train --gpu h1") == [n for n in gpu_catalog() if n.startswith("h1")]
+    assert "llama-3-70b" in _complete("twinloop plan serve --model llama")

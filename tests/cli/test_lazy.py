@@ -91,3 +91,11 @@ def test_objectives_listed_in_the_cli_match_the_planner() -> None:
     from twinloop.plan.search import OBJECTIVES as PLANNER
 
     assert tuple(OBJECTIVES) == tuple(PLANNER)
+
+
+def test_every_command_module_is_in_the_registry() -> None:
+    """A new ``cli/*_cmd.py`` must be listed in cli/app.py, or its command would silently not exist."""
+    listed = {e.module for e in [*COMMANDS.values(), *PLAN_COMMANDS.values()]}
+    cli_dir = Path(SRC) / "twinloop" / "cli"
+    modules = {f"twinloop.cli.{p.stem}" for p in cli_dir.glob("*_cmd*.py")}
+    assert modules <= listed, f"add to COMMANDS in cli/app.py: {sorted(modules - listed)}"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from twinloop.cli.app import plan_app
+from twinloop.cli.completion import gpu_names, model_names
 from twinloop.cli.output import JSON_OPTION, busy, guarded, print_json, stdout
 from twinloop.cli.tables import Col, duration, energy, print_pairs, print_table
 from twinloop.errors import InputError
@@ -106,8 +107,10 @@ def _print_sweep(sweep: PowerSweep) -> None:
 
 @plan_app.command("train")
 def train(
-    model: str = typer.Option(..., "--model", help="Catalog model name or path to a Hugging Face config.json."),
-    gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (see `twinloop gpus`)."),
+    model: str = typer.Option(
+        ..., "--model", help="Catalog model name or path to a Hugging Face config.json.", autocompletion=model_names
+    ),
+    gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (see `twinloop gpus`).", autocompletion=gpu_names),
     gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
     tp: int | None = typer.Option(None, "--tp", help="Tensor parallel degree (default: chosen)."),
     pp: int | None = typer.Option(None, "--pp", help="Pipeline parallel degree (default: chosen)."),

@@ -7,6 +7,7 @@ import math
 import typer
 
 from twinloop.cli.app import plan_app
+from twinloop.cli.completion import gpu_names, model_names
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, stdout
 from twinloop.cli.tables import Cell, Col, print_pairs, print_table
 from twinloop.plan.batching import BATCHING_STRATEGIES, DEFAULT_CHUNK_TOKENS
@@ -70,8 +71,12 @@ def _print_plan(p: ServePlan) -> None:
 
 @plan_app.command("serve")
 def serve(
-    model: str = typer.Option(..., "--model", help="Catalog model name or path to a Hugging Face config.json."),
-    gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU name (see `twinloop gpus`)."),
+    model: str = typer.Option(
+        ..., "--model", help="Catalog model name or path to a Hugging Face config.json.", autocompletion=model_names
+    ),
+    gpu: str = typer.Option(
+        "h100-sxm", "--gpu", help="Catalog GPU name (see `twinloop gpus`).", autocompletion=gpu_names
+    ),
     gpus: int = typer.Option(8, "--gpus", help="GPUs of the whole deployment."),
     tp: int = typer.Option(8, "--tp", help="Tensor parallel degree of one replica."),
     pp: int = typer.Option(1, "--pp", help="Pipeline parallel degree of one replica."),
