@@ -11,7 +11,6 @@ from rich.markup import escape
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
 from twinloop.cli.sim_cmd import _duration
-from twinloop.cli.tables import Col, duration, print_table
 from twinloop.errors import InputError
 from twinloop.ops.loop import PassResult, outcome_metrics, run_pass
 from twinloop.ops.records import GroundTruthLabel, write_run
@@ -57,6 +56,8 @@ def _pass_doc(r: PassResult) -> dict[str, Any]:
 
 
 def _print(doc: dict[str, Any]) -> None:
+    from twinloop.cli.tables import Col, duration, print_table
+
     off, on = doc["loop_off"], doc["loop_on"]
     rows = []
     for k, a in off["outcome"].items():
