@@ -53,6 +53,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "twinloop.cli.catalog_cmds",
         "List the model catalog: architecture, parameters (total/active) and KV-cache bytes per token.",
     ),
+    "watch": LazyCommand(
+        "twinloop.cli.watch_cmd",
+        "Watch a cluster: detect → classify → respond → verify at the source's cadence, recording as it goes.",
+    ),
     "ingest": LazyCommand(
         "twinloop.cli.telemetry_cmds",
         "Read telemetry from SOURCE into the DuckDB store; every bad row is counted and reported.",
@@ -95,6 +99,13 @@ PLAN_COMMANDS: dict[str, LazyCommand] = {
 }
 
 
+def _exists(module: str) -> bool:
+    """Whether a command module is present (a registry entry may name one that another branch adds)."""
+    import importlib.util
+
+    return module in sys.modules or importlib.util.find_spec(module) is not None
+
+
 def _one_line(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
@@ -114,14 +125,14 @@ class LazyGroup(TyperGroup):
         raise NotImplementedError
 
     def list_commands(self, ctx: Any) -> list[str]:
-        names = list(self.lazy)
+        names = [n for n, e in self.lazy.items() if n in self.commands or _exists(e.module)]
         return names + [n for n in self.commands if n not in self.lazy]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
         entry = self.lazy.get(cmd_name)
-        if entry is None:
+        if entry is None or not _exists(entry.module):
             return None
         importlib.import_module(entry.module)
         command = _build(self.owner(), cmd_name, self.rich_markup_mode)
