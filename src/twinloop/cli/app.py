@@ -237,7 +237,7 @@ def usage_error(exc: typer.TyperException) -> int:
     where = f"{ctx.command_path}: " if ctx is not None else ""
     hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
     sys.stderr.write(f"error: {where}{_one_line(exc.format_message())}{hint}\n")
-    return 2 if exc.exit_code == 1 and ctx is not None else exc.exit_code or 2
+    return 2  # every error of the command line itself, usage or file (click's FileError would say 1)
 
 
 class PlanGroup(LazyGroup):
