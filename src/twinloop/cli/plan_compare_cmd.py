@@ -18,9 +18,9 @@ _KEYS = [Col("model", "left"), Col("gpu", "left"), Col("precision", "left")]
 
 def showcase_rows(rows: list[ShowcaseRow]) -> tuple[list[Col], list[list[Cell]]]:
     """Columns and cells of the showcase table (training and serving figures per case)."""
-    heads = ["params B\n(active)", "KV\nKB/tok", "train\ntp/pp/dp/ep/cp", "MFU", "train\ntok/s", "train\nW/GPU",
+    heads = ["params B\n(active)", "KV\nKB/tok", "train tp/pp/\ndp/ep/cp", "MFU", "train\ntok/s", "train\nW/GPU",
              "train\nJ/tok", "serve\nGPUs", "max\nseqs", "TPOT\nms", "serve\ntok/s", "serve\nW/GPU", "serve\nJ/tok",
-             "serve\n$/M tok"]  # fmt: skip
+             "serve\n$/Mtok"]  # fmt: skip
     cols = [*_KEYS, *(Col(h) for h in heads)]
     cells: list[list[Cell]] = []
     for r in rows:
