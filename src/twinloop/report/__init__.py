@@ -1,7 +1,9 @@
-"""Self-contained HTML reports (inline SVG charts, no scripts, no network): building blocks and ``sim_report``."""
+"""Self-contained HTML reports (charts by the vendored Apache ECharts, inlined; no network): building blocks and
+``sim_report``."""
 
 from __future__ import annotations
 
+from twinloop.report.charts import TimelineItem
 from twinloop.report.html import (
     Section,
     comparison_table,
@@ -13,7 +15,6 @@ from twinloop.report.html import (
     write_report,
 )
 from twinloop.report.sim import loop_sections, sim_report, summary_section, telemetry_sections
-from twinloop.report.svg import TimelineItem
 
 __all__ = [
     "Section",
