@@ -52,7 +52,9 @@ def values(a: ArrayLike) -> list[float | None]:
 def chart_div(spec: Mapping[str, Any]) -> str:
     """The HTML element the chart script fills (the spec travels escaped in an attribute)."""
     text = json.dumps(spec, separators=(",", ":"), allow_nan=False)
-    return f'<div class="chart" data-chart="{esc(text)}" role="img" aria-label="{esc(spec.get("title", "chart"))}"></div>'
+    return (
+        f'<div class="chart" data-chart="{esc(text)}" role="img" aria-label="{esc(spec.get("title", "chart"))}"></div>'
+    )
 
 
 def line(
@@ -74,7 +76,9 @@ def line(
         "y": {"unit": unit},
         "series": [{"name": k, "x": ts, "y": values(v)} for k, v in series.items()],
         "marks": [{"x": float(t), "label": lab} for t, lab in marks],
-        "bands": [{"x0": float(a), "x1": float(b), "label": lab, "color": c, "label_visible": True} for a, b, lab, c in bands],
+        "bands": [
+            {"x0": float(a), "x1": float(b), "label": lab, "color": c, "label_visible": True} for a, b, lab, c in bands
+        ],
         "rules": [{"y": float(y), "label": lab} for y, lab in rules],
     }
 

@@ -141,8 +141,9 @@ def comparison_table(
                 cls = "better" if better else "worse"
         rows.append(f'<tr><td>{esc(name)}</td>{_cell(off)}{_cell(on)}<td class="num {cls}">{esc(change)}</td></tr>')
     return (
-        f'<div class="chart-title">{esc(title)}</div><div class="tw"><table><tr><th>metric</th><th class="num">loop off</th>'
-        f'<th class="num">loop on</th><th class="num">change</th></tr>{"".join(rows)}</table></div>'
+        f'<div class="chart-title">{esc(title)}</div><div class="tw"><table><tr><th>metric</th>'
+        f'<th class="num">loop off</th><th class="num">loop on</th><th class="num">change</th></tr>'
+        f'{"".join(rows)}</table></div>'
     )
 
 

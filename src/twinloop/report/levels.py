@@ -119,7 +119,9 @@ def default_slowdown_temp_c() -> float:
     return min(s.slowdown_temp_c for s in _catalog().values())
 
 
-def slowdown_temps_c(labels: Mapping[str, Mapping[str, str]], entities: Sequence[str]) -> tuple[NDArray[np.float64], int]:
+def slowdown_temps_c(
+    labels: Mapping[str, Mapping[str, str]], entities: Sequence[str]
+) -> tuple[NDArray[np.float64], int]:
     """Slowdown temperature per entity (catalog by label, else :func:`default_slowdown_temp_c`), and how many
     entities fell back to the default."""
     out = np.full(len(entities), np.nan)

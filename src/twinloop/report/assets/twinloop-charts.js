@@ -94,8 +94,9 @@
     else {   // a flat series: pad the range instead of magnifying float noise
       const flat = (r) => r.max - r.min <= 1e-6 * Math.max(Math.abs(r.max), 1e-12);
       const unitOf = (v) => (v ? Math.pow(10, Math.floor(Math.log10(Math.abs(v) * 0.01))) : 0.1);
-      axis.min = (r) => (flat(r) ? (Math.floor(r.min / unitOf(r.min)) - 5) * unitOf(r.min) : y.zero ? Math.min(0, r.min) : undefined);
-      axis.max = (r) => (flat(r) ? (Math.ceil(r.max / unitOf(r.max)) + 5) * unitOf(r.max) : undefined);
+      const mid = (r) => Math.round(r.min / unitOf(r.min)) * unitOf(r.min);
+      axis.min = (r) => (flat(r) ? mid(r) - 5 * unitOf(r.min) : y.zero ? Math.min(0, r.min) : undefined);
+      axis.max = (r) => (flat(r) ? mid(r) + 5 * unitOf(r.min) : undefined);
     }
     if (isNum(y.min)) axis.min = y.min;
     if (isNum(y.max)) axis.max = y.max;
