@@ -24,7 +24,7 @@ from twinloop.report.levels import Level
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 ECHARTS_VERSION = "6.1.0"
-SEVERITY_COLORS = {"critical": "#dc2626", "major": "#d97706", "minor": "#ca8a04", "info": "#64748b"}
+SEVERITY_COLORS = {"critical": "#dc2626", "major": "#b45309", "minor": "#eab308", "info": "#64748b"}
 
 
 def esc(text: object) -> str:

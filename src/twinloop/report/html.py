@@ -28,6 +28,8 @@ margin:0}main{max-width:1100px;margin:0 auto;padding:18px 22px 40px}h1{font-size
 h2{font-size:16px;margin:26px 0 8px;border-bottom:1px solid #dfe3ea;padding-bottom:4px}.muted{color:#6b7383}
 .chart{background:#fff;border:1px solid #dfe3ea;border-radius:8px;padding:8px 10px;margin:10px 0}
 .chart-title{font-weight:600;font-size:13px;margin:2px 0 4px}.chart-empty{color:#6b7383;padding:6px 0}
+.series-key{display:inline-flex;align-items:center;gap:4px;margin-right:12px;font-size:12px;color:#6b7383}
+.series-key i{width:10px;height:10px;display:inline-block;border-radius:2px}
 table{border-collapse:collapse;width:100%;background:#fff;margin:8px 0}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #dfe3ea}th{background:#f1f4f8;font-size:12px;
 color:#6b7383}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}.better{color:#15803d}

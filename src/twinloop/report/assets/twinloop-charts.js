@@ -42,7 +42,7 @@
       case "B": return trim(v / 1e9, 3) + " GB";
       case "s": return duration(v);
       case "%": return trim(100 * v, 3) + " %";
-      case "": return trim(v, 4);
+      case "": return Math.abs(v) >= 1e4 ? si(v, "") : trim(v, 4);
       default: return trim(v, 4) + " " + unit;
     }
   }
@@ -88,7 +88,7 @@
       splitLine: { lineStyle: { color: GRID } },
     };
     if (y.categories) {
-      Object.assign(axis, { min: -0.5, max: y.categories.length - 0.5, interval: 1, scale: false });
+      Object.assign(axis, { min: 0, max: y.categories.length - 1, interval: 1, scale: false });
       axis.axisLabel.formatter = (v) => (Number.isInteger(v) ? y.categories[v] || "" : "");
     }
     else {   // a flat series: pad the range instead of magnifying float noise
@@ -231,9 +231,7 @@
     const o = base(spec);
     o.grid = { left: 0, right: 0, top: spec.title ? 26 : 2, height: 22 };
     o.xAxis = { type: "value", max: total, show: false };
-    o.yAxis = { type: "category", data: [""], show: false };
-    o.legend = { bottom: 0, left: 0, textStyle: { color: MUTED, fontSize: 11 }, itemWidth: 10, itemHeight: 10,
-      formatter: (name) => { const p = parts.find((q) => q.name === name); return name + " " + fmt(p ? p.shown : NaN, spec.unit); } };
+    o.yAxis = { type: "category", data: [""], show: false };   // the legend is HTML under the plot (it wraps)
     o.tooltip.trigger = "item";
     o.tooltip.formatter = (p) => p.seriesName + ": " + fmt(parts[p.seriesIndex].shown, spec.unit);
     o.series = parts.map((p, i) => ({ type: "bar", name: p.name, stack: "all", barWidth: 22, data: [p.value], itemStyle: { color: PALETTE[i % PALETTE.length] } }));
@@ -253,7 +251,21 @@
   }
 
   const KINDS = { line: lineOption, heatmap: heatmapOption, timeline: timelineOption, bar: barOption, spark: sparkOption };
-  const DEFAULT_HEIGHT = { line: 240, heatmap: 320, timeline: 120, bar: 76, spark: 26 };
+  const DEFAULT_HEIGHT = { line: 240, heatmap: 320, timeline: 120, bar: 52, spark: 26 };
+
+  // The bar's key: one swatch and "name value" per part, as text that wraps with the page.
+  function barKeys(spec) {
+    const keys = document.createElement("div");
+    keys.className = "chart-keys";
+    (spec.parts || []).forEach((p, i) => {
+      const k = document.createElement("span"), sw = document.createElement("i");
+      k.className = "series-key";
+      sw.style.background = PALETTE[i % PALETTE.length];
+      k.append(sw, document.createTextNode(p.name + " " + fmt(p.value, spec.unit)));
+      keys.append(k);
+    });
+    return keys;
+  }
 
   function hasData(spec) {
     if (spec.kind === "line") return (spec.series || []).some((s) => (s.y || []).some(isNum));
@@ -266,6 +278,7 @@
   const live = new Set();
   function render(el, spec) {
     const echarts = root.echarts;
+    disposeIn(el);
     const old = echarts.getInstanceByDom(el);
     if (old) { live.delete(old); old.dispose(); }
     el.textContent = "";
@@ -275,8 +288,13 @@
       return null;
     }
     const height = spec.height || DEFAULT_HEIGHT[spec.kind] || 240;
-    if (spec.kind !== "spark") el.style.height = height + "px";
-    const chart = echarts.init(el, null, { renderer: "canvas", height: height });
+    let host = el;
+    if (spec.kind === "bar") {
+      host = document.createElement("div");
+      el.append(host, barKeys(spec));
+    }
+    if (spec.kind !== "spark") host.style.height = height + "px";
+    const chart = echarts.init(host, null, { renderer: "canvas", height: height });
     const option = KINDS[spec.kind](spec);
     option.useUTC = true;
     chart.setOption(option);

@@ -320,7 +320,7 @@ async function decide(id, verb) {
   refresh();
 }
 
-const SEV_COLORS = { critical: "#dc2626", major: "#d97706", minor: "#ca8a04", info: "#64748b" };
+const SEV_COLORS = { critical: "#dc2626", major: "#b45309", minor: "#eab308", info: "#64748b" };
 // One timeline per run (loop off and loop on apart), all on the same absolute time axis.
 function incidentTimelines(groups) {
   const all = groups.flatMap((g) => g.incidents);
