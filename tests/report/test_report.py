@@ -3,6 +3,7 @@ renderer), escaped data, chart specs that follow the data, colour levels with a 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from html.parser import HTMLParser
@@ -133,7 +134,7 @@ def test_heatmap_colours_by_headroom_to_each_gpus_slowdown(store: Path, hot_rack
 
 def test_levels_are_fixed_and_ordered() -> None:
     for levels in (TEMP_HEADROOM_LEVELS, POWER_FRACTION_LEVELS):
-        assert all(a.max == b.min for a, b in zip(levels, levels[1:], strict=False))
+        assert all(a.max == b.min for a, b in itertools.pairwise(levels))
     assert level_index([-3.0, 0.0, 4.9, 5.0, 19.9, 20.0, 80.0, np.nan], TEMP_HEADROOM_LEVELS).tolist() == [
         0, 1, 1, 2, 3, 4, 4, -1
     ]  # fmt: skip
@@ -187,7 +188,9 @@ def test_write_report_creates_the_file(tmp_path: Path) -> None:
 
 
 def test_empty_inputs_render_placeholders() -> None:
-    specs = refs_of(timeseries_chart("c", [], {"x": []}) + heatmap("h", [], [], np.zeros((0, 0))) + timeline("t", [])).specs
+    specs = refs_of(
+        timeseries_chart("c", [], {"x": []}) + heatmap("h", [], [], np.zeros((0, 0))) + timeline("t", [])
+    ).specs
     assert [s["kind"] for s in specs] == ["line", "heatmap", "timeline"]
     assert specs[0]["series"][0]["y"] == [] and specs[1]["rows"] == [] and specs[2]["items"] == []
 

@@ -145,7 +145,7 @@ def comparison_table(
     return (
         f'<div class="chart-title">{esc(title)}</div><div class="tw"><table><tr><th>metric</th>'
         f'<th class="num">loop off</th><th class="num">loop on</th><th class="num">change</th></tr>'
-        f'{"".join(rows)}</table></div>'
+        f"{''.join(rows)}</table></div>"
     )
 
 

@@ -23,6 +23,7 @@ from twinloop.ops.records import read_table
 from twinloop.report.charts import SEVERITY_COLORS, TimelineItem, fmt_si
 from twinloop.report.html import Section, comparison_table, heatmap, table, timeline, timeseries_chart, write_report
 from twinloop.report.levels import TEMP_HEADROOM_LEVELS, default_slowdown_temp_c, slowdown_temps_c
+from twinloop.report.timebase import EPOCH_MIN_S, record_offset_s
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
 #: Most time buckets per chart.
@@ -35,8 +36,6 @@ SITE_POWER_FIELDS = {
 }
 PUE_FIELD = "TWINLOOP_FI_PUE"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
-#: Epoch seconds above this are wall-clock/telemetry time; below, simulation seconds (loop records may use either).
-EPOCH_MIN_S = 1.0e9
 
 
 def _grid(t0: float, t1: float, points: int = MAX_POINTS) -> float:
@@ -167,11 +166,7 @@ def telemetry_sections(store: DuckDBStore) -> list[Section]:
 
 
 def _shift(ts: Sequence[float], t0: float | None) -> float:
-    """What to add to loop-record times to put them on the telemetry's axis: the telemetry start when the
-    records count simulation seconds from the run's start but the telemetry is in epoch seconds, else 0."""
-    if not ts or t0 is None or t0 < EPOCH_MIN_S or max(ts) >= EPOCH_MIN_S:
-        return 0.0
-    return t0
+    return record_offset_s(ts, t0)
 
 
 def time_text(ts: float) -> str:
