@@ -69,6 +69,9 @@
   // A value axis over seconds spanning the data, with ticks on round clock steps (10 s, 1 min, 5 min, 1 h …).
   function timeAxis(lo, hi, absolute) {
     const step = stepFor(Math.max(hi - lo, 1));
+    const fl = Math.floor(lo / step) * step, ce = Math.ceil(hi / step) * step;   // snap to a round tick when near
+    if (lo - fl <= 0.03 * (hi - lo)) lo = fl;
+    if (ce - hi <= 0.03 * (hi - lo)) hi = ce;
     const ticks = [];
     for (let t = Math.ceil(lo / step) * step; t <= hi + 1e-9; t += step) ticks.push(t);
     return {
@@ -179,7 +182,7 @@
     }));
     const o = base(spec);
     o.grid = { left: 8, right: 22, top: spec.title ? 30 : 6, bottom: 44, containLabel: true };
-    o.xAxis = { type: "category", data: xs.map((t) => timeLabel(Math.ceil(t / step) * step, step, absolute)), splitArea: { show: false },
+    o.xAxis = { type: "category", data: xs.map((t) => timeLabel(Math.floor(t / step) * step, step, absolute)), splitArea: { show: false },
       axisTick: { interval: (i) => onStep[i] }, axisLabel: { color: MUTED, hideOverlap: true, interval: (i) => onStep[i] } };
     o.graphic = [{ type: "text", right: 0, bottom: 30, style: { text: timeNote(absolute), fill: MUTED, fontSize: 10 } }];
     o.yAxis = { type: "category", data: rows, inverse: true, axisLabel: { color: MUTED, fontSize: 11 } };
