@@ -101,10 +101,12 @@ function fmtBytes(b) { return isNum(b) ? (b / 1e9).toFixed(1) + " GB" : "—"; }
 const sevPill = (s) => '<span class="pill sev-' + esc(s) + '">' + esc(s) + "</span>";
 const reasonTags = (list) => (list || []).filter((r) => r !== "gpu_idle").map((r) => '<span class="reason">' + esc(r) + "</span>").join("") || '<span class="muted">—</span>';
 const link = (href, text) => '<a href="' + esc(href) + '">' + esc(text) + "</a>";
-// An incident root links to where it lives: a GPU (5 parts) to its page, a rack or node to the rack's page.
+// An incident root links to where it lives: a GPU (5 parts) to its page, a rack or node to the rack's page, a
+// job to the jobs page.
 function entityLink(id) {
   const parts = String(id || "").split("/");
-  if (parts.length === 5 && parts[1] !== "jobs") return '<a class="gpu-link" href="/gpu?id=' + encodeURIComponent(id) + '">' + esc(id) + "</a>";
+  if (parts[1] === "jobs") return '<a class="job-link" href="/jobs?job=' + encodeURIComponent(id) + '">' + esc(id) + "</a>";
+  if (parts.length === 5) return '<a class="gpu-link" href="/gpu?id=' + encodeURIComponent(id) + '">' + esc(id) + "</a>";
   if (parts.length === 3 || parts.length === 4) return '<a href="/rack?id=' + encodeURIComponent(parts.slice(0, 3).join("/")) + '">' + esc(id) + "</a>";
   return esc(id);
 }
