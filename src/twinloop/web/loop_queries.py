@@ -14,7 +14,7 @@ import duckdb
 
 from twinloop.ops.records import read_table
 from twinloop.report.timebase import record_offset_s
-from twinloop.web.models import ActionRow, IncidentBrief, IncidentDetail, IncidentGroup
+from twinloop.web.models import ActionRow, IncidentBrief, IncidentDetail, IncidentGroup, InjectedFault
 
 SEVERITY_ORDER = ("info", "minor", "major", "critical")
 
@@ -114,10 +114,24 @@ def incident_groups(cur: duckdb.DuckDBPyConnection, run: str | None, t0_s: float
     groups: dict[str, list[IncidentDetail]] = {}
     inc_rows = read_table(cur, "loop_incidents", run)
     i_off = _offset(inc_rows, "start_ts", t0_s)
+    truth: dict[str, list[InjectedFault]] = {}
+    gt_rows = read_table(cur, "loop_ground_truth", run)
+    g_off = _offset(gt_rows, "start_ts", t0_s)
+    for g in gt_rows:
+        truth.setdefault(str(g["run"]), []).append(
+            InjectedFault(
+                fault=str(g["fault"]),
+                entity=str(g["entity"]),
+                start_ts=float(g["start_ts"]) + g_off,
+                end_ts=float(g["end_ts"]) + g_off,
+            )
+        )
     for r in inc_rows:
         brief = incident_brief(r, i_off)
         acts = actions.get((brief.run, brief.incident_id), [])
-        detail = IncidentDetail(**brief.model_dump(), actions=acts, effect=effect(acts))
+        # the twin knows where a fault really was (e.g. the straggling GPU behind a job-level straggler)
+        injected = [f for f in truth.get(brief.run, []) if f.start_ts <= brief.end_ts and f.end_ts >= brief.start_ts]
+        detail = IncidentDetail(**brief.model_dump(), actions=acts, effect=effect(acts), injected=injected)
         groups.setdefault(brief.event_class, []).append(detail)
     out = [
         IncidentGroup(

@@ -281,11 +281,24 @@ class ActionRow(_Out):
     clamped: bool
 
 
+class InjectedFault(_Out):
+    """A fault the twin injected (the run's ground truth), on the same time axis as the incidents."""
+
+    fault: str
+    entity: str
+    start_ts: float
+    end_ts: float
+
+
 class IncidentDetail(IncidentBrief):
     """An incident with the actions taken for it and their effect."""
 
     actions: list[ActionRow]
     effect: str
+    injected: list[InjectedFault] = Field(
+        default_factory=list,
+        description="twin runs only: faults injected while the incident was open (where it really was)",
+    )
 
 
 class IncidentGroup(_Out):

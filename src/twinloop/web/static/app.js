@@ -322,6 +322,9 @@ async function decide(id, verb) {
   refresh();
 }
 
+// Twin runs record the faults they injected: name where each really was (a job-level straggler's GPU).
+const injectedNote = (list) => (list || []).map((f) => '<div class="small muted injected">injected: ' + esc(f.fault) + " at " + entityLink(f.entity) + "</div>").join("");
+
 const SEV_COLORS = { critical: "#dc2626", major: "#b45309", minor: "#eab308", info: "#64748b" };
 // One timeline per run (loop off and loop on apart), all on the same absolute time axis.
 function incidentTimelines(groups) {
@@ -358,7 +361,7 @@ async function pageIncidents() {
     h += '<div class="panel"><h3>' + esc(g.event_class) + " " + sevPill(g.worst_severity) + ' <span class="muted">' + g.count + " incident(s)</span></h3>" +
       '<div class="tw"><table><tr><th>id</th><th>run</th><th>severity</th><th>root</th><th>from</th><th>to</th><th class=num>members</th><th>status</th><th>actions</th><th>effect</th></tr>';
     for (const i of g.incidents) {
-      h += "<tr><td>" + i.incident_id + "</td><td>" + esc(i.run) + "</td><td>" + sevPill(i.severity) + "</td><td>" + entityLink(i.root) + "</td><td>" + fmtTs(i.start_ts) +
+      h += "<tr><td>" + i.incident_id + "</td><td>" + esc(i.run) + "</td><td>" + sevPill(i.severity) + "</td><td>" + entityLink(i.root) + injectedNote(i.injected) + "</td><td>" + fmtTs(i.start_ts) +
         "</td><td>" + fmtTs(i.end_ts) + "</td><td class=num>" + i.n_members + "</td><td>" + esc(i.status) + "</td><td>" +
         (i.actions.map((a) => esc(a.kind + " → " + a.target + (isNum(a.value) ? " = " + fmtN(a.value, 2) : "") + " [" + a.status + "]")).join("<br>") || '<span class="muted">none</span>') +
         "</td><td>" + esc(i.effect) + "</td></tr>";
