@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from twinloop.twin.telemetry_out import EPOCH_START_S
-
 #: Seconds at or above this are epoch (absolute) times; below, simulated seconds from the run's start.
 EPOCH_MIN_S = 1.0e9
 
@@ -21,4 +19,6 @@ def record_offset_s(record_ts: Iterable[float], telemetry_t0_s: float | None) ->
     ts = list(record_ts)
     if telemetry_t0_s is None or telemetry_t0_s < EPOCH_MIN_S or not ts or max(ts) >= EPOCH_MIN_S:
         return 0.0
+    from twinloop.twin.telemetry_out import EPOCH_START_S  # only for a twin run's records (the twin is heavy)
+
     return EPOCH_START_S
