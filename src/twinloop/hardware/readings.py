@@ -192,11 +192,23 @@ def _load_json(path: Path) -> object:
         raise InputError(str(path), "", f"unreadable JSON: {exc}".splitlines()[0]) from None
 
 
+RUN_KEYS = ("idle", "gemm_peak", "power_caps", "clock_locks", "memcopy", "decode_like", "train_small")
+
+
 def _runs(directory: Path) -> list[dict]:
-    runs = [_load_json(p) for p in sorted(directory.glob("results_run*.json"))]
-    if not runs:
+    paths = sorted(directory.glob("results_run*.json"))
+    if not paths:
         raise InputError(str(directory), "results_run*.json", "no per-run results found")
-    return [r for r in runs if isinstance(r, dict)]
+    runs = []
+    for path in paths:
+        run = _load_json(path)
+        if not isinstance(run, dict):
+            raise InputError(str(path), "", "expected a JSON object of phases")
+        missing = [k for k in RUN_KEYS if k not in run]
+        if missing:
+            raise InputError(str(path), missing[0], f"phase missing (need {', '.join(RUN_KEYS)})")
+        runs.append(run)
+    return runs
 
 
 def _peak_flops(clock_mhz: float, fp8: bool = False) -> float:
@@ -258,6 +270,15 @@ def load_readings(directory: Path) -> Readings:
     """All phases of a measurement directory (raw, or a reduced copy written by :func:`write_reduced`)."""
     if not directory.is_dir():
         raise InputError(str(directory), "", "measurement directory not found")
+    try:
+        return _load_readings(directory)
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(str(directory), "", f"unexpected layout: {type(exc).__name__}: {exc}") from None
+
+
+def _load_readings(directory: Path) -> Readings:
     stats, trace = load_stats(directory)
     runs = _runs(directory)
     phases: dict[str, PhaseReading] = {}
