@@ -56,6 +56,10 @@ CLOCK_EVENT_SW_THERMAL = 0x20
 CLOCK_EVENT_HW_THERMAL = 0x40
 CLOCK_EVENT_HW_POWER_BRAKE = 0x80
 
+#: Largest instantaneous power over the limit at a load step, before the power controller pulls the clock
+#: down (H100: 890 W under its 700 W limit, 778 W under 600 W; NVML_FI_DEV_POWER_INSTANT at 20 Hz).
+LAUNCH_OVERSHOOT = 1.27
+
 #: Die temperature at which the catalog's ``idle_power_w`` holds (the H100's cold-idle reading: 69.5-70.9 W
 #: at 32-33 °C).
 T_REF_C = 32.0
