@@ -60,6 +60,10 @@ CLOCK_EVENT_HW_POWER_BRAKE = 0x80
 #: down (H100: 890 W under its 700 W limit, 778 W under 600 W; NVML_FI_DEV_POWER_INSTANT at 20 Hz).
 LAUNCH_OVERSHOOT = 1.27
 
+#: Fewest rows a GEMM occupies on the tensor cores (the MMA tile height): a decode GEMV at batch 1 keeps the
+#: tensor pipes as busy as batch 16 (an assumption that matches the flat 466-527 W of decode at batch 1-32).
+MMA_MIN_ROWS = 16
+
 #: Die temperature at which the catalog's ``idle_power_w`` holds (the H100's cold-idle reading: 69.5-70.9 W
 #: at 32-33 °C).
 T_REF_C = 32.0
@@ -110,12 +114,40 @@ def clock_grid(coeff: PowerCoefficients = DEFAULT_COEFFICIENTS, size: int = 4097
     return x, np.asarray(clock_scale(x, coeff))
 
 
+#: The H100's dense BF16 GEMM at its 700 W limit (the fit's anchor): tensor, SM and DRAM activity, die °C, clock.
+REF_GEMM_ACTIVITY = (0.905, 1.0, 0.331)
+REF_GEMM_TEMP_C = 66.0
+REF_GEMM_CLOCK_FRACTION = 1367.0 / 1980.0
+
+
+def coefficients_for(gpu: GpuSpec, base: PowerCoefficients = DEFAULT_COEFFICIENTS) -> PowerCoefficients:
+    """The H100 fit scaled to ``gpu``: every term relative to its ``tdp − idle`` and ``f_max``, and the tensor
+    term set so that a dense GEMM at TDP runs at the catalog's ``gemm_clock_at_tdp_mhz`` (None: at the H100's
+    measured share of f_max, 1,367/1,980)."""
+    if gpu.gemm_clock_at_tdp_mhz is None:
+        return base
+    x = gpu.gemm_clock_at_tdp_mhz / gpu.sm_clock_max_mhz
+    dyn = gpu.tdp_w - gpu.idle_power_w
+    tensor, sm, dram = REF_GEMM_ACTIVITY
+    static = gpu.idle_power_w * (1.0 + base.leak_per_c * (REF_GEMM_TEMP_C - T_REF_C))
+    clocked_w = (gpu.tdp_w - static - dyn * base.c_dram * dram) / float(clock_scale(x, base))
+    c_tensor = (clocked_w / dyn - base.c_context - base.c_sm * sm) / tensor
+    return PowerCoefficients(**{**base.__dict__, "c_tensor": max(c_tensor, 0.0)})
+
+
 @dataclass(frozen=True)
 class GpuPowerModel:
-    """The power model for one GPU kind; every method works on floats or NumPy arrays alike."""
+    """The power model for one GPU kind; every method works on floats or NumPy arrays alike.
+
+    ``coeff`` defaults to :func:`coefficients_for` the GPU (the H100 fit, scaled).
+    """
 
     gpu: GpuSpec
-    coeff: PowerCoefficients = DEFAULT_COEFFICIENTS
+    coeff: PowerCoefficients = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.coeff is None:
+            object.__setattr__(self, "coeff", coefficients_for(self.gpu))
 
     @property
     def dyn_range_w(self) -> float:

@@ -10,7 +10,9 @@ only a few kilobytes.
 Each phase becomes a :class:`PhaseReading` with the model's inputs (clock, die temperature, activities) and its
 measured power and throughput. Activities follow DCGM's meaning and are derived by fixed rules:
 
-* ``dram_active``: NVML's memory utilisation (share of time the memory controller is busy);
+* ``dram_active``: NVML's memory utilisation, the share of time the memory is busy (a stream at the achievable
+  bandwidth reads 1: the copy moves 3.0 TB/s, 90 % of the datasheet 3.35 TB/s, at 100 %); the planner computes
+  the same quantity as memory-bound time over step time;
 * ``tensor_active``: achieved dense FLOP/s over the peak at the measured clock (132 SMs × 4,096 BF16 FLOP per
   clock, 2× for FP8: the H100 SXM5 whitepaper's 989.4 TFLOP/s at 1,830 MHz). A decode GEMV is counted with
   its batch padded to 16 rows (the smallest tensor-core MMA tile; an assumption);
@@ -29,11 +31,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
+from twinloop.hardware.power import MMA_MIN_ROWS
 
 #: Dense BF16 FLOP per clock of an H100 SXM5 (132 SMs × 4,096).
 H100_BF16_FLOP_PER_CLOCK = 132 * 4096
-#: Smallest batch a decode GEMV occupies on the tensor cores (MMA tile height; assumption).
-DECODE_PAD_ROWS = 16
 #: A phase's steady window starts this far into it (the 1 s power average and the die settle first).
 STEADY_FROM = 0.4
 #: Samples with less GPU utilisation than this are not part of a work phase's steady window.
@@ -337,7 +338,7 @@ def _load_readings(directory: Path) -> Readings:
         recs = [r["decode_like"]["rows"][i] for r in runs]
         step_s = float(np.mean([r["step_ms"] for r in recs])) / 1e3
         s = st(f"decode_b{b}")
-        tensor = max(b, DECODE_PAD_ROWS) * 2.0 * weight_params / step_s / _peak_flops(s.clock_mhz)
+        tensor = max(b, MMA_MIN_ROWS) * 2.0 * weight_params / step_s / _peak_flops(s.clock_mhz)
         add(f"decode_b{b}", "decode", s, [r["avg_w"] for r in recs], [r["step_ms"] for r in recs], "ms/step",
             tensor_active=tensor, sm_active=1.0, context=1.0, fp8_share=0.0)  # fmt: skip
 

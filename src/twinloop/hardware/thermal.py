@@ -134,7 +134,8 @@ def simulate(
     hbm_c = np.empty(w.size)
     t, th = trace.temp_c[w[0]], trace.hbm_temp_c[w[0]]
     for i, k in enumerate(w):
-        t = die.coolant_c + die.r_c_per_w * trace.power_w[k] + (t - die.coolant_c - die.r_c_per_w * trace.power_w[k]) * a_die
+        steady = die.coolant_c + die.r_c_per_w * trace.power_w[k]
+        t = steady + (t - steady) * a_die
         ss = float(hbm_steady_c(die.coolant_c, t, memory_power_w[k], hbm))
         th = ss + (th - ss) * a_hbm
         die_c[i], hbm_c[i] = t, th
