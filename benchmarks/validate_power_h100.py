@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         refit = rounded(fit.coeff)
         print(f"refit:    {refit}")
         print(f"shipped:  {DEFAULT_COEFFICIENTS}")
-        print(f"shipped defaults are the fit: {refit == DEFAULT_COEFFICIENTS}; fit RMS error {100 * fit.rms_rel_error:.1f} %")
+        same = refit == DEFAULT_COEFFICIENTS
+        print(f"shipped defaults are the fit: {same}; fit RMS error {100 * fit.rms_rel_error:.1f} %")
         print(f"fitted on: {', '.join(fit.fit_phases)} (+ idle, idle_context, cool-down trace, fp8_8192)\n")
         rows = validate(readings, GpuPowerModel(gpu))
         print(markdown(rows))

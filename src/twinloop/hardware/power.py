@@ -156,18 +156,19 @@ class GpuPowerModel:
 
     def tensor_weight(self, fp8_share: ArrayOrFloat) -> ArrayOrFloat:
         """Factor on ``tensor_active`` when a share ``fp8_share`` (0..1) of the tensor cycles run FP8."""
-        return 1.0 + (self.coeff.fp8_tensor_power - 1.0) * fp8_share  # type: ignore[return-value]
+        return 1.0 + (self.coeff.fp8_tensor_power - 1.0) * fp8_share
 
     def static_w(self, temp_c: ArrayOrFloat) -> ArrayOrFloat:
         """Static (leakage + always-on) power at die temperature ``temp_c``: the cold idle power."""
         return self.gpu.idle_power_w * (1.0 + self.coeff.leak_per_c * (temp_c - T_REF_C))
 
     def clocked_dyn_w(
-        self, tensor_active: ArrayOrFloat, sm_active: ArrayOrFloat, context: ArrayOrFloat = 1.0
+        self, tensor_active: ArrayOrFloat, sm_active: ArrayOrFloat, context: float | NDArray[np.float64] = 1.0
     ) -> ArrayOrFloat:
         """Power at full clock that scales with the SM clock and voltage (context + tensor + SM)."""
         c = self.coeff
-        return self.dyn_range_w * (c.c_context * context + c.c_tensor * tensor_active + c.c_sm * sm_active)
+        out = self.dyn_range_w * (c.c_context * context + c.c_tensor * tensor_active + c.c_sm * sm_active)
+        return out  # type: ignore[return-value]
 
     def memory_dyn_w(self, dram_active: ArrayOrFloat) -> ArrayOrFloat:
         """Dynamic HBM power, independent of the SM clock."""
@@ -180,7 +181,7 @@ class GpuPowerModel:
         sm_active: ArrayOrFloat,
         dram_active: ArrayOrFloat,
         temp_c: ArrayOrFloat,
-        context: ArrayOrFloat = 1.0,
+        context: float | NDArray[np.float64] = 1.0,
     ) -> ArrayOrFloat:
         """Board power in watts at the given clock, activities (0..1), die temperature and context (0/1)."""
         x = np.clip(np.asarray(clock_mhz, dtype=np.float64) / self.gpu.sm_clock_max_mhz, 0.0, 1.0)
@@ -199,7 +200,7 @@ class GpuPowerModel:
         sm_active: ArrayOrFloat,
         dram_active: ArrayOrFloat,
         temp_c: ArrayOrFloat,
-        context: ArrayOrFloat = 1.0,
+        context: float | NDArray[np.float64] = 1.0,
     ) -> ArrayOrFloat:
         """DVFS: the highest SM clock (MHz, within the GPU's range) whose power fits ``power_limit_w``.
 

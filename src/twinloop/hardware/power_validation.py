@@ -107,14 +107,13 @@ def validate(readings: Readings, model: GpuPowerModel) -> list[Row]:
             if p.context == 0:
                 f = model.gpu.sm_clock_min_mhz  # no context: the driver parks the clock at its lowest
             power = float(model.power_w(f, p.tensor_active, p.sm_active, p.dram_active, p.temp_c, p.context))
+            met: bool | None = None
+            target = "(no target)"
             if p.group == "idle":
-                ok: bool | None = abs(power - p.power_w) <= 5.0
-                target = "±5 W"
+                met, target = abs(power - p.power_w) <= 5.0, "±5 W"
             elif p.group in ("memory", "decode"):
-                ok, target = abs(power / p.power_w - 1) <= 0.10, "power ±10 %"
-            else:
-                ok, target = None, "(no target)"
-            rows.append(Row(p.name, fitted, p.power_w, power, p.clock_mhz, f, None, None, target, ok))
+                met, target = abs(power / p.power_w - 1) <= 0.10, "power ±10 %"
+            rows.append(Row(p.name, fitted, p.power_w, power, p.clock_mhz, f, None, None, target, met))
         elif p.group == "precision" and p.name.startswith("fp8"):
             bf = ph.get(p.name.replace("fp8", "bf16"))
             if bf is None:

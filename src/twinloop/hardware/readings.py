@@ -26,6 +26,7 @@ import csv
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -289,7 +290,7 @@ def _load_readings(directory: Path) -> Readings:
             raise InputError(str(directory), name, "phase missing from the samples")
         return stats[name]
 
-    def add(name: str, group: str, s: PhaseStats, powers: list[float], thr: list[float], unit: str, **kw) -> None:
+    def add(name: str, group: str, s: PhaseStats, powers: list[float], thr: list[float], unit: str, **kw: Any) -> None:
         phases[name] = PhaseReading(
             name=name,
             group=group,

@@ -57,7 +57,7 @@ def hbm_steady_c(
     coolant_c: NDArray | float, die_c: NDArray | float, memory_power_w: NDArray | float, model: HbmThermal
 ) -> NDArray | float:
     """Steady HBM temperature for the given coolant and die temperatures and memory power."""
-    return coolant_c + model.coupling * (die_c - coolant_c) + model.r_c_per_w * memory_power_w  # type: ignore[operator]
+    return coolant_c + model.coupling * (die_c - coolant_c) + model.r_c_per_w * memory_power_w
 
 
 def _responses(drive: NDArray[np.float64], alpha: float) -> NDArray[np.float64]:

@@ -1,7 +1,8 @@
 """Vectorized DVFS for the twin, built on :class:`twinloop.hardware.power.GpuPowerModel`.
 
 The hardware model writes board power as ``P = P_static(T) + D·g(x) + M`` with ``D`` the clocked dynamic power at
-full clock (a live CUDA context, which every GPU holding a job has, plus tensor and SM activity), ``M`` the HBM power and ``g`` the clock scale (``clock_scale``). Both ``P_static`` (affine in T) and
+full clock (a live CUDA context, which every GPU holding a job has, plus tensor and SM activity), ``M`` the HBM
+power and ``g`` the clock scale (``clock_scale``). Both ``P_static`` (affine in T) and
 ``D``, ``M`` (linear in the activities) are taken from the model for every GPU kind; only the inverse of ``g``
 is tabulated here, on a uniform grid in ``g`` so that inverting it is one multiply and one table look-up
 instead of a binary search (``np.interp``). ``max_clock_for_power`` of the hardware model is the reference

@@ -35,7 +35,9 @@ def rc_alpha(
     return np.exp(-dt_s / (resistance_c_per_w * capacitance_j_per_c)).astype(np.float32)
 
 
-def rc_step(temp_c: NDArray[np.float32], steady_c: NDArray[np.float32], alpha: NDArray[np.float32]) -> None:
+def rc_step(
+    temp_c: NDArray[np.float32], steady_c: NDArray[np.float32], alpha: NDArray[np.float32] | np.float32
+) -> None:
     """In place: ``temp ← steady + (temp − steady)·α`` (exact for constant inputs over the step)."""
     np.subtract(temp_c, steady_c, out=temp_c)
     np.multiply(temp_c, alpha, out=temp_c)
