@@ -54,6 +54,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, cli: Callable[..., Any
         (("query", "--db", str(tmp_path / "none.duckdb"), "--field", "DCGM_FI_DEV_GPU_TEMP"), "file not found"),
         (("query", "--db", str(tmp_path / "x.duckdb"), "--field", "DCGM_FI_DEV_GPUTEMP"), "did you mean"),
         (("export", "--source", "file:x.csv", "--listen", "nowhere"), "HOST:PORT"),
+        (("export", "--source", "file:x.csv", "--listen", "0.0.0.0:0"), "--allow-remote"),
     ]:
         if args[0] == "query" and "x.duckdb" in args[2]:
             (tmp_path / "x.csv").write_text("ts,entity,field,value\n1,a/0,DCGM_FI_DEV_GPU_TEMP,40\n")

@@ -13,7 +13,9 @@ from telemetry_helpers import T0, free_port
 
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.ingest import validated_frames
-from twinloop.telemetry.promtext import parse_line, parse_text, render
+from twinloop.telemetry.exporter import LatestValues
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.promtext import parse_line, parse_text
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
 
@@ -34,12 +36,14 @@ def test_parse_dcgm_exporter_lines() -> None:
         parse_line('x{gpu="0" 1')
 
 
-def test_render_then_parse_round_trips() -> None:
-    labels = {"gpu": "1", "entity": 's/r/k/"n"/gpu1'}
-    text = render([("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)", "gauge", [(labels, 61.5)])])
+def test_exporter_text_parses_back_with_escaped_labels() -> None:
+    entity = 's/r/k/"n"\\x/gpu1'
+    latest = LatestValues()
+    latest.update(Frame.from_long([1.0], [entity], ["DCGM_FI_DEV_GPU_TEMP"], [61.5], labels={entity: {"job": "a\nb"}}))
     report = IngestReport()
-    (sample,) = parse_text(text, "t", report)
-    assert report.ok and sample.labels == labels and sample.value == 61.5
+    (sample,) = parse_text(latest.render(), "t", report)
+    assert report.ok and sample.value == 61.5
+    assert sample.labels["entity"] == entity and sample.labels["pod"] == "a\nb" and sample.labels["gpu"] == "1"
 
 
 @settings(max_examples=200, deadline=None)

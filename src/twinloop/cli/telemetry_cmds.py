@@ -172,7 +172,8 @@ def export(
     source_spec: str = typer.Option(
         "twin", "--source", help="KIND or KIND:TARGET, e.g. twin, nvml, file:t.csv, prometheus:http://h:9090."
     ),
-    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="HOST:PORT to serve /metrics on."),
+    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="HOST:PORT to serve /metrics on (loopback)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --listen address."),
     period: float | None = typer.Option(None, "--period", help="Sampling period, s (live sources)."),
     duration: float | None = typer.Option(None, "--duration", help="Serve this many seconds (default: until Ctrl-C)."),
     speed: float | None = typer.Option(None, "--speed", help=SPEED_HELP),
@@ -189,7 +190,7 @@ def export(
     def run() -> None:
         kind, sep, target = source_spec.partition(":")
         src = _build(kind, target if sep else None, _options(kind, sets, None, period, None, None, speed))
-        exporter = Exporter(listen=listen).start()
+        exporter = Exporter(listen=listen, allow_remote=allow_remote).start()
         url = f"http://{listen.rpartition(':')[0] or '127.0.0.1'}:{exporter.port}/metrics"
         if not json_out:
             stderr.print(f"serving {src.label} on {url} (Ctrl-C to stop)", markup=False, highlight=False)
