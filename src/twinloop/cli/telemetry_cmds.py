@@ -16,6 +16,7 @@ from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stde
 from twinloop.errors import InputError
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.ingest import ingest as run_ingest
+from twinloop.telemetry.ingest import require_rows_kept
 from twinloop.telemetry.sources import SOURCES, Source, make_source
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 from twinloop.telemetry.timeparse import parse_duration, parse_time
@@ -102,6 +103,7 @@ def ingest(
         t0 = time.perf_counter()
         with DuckDBStore(db) as store, progress(f"ingest {src.label}", total=0, enabled=not json_out) as advance:
             report = run_ingest(src, store, batch_rows=batch_rows, on_batch=advance)
+        require_rows_kept(report, src.label)  # every row dropped is an error (exit 2), never a quiet 0
         elapsed = time.perf_counter() - t0
         doc = {"source": src.label, "db": db, "elapsed_s": elapsed, **report.to_dict()}
         if json_out:

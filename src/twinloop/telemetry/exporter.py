@@ -292,7 +292,9 @@ class Exporter:
         """The exposition, rendered anew only when data changed and ``render_period_s`` has passed."""
         now = time.monotonic()
         body = self._body
-        if body is not None and (self.latest.version == self._body_version or now - self._body_at < self.render_period_s):
+        if body is not None and (
+            self.latest.version == self._body_version or now - self._body_at < self.render_period_s
+        ):
             return body
         with self._render_lock:
             # Another request may have rendered while this one waited for the lock.

@@ -57,6 +57,13 @@ FIELDS: tuple[FieldSpec, ...] = (
     # --- GPU (DCGM names and ids) ---
     _F("DCGM_FI_DEV_POWER_USAGE", "W", "gpu", "Board power draw (NVML mW / 1000)", 155),
     _F(
+        "DCGM_FI_DEV_POWER_USAGE_INSTANT",
+        "W",
+        "gpu",
+        "Instantaneous board power draw (nvidia-smi power.draw.instant)",
+        157,
+    ),
+    _F(
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
         "J",
         "gpu",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
+from twinloop.errors import InputError
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source
@@ -79,3 +80,22 @@ def ingest(
         # Also on a source failure: what was read so far still lands.
         flush()
     return report
+
+
+def require_rows_kept(report: IngestReport, source: str) -> None:
+    """Refuse silent loss: raise when a source had input but not one row of it was kept.
+
+    A file whose every row was dropped (a column set the parser could not place, a wrong unit, garbage) must
+    not look like a successful empty ingest.
+
+    Raises:
+        InputError: ``rows_stored`` is 0 while rows were dropped or columns skipped; the message names the
+            first problem with its file and line.
+    """
+    if report.rows_stored or report.interrupted or not report.problems:
+        return
+    order = ("parse_error", "truncated", "unknown_column", "out_of_range", "source_error")
+    kind = next((k for k in order if k in report.problems), next(iter(report.problems)))
+    example = (report.examples.get(kind) or [""])[0]
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(report.problems.items()))
+    raise InputError(source, "", f"no row kept ({counts}); first: {example}")

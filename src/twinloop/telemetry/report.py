@@ -21,6 +21,7 @@ PROBLEM_KINDS: dict[str, str] = {
     "truncated": "dropped",
     "parse_error": "dropped",
     "unavailable": "skipped",
+    "unknown_column": "skipped",
     "source_error": "skipped",
 }
 
