@@ -47,6 +47,7 @@ GPU_FIELDS = (
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     "DCGM_FI_PROF_DRAM_ACTIVE",
     "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
 )
 EXTRA_FIELDS = (
@@ -188,8 +189,15 @@ class TelemetryRecorder:
             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": act[:, 0].astype(np.float32),
             "DCGM_FI_PROF_DRAM_ACTIVE": act[:, 2].astype(np.float32),
             "DCGM_FI_DEV_FB_USED": (fb * powered).astype(np.float32),
+            "DCGM_FI_DEV_FB_FREE": (
+                np.maximum(self._hbm_mib()[self._kept(twin.topo.gpu_kind)] - fb, 0.0) * powered
+            ).astype(np.float32),
             "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": self._kept(a.energy_j).copy(),
         }
+
+    def _hbm_mib(self) -> NDArray[np.float64]:
+        """HBM capacity per GPU kind, MiB (FB_FREE = capacity - FB_USED, as nvidia-smi reports it)."""
+        return np.array([k.hbm_bytes / MIB for k in self.twin.topo.kinds])
 
     def _slot_fb_mib(self) -> NDArray[np.float64]:
         twin = self.twin
