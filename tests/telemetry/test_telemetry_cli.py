@@ -86,5 +86,6 @@ def test_ingest_prometheus_url_and_query(
 
 
 def test_export_the_twin(cli_json: Callable[..., Any]) -> None:
-    doc = cli_json("export", "--set", "steps=2", "--listen", "127.0.0.1:0", "--duration", "1.0")
+    # The twin needs a moment to import and take its first step on a loaded machine.
+    doc = cli_json("export", "--set", "steps=2", "--listen", "127.0.0.1:0", "--duration", "2.5")
     assert doc["source"] == "twin" and doc["rows_in"] > 0 and doc["problems"] == {}

@@ -19,8 +19,9 @@ exactly. Values are in dcgm-exporter's units (energy in mJ).
 
 ``/metrics`` goes through ``prometheus_client`` (a custom collector over :class:`LatestValues`). The body is
 rendered at most once per ``render_period_s`` and only when new data arrived; every scrape in between gets
-the cached bytes (gzip-compressed once per render for the clients that ask for it, as Prometheus does). Requests are served by a fixed pool of ``max_threads`` workers; connections beyond
-``max_pending`` are closed at once instead of piling up threads.
+the cached bytes (gzip-compressed once per render for the clients that ask for it, as Prometheus does).
+Requests are served by a fixed pool of ``max_threads`` workers; connections beyond ``max_pending`` are closed
+at once instead of piling up threads, and the listen backlog holds a burst of that size.
 
 Counters (energy, ECC and remap totals) are exposed *untyped*: ``prometheus_client`` appends ``_total`` to a
 counter's name, and dcgm-exporter's names have no such suffix; the metric names matter more to existing
