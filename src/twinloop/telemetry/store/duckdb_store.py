@@ -61,6 +61,7 @@ class DuckDBStore:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._entity_ids: dict[str, int] = {}
         self._labels: dict[str, str] = {}
+        self._label_objs: dict[str, Mapping[str, str]] = {}
         self._field_ids: dict[str, int] = {}
 
     # ----- connection ---------------------------------------------------------------------------------
@@ -123,9 +124,15 @@ class DuckDBStore:
         for f in new_flds:
             fld_ids[f] = len(fld_ids)
         label_rows = []
+        seen: dict[str, Mapping[str, str]] = {}
         for ent, lab in frame.labels.items():
+            # A producer that hands the same label dict again (the twin, every step) costs no JSON encoding;
+            # producers replace a label dict when labels change, never mutate one they handed out.
+            if self._label_objs.get(ent) is lab or ent not in ent_ids:
+                continue
+            seen[ent] = lab
             text = json.dumps(dict(lab), sort_keys=True)
-            if self._labels.get(ent) != text and ent in ent_ids:
+            if self._labels.get(ent) != text:
                 label_rows.append((text, ent))
         e_lut = np.array([ent_ids[e] for e in frame.entities], dtype=np.int32)
         f_lut = np.array([fld_ids[f] for f in frame.fields], dtype=np.int16)
@@ -169,6 +176,7 @@ class DuckDBStore:
         self._entity_ids = ent_ids
         self._field_ids = fld_ids
         self._labels.update({ent: text for text, ent in label_rows})
+        self._label_objs.update(seen)
         return len(frame)
 
     def delete_before(self, ts_s: float) -> int:
