@@ -10,12 +10,17 @@ from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source
 from twinloop.telemetry.store.base import Store
-from twinloop.telemetry.validate import Validator
+from twinloop.telemetry.validate import DEFAULT_MAX_FUTURE_S, Validator
 
 
-def validated_frames(source: Source, report: IngestReport, max_frames: int | None = None) -> Iterator[Frame]:
-    """The source's frames with bad rows removed (and counted in ``report``)."""
-    validator = Validator()
+def validated_frames(
+    source: Source, report: IngestReport, max_frames: int | None = None, max_future_s: float = DEFAULT_MAX_FUTURE_S
+) -> Iterator[Frame]:
+    """The source's frames with bad rows removed (and counted in ``report``).
+
+    ``max_future_s``: how far ahead of the wall clock a timestamp may lie before it is ``bad_timestamp``.
+    """
+    validator = Validator(max_future_s=max_future_s)
     for k, frame in enumerate(source.frames(report)):
         if max_frames is not None and k >= max_frames:
             break
@@ -32,6 +37,7 @@ def ingest(
     max_frames: int | None = None,
     max_seconds: float | None = None,
     on_batch: Callable[[int], None] | None = None,
+    max_future_s: float = DEFAULT_MAX_FUTURE_S,
 ) -> IngestReport:
     """Read ``source`` into ``store``; one store transaction per batch of about ``batch_rows`` samples.
 
@@ -43,6 +49,7 @@ def ingest(
         max_frames: stop after this many source frames.
         max_seconds: stop after this much wall time (live sources).
         on_batch: called with the row count after each committed batch (progress).
+        max_future_s: timestamps further than this ahead of the wall clock are dropped as ``bad_timestamp``.
 
     Returns:
         The report: rows in, rows stored, and every problem counted with examples; ``interrupted`` is set
@@ -63,7 +70,7 @@ def ingest(
         pending, n_pending = [], 0
 
     try:
-        frames = validated_frames(source, report, max_frames)
+        frames = validated_frames(source, report, max_frames, max_future_s)
         for frame in frames:
             if pending and n_pending + len(frame) > batch_rows:
                 flush()

@@ -11,6 +11,7 @@ from typing import Any
 
 #: problem kind → what happens to the row.
 PROBLEM_KINDS: dict[str, str] = {
+    "bad_timestamp": "dropped",
     "nan": "dropped",
     "inf": "dropped",
     "negative": "dropped",

@@ -30,6 +30,7 @@ from twinloop.errors import InputError, unknown_name
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.store.rollup import BUCKET_S, ROLLUP_DDL, full_minutes, rollup
+from twinloop.telemetry.validate import MAX_SANE_TS_S
 
 _SCHEMA = (
     """
@@ -231,8 +232,12 @@ class DuckDBStore:
         until_s: float | None,
         ts_col: str = "s.ts",
         extra: str = "",
+        sane_col: str = "s.ts",
     ) -> tuple[str, list[Any]]:
-        clauses: list[str] = [extra] if extra else []
+        # Stores written before timestamps were validated may hold NaN, inf or absurd times: never read them.
+        clauses: list[str] = [f"isfinite({sane_col}) AND {sane_col} BETWEEN 0 AND {MAX_SANE_TS_S!r}"]
+        if extra:
+            clauses.append(extra)
         params: list[Any] = []
         if field_id is not None:
             clauses.append("s.field_id = ?")
@@ -290,7 +295,7 @@ class DuckDBStore:
         lo, hi = full_minutes(since_s, until_s)
         bucket = "0.0" if every_s is None else f"floor(s.bucket / {float(every_s)!r}) * {float(every_s)!r}"
         raw_bucket = "0.0" if every_s is None else f"floor(s.ts / {float(every_s)!r}) * {float(every_s)!r}"
-        r_where, r_params = self._where(fid, entity_prefix, lo, hi, ts_col="s.bucket")
+        r_where, r_params = self._where(fid, entity_prefix, lo, hi, ts_col="s.bucket", sane_col="s.last_ts")
         edge = []
         edge_params: list[Any] = []
         if lo is not None:
@@ -357,7 +362,7 @@ class DuckDBStore:
 
     def latest(self, entity_prefix: str = "") -> pa.Table:
         """The newest sample per (entity, field): ts, entity, field, value (read from the rollups)."""
-        where, params = self._where(None, entity_prefix, None, None)
+        where, params = self._where(None, entity_prefix, None, None, sane_col="s.last_ts")
         sql = (
             "WITH l AS (SELECT s.entity_id, s.field_id, max(s.last_ts) AS ts, arg_max(s.last, s.last_ts) AS value "
             f"FROM rollup_1m s{where} GROUP BY ALL) "
@@ -379,7 +384,7 @@ class DuckDBStore:
         fid = None if field is None else self.field_id(field)
         if field is not None and fid is None:
             return None, None
-        where, params = self._where(fid, "", None, None)
+        where, params = self._where(fid, "", None, None, sane_col="s.last_ts")
         row = self.con.execute(f"SELECT min(s.first_ts), max(s.last_ts) FROM rollup_1m s{where}", params).fetchone()
         return (None, None) if row is None else (row[0], row[1])
 
