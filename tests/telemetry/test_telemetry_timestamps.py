@@ -87,3 +87,53 @@ def test_validator_never_passes_a_bad_timestamp(ts: list[float]) -> None:
     good = Validator(now_s=NOW, max_future_s=60.0).check(frame, IngestReport())
     assert bool(np.all(np.isfinite(good.ts_s) & (good.ts_s >= 0) & (good.ts_s <= NOW + 60.0)))
     assert len(good) == sum(1 for t in ts if math.isfinite(t) and 0 <= t <= NOW + 60.0)
+
+
+# ----- idempotent ingest per source and time range (issue 19) -----------------------------------------------
+def _csv(path: Path, n: int) -> Path:
+    rows = [f"{NOW + k // 4},site0/row0/rack0/node0/gpu{k % 4},{P},{300 + k}" for k in range(n)]
+    path.write_text("ts,entity,field,value\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_reingesting_a_file_stores_nothing_twice(tmp_path: Path) -> None:
+    csv = _csv(tmp_path / "t.csv", 4000)
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        first = ingest(FileSource(FileConfig(path=str(csv))), store, batch_rows=1000)
+        assert first.rows_stored == 4000 and first.ok
+        again = ingest(FileSource(FileConfig(path=str(csv))), store, batch_rows=1000)
+        assert again.rows_stored == 0 and again.problems == {"already_stored": 4000}
+        assert store.count() == 4000
+        # A different file with the same rows is a different source: stored (that is the user's call).
+        other = _csv(tmp_path / "copy.csv", 4000)
+        assert ingest(FileSource(FileConfig(path=str(other))), store).rows_stored == 4000
+
+
+def test_a_resumed_ingest_after_a_crash_adds_only_the_missing_rows(tmp_path: Path) -> None:
+    csv = _csv(tmp_path / "t.csv", 4000)
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        # The crash: only the first 2,000 rows of the file were committed (stored under the file's key).
+        head = tmp_path / "head.csv"
+        head.write_text("\n".join(csv.read_text().splitlines()[:2001]) + "\n")
+        key = f"file:{csv.resolve()}"
+        assert ingest(FileSource(FileConfig(path=str(head))), store, source_key=key).rows_stored == 2000
+        resumed = ingest(FileSource(FileConfig(path=str(csv))), store, batch_rows=1000)
+        assert resumed.rows_stored == 2000 and resumed.problems == {"already_stored": 2000}
+        assert store.count() == 4000
+        values = sorted(store.query(P).column("value").to_pylist())
+        assert values == [300.0 + k for k in range(4000)]  # each row exactly once
+
+
+def test_reingest_through_the_cli_is_exit_0_and_says_so(tmp_path: Path, cli: object) -> None:
+    import json
+    from collections.abc import Callable
+    from typing import Any, cast
+
+    run = cast(Callable[..., Any], cli)
+    csv = _csv(tmp_path / "t.csv", 40)
+    db = str(tmp_path / "s.duckdb")
+    assert run("ingest", "file", str(csv), "--db", db).exit_code == 0
+    res = run("ingest", "file", str(csv), "--db", db, "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["rows_stored"] == 0 and doc["problems"]["already_stored"]["count"] == 40

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from twinloop.errors import InputError
 from twinloop.telemetry.frame import Frame
@@ -30,6 +31,14 @@ def validated_frames(
             yield good
 
 
+def default_source_key(source: Source) -> str:
+    """``kind:target`` with a file target made absolute, so the same file is the same source from any directory."""
+    target = getattr(source.config, source.target_field, None) if source.target_field else None
+    if isinstance(target, str) and target and Path(target).exists():
+        target = str(Path(target).resolve())
+    return f"{source.name}:{target}" if target else source.name
+
+
 def ingest(
     source: Source,
     store: Store,
@@ -38,6 +47,7 @@ def ingest(
     max_seconds: float | None = None,
     on_batch: Callable[[int], None] | None = None,
     max_future_s: float = DEFAULT_MAX_FUTURE_S,
+    source_key: str | None = None,
 ) -> IngestReport:
     """Read ``source`` into ``store``; one store transaction per batch of about ``batch_rows`` samples.
 
@@ -50,12 +60,16 @@ def ingest(
         max_seconds: stop after this much wall time (live sources).
         on_batch: called with the row count after each committed batch (progress).
         max_future_s: timestamps further than this ahead of the wall clock are dropped as ``bad_timestamp``.
+        source_key: identity of the source for idempotent ingest (default: :func:`source_key` of ``source``);
+            rows this source already stored are counted as ``already_stored`` and not written again, so an
+            ingest resumed after a crash never double-counts. ``""`` turns the check off.
 
     Returns:
         The report: rows in, rows stored, and every problem counted with examples; ``interrupted`` is set
         when Ctrl-C stopped the run (the rows read until then are stored).
     """
     report = IngestReport()
+    key = default_source_key(source) if source_key is None else (source_key or None)
     pending: list[Frame] = []
     n_pending = 0
     t0 = time.monotonic()
@@ -63,8 +77,14 @@ def ingest(
     def flush() -> None:
         nonlocal pending, n_pending
         if pending:
-            written = store.append(Frame.concat(pending))
+            batch = Frame.concat(pending)
+            written = store.append(batch, source_key=key)
             report.rows_stored += written
+            if written < len(batch):
+                lo, hi = float(batch.ts_s.min()), float(batch.ts_s.max())
+                skipped = len(batch) - written
+                msg = f"{skipped} rows between ts {lo:.3f} and {hi:.3f} were stored by an earlier ingest of this source"
+                report.add("already_stored", key or source.label, None, msg, skipped)
             if on_batch is not None:
                 on_batch(written)
         pending, n_pending = [], 0
@@ -99,10 +119,11 @@ def require_rows_kept(report: IngestReport, source: str) -> None:
         InputError: ``rows_stored`` is 0 while rows were dropped or columns skipped; the message names the
             first problem with its file and line.
     """
-    if report.rows_stored or report.interrupted or not report.problems:
-        return
+    lost = {k: n for k, n in report.problems.items() if k != "already_stored"}
+    if report.rows_stored or report.interrupted or not lost:
+        return  # nothing read, or all of it stored before (idempotent re-ingest): not a loss
     order = ("parse_error", "truncated", "unknown_column", "out_of_range", "source_error")
-    kind = next((k for k in order if k in report.problems), next(iter(report.problems)))
+    kind = next((k for k in order if k in lost), next(iter(lost)))
     example = (report.examples.get(kind) or [""])[0]
-    counts = ", ".join(f"{n} {k}" for k, n in sorted(report.problems.items()))
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(lost.items()))
     raise InputError(source, "", f"no row kept ({counts}); first: {example}")

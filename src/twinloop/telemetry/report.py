@@ -23,6 +23,7 @@ PROBLEM_KINDS: dict[str, str] = {
     "parse_error": "dropped",
     "unavailable": "skipped",
     "unknown_column": "skipped",
+    "already_stored": "skipped",
     "source_error": "skipped",
 }
 
