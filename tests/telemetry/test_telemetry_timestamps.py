@@ -115,7 +115,9 @@ def test_a_resumed_ingest_after_a_crash_adds_only_the_missing_rows(tmp_path: Pat
         # The crash: only the first 2,000 rows of the file were committed (stored under the file's key).
         head = tmp_path / "head.csv"
         head.write_text("\n".join(csv.read_text().splitlines()[:2001]) + "\n")
-        key = f"file:{csv.resolve()}"
+        from twinloop.telemetry.ingest import default_source_key
+
+        key = default_source_key(FileSource(FileConfig(path=str(csv))))
         assert ingest(FileSource(FileConfig(path=str(head))), store, source_key=key).rows_stored == 2000
         resumed = ingest(FileSource(FileConfig(path=str(csv))), store, batch_rows=1000)
         assert resumed.rows_stored == 2000 and resumed.problems == {"already_stored": 2000}
@@ -137,3 +139,15 @@ def test_reingest_through_the_cli_is_exit_0_and_says_so(tmp_path: Path, cli: obj
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert doc["rows_stored"] == 0 and doc["problems"]["already_stored"]["count"] == 40
+
+
+def test_source_key_names_the_data_not_the_reading() -> None:
+    from twinloop.telemetry.ingest import default_source_key
+    from twinloop.telemetry.sources.twin import TwinConfig, TwinSource
+
+    seed0, seed1 = (
+        default_source_key(TwinSource(TwinConfig(seed=0))),
+        default_source_key(TwinSource(TwinConfig(seed=1))),
+    )
+    assert seed0 != seed1  # two simulations with the same clock are different data
+    assert default_source_key(TwinSource(TwinConfig(seed=0, speed=1.0))) == seed0  # pacing is not data

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,12 +33,19 @@ def validated_frames(
             yield good
 
 
+#: Source options that change how a source is read, not what it holds (left out of the source key).
+_READ_OPTIONS = frozenset({"batch_rows", "speed"})
+
+
 def default_source_key(source: Source) -> str:
-    """``kind:target`` with a file target made absolute, so the same file is the same source from any directory."""
+    """``kind:target#options`` naming what a source holds: a file target is made absolute (the same file from
+    any directory is one source) and the options that select data (a twin's seed, a query) are hashed in."""
     target = getattr(source.config, source.target_field, None) if source.target_field else None
     if isinstance(target, str) and target and Path(target).exists():
         target = str(Path(target).resolve())
-    return f"{source.name}:{target}" if target else source.name
+    opts = source.config.model_dump(mode="json", exclude={source.target_field or "", *_READ_OPTIONS})
+    digest = hashlib.sha1(json.dumps(opts, sort_keys=True).encode()).hexdigest()[:12]
+    return f"{source.name}:{target or ''}#{digest}"
 
 
 def ingest(
