@@ -192,13 +192,15 @@ class NvidiaSmiParser:
     def _set_columns(self, cols: list[tuple[str, str | None]]) -> None:
         self.columns = [c for c, _ in cols]
         self.units = [u for _, u in cols]
-        self._reported: set[str] = set()
+        self._columns_checked = False
 
     def _unknown(self, report: IngestReport, lineno: int) -> None:
         """Report each column that is neither mapped nor a label once (it is skipped, the row is kept)."""
-        for col in self.columns:
-            if col not in KNOWN_COLUMNS and col not in self._reported:
-                self._reported.add(col)
+        if self._columns_checked:
+            return
+        self._columns_checked = True
+        for col in dict.fromkeys(self.columns):
+            if col not in KNOWN_COLUMNS:
                 where = self.header_line if self.header_line is not None else lineno
                 msg = f"column {col!r} is not mapped to a field; skipped (the other columns are read)"
                 report.add("unknown_column", self.source, where, msg)
