@@ -122,3 +122,28 @@ def test_feed_error_is_kept_and_listen_is_validated() -> None:
     with pytest.raises(InputError, match="HOST:PORT"):
         parse_listen("localhost")
     assert parse_listen(":9400") == ("127.0.0.1", 9400)
+
+
+def test_scrapes_during_a_render_get_the_previous_body_at_once() -> None:
+    import threading
+
+    ents = ["s/r/k/n0/gpu0"]
+    exporter = Exporter(listen="127.0.0.1:0", render_period_s=0.0)
+    exporter.latest.update(Frame.from_dense(1.0, ents, {"DCGM_FI_DEV_POWER_USAGE": np.ones(1)}))
+    first = exporter.body()
+    exporter.latest.update(Frame.from_dense(2.0, ents, {"DCGM_FI_DEV_POWER_USAGE": np.ones(1) * 2}))
+    started = threading.Event()
+
+    def slow_render() -> str:
+        started.set()
+        time.sleep(0.5)
+        return "new\n"
+
+    exporter.latest.render = slow_render  # type: ignore[method-assign]
+    renderer = threading.Thread(target=exporter.body)
+    renderer.start()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    assert exporter.body() is first and time.monotonic() - t0 < 0.2  # did not wait for the render
+    renderer.join(5)
+    assert exporter.body() == b"new\n" and exporter.renders == 2

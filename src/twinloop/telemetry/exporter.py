@@ -277,6 +277,7 @@ class Exporter:
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._render_lock = threading.Lock()
+        self._gzip_lock = threading.Lock()
         self._body: bytes | None = None
         self._gzipped: tuple[bytes, bytes] | None = None
         self._body_version = -1
@@ -302,7 +303,11 @@ class Exporter:
             self.latest.version == self._body_version or now - self._body_at < self.render_period_s
         ):
             return body
-        with self._render_lock:
+        # One request renders; the others keep getting the previous body meanwhile instead of queueing behind it.
+        if not self._render_lock.acquire(blocking=body is None):
+            assert body is not None
+            return body
+        try:
             # Another request may have rendered while this one waited for the lock.
             if self._body is not None and (
                 self.latest.version == self._body_version or time.monotonic() - self._body_at < self.render_period_s
@@ -310,15 +315,16 @@ class Exporter:
                 return self._body
             version = self.latest.version
             self._body = self.latest.render().encode()
-            self._gzipped = None
             self._body_version, self._body_at = version, time.monotonic()
             self.renders += 1
             return self._body
+        finally:
+            self._render_lock.release()
 
     def gzipped_body(self) -> bytes:
         """:meth:`body` gzip-compressed (once per render; Prometheus asks for gzip)."""
         body = self.body()
-        with self._render_lock:
+        with self._gzip_lock:
             if self._gzipped is None or self._gzipped[0] is not body:
                 self._gzipped = (body, gzip.compress(body, compresslevel=5))
             return self._gzipped[1]
