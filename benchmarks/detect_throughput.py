@@ -105,9 +105,9 @@ def quality(seeds: int = 5, onset_s: float = 200.0, seconds: int = 330) -> dict[
 def twin_quality(scenario: str | None = None) -> dict[str, object]:
     """Run a twin scenario (default: the packaged one) through the pipeline with every GPU kind's limits and
     the site fields, and score it with ``twinloop.ops.evaluate`` against the injected faults."""
+    from twinloop.closedloop.cluster import loop_scenario
     from twinloop.ops.detect.rules import GpuLimits
     from twinloop.ops.evaluate import Label, evaluate_detection
-    from twinloop.ops.loop import loop_scenario
     from twinloop.twin.engine import Twin
     from twinloop.twin.scenario import load_scenario
 

@@ -1,9 +1,9 @@
 """Feedback learning on twin runs with delayed labels: threshold tuning and rule-outcome learning, scored on
 held-apart seeds.
 
-Every run is a :func:`twinloop.ops.classify.scenarios.random_scenario` (128-256 H100s, 2-3 random faults) of
+Every run is a :func:`twinloop.closedloop.fault_scenarios.random_scenario` (128-256 H100s, 2-3 random faults) of
 ``--duration`` seconds; runs follow each other back to back on one simulated clock
-(:mod:`twinloop.ops.learn.feedback_eval`).
+(:mod:`twinloop.closedloop.feedback_eval`).
 
 1. Thresholds. Starting from mis-set configurations (every tunable rule threshold × 0.5 / × 0.25 = 2× / 4× too
    sensitive, × 2 / × 4 = too dull) and from the default (× 1), a
@@ -29,9 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from twinloop.ops.detect.pipeline import RULE_THRESHOLDS
-from twinloop.ops.events import EventClass
-from twinloop.ops.learn.feedback_eval import (
+from twinloop.closedloop.feedback_eval import (
     RunOutcome,
     TuningResult,
     score,
@@ -40,6 +38,8 @@ from twinloop.ops.learn.feedback_eval import (
     twin_loop_runner,
     twin_observer,
 )
+from twinloop.ops.detect.pipeline import RULE_THRESHOLDS
+from twinloop.ops.events import EventClass
 from twinloop.ops.respond.actions import ActionKind
 from twinloop.ops.respond.policy import ActionTemplate, ExpectTemplate, Policy, Rule, default_policy
 

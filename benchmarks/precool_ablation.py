@@ -1,7 +1,7 @@
 """Precooling on and off: the loop with the cooling optimizer, with and without the heat forecast.
 
 Runs a packaged scenario twice, loop on in ``auto`` both times, with ``precool`` off and on
-(:func:`twinloop.ops.loop.run_pass`), and prints, for every job that starts after the optimizer's warm-up, the
+(:func:`twinloop.closedloop.passes.run_pass`), and prints, for every job that starts after the optimizer's warm-up, the
 hottest GPU on the rows it lands on over its first ``--window-s`` seconds, plus the whole run's cooling energy,
 thermal-throttled GPU-seconds and the number of precooling moves.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import twinloop
-from twinloop.ops.loop import outcome_metrics, run_pass
+from twinloop.closedloop.passes import outcome_metrics, run_pass
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.scenario import load_scenario
 

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.twin.twin_helpers import make, small
 
+from twinloop.hardware.power import LAUNCH_OVERSHOOT
 from twinloop.twin.engine import Twin
 
 
@@ -170,8 +171,9 @@ def test_mixed_gpu_kinds() -> None:
     for _ in range(100):
         twin.step()
         peaks = np.maximum(peaks, twin.physics.gpus.power_w)
-    assert 650 < peaks[:16].max() <= 740  # H100 (launch peak can pass the limit)
-    assert 350 < peaks[16:].max() <= 430  # A100
+    # The launch peak passes the limit by up to the measured overshoot (890 W under 700 W on the H100).
+    assert 650 < peaks[:16].max() <= 700 * LAUNCH_OVERSHOOT + 1  # H100
+    assert 350 < peaks[16:].max() <= 400 * LAUNCH_OVERSHOOT + 1  # A100
     assert len(twin.topo.kinds) == 2
 
 

@@ -29,9 +29,9 @@ H100 = get_gpu("h100-sxm")
 def test_table_dvfs_matches_hardware_model(limit: float, tensor: float, sm: float, dram: float, temp: float) -> None:
     model = GpuPowerModel(H100)
     kc = kind_constants((H100,))
-    table = inverse_clock_table(kc.v0)
+    table = inverse_clock_table(kc.coeff)
     static = kc.static_a_w[0] + kc.static_b_w_per_c[0] * temp + kc.mem_per_activity_w[0] * dram
-    d = kc.clocked_per_activity_w[0, 0] * tensor + kc.clocked_per_activity_w[0, 1] * sm
+    d = kc.context_w[0] + kc.clocked_per_activity_w[0, 0] * tensor + kc.clocked_per_activity_w[0, 1] * sm
     g = float(np.clip((limit - static) / d, kc.g_min[0], 1.0))
     x = table[int(g * (INV_TABLE_SIZE - 1))]
     expected = model.max_clock_for_power(limit, tensor, sm, dram, temp)

@@ -9,10 +9,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stderr, stdout
+from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.ingest import ingest as run_ingest
@@ -157,12 +158,10 @@ def query(
             print_json({"field": name, "unit": unit, "entity": entity, "since_s": since_s, "until_s": until_s,
                         "every_s": every_s, "count": len(rows), "rows": rows})  # fmt: skip
             return
-        tbl = Table(title=f"{name} [{unit}]" + (f" every {every}" if every else ""))
-        for col in table.column_names:
-            tbl.add_column(col, justify="left" if col == "entity" else "right")
-        for row in rows[:50]:
-            tbl.add_row(*(_cell(k, v) for k, v in row.items()))
-        stdout.print(tbl)
+        cols = [Col(c, "left" if c == "entity" else "right") for c in table.column_names]
+        cells = [[escape(_cell(k, v)) for k, v in row.items()] for row in rows[:50]]
+        title = escape(f"{name} [{unit}]" + (f" every {every}" if every else ""))
+        print_table(stdout, title, cols, cells, keys=2 if cols[:2] and cols[1].header == "entity" else 1)
         if len(rows) > 50:
             stdout.print(f"... {len(rows) - 50} more rows (use --json or --limit)", markup=False)
 

@@ -10,8 +10,9 @@ A cluster offers:
 * :meth:`Cluster.topology`: which GPUs there are (``site/row/rack/node/gpu`` ids, the order of every field
   array), their physical limits, and which rack sits on which CDU and which node on which PDU, where known;
 * :meth:`Cluster.poll`: the next telemetry sample (DCGM-named per-GPU arrays, the node and row fields the rules
-  read per GPU, job and site fields, the setpoints the control system commanded since the last sample), or None
-  when the source has nothing new yet, or :data:`END` when it is exhausted;
+  read per GPU, job and site fields, the setpoints the control system commanded since the last sample, and, where
+  a scheduler tells what is coming, the per-rack heat load with the changes known ahead), or None when the source
+  has nothing new yet, or :data:`END` when it is exhausted;
 * :meth:`Cluster.read`: the latest value of a field over an entity now, or some seconds ago (effect checks);
 * :attr:`Cluster.adapter`: the :class:`~twinloop.ops.respond.adapters.base.ActionAdapter` that carries actions
   out (a dry-run one on a cluster the loop may not touch);
@@ -61,6 +62,30 @@ class Topology:
 
 
 @dataclass(frozen=True)
+class RackHeat:
+    """Per-rack heat load and what the scheduler knows is coming: the precooling forecaster's input
+    (:class:`~twinloop.ops.learn.precool.RowHeatForecast`). Only a cluster whose scheduler tells the loop its
+    queue (the twin; a live Slurm site could) offers it; without it precooling stays off.
+
+    Attributes:
+        t_s: time-of-day-aligned sample time, s (seconds since a midnight; the forecaster has a daily term).
+        rack_ids: rack entity ids ``site/row/rack``, in the order of the arrays.
+        load_w: measured heat load per rack (rack power), W.
+        scheduled_delta_w: planned power change of the jobs that started or stopped since the last
+            :class:`RackHeat`, per rack, W.
+        known_ahead_w: horizon (s) → ``(n_racks, K)`` load changes in (t, t+h] known at t, W, in the columns of
+            :data:`twinloop.ops.learn.forecast.KNOWN_COLUMNS` (training starts, serving starts, ends,
+            checkpoints).
+    """
+
+    t_s: float
+    rack_ids: tuple[str, ...]
+    load_w: F64
+    scheduled_delta_w: F64
+    known_ahead_w: Mapping[float, F64]
+
+
+@dataclass(frozen=True)
 class Sample:
     """One telemetry sample of every GPU, in the arguments' shape of
     :meth:`~twinloop.ops.detect.pipeline.DetectionPipeline.step`.
@@ -75,6 +100,7 @@ class Sample:
         site_fields: site field name → value (PUE, facility / IT power, power budget).
         commanded_setpoints: CDU id → supply setpoint °C the control system commanded since the last sample.
         warnings: data-quality notes about this sample (gaps, duplicates, a source that came back), for a person.
+        rack_heat: per-rack load and known-ahead heat, on the samples where the cluster offers it (else None).
     """
 
     ts: float
@@ -85,6 +111,7 @@ class Sample:
     site_fields: Mapping[str, Any] | None = None
     commanded_setpoints: Mapping[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    rack_heat: RackHeat | None = None
 
 
 class _End:
@@ -96,6 +123,9 @@ class _End:
 
 #: Returned by :meth:`Cluster.poll` when the source will deliver no more samples (end of a file or a run).
 END: Final = _End()
+
+#: What :meth:`Cluster.poll` returns: a sample, None (nothing new yet) or :data:`END`.
+PollResult = Sample | _End | None
 
 
 @runtime_checkable

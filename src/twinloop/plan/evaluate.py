@@ -29,6 +29,9 @@ F64 = NDArray[np.float64]
 #: Tokens per EP rank routed to estimate the imbalance (bounded so one routing call stays well under 1 s).
 ROUTING_TOKENS_PER_RANK = 2048
 ROUTING_MAX_TOKENS = 65_536
+#: A routing call costs tokens x experts: beyond 256 experts (DeepSeek-V3) the token cap shrinks so that product
+#: stays bounded (a 1,024-expert config would otherwise take minutes in a search); models up to 256 are unchanged.
+ROUTING_MAX_TOKEN_EXPERTS = ROUTING_MAX_TOKENS * 256
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,9 @@ def routing_imbalance(arch: ModelArch, ep: NDArray[np.int64], gpus_per_node: int
     imbalance = np.ones(ep.shape, dtype=np.float64)
     if not arch.is_moe:
         return imbalance
+    max_tokens = min(ROUTING_MAX_TOKENS, ROUTING_MAX_TOKEN_EXPERTS // arch.n_routed_experts)
     for e in np.unique(ep):
-        tokens = int(min(int(e) * ROUTING_TOKENS_PER_RANK, ROUTING_MAX_TOKENS))
+        tokens = int(min(int(e) * ROUTING_TOKENS_PER_RANK, max_tokens))
         per_node = int(np.gcd(int(e), gpus_per_node))
         load = route_tokens(arch, tokens, int(e), zipf_s=zipf_s, ranks_per_node=per_node, seed=seed)
         imbalance[ep == e] = load.imbalance

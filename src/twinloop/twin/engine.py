@@ -33,6 +33,7 @@ from twinloop.hardware.power import (
     CLOCK_EVENT_HW_SLOWDOWN,
     CLOCK_EVENT_SW_POWER_CAP,
     CLOCK_EVENT_SW_THERMAL,
+    LAUNCH_OVERSHOOT,
     clock_scale,
 )
 from twinloop.twin.actions import Action, ActionResult, apply_action
@@ -269,8 +270,10 @@ class Twin(ClusterOps):
         ph.per_gpu_from_rack(self.rack_coolant_c.astype(F32), a.coolant_c)
         rack_limit = self.chain.per_rack_limit_w()
         ph.dvfs(None if rack_limit.min() >= self.chain.limit_max_w else rack_limit.astype(F32))
-        for job in launching:  # kernel launch: every GPU of the job at its clock cap, before the limit acts
-            ph.patch_g(job.gpus, a.g_cap[job.gpus])
+        for job in launching:  # kernel launch: the clock cap, before the limit acts, up to the measured overshoot
+            idx = job.gpus
+            g_peak = (a.limit_w[idx] * np.float32(LAUNCH_OVERSHOOT) - a.buf_s[idx]) / a.buf_d[idx]
+            ph.patch_g(idx, np.clip(g_peak, a.g[idx], a.g_cap[idx]))
         if self.braked_gpus.size:
             ph.patch_g(self.braked_gpus, a.g_min[self.braked_gpus])
         if self.hw_slow_gpus.size:

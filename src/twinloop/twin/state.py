@@ -22,6 +22,7 @@ from twinloop.twin.thermal import (
     HBM_R_C_PER_W,
     HBM_TAU_S,
     SW_THERMAL_MARGIN_C,
+    hbm_step,
     rc_alpha,
     rc_step,
     thermal_limit_coefficients,
@@ -81,7 +82,7 @@ class GpuPhysics:
         self.dt_s = dt_s
         self.kc = kind_constants(topo.kinds)
         self.n_kinds = len(topo.kinds)
-        self.table = inverse_clock_table(self.kc.v0)
+        self.table = inverse_clock_table(self.kc.coeff)
         self.table_scale = F32(INV_TABLE_SIZE - 1)
         k = topo.gpu_kind
         kinds = topo.kinds
@@ -174,6 +175,7 @@ class GpuPhysics:
         """
         kc = self.kc
         d = slot_activity[:, :2] @ kc.clocked_per_activity_w.T.astype(np.float64)  # (slots, kinds)
+        d[1:] += kc.context_w[None, :]  # every job slot holds a CUDA context; slot 0 (no job) does not
         m = slot_activity[:, 2:3] * kc.mem_per_activity_w[None, :].astype(np.float64)
         self.d_table = np.maximum(d, 1e-3).astype(F32).reshape(-1)
         self.m_table = m.astype(F32).reshape(-1)
@@ -226,16 +228,8 @@ class GpuPhysics:
         np.multiply(a.r_c_per_w, p, out=t)
         np.add(t, a.coolant_c, out=t)
         rc_step(a.temp_c, t, a.alpha)
-        # HBM: T_ss = T_cool + k·(T_die − T_cool) + R_hbm·P_hbm.
-        np.subtract(a.temp_c, a.coolant_c, out=t)
-        np.multiply(t, self.hbm_couple, out=t)
-        np.add(t, a.coolant_c, out=t)
-        m = a.buf_m
-        np.multiply(m, self.hbm_r, out=m)
-        np.add(t, m, out=t)
-        np.subtract(a.hbm_temp_c, t, out=a.hbm_temp_c)
-        np.multiply(a.hbm_temp_c, self.hbm_alpha, out=a.hbm_temp_c)
-        np.add(a.hbm_temp_c, t, out=a.hbm_temp_c)
+        # HBM: T_ss = T_cool + k·(T_die − T_cool) + R_hbm·P_hbm, exact RC update.
+        hbm_step(a.hbm_temp_c, a.temp_c, a.coolant_c, a.buf_m, self.hbm_couple, self.hbm_r, self.hbm_alpha, t)
         a.energy_j += p * self.dt_s if self.dt_s != 1.0 else p
 
     def patch_g(self, idx: NDArray[np.int64], value: NDArray[np.float32] | float) -> None:
@@ -264,4 +258,4 @@ class GpuPhysics:
         if clock_mhz is None:
             return np.ones(idx.size, dtype=F32)
         x = np.clip(clock_mhz / self.clock_max_mhz[idx].astype(np.float64), 0.0, 1.0)
-        return np.asarray(clock_scale(x, self.kc.v0), dtype=F32)
+        return np.asarray(clock_scale(x, self.kc.coeff), dtype=F32)

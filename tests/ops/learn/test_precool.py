@@ -5,39 +5,19 @@ import numpy as np
 import pytest
 
 from twinloop.errors import InputError
-from twinloop.ops.learn.forecast import HeatLoadForecaster
+from twinloop.ops.learn.forecast import KNOWN_COLUMNS, HeatLoadForecaster
 from twinloop.ops.learn.precool import RowHeatForecast, load_models
-from twinloop.twin.engine import Twin
-from twinloop.twin.scenario import SCENARIO_DIR, scenario_from_dict
+from twinloop.ops.ports import RackHeat
+
+RACKS = ("s/r01/k01", "s/r01/k02", "s/r02/k01")
 
 
-def _spec(announce_s: float):  # type: ignore[no-untyped-def]
-    raw = {
-        "name": "precool-test",
-        "site": "pc",
-        "duration_s": 1200,
-        "step_s": 5,
-        "seed": 4,
-        "rows": [{"count": 2, "racks": 2, "nodes_per_rack": 2, "node": {"gpu": "h100-sxm"}}],
-        "power_chain": {"facility_power_budget_w": 5.0e6},
-        "jobs": [
-            {"name": "later", "kind": "training", "gpus": 16, "submit_s": 900, "announce_s": announce_s,
-             "plan": {"model": "llama-3-8b", "precision": "bf16"}},
-        ],
-        "telemetry": {"keep_gpu": False, "facility_every_s": 5, "gpu_every_s": 5},
-    }  # fmt: skip
-    return scenario_from_dict(raw, "test", str(SCENARIO_DIR))
-
-
-def _rises(announce_s: float) -> dict[float, dict[str, float]]:
-    twin = Twin(_spec(announce_s))
-    heat = RowHeatForecast(twin, *load_models())
-    out = {}
-    while twin.t_s < 880:
-        heat.observe(twin.step())
-        if twin.t_s in (200.0, 850.0):
-            out[twin.t_s] = {row: heat.rise_w(row) for row in ("pc/r01", "pc/r02")}
-    return out
+def _heat(t_s: float, known_w: float) -> RackHeat:
+    """Three racks at 20 kW; ``known_w`` of training starts known ahead on the first rack, at every horizon."""
+    known = np.zeros((len(RACKS), len(KNOWN_COLUMNS)))
+    known[0, 0] = known_w
+    load = np.full(len(RACKS), 20e3)
+    return RackHeat(t_s, RACKS, load, np.zeros(len(RACKS)), {h: known for h in (300.0, 600.0, 900.0)})
 
 
 def test_the_packaged_model_loads_and_round_trips() -> None:
@@ -46,16 +26,6 @@ def test_the_packaged_model_loads_and_round_trips() -> None:
     x = np.random.default_rng(0).normal(size=(5, models[600.0].scale_.size)) * 1e4  # type: ignore[union-attr]
     again = HeatLoadForecaster.from_dict(json.loads(json.dumps(models[600.0].to_dict())))
     assert np.array_equal(again.predict_features(x), models[600.0].predict_features(x))
-
-
-def test_an_announced_job_shows_as_heat_coming_on_its_row_only() -> None:
-    announced = _rises(600.0)
-    unannounced = _rises(0.0)
-    planned_w = 16 * 500.0  # 16 H100s at well over 500 W each when training
-    assert announced[850.0]["pc/r01"] > 0.5 * planned_w  # first fit puts it on the first row
-    assert abs(announced[850.0]["pc/r02"]) < 0.1 * planned_w
-    assert unannounced[850.0]["pc/r01"] < 0.1 * planned_w  # not known until it is submitted
-    assert abs(announced[200.0]["pc/r01"]) < 0.1 * planned_w  # before the announcement
 
 
 def test_bad_model_files_name_the_file_and_field(tmp_path: Path) -> None:
@@ -76,10 +46,25 @@ def test_bad_model_files_name_the_file_and_field(tmp_path: Path) -> None:
         load_models(bad)
 
 
-def test_the_sample_interval_must_be_a_multiple_of_the_step() -> None:
-    twin = Twin(_spec(0.0))
+def test_the_horizon_must_be_a_models_and_the_interval_positive() -> None:
     models, _ = load_models()
-    with pytest.raises(InputError, match="sample_s"):
-        RowHeatForecast(twin, models, 7.0)
     with pytest.raises(InputError, match="horizon_s"):
-        RowHeatForecast(twin, models, 5.0, horizon_s=123.0)
+        RowHeatForecast(models, 5.0, horizon_s=123.0)
+    with pytest.raises(InputError, match="sample_s"):
+        RowHeatForecast(models, 0.0)
+
+
+def test_without_rack_heat_nothing_is_forecast() -> None:
+    heat = RowHeatForecast(*load_models())
+    assert heat.rise_w("s/r01") == 0.0 and heat.load_w("s/r01") == 0.0
+
+
+def test_known_heat_shows_on_its_row_only() -> None:
+    heat = RowHeatForecast(*load_models())
+    for k in range(130):  # past the models' look-back
+        heat.observe(_heat(5.0 * k, 0.0))
+    quiet = heat.rise_w("s/r01")
+    heat.observe(_heat(650.0, 16 * 600.0))
+    assert heat.rise_w("s/r01") - quiet > 0.5 * 16 * 600.0
+    assert heat.load_w("s/r01") == 40e3 and heat.load_w("s/r02") == 20e3
+    assert abs(heat.rise_w("s/r02")) < 0.1 * 16 * 600.0

@@ -1,4 +1,7 @@
-"""Incident classification: features at first report, labeled twin data, rule-based and learned classifiers."""
+"""Incident classification: features at first report, rule-based and learned classifiers.
+
+The labeled data they are trained on comes from twin runs: ``twinloop.closedloop.dataset``.
+"""
 
 from twinloop.ops.classify import learned, rule_based
 from twinloop.ops.classify.base import LABELS, REGISTRY, IncidentClassifier, make_classifier

@@ -11,7 +11,7 @@ Features at time t for horizon h (all in W unless said):
   scheduled change already begun: the same for the last 5 minutes (ramps still in progress);
   time of day as sin/cos (serving load is diurnal);
   and, when the history carries them (``LoadHistory.known_ahead_w``), K more columns of what the queue and the
-  planner knew *at t* about (t, t+h] (see :mod:`twinloop.ops.learn.twin_history`).
+  planner knew *at t* about (t, t+h] (see :mod:`twinloop.closedloop.twin_history`).
 
 Without ``known_ahead_w`` the scheduled change ahead is the window sum of ``scheduled_delta_w`` over (t, t+h],
 which assumes the schedule was fixed in advance (true of a reservation calendar, not of a queue whose start
@@ -31,6 +31,9 @@ from numpy.typing import NDArray
 from twinloop.errors import InputError
 
 FloatArray = NDArray[np.float64]
+#: The known-ahead columns, in order: training jobs that will start (or finish ramping up), serving jobs that will
+#: start, running jobs that will end, checkpoint writes (see ``twinloop.closedloop.twin_history`` for the twin's).
+KNOWN_COLUMNS = ("start_training_w", "start_serving_w", "end_w", "checkpoint_w")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Online heat-load forecasts: the fitted :class:`HeatLoadForecaster` models applied one sample at a time.
 
 The loop calls :meth:`OnlineForecast.update` once per facility sample with every entity's load (racks, or the
-site) and what the queue and planner know ahead (:class:`~twinloop.ops.learn.twin_history.TwinRecorder`
+site) and what the queue and planner know ahead (:class:`~twinloop.closedloop.twin_history.TwinRecorder`
 produces both for a twin); :meth:`OnlineForecast.forecast` then gives the load ``horizon_s`` ahead for all
 entities at once. A rolling window per entity (the models' look-back) is kept as one array, so a step costs a
 few vectorized operations whatever the number of entities. The features are the same numbers

@@ -1,10 +1,12 @@
-"""Heat forecast per CDU row for precooling: the learned rack forecaster, fed live from the twin.
+"""Heat forecast per CDU row for precooling: the learned rack forecaster, fed through the cluster port.
 
 The cooling optimizer asks, every control period, how much heat each row will gain within the horizon
 (:meth:`RowHeatForecast.rise_w`) and what it carries now (:meth:`RowHeatForecast.load_w`). Both come from the
 rack heat-load forecaster (:class:`~twinloop.ops.learn.forecast.HeatLoadForecaster`, applied online by
-:class:`~twinloop.ops.learn.forecast_online.OnlineForecast`) on what :class:`TwinRecorder` sees: rack power and
-what the job queue and the planner know ahead (a job is known from ``submit_s - announce_s``). The row's rise is
+:class:`~twinloop.ops.learn.forecast_online.OnlineForecast`) on rack power and
+what the job queue and the planner know ahead, as the cluster offers them (:class:`~twinloop.ops.ports.RackHeat`;
+the twin's come from ``twinloop.closedloop.twin_history.TwinRecorder``: a job is known from ``submit_s -
+announce_s``). The row's rise is
 the part of the forecast change that the queue's knowledge accounts for (the model is linear, so this is the
 known-ahead columns' share), summed over the row's racks: a rack that will cool offsets one that will heat. The
 rest of the forecast (recent trend, time of day, the intercept) is left out on purpose: its intercept carries the
@@ -30,8 +32,7 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.ops.learn.forecast import HeatLoadForecaster
 from twinloop.ops.learn.forecast_online import OnlineForecast
-from twinloop.ops.learn.twin_history import TwinRecorder
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.ops.ports import RackHeat
 
 PACKAGED_MODEL = "rack_heat_forecast.json"
 #: Feature columns that carry what the queue and planner know ahead: the known-change sum (3) and, from
@@ -66,48 +67,46 @@ def load_models(path: Path | None = None) -> tuple[dict[float, HeatLoadForecaste
 
 
 class RowHeatForecast:
-    """Forecast heat per CDU row of a twin; call :meth:`observe` after every twin step.
+    """Forecast heat per CDU row from the cluster's :class:`~twinloop.ops.ports.RackHeat`; call :meth:`observe`
+    on every sample that carries one.
+
+    A rack's row is its parent id (``site/row/rack``). Until the first observation every row's rise and load are
+    0 W, so a cluster that never offers rack heat (no scheduler telling its queue) leaves precooling off.
 
     Args:
-        twin: the twin to watch.
         models: rack forecasters by horizon (:func:`load_models`), fitted at ``sample_s``.
-        sample_s: the models' sample interval, s (a multiple of the twin step).
+        sample_s: the models' sample interval, s: the interval the cluster must offer rack heat at.
         horizon_s: the horizon the optimizer asks about, s (one of the models').
     """
 
-    def __init__(
-        self, twin: Twin, models: Mapping[float, HeatLoadForecaster], sample_s: float, horizon_s: float = 600.0
-    ) -> None:
-        every = sample_s / twin.dt_s
-        if every < 1 or abs(every - round(every)) > 1e-9:
-            raise InputError("RowHeatForecast", "sample_s", f"{sample_s} (allowed: a multiple of {twin.dt_s} s)")
+    def __init__(self, models: Mapping[float, HeatLoadForecaster], sample_s: float, horizon_s: float = 600.0) -> None:
         model = next((m for h, m in models.items() if abs(h - horizon_s) < 1e-6), None)
         if model is None:
             have = ", ".join(f"{h:g}" for h in sorted(models))
             raise InputError("RowHeatForecast", "horizon_s", f"{horizon_s:g} (allowed: {have})")
-        self.twin = twin
+        if sample_s <= 0:
+            raise InputError("RowHeatForecast", "sample_s", f"{sample_s} (allowed: > 0 s)")
+        self.models = dict(models)
+        self.sample_s = float(sample_s)
         self.horizon_s = horizon_s
-        self.every = round(every)
-        self.recorder = TwinRecorder(twin, horizons_s=tuple(sorted(models)))
-        self.online = OnlineForecast(models, self.recorder.entities("rack"), sample_s)
         self.model = model
-        rack_ids = self.recorder.entities("rack")
-        self._rack_row = np.array([rid.rsplit("/", 1)[0] for rid in rack_ids])
-        self._rise = np.zeros(len(rack_ids))
-        self._load = np.zeros(len(rack_ids))
-        self._steps = 0
+        self.online: OnlineForecast | None = None
+        self._rack_row = np.array([], dtype=str)
+        self._rise = np.zeros(0)
+        self._load = np.zeros(0)
 
-    def observe(self, result: StepResult) -> None:
-        """Feed one twin step (only every ``sample_s`` reaches the model)."""
-        self._steps += 1
-        if self._steps % self.every or result.facility is None:
-            return
-        obs = self.recorder.observe(result)
-        if obs is None:
-            return
-        rack = obs["rack"]
-        self.online.update(rack.t_s, rack.load_w, rack.scheduled_delta_w, rack.known_ahead_w)
-        self._load = rack.load_w
+    @property
+    def horizons_s(self) -> tuple[float, ...]:
+        """The horizons the models need known-ahead columns for, s (what the cluster should compute)."""
+        return tuple(sorted(self.models))
+
+    def observe(self, heat: RackHeat) -> None:
+        """Feed one rack-heat sample (the cluster offers one every ``sample_s``)."""
+        if self.online is None or self.online.entities != heat.rack_ids:
+            self.online = OnlineForecast(self.models, heat.rack_ids, self.sample_s)
+            self._rack_row = np.array([rid.rsplit("/", 1)[0] for rid in heat.rack_ids])
+        self.online.update(heat.t_s, heat.load_w, heat.scheduled_delta_w, heat.known_ahead_w)
+        self._load = heat.load_w
         x = self.online.features(self.horizon_s)
         self._rise = self.model.contribution(x, KNOWN_FEATURES + list(range(N_BASE_FEATURES, x.shape[1])))
 

@@ -1,0 +1,36 @@
+"""Ground truth of a twin run: the injected faults and the background failures, as labels to score the loop on."""
+
+from __future__ import annotations
+
+from twinloop.closedloop.adapter import TwinAdapter
+from twinloop.ops.evaluate import Label
+from twinloop.twin.engine import Twin
+
+#: Twin events that are true faults even though no scenario injected them (background failure process).
+BACKGROUND_EVENTS = frozenset({"failure", "gpu_fell_off_bus", "psu_overload", "power_brake", "thermal_shutdown"})
+
+
+def ground_truth(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], tuple[Label, ...]]:
+    """(injected faults up to now, background failure events) of ``twin``'s run so far.
+
+    A fault on a job is labeled with its job id (``<site>/jobs/<name>``); a background event lasts 600 s as a
+    label and carries the job that ran on its entity at the end of the run.
+    """
+    site = twin.topo.site
+    end = float(twin.t_s)
+    faults = tuple(
+        Label(
+            f.kind,
+            f"{site}/jobs/{f.entity}" if twin.job_by_name(f.entity) is not None else f.entity,
+            f.start_s,
+            end if f.end_s is None else min(f.end_s, end),
+        )
+        for f in twin.ground_truth
+        if f.start_s < end
+    )
+    background = tuple(
+        Label(f"{e.kind}:{e.detail}", e.entity, e.t_s, e.t_s + 600.0, job=adapter.job_of(e.entity))
+        for e in twin.events
+        if e.kind in BACKGROUND_EVENTS
+    )
+    return faults, background

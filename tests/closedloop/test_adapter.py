@@ -1,0 +1,82 @@
+import numpy as np
+
+from twinloop.closedloop.adapter import TwinAdapter
+from twinloop.ops.events import EventClass, Incident, Severity
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.policy import default_policy
+from twinloop.ops.respond.responder import Responder
+from twinloop.twin.engine import Twin
+from twinloop.twin.scenario import scenario_from_dict
+
+SITE = {
+    "name": "adapter-test",
+    "site": "dc1",
+    "duration_s": 120,
+    "rows": [
+        {"racks": 2, "nodes_per_rack": 2, "cdu": {"capacity_w": 60000, "flow_kg_per_s": 2.0, "pump_power_w": 300}}
+    ],
+    "power_chain": {"facility_power_budget_w": 1.0e5},
+    "jobs": [{"name": "train", "kind": "training", "gpus": 16, "profile": {"load_bytes_per_gpu": 4e9}}],
+}
+
+
+def twin_running(steps: int = 60) -> Twin:
+    twin = Twin(scenario_from_dict(SITE, "t.yaml"), "t.yaml")
+    twin.run(float(steps))
+    return twin
+
+
+def test_entities_jobs_and_limits_come_from_the_twin() -> None:
+    twin = twin_running()
+    a = TwinAdapter(twin)
+    gpu = "dc1/r01/k01/n01/g0"
+    assert a.job_of(gpu) == "dc1/jobs/train"
+    assert a.cdu_of(gpu) == "dc1/r01"
+    assert a.limits(ActionKind.POWER_CAP, "dc1/jobs/train") == (200.0, 700.0)
+    lo, hi = a.limits(ActionKind.CDU_SETPOINT, "dc1/r01") or (0, 0)
+    assert lo < a.current(ActionKind.CDU_SETPOINT, "dc1/r01") <= hi  # type: ignore[operator]
+    assert a.limits(ActionKind.POWER_CAP, "dc1/r09") is None
+
+
+def test_power_cap_on_a_job_reaches_exactly_its_gpus() -> None:
+    twin = twin_running()
+    reply = TwinAdapter(twin).apply(ActionRequest(ActionKind.POWER_CAP, "dc1/jobs/train", 450.0))
+    assert reply.status == "applied"
+    limits = twin.physics.gpus.user_limit_w
+    job_gpus = np.asarray(twin.job_by_name("train").gpus)  # type: ignore[union-attr]
+    assert np.all(limits[job_gpus] == 450.0)
+    others = np.setdiff1d(np.arange(twin.topo.n_gpus), job_gpus)
+    assert np.all(limits[others] == 700.0)
+
+
+def test_twin_refusals_come_back_as_refused() -> None:
+    a = TwinAdapter(twin_running())
+    assert a.apply(ActionRequest(ActionKind.CDU_FLOW, "dc1/r01/k01", 1.2)).status == "refused"
+    assert a.apply(ActionRequest(ActionKind.REQUEUE, "dc1/jobs/nope")).status == "refused"
+    assert a.apply(ActionRequest(ActionKind.EXCLUDE_GPU, "dc1/r01/k01/n01/g0")).status == "refused"
+
+
+def test_closed_loop_cooling_rule_changes_the_twin() -> None:
+    twin = twin_running()
+    before = float(twin.cooling.state.setpoint_c[0])
+    incident = Incident(1, EventClass.COOLING_DEGRADATION, "dc1/r01/k01", ("dc1/r01/k01/n01/g0",), 0, 0, Severity.MAJOR)
+    out = Responder(default_policy(), TwinAdapter(twin), mode="auto").handle(
+        [incident], twin.t_s, lambda f, e, a="mean", ago=0.0: 70.0
+    )
+    assert [r.status for r in out] == ["applied", "applied", "applied"], [r.detail for r in out]
+    twin.run(5.0)
+    assert float(twin.cooling.state.setpoint_c[0]) < before
+
+
+def test_supply_limit_follows_the_working_psus_of_a_node() -> None:
+    twin = twin_running()
+    a = TwinAdapter(twin)
+    node = "dc1/r01/k01/n01"
+    whole = a.supply_limit_w(node)
+    assert whole is not None and whole > 700.0  # all PSUs: more than the GPUs' highest limit
+    _, index = twin.topo.resolve(node)
+    twin.chain.psus_alive[index] = 1.0
+    one = a.supply_limit_w(node)
+    rating = float(twin.chain.psu_rating_w[index])
+    assert one is not None and one < (rating * a.supply_margin) / 8  # the host's draw comes off first
+    assert a.supply_limit_w("dc1/r01") is None and a.supply_limit_w("dc1/r01/k01/n01/g0") is None
