@@ -28,7 +28,9 @@ from twinloop.telemetry.fields import FIELD_BY_NAME
 from twinloop.telemetry.sources.twin import TwinConfig, TwinSource
 
 DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
-FILES = ("dcgm-exporter-dashboard.json", "twinloop-facility.json")
+#: The stock DCGM dashboard's queries (grafana.com 12239), kept as a fixture: users import the dashboard itself.
+STOCK = Path(__file__).resolve().parents[1] / "fixtures" / "grafana" / "dcgm-12239-queries.json"
+FILES = ("dcgm-12239-queries.json", "twinloop-facility.json")
 PROMETHEUS = shutil.which("prometheus")
 #: Grafana's built-in interval variables, as Grafana would set them for a 1 s scrape interval.
 BUILTINS = {"$__rate_interval": "5s", "$__interval": "1s", "$__range": "1m"}
@@ -36,7 +38,7 @@ _LABEL_VALUES = re.compile(r"^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$"
 
 
 def _load(name: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads((DASHBOARDS / name).read_text())
+    doc: dict[str, Any] = json.loads((STOCK if name == STOCK.name else DASHBOARDS / name).read_text())
     return doc
 
 
@@ -84,7 +86,7 @@ def test_dashboards_are_grafana_json_on_the_datasource_variable() -> None:
         exprs = [e for _, e in targets] + [q for _, q in _variables(doc)]
         metrics = {m for e in exprs for m in re.findall(r"\b(?:DCGM|TWINLOOP)_FI_[A-Z0-9_]+", e)}
         assert metrics and metrics <= set(FIELD_BY_NAME), metrics - set(FIELD_BY_NAME)
-    assert _load("dcgm-exporter-dashboard.json")["gnetId"] == 12239
+    assert _load(STOCK.name)["gnetId"] == 12239
 
 
 def test_provisioning_files_point_at_prometheus_and_the_dashboards() -> None:
