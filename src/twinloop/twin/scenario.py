@@ -72,11 +72,16 @@ def parse_duration_or_range_s(value: object) -> float | tuple[float, float]:
 
 
 def _parse_number(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"expected a number, got {value!r}")
-    if not np.isfinite(value):
+    # YAML 1.1 reads "4.5e5" (no dot) as a string; accept numeric strings as pydantic's float does.
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"expected a number or [low, high], got {value!r}") from None
+    if not np.isfinite(number):
         raise ValueError(f"expected a finite number, got {value!r}")
-    return float(value)
+    return number
 
 
 def parse_number_or_range(value: object) -> float | tuple[float, float] | None:
