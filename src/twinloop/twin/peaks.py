@@ -12,8 +12,9 @@ Inside the step the draw is higher at two moments, both measured on an H100 (``s
   GEMMs, 7 % for training) above the 1 s mean.
 
 Per GPU that swings this step: ``peak = P_high + k·max(0, P_high − min(P_low, P_previous))``, where ``P_high``
-and ``P_low`` are the power of the step's busiest and idlest phase at the GPU's clock (:meth:`Job.activity_span`)
-and ``P_previous`` the previous step's mean. A synchronous job's GPUs swing together, so their peaks add: each
+and ``P_low`` are the power of the step's busiest and idlest phase at the GPU's clock (:meth:`Job.activity_span`;
+``P_high`` held to the power limit, as the power controller acts within ~100 ms) and ``P_previous`` the previous
+step's mean. A synchronous job's GPUs swing together, so their peaks add: each
 node's peak is the sum of its GPUs' peaks plus the ripple, and the facility sees the sum over nodes (an upper
 bound for serving replicas, whose bursts need not align). Only GPUs of jobs whose activity changed or swings
 within the step are computed (O(affected GPUs)); the others' peak is their mean plus the ripple.
@@ -109,7 +110,9 @@ class PowerPeaks:
             g = g * self.physics.dyn_factor[idx]
         p = a.power_w[idx]
         d_up, m_up, d_down, m_down = self._tables
-        high = d_up[gid] * g + m_up[gid]
+        # The busy phase runs at this step's clock, but the power controller (~100 ms) holds it to the limit:
+        # above the limit is only the overshoot.
+        high = np.minimum(d_up[gid] * g + m_up[gid], np.maximum(a.limit_w[idx] - p, 0.0))
         drop = d_down[gid] * g + m_down[gid]
         rise = high + np.maximum(drop, p - self._p_prev)
         extra = (np.maximum(high, 0.0) + self._k * np.maximum(rise, 0.0)) * (p > 0)
