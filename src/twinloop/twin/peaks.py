@@ -6,8 +6,8 @@ Inside the step the draw is higher at two moments, both measured on an H100 (``s
 
 * **load steps**: when a GPU's load rises (a job launching, a training iteration's compute after its collective
   or checkpoint, a serving replica's prefill burst after decode), the instant power overshoots the new steady
-  power for a fraction of a second, before the power controller catches it: by 67-190 W above 700 W on
-  124 → 700 W steps, i.e. ``overshoot_fraction`` 0.12-0.33 of the step (drawn per job and step, uniformly);
+  power for a fraction of a second, before the power controller catches it: to 767-890 W on
+  124 → 700 W steps, i.e. ``overshoot_fraction`` 0.14-0.34 of the step (drawn per job and step, uniformly);
 * **ripple**: at steady load the 1 s maximum of the instant power sits ``ripple_fraction`` (median 4 % for
   GEMMs, 7 % for training) above the 1 s mean.
 

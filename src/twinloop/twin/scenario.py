@@ -359,7 +359,7 @@ class PowerPeakSpec(_Frozen):
     and step in the range); at steady load the sub-second ripple adds ``ripple_fraction`` of GPU power. Both
     from the H100 readings (``calibration-twin.md``)."""
 
-    overshoot_fraction: tuple[float, float] = Field((0.12, 0.33), description="(peak - new steady) / step size")
+    overshoot_fraction: tuple[float, float] = Field((0.14, 0.34), description="(peak - new steady) / step size")
     ripple_fraction: float = Field(0.04, ge=0, le=0.5, description="1 s max over 1 s mean - 1 at steady load")
 
     @model_validator(mode="after")
