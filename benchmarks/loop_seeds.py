@@ -22,11 +22,13 @@ from typing import Any
 import twinloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loop_results import SCENARIOS, print_tables, run_json  # noqa: E402
+from loop_results import SCENARIOS, print_tables, run_json
 
 #: Student t quantile 0.975 by degrees of freedom (1..30); beyond 30 the normal 1.96.
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+T_975 = (
+    *(12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131),
+    *(2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042),
+)
 
 
 class Interval(float):

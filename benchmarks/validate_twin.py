@@ -66,7 +66,9 @@ def training_power() -> None:
     p = np.array(powers[60:])
     site_mean = p.mean(axis=1)
     cv = (p.std(axis=1) / p.mean(axis=1)).max()
-    print(f"training: peak GPU power (1 s mean) {p.max() / H100.tdp_w:.3f} x TDP, trough {p.min() / H100.tdp_w:.3f} x TDP")
+    print(
+        f"training: peak GPU power (1 s mean) {p.max() / H100.tdp_w:.3f} x TDP, trough {p.min() / H100.tdp_w:.3f} x TDP"
+    )
     print(
         f"training: job-mean power swings {site_mean.min():.0f}..{site_mean.max():.0f} W; "
         f"max spread across GPUs within a step {100 * cv:.2f} % (synchronous; manufacturing variation)"

@@ -34,9 +34,11 @@ def find_data(given: str | None) -> Path:
 
 
 def h100(data: Path) -> None:
-    rows = list(csv.DictReader(open(data / "samples_20hz.csv")))
+    with open(data / "samples_20hz.csv") as f:
+        rows = list(csv.DictReader(f))
     col = {k: np.array([float(r[k]) for r in rows]) for k in rows[0]}
-    phases = list(csv.DictReader(open(data / "phases.csv")))
+    with open(data / "phases.csv") as f:
+        phases = list(csv.DictReader(f))
     starts = np.array([float(p["t"]) for p in phases])
     names = [p["phase"] for p in phases]
     t, inst, avg = col["t"], col["power_instant_mw"] / 1e3, col["power_mw"] / 1e3
@@ -52,7 +54,8 @@ def h100(data: Path) -> None:
             w = (t >= s) & (t < s + 1)
             if w.sum() >= 15:
                 ripple.append(inst[w].max() / inst[w].mean() - 1)
-        print(f"    {name:12s} {avg[m].mean():6.1f} W  {avg[m].std():5.2f} W  {100 * avg[m].std() / avg[m].mean():5.2f} %"
+        rel = 100 * avg[m].std() / avg[m].mean()
+        print(f"    {name:12s} {avg[m].mean():6.1f} W  {avg[m].std():5.2f} W  {rel:5.2f} %"
               f"   ripple {100 * np.median(ripple):4.1f} %")  # fmt: skip
     fracs, peaks = [], []
     for i, name in enumerate(names):

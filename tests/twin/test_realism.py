@@ -47,7 +47,9 @@ def test_same_seed_is_bit_identical_and_other_seeds_differ() -> None:
     b, blocks_b = _run(_messy(5))
     c, blocks_c = _run(_messy(6))
     assert a.summary() == b.summary()
-    assert [(e.t_s, e.kind, e.entity, e.detail) for e in a.events] == [(e.t_s, e.kind, e.entity, e.detail) for e in b.events]
+    assert [(e.t_s, e.kind, e.entity, e.detail) for e in a.events] == [
+        (e.t_s, e.kind, e.entity, e.detail) for e in b.events
+    ]
     for x, y in zip(blocks_a, blocks_b, strict=True):
         for k in x:
             assert np.array_equal(x[k], y[k]), k

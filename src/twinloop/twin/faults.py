@@ -1,9 +1,10 @@
 """Fault injection from the scenario, with ground-truth labels (what, where, when).
 
 Each fault draws what its scenario gives as a range (times, magnitude, a ``random-<level>`` target) from its own
-stream of the scenario seed, and resolves its target at load (an unknown entity or the wrong level is an :class:`InputError` naming
-``faults.N.target``) and is switched on at ``start_s`` and off at ``start_s + duration_s``. Default magnitudes
-(guesses, overridable with ``magnitude``) are the second entry of ``FAULT_TARGETS``.
+stream of the scenario seed, and resolves its target at load (an unknown entity or the wrong level is an
+:class:`InputError` naming ``faults.N.target``); it is switched on at ``start_s`` and off at
+``start_s + duration_s``. Default magnitudes (guesses, overridable with ``magnitude``) are the second entry of
+``FAULT_TARGETS``.
 """
 
 from __future__ import annotations
@@ -146,9 +147,8 @@ def _draw_target(
     level, _, scope = target[len(RANDOM_PREFIX) :].partition(":")
     allowed = [lv for lv in RANDOM_LEVELS if lv in levels or (lv == "rack" and "row" in levels)]
     if level not in allowed:
-        raise InputError(
-            source, field, f"{target!r}: this fault takes {', '.join(RANDOM_PREFIX + lv for lv in allowed) or 'no random target'}"
-        )
+        takes = ", ".join(RANDOM_PREFIX + lv for lv in allowed) or "no random target"
+        raise InputError(source, field, f"{target!r}: this fault takes {takes}")
     ids = topo.ids(level)
     if scope:
         scope = scope.strip("/")

@@ -333,6 +333,13 @@ class VariationSpec(_Frozen):
     thermal_resistance_sigma: float = Field(0.04, ge=0, le=0.3, description="relative std of die-to-coolant R")
     clip_sigmas: float = Field(3.0, gt=0, le=6, description="draws truncated at this many sigmas")
 
+    @model_validator(mode="after")
+    def _positive(self) -> VariationSpec:
+        worst = max(self.leakage_sigma, self.dynamic_sigma, self.thermal_resistance_sigma) * self.clip_sigmas
+        if worst >= 0.9:
+            raise ValueError(f"sigma x clip_sigmas = {worst:.2f} could make a factor <= 0.1 (allowed: < 0.9)")
+        return self
+
 
 class SensorSpec(_Frozen):
     """How NVML/DCGM report GPU readings: noise and quantisation of the GPU telemetry (not of the physics).

@@ -40,7 +40,8 @@ class Sensors:
         """Reported power from the exact mean over ``n_steps`` steps."""
         s = self.spec
         sigma = np.maximum(mean_w * F32(s.power_noise_fraction), F32(s.power_noise_floor_w)) / F32(np.sqrt(n_steps))
-        noisy = np.maximum(mean_w + sigma * self.rng.standard_normal(mean_w.shape[0]).astype(F32), 0.0)
+        z = np.asarray(self.rng.standard_normal(mean_w.shape[0]), dtype=F32)
+        noisy = np.maximum(mean_w + sigma * z, 0.0)
         return np.asarray(quantise(noisy, s.power_step_w) * (mean_w > 0), dtype=F32)
 
     def temp_c(self, temp_c: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -56,5 +57,5 @@ class Sensors:
         if s.clock_jitter_mhz > 0 and limited.any():
             idx = np.flatnonzero(limited & (clock_mhz > 0))
             out = clock_mhz.copy()
-            out[idx] += F32(s.clock_jitter_mhz) * self.rng.standard_normal(idx.size).astype(F32)
+            out[idx] += F32(s.clock_jitter_mhz) * np.asarray(self.rng.standard_normal(idx.size), dtype=F32)
         return np.asarray(np.clip(quantise(out, s.clock_step_mhz), 0.0, max_mhz), dtype=F32)
