@@ -38,24 +38,32 @@ F32 = np.float32
 
 
 class PowerPeaks:
-    """Per-step instantaneous node power peaks for a twin (held by the twin; ``reset`` with each run)."""
+    """Per-step instantaneous node power peaks for a twin (held by the twin; ``reset`` with each run).
+
+    When any job swings this step, the peak is computed for every GPU in about twenty in-place float32 passes
+    (gathers from per (slot, kind) tables, like the DVFS step): the tables are zero for slots that do not swing,
+    so other GPUs add nothing. Steps where no job swings cost one pass over the nodes (the ripple).
+    """
 
     def __init__(self, spec: PowerPeakSpec, physics: GpuPhysics, topo: Topology) -> None:
         self.spec = spec
         self.physics = physics
         self.topo = topo
+        n = topo.n_gpus
         self.rng = np.random.default_rng(0)
         self._prev_act: dict[int, NDArray[np.float64]] = {}
-        self._idx = np.zeros(0, dtype=np.intp)
-        self._k = np.zeros(0, dtype=F32)
-        self._p_prev = np.zeros(0, dtype=F32)
+        self._active = False
         self._tables: tuple[NDArray[np.float32], ...] = ()
+        self._p_prev = np.zeros(n, dtype=F32)
+        self._b1 = np.zeros(n, dtype=F32)
+        self._b2 = np.zeros(n, dtype=F32)
+        self._b3 = np.zeros(n, dtype=F32)
 
     def reset(self, rng: np.random.Generator) -> None:
         """Forget the previous step; draw overshoots from ``rng`` from now on."""
         self.rng = rng
         self._prev_act = {}
-        self._idx = np.zeros(0, dtype=np.intp)
+        self._active = False
 
     def plan(
         self,
@@ -64,10 +72,11 @@ class PowerPeaks:
         slot_high: NDArray[np.float64],
         slot_low: NDArray[np.float64],
     ) -> None:
-        """After the step's activities: pick the GPUs that swing (job activity changed, or high ≠ low within the
-        step), draw each such job's overshoot fraction, and build the per (slot, kind) swing tables."""
-        idx, ks = [], []
+        """After the step's activities: find the jobs that swing (activity changed since the last step, or high ≠ low
+        within the step), draw each one's overshoot fraction, and build the per (slot, kind) tables."""
         lo_k, hi_k = self.spec.overshoot_fraction
+        k_slot = np.zeros(slot_act.shape[0])
+        swinging = np.zeros(slot_act.shape[0], dtype=bool)
         for job in jobs:
             sl = slice(job.slot0, job.slot0 + job.n_slots)
             act = slot_act[sl]
@@ -76,44 +85,65 @@ class PowerPeaks:
             changed = prev is None or not np.array_equal(prev, act)
             self._prev_act[job.index] = act.copy()
             if job.gpus.size and (swings or changed):
-                idx.append(job.gpus)
-                ks.append(np.full(job.gpus.size, self.rng.uniform(lo_k, hi_k), dtype=F32))
-        if not idx:
-            self._idx = np.zeros(0, dtype=np.intp)
+                k_slot[sl] = self.rng.uniform(lo_k, hi_k)
+                swinging[sl] = True
+        self._active = bool(swinging.any())
+        if not self._active:
             return
-        self._idx = np.concatenate(idx).astype(np.intp)
-        self._k = np.concatenate(ks)
         kc = self.physics.kc
+        n_kinds = kc.mem_per_activity_w.shape[0]
         clocked = kc.clocked_per_activity_w.T.astype(np.float64)  # (2, kinds)
         mem = kc.mem_per_activity_w[None, :].astype(np.float64)
-        up, down = slot_high - slot_act, slot_act - slot_low
+        on = swinging[:, None]
+        up, down = (slot_high - slot_act) * on, (slot_act - slot_low) * on
         self._tables = tuple(
             t.astype(F32).reshape(-1)
-            for t in (up[:, :2] @ clocked, up[:, 2:3] * mem, down[:, :2] @ clocked, down[:, 2:3] * mem)
+            for t in (
+                up[:, :2] @ clocked,
+                up[:, 2:3] * mem,
+                down[:, :2] @ clocked,
+                down[:, 2:3] * mem,
+                np.repeat(k_slot[:, None], n_kinds, axis=1),
+            )
         )
 
     def capture(self) -> None:
-        """Before the step's power is computed: keep the swinging GPUs' previous mean power."""
-        if self._idx.size:
-            self._p_prev = self.physics.gpus.power_w[self._idx]
+        """Before the step's power is computed: keep the previous step's mean power (when a job swings)."""
+        if self._active:
+            np.copyto(self._p_prev, self.physics.gpus.power_w)
 
     def node_peak_w(self, node_dc_w: NDArray[np.float64], gpu_node_w: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each node's instantaneous peak DC draw this step (W), from its mean draw and its GPUs' mean power."""
         peak = node_dc_w + self.spec.ripple_fraction * gpu_node_w
-        idx = self._idx
-        if not idx.size:
+        if not self._active:
             return peak
         a = self.physics.gpus
-        gid = a.gid[idx]
-        g = a.g[idx]
+        gid, p, g = a.gid, a.power_w, a.g
+        d_up, m_up, d_down, m_down, k = self._tables
+        high, drop, t = self._b1, self._b2, self._b3
+        # busy phase above the mean, held to the limit: min(D_up·g·f + M_up, max(limit − P, 0))
+        np.take(d_up, gid, out=high, mode="clip")
+        np.multiply(high, g, out=high)
         if self.physics.dyn_factor is not None:
-            g = g * self.physics.dyn_factor[idx]
-        p = a.power_w[idx]
-        d_up, m_up, d_down, m_down = self._tables
-        # The busy phase runs at this step's clock, but the power controller (~100 ms) holds it to the limit:
-        # above the limit is only the overshoot.
-        high = np.minimum(d_up[gid] * g + m_up[gid], np.maximum(a.limit_w[idx] - p, 0.0))
-        drop = d_down[gid] * g + m_down[gid]
-        rise = high + np.maximum(drop, p - self._p_prev)
-        extra = (np.maximum(high, 0.0) + self._k * np.maximum(rise, 0.0)) * (p > 0)
-        return peak + np.bincount(self.topo.gpu_node[idx], weights=extra, minlength=peak.shape[0])
+            np.multiply(high, self.physics.dyn_factor, out=high)
+        np.take(m_up, gid, out=t, mode="clip")
+        np.add(high, t, out=high)
+        np.subtract(a.limit_w, p, out=t)
+        np.maximum(t, 0.0, out=t)
+        np.minimum(high, t, out=high)
+        # the rise into it: from the idlest phase or from the previous step, whichever is lower
+        np.take(d_down, gid, out=drop, mode="clip")
+        np.multiply(drop, g, out=drop)
+        if self.physics.dyn_factor is not None:
+            np.multiply(drop, self.physics.dyn_factor, out=drop)
+        np.take(m_down, gid, out=t, mode="clip")
+        np.add(drop, t, out=drop)
+        np.subtract(p, self._p_prev, out=t)
+        np.maximum(drop, t, out=drop)
+        np.add(drop, high, out=drop)
+        np.maximum(drop, 0.0, out=drop)
+        np.take(k, gid, out=t, mode="clip")
+        np.multiply(drop, t, out=drop)
+        np.maximum(high, 0.0, out=high)
+        np.add(high, drop, out=high)
+        return peak + np.add.reduceat(high, self.topo.node_start).astype(np.float64)
