@@ -59,6 +59,10 @@ class PowerPeaks:
         self._b2 = np.zeros(n, dtype=F32)
         self._b3 = np.zeros(n, dtype=F32)
 
+    def nbytes(self) -> int:
+        """Bytes of the per-GPU buffers."""
+        return sum(b.nbytes for b in (self._p_prev, self._b1, self._b2, self._b3))
+
     def reset(self, rng: np.random.Generator) -> None:
         """Forget the previous step; draw overshoots from ``rng`` from now on."""
         self.rng = rng
