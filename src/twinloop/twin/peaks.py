@@ -40,9 +40,10 @@ F32 = np.float32
 class PowerPeaks:
     """Per-step instantaneous node power peaks for a twin (held by the twin; ``reset`` with each run).
 
-    When any job swings this step, the peak is computed for every GPU in about twenty in-place float32 passes
-    (gathers from per (slot, kind) tables, like the DVFS step): the tables are zero for slots that do not swing,
-    so other GPUs add nothing. Steps where no job swings cost one pass over the nodes (the ripple).
+    When any job swings this step, the peak is computed in about twenty in-place float32 passes (gathers from per
+    (slot, kind) tables, like the DVFS step) over the span of GPUs holding the swinging jobs: the tables are zero
+    for slots that do not swing, so other GPUs in the span add nothing. Steps where no job swings cost one pass
+    over the nodes (the ripple).
     """
 
     def __init__(self, spec: PowerPeakSpec, physics: GpuPhysics, topo: Topology) -> None:
@@ -53,6 +54,8 @@ class PowerPeaks:
         self.rng = np.random.default_rng(0)
         self._prev_act: dict[int, NDArray[np.float64]] = {}
         self._active = False
+        self._nodes = (0, 0)
+        self._span = (0, 0)  # GPU index range [lo, hi) holding every swinging job's GPUs, on node boundaries
         self._tables: tuple[NDArray[np.float32], ...] = ()
         self._p_prev = np.zeros(n, dtype=F32)
         self._b1 = np.zeros(n, dtype=F32)
@@ -81,6 +84,7 @@ class PowerPeaks:
         lo_k, hi_k = self.spec.overshoot_fraction
         k_slot = np.zeros(slot_act.shape[0])
         swinging = np.zeros(slot_act.shape[0], dtype=bool)
+        lo_gpu, hi_gpu = self.topo.n_gpus, 0
         for job in jobs:
             sl = slice(job.slot0, job.slot0 + job.n_slots)
             act = slot_act[sl]
@@ -91,9 +95,15 @@ class PowerPeaks:
             if job.gpus.size and (swings or changed):
                 k_slot[sl] = self.rng.uniform(lo_k, hi_k)
                 swinging[sl] = True
+                lo_gpu, hi_gpu = min(lo_gpu, int(job.gpus.min())), max(hi_gpu, int(job.gpus.max()) + 1)
         self._active = bool(swinging.any())
         if not self._active:
             return
+        node = self.topo.gpu_node
+        n_lo, n_hi = int(node[lo_gpu]), int(node[hi_gpu - 1]) + 1
+        starts = self.topo.node_start
+        self._nodes = (n_lo, n_hi)
+        self._span = (int(starts[n_lo]), int(starts[n_hi]) if n_hi < starts.shape[0] else self.topo.n_gpus)
         kc = self.physics.kc
         n_kinds = kc.mem_per_activity_w.shape[0]
         clocked = kc.clocked_per_activity_w.T.astype(np.float64)  # (2, kinds)
@@ -114,35 +124,40 @@ class PowerPeaks:
     def capture(self) -> None:
         """Before the step's power is computed: keep the previous step's mean power (when a job swings)."""
         if self._active:
-            np.copyto(self._p_prev, self.physics.gpus.power_w)
+            lo, hi = self._span
+            np.copyto(self._p_prev[lo:hi], self.physics.gpus.power_w[lo:hi])
 
     def node_peak_w(self, node_dc_w: NDArray[np.float64], gpu_node_w: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each node's instantaneous peak DC draw this step (W), from its mean draw and its GPUs' mean power."""
         peak = node_dc_w + self.spec.ripple_fraction * gpu_node_w
         if not self._active:
             return peak
+        # Only the span of GPUs that holds the swinging jobs (every other GPU adds nothing): views, no copies.
+        lo, hi = self._span
+        n_lo, n_hi = self._nodes
         a = self.physics.gpus
-        gid, p, g = a.gid, a.power_w, a.g
+        gid, p, g, limit = a.gid[lo:hi], a.power_w[lo:hi], a.g[lo:hi], a.limit_w[lo:hi]
+        f = None if self.physics.dyn_factor is None else self.physics.dyn_factor[lo:hi]
         d_up, m_up, d_down, m_down, k = self._tables
-        high, drop, t = self._b1, self._b2, self._b3
+        high, drop, t, prev = self._b1[lo:hi], self._b2[lo:hi], self._b3[lo:hi], self._p_prev[lo:hi]
         # busy phase above the mean, held to the limit: min(D_up·g·f + M_up, max(limit − P, 0))
         np.take(d_up, gid, out=high, mode="clip")
         np.multiply(high, g, out=high)
-        if self.physics.dyn_factor is not None:
-            np.multiply(high, self.physics.dyn_factor, out=high)
+        if f is not None:
+            np.multiply(high, f, out=high)
         np.take(m_up, gid, out=t, mode="clip")
         np.add(high, t, out=high)
-        np.subtract(a.limit_w, p, out=t)
+        np.subtract(limit, p, out=t)
         np.maximum(t, 0.0, out=t)
         np.minimum(high, t, out=high)
         # the rise into it: from the idlest phase or from the previous step, whichever is lower
         np.take(d_down, gid, out=drop, mode="clip")
         np.multiply(drop, g, out=drop)
-        if self.physics.dyn_factor is not None:
-            np.multiply(drop, self.physics.dyn_factor, out=drop)
+        if f is not None:
+            np.multiply(drop, f, out=drop)
         np.take(m_down, gid, out=t, mode="clip")
         np.add(drop, t, out=drop)
-        np.subtract(p, self._p_prev, out=t)
+        np.subtract(p, prev, out=t)
         np.maximum(drop, t, out=drop)
         np.add(drop, high, out=drop)
         np.maximum(drop, 0.0, out=drop)
@@ -150,4 +165,5 @@ class PowerPeaks:
         np.multiply(drop, t, out=drop)
         np.maximum(high, 0.0, out=high)
         np.add(high, drop, out=high)
-        return peak + np.add.reduceat(high, self.topo.node_start).astype(np.float64)
+        peak[n_lo:n_hi] += np.add.reduceat(high, self.topo.node_start[n_lo:n_hi] - lo).astype(np.float64)
+        return peak
