@@ -46,6 +46,7 @@ class Interval(float):
         return obj
 
     def __format__(self, spec: str) -> str:
+        spec = spec or ".4g"
         f = float.__format__
         return f"{f(float(self), spec)} [{f(self.low, spec)}, {f(self.high, spec)}]"
 
