@@ -28,6 +28,7 @@ from twinloop.twin.thermal import (
     thermal_limit_coefficients,
 )
 from twinloop.twin.topology import Topology
+from twinloop.twin.variation import GpuVariation
 
 F32 = np.float32
 INITIAL_TEMP_ABOVE_COOLANT_C = 5.0
@@ -77,8 +78,15 @@ class GpuArrays:
 class GpuPhysics:
     """Builds the arrays for a topology and advances them one step at a time."""
 
-    def __init__(self, topo: Topology, dt_s: float) -> None:
+    def __init__(self, topo: Topology, dt_s: float, variation: GpuVariation | None = None) -> None:
         self.topo = topo
+        # Manufacturing variation (drawn by the caller; none = every GPU nominal). The dynamic factor costs one
+        # multiply per step, skipped when every GPU is nominal.
+        self.variation = variation if variation is not None else GpuVariation.nominal(topo.n_gpus)
+        self.leak_factor = self.variation.leakage
+        self.dyn_factor: NDArray[np.float32] | None = (
+            None if bool((self.variation.dynamic == 1.0).all()) else self.variation.dynamic
+        )
         self.dt_s = dt_s
         self.kc = kind_constants(topo.kinds)
         self.n_kinds = len(topo.kinds)
@@ -90,7 +98,7 @@ class GpuPhysics:
         air_factor = np.array([r.air.resistance_factor for r in topo.rows])[topo.gpu_row]
         r = np.array([g.thermal_resistance_c_per_w for g in kinds])[k] * np.where(row_air, air_factor, 1.0)
         c = np.array([g.thermal_capacitance_j_per_c for g in kinds])[k]
-        self.r_c_per_w = r.astype(F32)
+        self.r_c_per_w = (r * self.variation.thermal_resistance).astype(F32)
         self.c_j_per_c = c.astype(F32)
         self.slowdown_c = np.array([g.slowdown_temp_c for g in kinds], dtype=F32)[k]
         self.shutdown_c = np.array([g.shutdown_temp_c for g in kinds], dtype=F32)[k]
@@ -130,8 +138,8 @@ class GpuPhysics:
             xid=np.zeros(n, dtype=np.int32),
             limited=np.zeros(n, dtype=bool),
             thermal_bound=np.zeros(n, dtype=bool),
-            static_a_w=self.kc.static_a_w[k].copy(),
-            static_b_w_per_c=self.kc.static_b_w_per_c[k].copy(),
+            static_a_w=self.kc.static_a_w[k] * self.leak_factor,
+            static_b_w_per_c=self.kc.static_b_w_per_c[k] * self.leak_factor,
             r_c_per_w=self.r_c_per_w.copy(),
             inv_r=(F32(1.0) / self.r_c_per_w).astype(F32),
             alpha=alpha,
@@ -160,8 +168,8 @@ class GpuPhysics:
         """Power GPUs off (no power at all, idle activity) or back on."""
         a = self.gpus
         k = self.topo.gpu_kind[idx]
-        a.static_a_w[idx] = self.kc.static_a_w[k] if on else 0.0
-        a.static_b_w_per_c[idx] = self.kc.static_b_w_per_c[k] if on else 0.0
+        a.static_a_w[idx] = self.kc.static_a_w[k] * self.leak_factor[idx] if on else 0.0
+        a.static_b_w_per_c[idx] = self.kc.static_b_w_per_c[k] * self.leak_factor[idx] if on else 0.0
         # Off: clock-scale pinned to 0, so power is exactly 0; a power cycle also clears locked clocks.
         a.g_min[idx] = self.kc.g_min[k] if on else 0.0
         a.g_cap[idx] = 1.0 if on else 0.0
@@ -195,6 +203,8 @@ class GpuPhysics:
         a = self.gpus
         s, d, m, lim, t = a.buf_s, a.buf_d, a.buf_m, a.limit_w, a.buf_t
         np.take(self.d_table, a.gid, out=d, mode="clip")
+        if self.dyn_factor is not None:
+            np.multiply(d, self.dyn_factor, out=d)
         np.take(self.m_table, a.gid, out=m, mode="clip")
         np.multiply(a.static_b_w_per_c, a.temp_c, out=s)
         np.add(s, a.static_a_w, out=s)

@@ -24,6 +24,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.twin.jobs import Phase
+from twinloop.twin.seeds import stream
+from twinloop.twin.sensors import Sensors, quantise
 
 if TYPE_CHECKING:
     from twinloop.twin.engine import StepResult, Twin
@@ -92,6 +94,7 @@ class TelemetryRecorder:
         self._ids: dict[str, list[str]] = {}
         self._labels_key: bytes | None = None
         self._labels: dict[str, dict[str, str]] = {}
+        self.sensors = Sensors(twin.spec.sensors, stream(twin.seed, "sensors")) if twin.spec.sensors.enabled else None
 
     def entities(self, level: str) -> list[str]:
         """Entity ids of the kept entities of ``level`` (cached)."""
@@ -156,7 +159,9 @@ class TelemetryRecorder:
         twin = self.twin
         ph = twin.physics
         a = ph.gpus
+        n_steps = 1
         if self.window and self.count:
+            n_steps = self.count
             inv = np.float32(1.0 / self.count)
             power = self.sum_power * inv
             temp = self.sum_temp * inv
@@ -174,25 +179,37 @@ class TelemetryRecorder:
             self._kept(a.user_limit_w), twin.chain.per_rack_limit_w().astype(np.float32)[self._kept(twin.topo.gpu_rack)]
         )
         powered = twin.node_powered[self._kept(twin.topo.gpu_node)]
+        hbm = self._kept(a.hbm_temp_c).copy()
+        max_mhz = self._kept(ph.clock_max_mhz)
+        clock = (clock_x * max_mhz) * powered
+        util = np.minimum(100.0, 200.0 * act[:, 1]).astype(np.float32)
+        energy = self._kept(a.energy_j).copy()
+        fb = fb * powered
+        sensors = self.sensors
+        if sensors is not None:  # what NVML would report: noisy, quantised readings of the exact model
+            power = sensors.power_w(power, n_steps)
+            temp, hbm = sensors.temp_c(temp), sensors.temp_c(hbm)
+            clock = sensors.clock_mhz(clock.astype(np.float32), self._kept(a.limited), max_mhz)
+            util, fb, energy = np.round(util), np.round(fb), quantise(energy, 1e-3)
         return {
             "DCGM_FI_DEV_POWER_USAGE": power,
             "DCGM_FI_DEV_GPU_TEMP": temp,
-            "DCGM_FI_DEV_MEMORY_TEMP": self._kept(a.hbm_temp_c).copy(),
-            "DCGM_FI_DEV_SM_CLOCK": (clock_x * self._kept(ph.clock_max_mhz)) * powered,
+            "DCGM_FI_DEV_MEMORY_TEMP": hbm,
+            "DCGM_FI_DEV_SM_CLOCK": clock,
             "DCGM_FI_DEV_POWER_MGMT_LIMIT": enforced,
             "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": self._kept(twin.clock_event_reasons()),
             "DCGM_FI_DEV_XID_ERRORS": self._kept(a.xid).copy(),
-            "DCGM_FI_DEV_GPU_UTIL": np.minimum(100.0, 200.0 * act[:, 1]).astype(np.float32),
+            "DCGM_FI_DEV_GPU_UTIL": util,
             # Time a kernel runs, as a fraction: the same guess as GPU_UTIL (dcgm-exporter dashboards read this one).
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": np.minimum(1.0, 2.0 * act[:, 1]).astype(np.float32),
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": util / np.float32(100.0),
             "DCGM_FI_PROF_SM_ACTIVE": act[:, 1].astype(np.float32),
             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": act[:, 0].astype(np.float32),
             "DCGM_FI_PROF_DRAM_ACTIVE": act[:, 2].astype(np.float32),
-            "DCGM_FI_DEV_FB_USED": (fb * powered).astype(np.float32),
+            "DCGM_FI_DEV_FB_USED": fb.astype(np.float32),
             "DCGM_FI_DEV_FB_FREE": (
                 np.maximum(self._hbm_mib()[self._kept(twin.topo.gpu_kind)] - fb, 0.0) * powered
             ).astype(np.float32),
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": self._kept(a.energy_j).copy(),
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy,
         }
 
     def _hbm_mib(self) -> NDArray[np.float64]:
