@@ -16,6 +16,7 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.plan import efficiency as effc
 from twinloop.plan.cost import cost_usd, facility_energy_kwh
+from twinloop.plan.failures import job_reliability
 from twinloop.plan.evaluate import TrainArrays, evaluate, routing_imbalance
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig, validate_config
 from twinloop.plan.search import search
@@ -76,6 +77,9 @@ class TrainPlan:
             ``6·N·D`` parameter-only convention.
         phases: the per-phase activity for the twin.
         efficiency: the efficiency factors used (name → value).
+        reliability: job_mttf_h, interruptions_per_day, rate_by_component_per_h, checkpoint_write_s,
+            checkpoint_interval_h (Young/Daly) and expected_ettr for the job's GPU count
+            (:mod:`twinloop.plan.failures`).
     """
 
     model: str
@@ -120,7 +124,8 @@ class TrainPlan:
     prices: dict[str, float]
     moe_imbalance: float
     phases: TrainPhases
-    efficiency: dict[str, float] = field(default_factory=dict)
+    efficiency: dict[str, Any] = field(default_factory=dict)
+    reliability: dict[str, Any] = field(default_factory=dict)
 
 
 def _user_config(ctx: TrainContext) -> ParallelConfig | None:
@@ -295,4 +300,5 @@ def plan_train(request: TrainRequest) -> TrainPlan:
         moe_imbalance=float(a.imbalance[0]),
         phases=_phases(a, ctx.power_limit_w),
         efficiency=dataclasses.asdict(effc.DEFAULT_EFFICIENCY),
+        reliability=dataclasses.asdict(job_reliability(request.gpus, float(w.params_total), ctx.gpu.gpus_per_node)),
     )
