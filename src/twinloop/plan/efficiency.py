@@ -14,13 +14,13 @@ from dataclasses import dataclass
 #: FITTED. Achieved fraction of the dense tensor-core peak (``GpuSpec.tflops(dtype)``) for the large training
 #: GEMMs (QKV/out projections, FFN, LM head, unfused QK^T and softmax·V) at the clock DVFS allows. It absorbs
 #: kernel efficiency, wave quantization and launch gaps. Fitted on Korthikanti Table 5 (A100 FP16).
-GEMM_EFFICIENCY = 0.80
+GEMM_EFFICIENCY = 0.81
 
 #: FITTED. HBM passes per stored activation byte over one training step (forward + backward) for the
 #: memory-bound element-wise work (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free
 #: parts): element-wise time per layer = passes × activation bytes the layer stores / usable HBM bandwidth.
 #: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes).
-ELEMENTWISE_HBM_PASSES = 8.0
+ELEMENTWISE_HBM_PASSES = 8.5
 
 #: Achieved fraction of the FLOP peak for fused (flash) attention. FlashAttention-2 reports 50-73 % of
 #: A100 peak forward and lower backward (Dao 2023, Fig. 5-6); 0.55 is a round figure across fwd+bwd.
@@ -98,6 +98,7 @@ class TrainEfficiency:
     gemm_shape: bool = True
     fp8_scaling: str = "tensor"
     fp8_cast_overhead: float = 1.0
+    bubble_scale: float = 1.0
 
 
 DEFAULT_EFFICIENCY = TrainEfficiency()

@@ -206,7 +206,8 @@ def evaluate_one(ctx: TrainContext, configs: ConfigArrays) -> TrainArrays:
     imbalance = routing_imbalance(ctx.arch, configs.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
     w = ctx.workload
     return evaluate(
-        w, configs, ctx.topology, ctx.power_model, ctx.global_batch, ctx.power_limit_w, ctx.prices, imbalance
+        w, configs, ctx.topology, ctx.power_model, ctx.global_batch, ctx.power_limit_w, ctx.prices, imbalance,
+        ctx.efficiency,
     )
 
 
@@ -299,6 +300,6 @@ def plan_train(request: TrainRequest) -> TrainPlan:
         },
         moe_imbalance=float(a.imbalance[0]),
         phases=_phases(a, ctx.power_limit_w),
-        efficiency=dataclasses.asdict(effc.DEFAULT_EFFICIENCY),
+        efficiency={"framework": request.framework, **dataclasses.asdict(ctx.efficiency)},
         reliability=dataclasses.asdict(job_reliability(request.gpus, float(w.params_total), ctx.gpu.gpus_per_node)),
     )

@@ -229,7 +229,7 @@ def step_time(
 
     micro = sigma * compute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     m = micro_batches(global_batch, c).astype(np.float64)
-    bubble = np.where(pp > 1, (pp - 1) / v * micro, 0.0)
+    bubble = np.where(pp > 1, eff.bubble_scale * (pp - 1) / v * micro, 0.0)
 
     # --- data parallel gradient sync / ZeRO
     dense, experts = params_per_gpu(w, c)
