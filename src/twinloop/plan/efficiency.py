@@ -99,6 +99,7 @@ class TrainEfficiency:
     fp8_scaling: str = "tensor"
     fp8_cast_overhead: float = 1.0
     bubble_scale: float = 1.0
+    a2a_dedup: bool = False
 
 
 DEFAULT_EFFICIENCY = TrainEfficiency()

@@ -34,6 +34,8 @@ class FrameworkProfile:
         attention_kernel: default attention kernel (a request may override it).
         fp8_scaling: ``tensor`` (per-tensor delayed scaling) or ``block`` (1×128 / 128×128 blocks).
         fp8_cast_overhead: share of the FP8 cast/amax/transpose traffic not fused into neighbouring kernels.
+        a2a_dedup: the MoE dispatch sends a token once per destination node and forwards it over NVLink
+            (DeepEP-style), instead of once per routed expert (NCCL all-to-all).
     """
 
     name: str
@@ -46,6 +48,7 @@ class FrameworkProfile:
     attention_kernel: AttentionKernel
     fp8_scaling: Fp8Scaling
     fp8_cast_overhead: float
+    a2a_dedup: bool
 
     def efficiency(self, base: TrainEfficiency = DEFAULT_EFFICIENCY) -> TrainEfficiency:
         """``base`` with this profile's framework factors."""
@@ -58,6 +61,7 @@ class FrameworkProfile:
             bubble_scale=self.bubble_scale,
             fp8_scaling=self.fp8_scaling,
             fp8_cast_overhead=self.fp8_cast_overhead,
+            a2a_dedup=self.a2a_dedup,
         )
 
 
@@ -76,6 +80,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             attention_kernel="unfused",
             fp8_scaling="tensor",
             fp8_cast_overhead=1.0,
+            a2a_dedup=False,
         ),
         FrameworkProfile(
             name="megatron-core-2024",
@@ -90,6 +95,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             attention_kernel="flash",
             fp8_scaling="tensor",
             fp8_cast_overhead=0.5,  # GUESS: the layer-input casts fuse into LayerNorm-Linear, the others do not
+            a2a_dedup=False,  # NCCL all-to-all token dispatcher
         ),
         FrameworkProfile(
             name="deepseek-v3",
@@ -105,6 +111,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             attention_kernel="flash",
             fp8_scaling="block",
             fp8_cast_overhead=0.5,  # GUESS: activations cached in FP8 for dispatch; casts fused with it
+            a2a_dedup=True,  # published: node-limited routing, one IB send per node, NVLink forwarding (§3.2.2)
         ),
     )
 }

@@ -214,9 +214,18 @@ def step_time(
         moe_layers = w.n_moe_layers * lf
         k_ep, _ = _link_for(topo, ep, tp)
         buf = tokens * w.experts_per_token * w.hidden * imbalance
-        fwd = coll.hierarchical_all_to_all_s(buf * w.bytes_dispatch, ep.astype(np.float64), k_ep, topo)
-        fwd = fwd + coll.hierarchical_all_to_all_s(buf * w.bytes_combine, ep.astype(np.float64), k_ep, topo)
-        bwd = 2 * coll.hierarchical_all_to_all_s(buf * w.bytes_combine, ep.astype(np.float64), k_ep, topo)
+        epf = ep.astype(np.float64)
+
+        def a2a(bytes_per_elem: float) -> F64:
+            if eff.a2a_dedup:
+                one = tokens * w.hidden * imbalance * bytes_per_elem
+                t = coll.dedup_all_to_all_s(one, float(w.experts_per_token), epf, k_ep, topo, w.node_limit)
+            else:
+                t = coll.hierarchical_all_to_all_s(buf * bytes_per_elem, epf, k_ep, topo)
+            return np.asarray(t, dtype=np.float64)
+
+        fwd = a2a(w.bytes_dispatch) + a2a(w.bytes_combine)
+        bwd = 2 * a2a(w.bytes_combine)
         ep_total = np.where(ep > 1, moe_layers * (fwd * (1 + full) + bwd), 0.0)
     ep_mb = eff.ep_a2a_exposed * ep_total
 

@@ -77,6 +77,7 @@ class TrainWorkload:
         fp8_cast_elems_repl / fp8_cast_elems_shard: FP8 GEMM-input activation elements per token of an
             average layer that are replicated across TP (layer inputs) / sharded by TP (output-projection
             and down-projection inputs); 0 for a policy without FP8 GEMMs.
+        node_limit: a token's routed experts span at most this many nodes (0 = no limit).
     """
 
     name: str
@@ -139,6 +140,7 @@ class TrainWorkload:
     dtype_head: str = "bf16"
     fp8_cast_elems_repl: float = 0.0
     fp8_cast_elems_shard: float = 0.0
+    node_limit: int = 0
 
 
 def _activation_terms(arch: ModelArch, d: float, dropout: bool, kernel: AttentionKernel) -> tuple[float, float, float]:
@@ -265,6 +267,7 @@ def build_workload(
         dtype_head=policy.dtype("lm_head"),
         fp8_cast_elems_repl=_fp8_cast_elems(arch, policy)[0],
         fp8_cast_elems_shard=_fp8_cast_elems(arch, policy)[1],
+        node_limit=arch.node_limit,
     )
 
 
