@@ -32,8 +32,10 @@ def main() -> None:
         plan = plan_train(make_request(**BASE, framework=fw, tp=1, pp=16, ep=64, cp=1))
         g = gpu_h_per_t(plan.step_time_s, 2048, tokens_step)
         err = 100 * (g / PUBLISHED_GPU_H_PER_T - 1)
-        print(f"{fw:20s} published layout (tp1 pp16 ep64): {g:9,.0f} GPU-h/T tokens ({err:+.1f} % vs 180K), "
-              f"MFU {100 * plan.mfu:.1f} %, chosen zero {plan.config['zero']} recompute {plan.config['recompute']}")
+        print(
+            f"{fw:20s} published layout (tp1 pp16 ep64): {g:9,.0f} GPU-h/T tokens ({err:+.1f} % vs 180K), "
+            f"MFU {100 * plan.mfu:.1f} %, chosen zero {plan.config['zero']} recompute {plan.config['recompute']}"
+        )
         ctx = resolve(make_request(**BASE, framework=fw))
         res = search(ctx, "throughput")
         c = res.ranked.configs
@@ -43,8 +45,10 @@ def main() -> None:
         rank = int(published[0]) + 1 if published.size else -1
         best_g = gpu_h_per_t(float(step[0]), 2048, tokens_step)
         share = float(step[0] / step[published[0]]) if published.size else float("nan")
-        print(f"{'':20s} search: {res.fitting:,} fitting configs; best {best_g:,.0f} GPU-h/T; EP of the top 10 "
-              f"{top_eps}; published layout ranks #{rank} ({100 * share:.0f} % of the best's throughput)")
+        print(
+            f"{'':20s} search: {res.fitting:,} fitting configs; best {best_g:,.0f} GPU-h/T; EP of the top 10 "
+            f"{top_eps}; published layout ranks #{rank} ({100 * share:.0f} % of the best's throughput)"
+        )
 
 
 if __name__ == "__main__":

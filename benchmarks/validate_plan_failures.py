@@ -1,7 +1,7 @@
 """The planner's job failure model vs published MTTF figures (all four are *fitted on*) and Llama 3's ETTR.
 
-    python benchmarks/validate_plan_failures.py          # shipped constants vs the figures
-    python benchmarks/validate_plan_failures.py --fit    # refit the job-scale term
+python benchmarks/validate_plan_failures.py          # shipped constants vs the figures
+python benchmarks/validate_plan_failures.py --fit    # refit the job-scale term
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ def main() -> None:
     r = f.job_reliability(16384, 405e9)
     n54 = 54 * r.interruptions_per_day
     print(f"\nLlama 3 405B, 16,384 GPUs: {n54:.0f} interruptions in 54 days (published 466), ")
-    print(f"  checkpoint write {r.checkpoint_write_s:.1f} s, Young/Daly interval {60 * r.checkpoint_interval_h:.1f} min,")
+    print(
+        f"  checkpoint write {r.checkpoint_write_s:.1f} s, Young/Daly interval {60 * r.checkpoint_interval_h:.1f} min,"
+    )
     print(f"  expected ETTR {100 * r.expected_ettr:.1f} % (predicted; published: above 90 %)")
     print("  rate by component (per h):", {k: round(v, 4) for k, v in r.rate_by_component_per_h.items()})
 

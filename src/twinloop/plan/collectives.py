@@ -230,9 +230,12 @@ def dedup_all_to_all_s(
     nn, k = _steps(n), np.clip(_steps(ranks_per_node), 1, _steps(n))
     s = np.asarray(token_bytes, dtype=np.float64)
     nodes = np.maximum(nn / k, 1.0)
-    distinct = np.asarray(expected_distinct_nodes(copies, nodes, node_limit), dtype=np.float64)
+    k_copies = np.asarray(copies, dtype=np.float64)
+    distinct = np.minimum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** k_copies), node_limit if node_limit > 0 else np.inf)
     off_node = distinct * (nodes - 1.0) / nodes
-    inter = np.where(nodes > 1, (nodes - 1) * topo.inter.latency_s + off_node * s / topo.inter.effective_bytes_per_s, 0.0)
+    inter = np.where(
+        nodes > 1, (nodes - 1) * topo.inter.latency_s + off_node * s / topo.inter.effective_bytes_per_s, 0.0
+    )
     fwd = np.asarray(copies, dtype=np.float64) * (k - 1) / k
     intra = (k - 1) * topo.intra.latency_s + fwd * s / topo.intra.effective_bytes_per_s
     return _as(np.maximum(intra, inter), token_bytes, copies, n, ranks_per_node)

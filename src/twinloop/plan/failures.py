@@ -17,7 +17,8 @@ Model (interruptions of one job, Poisson, events per hour)::
   through scheduler, storage, fabric-partition and user-software failures that grow with a job's footprint
   until it spans its failure domains, then saturate.
 * Fitted (:func:`fit_infra_term`, ``benchmarks/validate_plan_failures.py``) on four figures at once, for the
-  smallest worst relative error of MTTF or of the rate (interruption count), whichever is larger: Meta 8-GPU 47.7 d, Meta 1,024-GPU 7.9 h, Meta's 16,384-GPU
+  smallest worst relative error of MTTF or of the rate (interruption count), whichever is larger:
+  Meta 8-GPU 47.7 d, Meta 1,024-GPU 7.9 h, Meta's 16,384-GPU
   projection 1.8 h and Llama 3's 466 interruptions in 54 days on 16,384 GPUs. The last two disagree by 1.54×
   (1.8 h vs 2.78 h), so no model can meet both better than ±24.3 %; the fit lands between them.
 

@@ -16,8 +16,8 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.plan import efficiency as effc
 from twinloop.plan.cost import cost_usd, facility_energy_kwh
-from twinloop.plan.failures import job_reliability
 from twinloop.plan.evaluate import TrainArrays, evaluate, routing_imbalance
+from twinloop.plan.failures import job_reliability
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig, validate_config
 from twinloop.plan.search import search
 from twinloop.plan.train_request import TrainContext, TrainRequest, resolve
@@ -206,7 +206,14 @@ def evaluate_one(ctx: TrainContext, configs: ConfigArrays) -> TrainArrays:
     imbalance = routing_imbalance(ctx.arch, configs.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
     w = ctx.workload
     return evaluate(
-        w, configs, ctx.topology, ctx.power_model, ctx.global_batch, ctx.power_limit_w, ctx.prices, imbalance,
+        w,
+        configs,
+        ctx.topology,
+        ctx.power_model,
+        ctx.global_batch,
+        ctx.power_limit_w,
+        ctx.prices,
+        imbalance,
         ctx.efficiency,
     )
 

@@ -90,8 +90,11 @@ class GemmFactors:
 
 def _mix(dtype: str, m: F64, parts: list[tuple[float, F64 | float, F64 | float]], scaling: str) -> F64:
     """FLOP-weighted harmonic mean of the relative efficiencies of GEMMs ``(flop weight, N, K)`` with ``M=m``."""
+    sc: gemm_mod.Fp8Scaling = "block" if scaling == "block" else "tensor"
     total = sum(wt for wt, _, _ in parts)
-    inv = sum(wt / gemm_mod.relative_efficiency(dtype, m, n, k, scaling) for wt, n, k in parts)  # type: ignore[arg-type]
+    inv = np.zeros_like(m)
+    for wt, n, k in parts:
+        inv = inv + wt / gemm_mod.relative_efficiency(dtype, m, n, k, sc)
     return np.asarray(total / inv, dtype=np.float64)
 
 
@@ -116,12 +119,14 @@ def gemm_factors(w: TrainWorkload, c: ConfigArrays, tokens: F64, eff: TrainEffic
             return ones
         return _mix(dtype, m, [(up * f, up * f / tp, h), (f, h, f / tp)], sc)
 
-    proj = _mix(w.dtype_proj, tokens, [(w.q_dim + w.kv_dim / 2, (w.q_dim + w.kv_dim) / tp, h), (w.o_dim, h, w.o_dim / tp)], sc)
+    proj = _mix(
+        w.dtype_proj, tokens, [(w.q_dim + w.kv_dim / 2, (w.q_dim + w.kv_dim) / tp, h), (w.o_dim, h, w.o_dim / tp)], sc
+    )
     experts = ones
     if w.is_moe and w.n_routed_experts:
         per_expert = tokens * w.experts_per_token * c.ep / w.n_routed_experts
         experts = ffn(w.dtype_experts, per_expert, float(w.moe_ffn_hidden))
-    head = gemm_mod.relative_efficiency(w.dtype_head, tokens, w.vocab / tp, h, sc)
+    head = gemm_mod.relative_efficiency(w.dtype_head, tokens, w.vocab / tp, h, "block" if sc == "block" else "tensor")
     return GemmFactors(
         proj=proj,
         ffn=ffn(w.dtype_ffn, tokens, float(w.ffn_hidden)),
@@ -170,9 +175,13 @@ def step_time(
 
     # --- compute of one micro-batch on the heaviest stage; each GEMM class at its own shape's efficiency
     g = gemm_factors(w, c, tokens, eff)
-    layer_gemm = tokens / tp * lf * (
-        w.fwd_attn_proj_s / g.proj + w.fwd_dense_ffn_s / g.ffn + w.fwd_shared_s / g.shared
-    ) / eff.gemm
+    layer_gemm = (
+        tokens
+        / tp
+        * lf
+        * (w.fwd_attn_proj_s / g.proj + w.fwd_dense_ffn_s / g.ffn + w.fwd_shared_s / g.shared)
+        / eff.gemm
+    )
     layer_gemm = layer_gemm + tokens / tp * lf * imbalance * w.fwd_experts_s / (eff.gemm * g.experts)
     head_gemm = tokens / tp * w.fwd_head_s / (eff.gemm * g.head)
     attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
@@ -219,7 +228,8 @@ def step_time(
         def a2a(bytes_per_elem: float) -> F64:
             if eff.a2a_dedup:
                 one = tokens * w.hidden * imbalance * bytes_per_elem
-                t = coll.dedup_all_to_all_s(one, float(w.experts_per_token), epf, k_ep, topo, w.node_limit)
+                copies = np.full_like(one, float(w.experts_per_token))
+                t = coll.dedup_all_to_all_s(one, copies, epf, k_ep, topo, w.node_limit)
             else:
                 t = coll.hierarchical_all_to_all_s(buf * bytes_per_elem, epf, k_ep, topo)
             return np.asarray(t, dtype=np.float64)
