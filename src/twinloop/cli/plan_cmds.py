@@ -134,7 +134,12 @@ def train(
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="Tokens to train (default 20/param)."),
     power_limit: float | None = typer.Option(None, "--power-limit", help="Per-GPU power limit in W (default TDP)."),
     scaleout: str | None = typer.Option(None, "--scaleout", help="Network link (default ib-hdr A100, else ib-ndr)."),
-    attention: str = typer.Option("flash", "--attention", help="Attention kernel: flash | unfused."),
+    attention: str | None = typer.Option(
+        None, "--attention", help="Attention kernel: flash | unfused (default: the framework's)."
+    ),
+    framework: str = typer.Option(
+        "megatron-core-2024", "--framework", help="Framework profile: megatron-2022 | megatron-core-2024 | deepseek-v3."
+    ),
     dropout: bool = typer.Option(False, "--dropout/--no-dropout", help="Train with dropout (stores masks)."),
     search_by: str | None = typer.Option(None, "--search", help="Rank all configurations: throughput|energy|cost."),
     top: int = typer.Option(10, "--top", help="Rows to show with --search."),
@@ -157,6 +162,7 @@ def train(
             tokens_per_batch=tokens_per_batch, seq_len=seq_len, interleave=interleave, precision=precision,
             price_per_gpu_hour=price_gpu_hour, price_per_kwh=price_kwh, pue=pue, train_tokens=train_tokens,
             power_limit_w=power_limit, scaleout=scaleout, attention_kernel=attention, dropout=dropout,
+            framework=framework,
         )  # fmt: skip
         request = make_request(**fields)
         out: dict[str, Any] = {}

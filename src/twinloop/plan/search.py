@@ -148,6 +148,7 @@ def search(
         ctx.power_limit_w,
         ctx.prices,
         imbalance[fit],
+        ctx.efficiency,
     )
     order = rank_order(arrays, objective) if len(sub) else np.zeros(0, dtype=np.int64)
     return SearchResult(objective, len(configs), int(fit.size), _select(arrays, order), smallest)
