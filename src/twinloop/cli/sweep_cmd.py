@@ -68,19 +68,28 @@ def sweep(
     ),
     workers: int | None = typer.Option(None, "--workers", help="Runs in flight (default: one per core)."),
     out: Path = typer.Option(Path("twinloop-sweep"), "--out", help="Directory for runs.parquet, sweep.duckdb, report."),
+    seeds: str | None = typer.Option(None, "--seeds", help="Replace the spec's seeds, e.g. 0 or 0,1,2."),
+    duration: str | None = typer.Option(None, "--duration", help="Replace every scenario's duration, e.g. 2m."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Run a sweep of scenarios x seeds x loop policies on Ray; rows to Parquet and DuckDB; intervals and report."""
     from twinloop.sweep.report import write_sweep_report
     from twinloop.sweep.runner import run_cells
     from twinloop.sweep.sink import RowSink
-    from twinloop.sweep.spec import cells, load_sweep
+    from twinloop.errors import InputError
+    from twinloop.sweep.spec import cells, load_sweep, narrowed
     from twinloop.sweep.summary import stats_doc, summarize
 
     holder: dict[str, Any] = {}
 
     def go() -> dict[str, Any]:
         spec = load_sweep(spec_path)
+        if seeds is not None or duration is not None:
+            try:
+                seed_list = None if seeds is None else tuple(int(x) for x in seeds.split(",") if x.strip())
+            except ValueError:
+                raise InputError("--seeds", "", f"{seeds!r} (allowed: integers separated by commas)") from None
+            spec = narrowed(spec, seed_list, duration)
         todo = cells(spec, str(spec_path))
         with RowSink(out) as sink, _bar(len(todo), not json_out) as seen:
 

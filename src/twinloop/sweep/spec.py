@@ -201,6 +201,19 @@ def sweep_from_dict(raw: object, source: str = "sweep", base_dir: str = "") -> S
         raise pydantic_error(source, exc) from None
 
 
+def narrowed(spec: SweepSpec, seeds: tuple[int, ...] | None = None, duration: str | None = None) -> SweepSpec:
+    """``spec`` with other seeds and/or every scenario's ``duration_s`` replaced (a quick check of a big sweep)."""
+    body = spec.model_dump()
+    if seeds is not None:
+        body["seeds"] = seeds
+    if duration is not None:
+        body["overrides"] = {**body["overrides"], "duration_s": duration}
+        body["scenarios"] = [
+            {**e, "overrides": {k: v for k, v in e["overrides"].items() if k != "duration_s"}} for e in body["scenarios"]
+        ]
+    return sweep_from_dict(body, "--seeds/--duration", spec.base_dir)
+
+
 def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
     from twinloop.ops.respond.policy import load_policy
     from twinloop.twin.scenario import scenario_from_dict
