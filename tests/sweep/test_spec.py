@@ -80,7 +80,7 @@ def test_bad_scenario_override_fails_before_running(tmp_path: Path) -> None:
 
 def test_unknown_scenario_file_lists_packaged(tmp_path: Path) -> None:
     p = _write(tmp_path, {"scenarios": ["no-such-hall"]})
-    with pytest.raises(InputError, match="scenarios.0.file.*hot-afternoon"):
+    with pytest.raises(InputError, match=r"scenarios\.0\.file.*hot-afternoon"):
         cells(load_sweep(p), str(p))
 
 

@@ -21,8 +21,14 @@ def _bar(total: int, enabled: bool) -> Iterator[Callable[[dict[str, Any]], None]
     if not enabled or not sys.stderr.isatty():
         yield lambda r: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.progress import TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     with Progress(TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("done, [red]{task.fields[failed]} failed"), TimeElapsedColumn(),
@@ -39,16 +45,12 @@ def _bar(total: int, enabled: bool) -> Iterator[Callable[[dict[str, Any]], None]
 
 def _print(doc: dict[str, Any], summary: list[Any]) -> None:
     from twinloop.cli.tables import Col, print_table
-    from twinloop.sweep.summary import fmt_interval
+    from twinloop.sweep.summary import by_scenario, fmt_interval
 
     loops = list(dict.fromkeys(s.loop for s in summary))
-    for sc in dict.fromkeys(s.scenario for s in summary):
-        by_metric: dict[str, dict[str, Any]] = {}
-        for s in summary:
-            if s.scenario == sc:
-                by_metric.setdefault(s.metric, {})[s.loop] = s
-        rows = [[escape(m), *(fmt_interval(d[lp]) if lp in d else "—" for lp in loops), str(max(x.n for x in d.values()))]
-                for m, d in by_metric.items()]  # fmt: skip
+    for sc, by_metric in by_scenario(summary).items():
+        rows = [[escape(m), *(fmt_interval(d[lp]) if lp in d else "—" for lp in loops),
+                 str(max(x.n for x in d.values()))] for m, d in by_metric.items()]  # fmt: skip
         cols = [Col("metric", "left"), *(Col(f"{lp}\nmean ± 95% CI") for lp in loops), Col("seeds")]
         print_table(stdout, f"{sc}: mean and 95 % interval across seeds", cols, rows)
     for r in doc["failed"]:
@@ -73,10 +75,10 @@ def sweep(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Run a sweep of scenarios x seeds x loop policies on Ray; rows to Parquet and DuckDB; intervals and report."""
+    from twinloop.errors import InputError
     from twinloop.sweep.report import write_sweep_report
     from twinloop.sweep.runner import run_cells
     from twinloop.sweep.sink import RowSink
-    from twinloop.errors import InputError
     from twinloop.sweep.spec import cells, load_sweep, narrowed
     from twinloop.sweep.summary import stats_doc, summarize
 
@@ -108,7 +110,9 @@ def sweep(
         return {
             "sweep": spec.name,
             "runs": len(result.rows),
-            "failed": [{k: r[k] for k in ("cell", "scenario", "seed", "loop", "attempts", "error")} for r in result.failed],
+            "failed": [
+                {k: r[k] for k in ("cell", "scenario", "seed", "loop", "attempts", "error")} for r in result.failed
+            ],
             "wall_s": result.wall_s,
             "workers": result.workers,
             "cluster_cpus": result.cluster_cpus,

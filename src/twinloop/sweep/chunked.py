@@ -8,6 +8,7 @@ inputs go into the object store once (``ray.put``) instead of once per task.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -21,7 +22,7 @@ T = TypeVar("T")
 def chunk_bounds(n: int, chunks: int) -> list[tuple[int, int]]:
     """``chunks`` contiguous, near-equal (start, stop) slices covering ``range(n)`` (empty ones left out)."""
     edges = np.linspace(0, n, max(1, chunks) + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+    return [(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
 
 
 def ray_map(

@@ -9,7 +9,7 @@ from typing import Any
 
 from twinloop.report.charts import chart_div
 from twinloop.report.html import Section, table, write_report
-from twinloop.sweep.summary import Stat, fmt_interval
+from twinloop.sweep.summary import Stat, by_scenario, fmt_interval
 
 # The chart script's palette (assets/twinloop-charts.js): a loop setting's dots, mean and interval share a colour.
 PALETTE_HINT = ("#2463eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2")
@@ -35,14 +35,9 @@ def write_sweep_report(
     path: str | Path, name: str, summary: Sequence[Stat], failed: Sequence[dict[str, Any]], subtitle: str = ""
 ) -> Path:
     """Write the report: one section per scenario (table of intervals, then a chart per metric)."""
-    scenarios = list(dict.fromkeys(s.scenario for s in summary))
     loops = list(dict.fromkeys(s.loop for s in summary))
     sections = []
-    for sc in scenarios:
-        by_metric: dict[str, dict[str, Stat]] = {}
-        for s in summary:
-            if s.scenario == sc:
-                by_metric.setdefault(s.metric, {})[s.loop] = s
+    for sc, by_metric in by_scenario(summary).items():
         rows = [[m, *(fmt_interval(d[lp]) if lp in d else "—" for lp in loops), max(x.n for x in d.values())]
                 for m, d in by_metric.items()]  # fmt: skip
         body = table(["metric", *(f"{lp}: mean ± 95% CI" for lp in loops), "seeds"], rows)

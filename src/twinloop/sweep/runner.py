@@ -122,7 +122,7 @@ def run_cells(
             cell, attempt = pending.pop(done[0])
             try:
                 r = ray.get(done[0])
-            except Exception as exc:  # noqa: BLE001 - any failure of a cell is recorded, never raised
+            except Exception as exc:
                 if attempt < MAX_ATTEMPTS:
                     submit(cell, attempt + 1)
                     continue

@@ -209,14 +209,15 @@ def narrowed(spec: SweepSpec, seeds: tuple[int, ...] | None = None, duration: st
     if duration is not None:
         body["overrides"] = {**body["overrides"], "duration_s": duration}
         body["scenarios"] = [
-            {**e, "overrides": {k: v for k, v in e["overrides"].items() if k != "duration_s"}} for e in body["scenarios"]
+            {**e, "overrides": {k: v for k, v in e["overrides"].items() if k != "duration_s"}}
+            for e in body["scenarios"]
         ]
     return sweep_from_dict(body, "--seeds/--duration", spec.base_dir)
 
 
 def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
     from twinloop.ops.respond.policy import load_policy
-    from twinloop.twin.scenario import scenario_from_dict
+    from twinloop.twin.scenario import DEFAULT_SCENARIO, scenario_from_dict
 
     if spec.combine == "grid":
         combos = list(itertools.product(range(len(spec.scenarios)), spec.seeds, spec.loops))
@@ -226,10 +227,7 @@ def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
         combos = [(i if len(spec.scenarios) > 1 else 0, pick(spec.seeds, i), pick(spec.loops, i)) for i in range(n)]
     bases: list[tuple[dict[str, Any], str, str]] = []
     for i, e in enumerate(spec.scenarios):
-        if e.file is None:
-            from twinloop.twin.scenario import DEFAULT_SCENARIO as p
-        else:
-            p = _resolve(source, spec.base_dir, e.file, f"scenarios.{i}.file")
+        p = DEFAULT_SCENARIO if e.file is None else _resolve(source, spec.base_dir, e.file, f"scenarios.{i}.file")
         try:
             raw = yaml.safe_load(p.read_text())
         except yaml.YAMLError as exc:

@@ -72,6 +72,14 @@ def summarize(rows: Iterable[dict[str, Any]]) -> list[Stat]:
     return out
 
 
+def by_scenario(summary: Sequence[Stat]) -> dict[str, dict[str, dict[str, Stat]]]:
+    """scenario → metric → loop setting → :class:`Stat` (first-seen order), the layout of the tables."""
+    out: dict[str, dict[str, dict[str, Stat]]] = {}
+    for s in summary:
+        out.setdefault(s.scenario, {}).setdefault(s.metric, {})[s.loop] = s
+    return out
+
+
 def stats_doc(summary: Sequence[Stat]) -> list[dict[str, Any]]:
     """The summary as JSON-ready dicts."""
     return [

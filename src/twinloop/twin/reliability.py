@@ -269,7 +269,9 @@ def simulate_job(
     )
 
 
-def _ettr_chunk(shared: tuple[_Events, float, NDArray[np.float64], float, float], start: int, stop: int) -> NDArray[np.float64]:
+def _ettr_chunk(
+    shared: tuple[_Events, float, NDArray[np.float64], float, float], start: int, stop: int
+) -> NDArray[np.float64]:
     """ETTR per run for the intervals ``start:stop`` (the kernel of :func:`sweep_checkpoint_interval`)."""
     ev, wall_s, taus, write_s, restart_s = shared
     return np.stack([_evaluate(ev, wall_s, float(t), write_s, restart_s)[0] for t in taus[start:stop]])

@@ -1,0 +1,45 @@
+"""`twinloop sweep`: one JSON document, rows on disk, an HTML report with inlined charts; bad specs exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+def test_sweep_json_rows_and_report(cli: Any, tmp_path: Path, ray_local: None) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"name": "cli", "scenarios": ["default"], "seeds": [0, 1], "loops": ["off"]}))
+    out = tmp_path / "out"
+    r = cli("sweep", str(spec), "--duration", "30s", "--workers", "2", "--out", str(out), "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["runs"] == 2 and doc["failed"] == [] and doc["workers"] == 2
+    pue = [s for s in doc["summary"] if s["metric"] == "pue"]
+    assert len(pue) == 1 and pue[0]["n"] == 2 and pue[0]["ci95_low"] <= pue[0]["mean"] <= pue[0]["ci95_high"]
+    assert (out / "runs.parquet").exists() and (out / "sweep.duckdb").exists()
+    html = (out / "report.html").read_text()
+    assert 'data-chart="' in html and "echarts" in html.lower() and "<svg" not in html
+    assert "http://" not in html.split("<script")[0]
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [({"scenarios": ["default"], "seeds": [0, 0]}, "seeds"), ({"scenarios": ["nope"]}, "scenarios.0.file")],
+)
+def test_bad_spec_is_one_line_exit_2(cli: Any, tmp_path: Path, doc: dict, needle: str) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    r = cli("sweep", str(spec), "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and str(spec) in r.stderr and needle in r.stderr
+
+
+def test_bad_seeds_flag(cli: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"scenarios": ["default"]}))
+    r = cli("sweep", str(spec), "--seeds", "a,b")
+    assert r.exit_code == 2 and "--seeds" in r.stderr
