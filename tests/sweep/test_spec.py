@@ -111,3 +111,18 @@ def test_garbage_spec_is_input_error_or_valid(raw: object) -> None:
         sweep_from_dict(raw, "garbage.yaml")
     except InputError as exc:
         assert exc.source == "garbage.yaml"
+
+
+def test_policy_file_travels_in_the_cell(tmp_path: Path) -> None:
+    from twinloop.ops.respond.policy import POLICY_DIR, Policy, load_policy
+
+    (tmp_path / "mine.yaml").write_text((POLICY_DIR / "default.yaml").read_text())
+    p = _write(tmp_path, {"scenarios": ["default"], "loops": ["off", {"loop": True, "mode": "approve",
+                                                                      "policy": "mine.yaml"}]})  # fmt: skip
+    off, on = cells(load_sweep(p), str(p))
+    assert off.policy_doc is None and on.loop == "on-approve+mine"
+    assert Policy.model_validate(on.policy_doc) == load_policy(tmp_path / "mine.yaml")
+    bad = _write(tmp_path, {"scenarios": ["default"], "loops": [{"loop": True, "policy": "missing.yaml"}]})
+    with pytest.raises(InputError) as exc:
+        cells(load_sweep(bad), str(bad))
+    assert exc.value.field == "loops.0.policy"

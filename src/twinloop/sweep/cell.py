@@ -54,14 +54,12 @@ def _finite(d: dict[str, Any]) -> dict[str, float]:
 
 
 def _twin(cell: Cell) -> tuple[dict[str, float], dict[str, float]]:
-    from pathlib import Path
-
     from twinloop.closedloop.passes import outcome_metrics, run_pass
-    from twinloop.ops.respond.policy import load_policy
+    from twinloop.ops.respond.policy import Policy
     from twinloop.twin.scenario import scenario_from_dict
 
     spec = scenario_from_dict(cell.inputs, cell.source, cell.base_dir)
-    policy = load_policy(Path(cell.policy_path)) if cell.policy_path else None
+    policy = Policy.model_validate(cell.policy_doc) if cell.policy_doc is not None else None
     # The sweep is judged on the loop itself: the cooling optimizer and precooling stay as `twinloop run` has them.
     r = run_pass(spec, cell.loop_on, mode=cell.mode or "auto", policy=policy, source=cell.source)  # type: ignore[arg-type]
     det: dict[str, float] = {"incidents": float(len(r.incidents)), "false_alarms": float(len(r.detection.false_alarms))}

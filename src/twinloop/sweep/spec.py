@@ -134,7 +134,8 @@ class Cell:
         loop: loop label (``off``, ``on-auto``, ...); empty for plans.
         inputs: the scenario dict after overrides (twin) or the TrainRequest fields (plan), as a dict.
         source: where the scenario came from (for error messages and relative paths).
-        policy_path: the policy file of a loop-on cell, if any.
+        policy_path: the policy file of a loop-on cell, if any (recorded in the row).
+        policy_doc: that file's parsed content: the worker validates it, so a remote node needs no copy of the file.
     """
 
     index: int
@@ -149,6 +150,7 @@ class Cell:
     base_dir: str
     policy_path: str | None
     overrides_json: str
+    policy_doc: dict[str, Any] | None = None
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -238,12 +240,13 @@ def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
         bases.append((merged, str(p), str(p.resolve().parent)))
         # Validate once per scenario (and seed below) so a bad override fails before anything runs.
         scenario_from_dict(merged, f"{source}: scenarios.{i} ({p.name})", str(p.resolve().parent))
+    policy_docs: dict[str, dict[str, Any]] = {}
     for j, lp in enumerate(spec.loops):
         if lp.policy:
             pol = Path(lp.policy) if Path(lp.policy).is_absolute() else Path(spec.base_dir) / lp.policy
             if not pol.exists():
                 raise InputError(source, f"loops.{j}.policy", f"no such policy file {lp.policy!r}")
-            load_policy(pol)
+            policy_docs[str(pol)] = load_policy(pol).model_dump(mode="json")
     out = []
     for k, (si, seed, lp) in enumerate(combos):
         merged, src, base = bases[si]
@@ -254,7 +257,8 @@ def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
         over = deep_merge(spec.overrides, e.overrides)
         out.append(
             Cell(k, "twin", scenario_label(e), seed, lp.label, lp.loop, lp.mode if lp.loop else "",
-                 {**merged, "seed": seed}, src, base, pol_path, json.dumps(over, sort_keys=True, default=str))
+                 {**merged, "seed": seed}, src, base, pol_path, json.dumps(over, sort_keys=True, default=str),
+                 policy_docs.get(pol_path) if pol_path else None)
         )  # fmt: skip
     return out
 
