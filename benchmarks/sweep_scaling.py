@@ -1,6 +1,7 @@
 """Benchmark: the same 8-run sweep on 1 and 2 Ray workers, and Ray's own overhead per task.
 
     python benchmarks/sweep_scaling.py [--duration 1m] [--empty 300]
+    python benchmarks/sweep_scaling.py --sizes     # only the bytes a cell, a row and the shared inputs take
 
 The sweep is the packaged ``sweeps/loop-robustness.yaml`` narrowed to seed 0 with every scenario's duration
 replaced (4 scenarios x loop off/on = 8 runs). One local Ray with 2 CPUs is started once (its start-up is
@@ -39,11 +40,40 @@ def _empty() -> None:
     return None
 
 
+def print_sizes() -> None:
+    """Bytes (pickled) of what travels: a cell to a worker, and the shared inputs the chunked maps put once."""
+    import numpy as np
+
+    from twinloop.plan.evaluate import routing_imbalance
+    from twinloop.plan.memory import memory_per_gpu
+    from twinloop.plan.search import candidate_configs
+    from twinloop.plan.train_request import make_request, resolve
+    from twinloop.twin.reliability import _sample_events, job_failure_rates_per_h
+
+    todo = cells(narrowed(load_sweep(SPEC), (0,), "1m"), str(SPEC))
+    cell_b = [len(pickle.dumps(c)) for c in todo]
+    print(f"cell sent to a worker (pickled): {min(cell_b):,}..{max(cell_b):,} bytes")
+    ev = _sample_events(job_failure_rates_per_h(16384), 54 * 86400.0, 200, 0)
+    print(f"reliability event sample, 16,384 GPUs x 54 days x 200 runs: {len(pickle.dumps(ev)) / 1e6:.1f} MB")
+    ctx = resolve(make_request(model="deepseek-v3", gpu="h100-sxm", gpus=2048))
+    c, w = candidate_configs(ctx), ctx.workload
+    imb = routing_imbalance(ctx.arch, c.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
+    fit = np.flatnonzero(memory_per_gpu(w, c, ctx.global_batch, imb).total <= w.hbm_capacity_bytes)
+    shared = (w, c.select(fit), ctx.topology, ctx.power_model, ctx.global_batch, ctx.power_limit_w, ctx.prices,
+              imb[fit])  # fmt: skip
+    print(f"search shared inputs, deepseek-v3 on 2,048 h100-sxm ({fit.size:,} fitting): "
+          f"{len(pickle.dumps(shared)) / 1e6:.1f} MB")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", default="1m", help="every scenario's simulated time")
     parser.add_argument("--empty", type=int, default=300, help="empty tasks for the overhead figures")
+    parser.add_argument("--sizes", action="store_true", help="print only the sizes of what travels")
     args = parser.parse_args()
+    if args.sizes:
+        print_sizes()
+        return 0
     print(f"cores: {os.cpu_count()}  load average (1/5/15 min) before: {_load()}")
     spec = narrowed(load_sweep(SPEC), (0,), args.duration)
     todo = cells(spec, str(SPEC))
