@@ -43,3 +43,24 @@ def test_bad_seeds_flag(cli: Any, tmp_path: Path) -> None:
     spec.write_text(yaml.safe_dump({"scenarios": ["default"]}))
     r = cli("sweep", str(spec), "--seeds", "a,b")
     assert r.exit_code == 2 and "--seeds" in r.stderr
+
+
+def test_failed_runs_are_reported_and_exit_1(cli: Any, tmp_path: Path, ray_local: None, monkeypatch: Any) -> None:
+    from twinloop.sweep import runner
+    from twinloop.sweep.cell import row
+
+    def kernel(cell: Any, sweep: str, attempt: int) -> dict[str, Any]:
+        if cell.seed == 1:
+            raise ValueError("no such luck")
+        return row(cell, sweep, "ok", attempt, None, 0.1, "w", {"pue": 1.2}, {})
+
+    real = runner.run_cells
+    monkeypatch.setattr(runner, "run_cells", lambda *a, **k: real(*a, **k, kernel=kernel))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"scenarios": ["default"], "seeds": [0, 1], "loops": ["off"]}))
+    r = cli("sweep", str(spec), "--out", str(tmp_path / "o"), "--json")
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert doc["runs"] == 2 and [(f["seed"], f["attempts"]) for f in doc["failed"]] == [(1, 2)]
+    assert "ValueError: no such luck" in doc["failed"][0]["error"]
+    assert "no such luck" in (tmp_path / "o" / "report.html").read_text()
