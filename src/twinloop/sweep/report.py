@@ -23,11 +23,13 @@ def interval_chart(scenario: str, metric: str, stats: Sequence[Stat]) -> dict[st
         color = PALETTE_HINT[i % len(PALETTE_HINT)]
         series.append({"name": f"{s.loop}", "x": seeds, "y": [v for _, v in s.values], "dots": True, "color": color})
         lo, hi = min(seeds), max(seeds)
-        series.append({"name": f"{s.loop} mean", "x": [lo, hi], "y": [s.mean, s.mean], "color": color})
+        # Same name: one legend entry per loop setting toggles its dots, mean (solid) and interval (dashed) together.
+        series.append({"name": s.loop, "x": [lo, hi], "y": [s.mean, s.mean], "color": color})
         if s.half_width is not None:
-            for name, y in (("95% low", s.mean - s.half_width), ("95% high", s.mean + s.half_width)):
-                series.append({"name": f"{s.loop} {name}", "x": [lo, hi], "y": [y, y], "dash": True, "color": color})
-    return {"kind": "line", "title": f"{scenario}: {metric}", "x": {"unit": "seed"}, "y": {"unit": ""},
+            for y in (s.mean - s.half_width, s.mean + s.half_width):
+                series.append({"name": s.loop, "x": [lo, hi], "y": [y, y], "dash": True, "color": color})
+    title = f"{scenario}: {metric} by seed (solid: mean, dashed: 95 % interval)"
+    return {"kind": "line", "title": title, "x": {"unit": ""}, "y": {"unit": ""},
             "series": series, "marks": [], "bands": [], "rules": []}  # fmt: skip
 
 
