@@ -64,3 +64,27 @@ def test_failed_runs_are_reported_and_exit_1(cli: Any, tmp_path: Path, ray_local
     assert doc["runs"] == 2 and [(f["seed"], f["attempts"]) for f in doc["failed"]] == [(1, 2)]
     assert "ValueError: no such luck" in doc["failed"][0]["error"]
     assert "no such luck" in (tmp_path / "o" / "report.html").read_text()
+
+
+def test_address_runs_on_an_existing_cluster(tmp_path: Path, ray_local: None) -> None:
+    """A second process joins the fixture's running Ray by its address (as it would a remote cluster's head)."""
+    import os
+    import subprocess
+    import sys
+
+    import ray
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump({"plans": [{"model": "llama-3-8b", "gpu": "h100-sxm", "gpus": 64}], "seeds": [0]}))
+    address = ray.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    out = subprocess.run(
+        [sys.executable, "-m", "twinloop.cli.main", "sweep", str(spec), "--address", address, "--out",
+         str(tmp_path / "o"), "--json"],
+        capture_output=True, text=True, env=env, timeout=240, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["runs"] == 1 and doc["failed"] == [] and doc["cluster_cpus"] == 2.0
+    tps = [s for s in doc["summary"] if s["metric"] == "tokens_per_s"]
+    assert len(tps) == 1 and tps[0]["mean"] > 0
