@@ -55,7 +55,7 @@ def _incident_json(i: Incident) -> dict[str, Any]:
 @app.command()
 def detect(
     file: Path = typer.Argument(
-        ..., help="CSV or Parquet: wide (timestamp + value columns) or long (ts, entity, field, value)."
+        ..., help="CSV or Parquet: wide (timestamp + value columns), long (ts, entity, field, value) or nvidia-smi CSV."
     ),
     field: list[str] = typer.Option(
         None, "--field", "-f", help="Value column / field to analyse (repeatable); default all."
@@ -80,7 +80,7 @@ def detect(
         if n_samples < 2:
             raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
         detections = detect_blocks(blocks, names)
-        incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity") else []
+        incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity", "nvidia-smi") else []
         summary = {
             "file": str(file),
             "layout": report.layout,
@@ -88,6 +88,7 @@ def detect(
             "samples": n_samples,
             "series": sum(len(b.names) for b in blocks),
             "dt_s": report.dt_s,
+            "aligned_max_shift_s": report.aligned_max_shift_s,
             "out_of_order_rows": report.out_of_order,
             "duplicate_rows": report.duplicates,
             "nan_count": report.nan_count,
@@ -106,6 +107,7 @@ def detect(
         stdout.print(
             f"{file}: {report.layout} layout, {n_samples} samples of {summary['series']} series, "
             f"dt {report.dt_s:.3g} s, {report.out_of_order} rows out of order (sorted), "
+            f"sweeps aligned (max shift {report.aligned_max_shift_s * 1000:.3g} ms), "
             f"{report.duplicates} duplicate rows, {sum(report.nan_count.values())} NaN samples, "
             f"{sum(report.problems.values())} bad rows skipped",
             highlight=False,

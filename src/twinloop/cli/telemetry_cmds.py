@@ -17,6 +17,7 @@ from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.ingest import ingest as run_ingest
+from twinloop.telemetry.ingest import require_rows_kept
 from twinloop.telemetry.sources import SOURCES, Source, make_source
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 from twinloop.telemetry.timeparse import parse_duration, parse_time
@@ -103,6 +104,7 @@ def ingest(
         t0 = time.perf_counter()
         with DuckDBStore(db) as store, progress(f"ingest {src.label}", total=0, enabled=not json_out) as advance:
             report = run_ingest(src, store, batch_rows=batch_rows, on_batch=advance)
+        require_rows_kept(report, src.label)  # every row dropped is an error (exit 2), never a quiet 0
         elapsed = time.perf_counter() - t0
         doc = {"source": src.label, "db": db, "elapsed_s": elapsed, **report.to_dict()}
         if json_out:
@@ -171,7 +173,8 @@ def export(
     source_spec: str = typer.Option(
         "twin", "--source", help="KIND or KIND:TARGET, e.g. twin, nvml, file:t.csv, prometheus:http://h:9090."
     ),
-    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="HOST:PORT to serve /metrics on."),
+    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="HOST:PORT to serve /metrics on (loopback)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --listen address."),
     period: float | None = typer.Option(None, "--period", help="Sampling period, s (live sources)."),
     duration: float | None = typer.Option(None, "--duration", help="Serve this many seconds (default: until Ctrl-C)."),
     speed: float | None = typer.Option(None, "--speed", help=SPEED_HELP),
@@ -188,7 +191,7 @@ def export(
     def run() -> None:
         kind, sep, target = source_spec.partition(":")
         src = _build(kind, target if sep else None, _options(kind, sets, None, period, None, None, speed))
-        exporter = Exporter(listen=listen).start()
+        exporter = Exporter(listen=listen, allow_remote=allow_remote).start()
         url = f"http://{listen.rpartition(':')[0] or '127.0.0.1'}:{exporter.port}/metrics"
         if not json_out:
             stderr.print(f"serving {src.label} on {url} (Ctrl-C to stop)", markup=False, highlight=False)
