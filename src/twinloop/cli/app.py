@@ -40,6 +40,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "twinloop.cli.run_cmd",
         "The main job: run a scenario with the loop off and on (same seed) and compare outcomes and detection.",
     ),
+    "sweep": LazyCommand(
+        "twinloop.cli.sweep_cmd",
+        "Run a sweep of scenarios x seeds x loop policies on Ray; rows to Parquet and DuckDB; intervals and report.",
+    ),
     "plan": LazyCommand("twinloop.cli.app", "Plan training and serving: memory, time, power, energy and cost."),
     "sim": LazyCommand(
         "twinloop.cli.sim_cmd",

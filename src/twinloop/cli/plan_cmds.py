@@ -143,6 +143,7 @@ def train(
     dropout: bool = typer.Option(False, "--dropout/--no-dropout", help="Train with dropout (stores masks)."),
     search_by: str | None = typer.Option(None, "--search", help="Rank all configurations: throughput|energy|cost."),
     top: int = typer.Option(10, "--top", help="Rows to show with --search."),
+    use_ray: bool = typer.Option(False, "--ray", help="Run --search's evaluation as Ray tasks (same ranking)."),
     sweep: bool = typer.Option(False, "--power-sweep", help="Sweep power limits and mark the knee."),
     json_out: bool = JSON_OPTION,
 ) -> None:
@@ -171,7 +172,7 @@ def train(
             from twinloop.plan.search import search
 
             ctx = resolve(request)
-            result = search(ctx, search_by)  # type: ignore[arg-type]
+            result = search(ctx, search_by, ray=use_ray)  # type: ignore[arg-type]
             if result.fitting == 0:
                 raise InputError(
                     "plan train",

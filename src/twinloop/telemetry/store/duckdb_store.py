@@ -488,3 +488,32 @@ class DuckDBStore:
         )
         row = self.con.execute(sql, params).fetchone()
         return int(row[0]) if row else 0
+
+    # ----- side tables (results next to the telemetry) ---------------------------------------------------
+    def append_table(self, name: str, table: pa.Table) -> int:
+        """Append ``table`` to the table ``name`` (created from its Arrow schema on first use), in one transaction.
+
+        For results that live next to the telemetry, such as a sweep's runs (``twinloop.sweep``); returns the rows
+        written. ``name`` must be a plain identifier.
+        """
+        if not name.isidentifier() or name in ("entities", "fields", "samples", "rollup_1m"):
+            raise InputError(self.path, name, "bad table name (allowed: an identifier, not a telemetry table)")
+        con = self.con
+        con.register("_incoming", table)
+        try:
+            con.execute("BEGIN")
+            con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM _incoming LIMIT 0")
+            con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM _incoming")
+            con.execute("COMMIT")
+        except duckdb.Error:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.unregister("_incoming")
+        return table.num_rows
+
+    def read_table(self, name: str) -> pa.Table:
+        """The whole side table ``name`` (see :meth:`append_table`) as Arrow."""
+        if not name.isidentifier():
+            raise InputError(self.path, name, "bad table name (allowed: an identifier)")
+        return self.con.execute(f"SELECT * FROM {name}").to_arrow_table()
