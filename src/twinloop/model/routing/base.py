@@ -49,6 +49,33 @@ class RoutingContext:
         return np.asarray(per * self.placement.n_replicas, dtype=np.int64)
 
 
+class StepScores:
+    """One step's router scores: the logits, their sigmoid (computed on first use) and the experts ranked
+    by affinity (computed once, widened on demand), so routers sharing a step do not redo the sort.
+
+    Args:
+        logits: (tokens, n_experts) float32 gate logits.
+    """
+
+    def __init__(self, logits: F32) -> None:
+        self.logits = logits
+        self._affinity: F32 | None = None
+        self._ranked: I64 = np.zeros((logits.shape[0], 0), dtype=np.int64)
+
+    @property
+    def affinity(self) -> F32:
+        """Affinities in (0, 1): ``sigmoid(logits)`` (DeepSeek-V3's gate)."""
+        if self._affinity is None:
+            self._affinity = np.asarray(1.0 / (1.0 + np.exp(-self.logits)), dtype=np.float32)
+        return self._affinity
+
+    def ranked(self, k: int) -> I64:
+        """Each token's ``k`` best experts by affinity, best first (sigmoid is monotone: sorted on logits)."""
+        if self._ranked.shape[1] < k:
+            self._ranked = top_k(self.logits, k)
+        return self._ranked[:, :k]
+
+
 @dataclass(frozen=True)
 class Assignment:
     """One step's routing.
@@ -122,8 +149,8 @@ class Router(ABC):
         return ctx.top_k
 
     @abstractmethod
-    def route(self, affinity: F32, ctx: RoutingContext) -> Assignment:
-        """Route one step: ``affinity`` is (tokens, n_experts) in (0, 1)."""
+    def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        """Route one step's tokens from their ``scores``."""
 
     def params(self) -> dict[str, Any]:
         """The router's parameters (for reports)."""

@@ -1,7 +1,7 @@
 """The time-stepped MoE routing simulator: a drifting token stream, a router, a placement, metrics per step.
 
 Per step: draw the step's affinity logits (:mod:`.workload`), let the router choose experts from
-``sigmoid(logits)``, send every kept copy to an instance of its expert (:meth:`Placement.dest_rank`) and
+them (:class:`.base.StepScores`), send every kept copy to an instance of its expert (:meth:`Placement.dest_rank`) and
 measure:
 
 * ``imbalance``: hottest EP rank's copies / mean rank copies (≥ 1);
@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
-from twinloop.model.routing.base import Router, RoutingContext, top_k
+from twinloop.model.routing.base import Router, RoutingContext, StepScores, top_k
 from twinloop.model.routing.placement import Placement
 from twinloop.model.routing.workload import AffinityStream
 
@@ -55,11 +55,6 @@ class StepMetrics:
     mean_k: F64
     burst: NDArray[np.bool_]
     rank_load: NDArray[np.int64] = field(repr=False)
-
-
-def sigmoid(x: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Logistic function in float32 (DeepSeek-V3's gate)."""
-    return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=np.float32)
 
 
 def source_ranks(tokens: int, ep_ranks: int) -> I64:
@@ -133,10 +128,11 @@ def simulate(
     burst = np.array([stream.spec.in_burst(s) for s in range(steps)])
     for s in range(steps):
         logits = stream.logits(s)
-        a = router.route(sigmoid(logits), ctx)
+        scores = StepScores(logits)
+        a = router.route(scores, ctx)
         experts = a.experts
         valid = experts >= 0
-        truth = top_k(logits, top_k_)
+        truth = scores.ranked(top_k_)
         hits = (experts[:, :, None] == truth[:, None, :]).any(axis=1)  # (tokens, K): true expert served
         dest = placement.dest_rank(experts, ctx.source_rank)
         loads = np.bincount(dest[valid], minlength=ep).astype(np.int64)

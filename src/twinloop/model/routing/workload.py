@@ -38,15 +38,15 @@ class DriftSpec:
     """
 
     tokens_per_step: int = 8192
-    n_topics: int = 8
+    n_topics: int = 64
     latent_dim: int = 16
-    topic_spread: float = 1.0
+    topic_spread: float = 1.5
     temperature: float = 1.0
     drift_period_steps: int = 64
     drift_depth: float = 2.0
     burst_start_step: int = 40
     burst_steps: int = 20
-    burst_share: float = 0.3
+    burst_share: float = 0.2
     burst_boost: float = 4.0
 
     def __post_init__(self) -> None:
@@ -97,7 +97,8 @@ class AffinityStream:
             raise InputError("drift", "n_experts", f"must be >= 2, got {n_experts}")
         rng = np.random.default_rng([seed, 0])
         centres = rng.standard_normal((spec.n_topics, spec.latent_dim)).astype(np.float32)
-        keys = (rng.standard_normal((spec.latent_dim, n_experts)) / np.sqrt(spec.latent_dim)).astype(np.float32)
+        keys = rng.standard_normal((spec.latent_dim, n_experts))
+        keys = (keys / np.linalg.norm(keys, axis=0)).astype(np.float32)  # equal norms: no expert favoured a priori
         phases = rng.uniform(0, 2 * np.pi, spec.n_topics)
         hot = int(rng.integers(n_experts))
         return cls(spec, n_experts, centres, keys, phases, hot, seed)

@@ -18,14 +18,13 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.model.routing.base import (
     Assignment,
-    F32,
+    StepScores,
     I64,
     Router,
     RoutingContext,
     enforce_capacity,
     expert_load,
     register,
-    top_k,
 )
 
 
@@ -49,8 +48,8 @@ class AdaptiveK(Router):
         k_max: int = 0,
         capacity_factor: float = 1.25,
         backups: int = 2,
-        high: float = 1.5,
-        low: float = 1.1,
+        high: float = 1.2,
+        low: float = 1.0,
     ) -> None:
         if k_min < 0 or k_max < 0 or (k_min and k_max and k_max < k_min):
             raise InputError("router adaptive", "k_min", f"must be in 0..k_max, got {k_min} (k_max {k_max})")
@@ -88,10 +87,10 @@ class AdaptiveK(Router):
     def _capacity(self, ctx: RoutingContext, k: int) -> I64:
         return ctx.capacity(self.capacity_factor * k / ctx.top_k)
 
-    def route(self, affinity: F32, ctx: RoutingContext) -> Assignment:
+    def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
         lo, hi = self.bounds(ctx)
         k = self._k or min(ctx.top_k, hi)
-        ranked = top_k(affinity, min(ctx.n_experts, hi + self.backups))
+        ranked = scores.ranked(min(ctx.n_experts, hi + self.backups))
         pressure = float((expert_load(ranked[:, :k], ctx.n_experts) / self._capacity(ctx, k)).max())
         if pressure > self.high:
             k = max(lo, k - 1)
@@ -117,6 +116,6 @@ class AdaptiveK(Router):
             pending[rows[ok], cols[ok]] = False
             taken += expert_load(kept, ctx.n_experts)
             redirected += int(ok.sum())
-        out = np.full((affinity.shape[0], hi), -1, dtype=np.int64)
+        out = np.full((ctx.tokens, hi), -1, dtype=np.int64)
         out[:, :k] = experts
         return Assignment(out, int(pending.sum()), redirected, cap)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from twinloop.errors import InputError
-from twinloop.model.routing.base import Assignment, F32, Router, RoutingContext, expert_load, register, top_k
+from twinloop.model.routing.base import Assignment, Router, RoutingContext, StepScores, expert_load, register, top_k
 
 
 @register
@@ -30,8 +30,8 @@ class BiasBalance(Router):
     def start(self, ctx: RoutingContext) -> None:
         self._bias = np.zeros(ctx.n_experts, dtype=np.float32)
 
-    def route(self, affinity: F32, ctx: RoutingContext) -> Assignment:
-        experts = top_k(affinity + self._bias, ctx.top_k)
+    def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        experts = top_k(scores.affinity + self._bias, ctx.top_k)
         load = expert_load(experts, ctx.n_experts) / ctx.placement.n_replicas  # per instance
         self._bias -= np.float32(self.gamma) * np.sign(load - load.mean()).astype(np.float32)
         return Assignment(experts, 0, 0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from twinloop.errors import InputError
-from twinloop.model.routing.base import Assignment, F32, Router, RoutingContext, enforce_capacity, register, top_k
+from twinloop.model.routing.base import Assignment, Router, RoutingContext, StepScores, enforce_capacity, register
 
 
 @register
@@ -23,7 +23,7 @@ class CapacityTopK(Router):
             raise InputError("router capacity", "capacity_factor", f"must be > 0, got {capacity_factor}")
         self.capacity_factor = capacity_factor
 
-    def route(self, affinity: F32, ctx: RoutingContext) -> Assignment:
+    def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
         cap = ctx.capacity(self.capacity_factor)
-        experts, dropped = enforce_capacity(top_k(affinity, ctx.top_k), cap)
+        experts, dropped = enforce_capacity(scores.ranked(ctx.top_k), cap)
         return Assignment(experts, dropped, 0, cap)

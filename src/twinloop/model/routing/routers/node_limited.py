@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from twinloop.errors import InputError
-from twinloop.model.routing.base import Assignment, F32, Router, RoutingContext, register, top_k
+from twinloop.model.routing.base import Assignment, Router, RoutingContext, StepScores, register, top_k
 
 
 @register
@@ -25,12 +25,12 @@ class NodeLimited(Router):
             raise InputError("router node-limited", "max_nodes", f"must be >= 0, got {max_nodes}")
         self.max_nodes = max_nodes
 
-    def route(self, affinity: F32, ctx: RoutingContext) -> Assignment:
+    def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
         p = ctx.placement
         m = self.max_nodes or ctx.node_limit or 4
         n_nodes = p.n_nodes
         if m >= n_nodes:
-            return Assignment(top_k(affinity, ctx.top_k), 0, 0)
+            return Assignment(scores.ranked(ctx.top_k), 0, 0)
         node = p.primary_node
         counts = np.bincount(node, minlength=n_nodes)
         width = int(counts.max())
@@ -42,6 +42,7 @@ class NodeLimited(Router):
         group[node[order], slot] = order
         if int(counts[np.argsort(-counts)[:m]].sum()) < ctx.top_k:
             raise InputError("router node-limited", "max_nodes", f"{m} nodes hold fewer than top_k={ctx.top_k}")
+        affinity = scores.affinity
         padded = np.concatenate([affinity, np.full((affinity.shape[0], 1), -np.inf, np.float32)], axis=1)
         per_node = padded[:, group]  # (tokens, n_nodes, width)
         best = max(1, min(width, ctx.top_k // m))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from twinloop.model.routing.base import Assignment, F32, Router, RoutingContext, register, top_k
+from twinloop.model.routing.base import Assignment, Router, RoutingContext, StepScores, register
 
 
 @register
@@ -11,5 +11,5 @@ class TopK(Router):
 
     name = "topk"
 
-    def route(self, affinity: F32, ctx: RoutingContext) -> Assignment:
-        return Assignment(top_k(affinity, ctx.top_k), 0, 0)
+    def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        return Assignment(scores.ranked(ctx.top_k), 0, 0)

@@ -11,7 +11,7 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.model.routing.base import (
     Assignment,
-    F32,
+    StepScores,
     Router,
     RoutingContext,
     enforce_capacity,
@@ -45,12 +45,12 @@ class TwoStage(Router):
         self.availability_weight = availability_weight
         self.capacity_factor = capacity_factor
 
-    def route(self, affinity: F32, ctx: RoutingContext) -> Assignment:
+    def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
         k = ctx.top_k
         s = min(ctx.n_experts, int(np.ceil(self.shortlist_factor * k)))
         cap = ctx.capacity(self.capacity_factor)
-        short = top_k(affinity, s)
-        skill = np.take_along_axis(affinity, short, axis=1)
+        short = scores.ranked(s)
+        skill = np.take_along_axis(scores.affinity, short, axis=1)
         skill = skill / np.maximum(skill[:, :1], np.float32(1e-12))  # 1 for the best candidate
         demand = expert_load(short[:, :k], ctx.n_experts)
         avail = np.clip(1.0 - demand / cap, 0.0, 1.0).astype(np.float32)
