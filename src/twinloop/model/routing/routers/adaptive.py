@@ -34,7 +34,8 @@ class AdaptiveK(Router):
 
     Args:
         k_min / k_max: bounds on experts per token (0 = ``ceil(K/2)`` / ``K``; 1 ≤ k_min ≤ k_max).
-        capacity_factor: capacity per expert relative to an even load at ``K_t`` (> 0).
+        capacity_factor: capacity per expert relative to an even load at ``K_t`` (> 0; 1.0 by default:
+            redirection absorbs the overflow a tighter capacity causes, and the tighter cap bounds the slowest rank).
         backups: backup experts tried per overflowing copy (≥ 0).
         high / low: pressure thresholds (hottest demand / capacity) to shed / add one expert per token.
     """
@@ -46,10 +47,10 @@ class AdaptiveK(Router):
         self,
         k_min: int = 0,
         k_max: int = 0,
-        capacity_factor: float = 1.25,
+        capacity_factor: float = 1.0,
         backups: int = 2,
-        high: float = 1.2,
-        low: float = 1.0,
+        high: float = 1.5,
+        low: float = 1.2,
     ) -> None:
         if k_min < 0 or k_max < 0 or (k_min and k_max and k_max < k_min):
             raise InputError("router adaptive", "k_min", f"must be in 0..k_max, got {k_min} (k_max {k_max})")
