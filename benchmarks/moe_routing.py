@@ -31,7 +31,8 @@ def table(study: object) -> None:
         m = r.summary
         print(
             f"| {r.router} | {r.placement} | {m['imbalance_max']:.2f} / {m['imbalance_mean']:.2f} | "
-            f"{100 * m['dropped_share']:.1f} | {100 * m['redirected_share']:.1f} | {m['a2a_intra_bytes_mean'] / 1e6:.0f} | "
+            f"{100 * m['dropped_share']:.1f} | {100 * m['redirected_share']:.1f} | "
+            f"{m['a2a_intra_bytes_mean'] / 1e6:.0f} | "
             f"{m['a2a_inter_bytes_mean'] / 1e6:.0f} | {m['step_s_max']:.2f} / {m['step_s_mean']:.2f} | "
             f"{m['quality']:.3f} | {100 * m['served_true']:.1f} |"
         )
@@ -50,9 +51,12 @@ def speed(tokens: int = 65_536, experts: int = 256, steps: int = 3) -> None:
 def main() -> None:
     quick = "--quick" in sys.argv
     for model, gpu, gpus, ep, tokens, steps in CASES:
-        drift = DriftSpec(tokens_per_step=tokens // (4 if quick else 1), burst_start_step=steps // 2, burst_steps=steps // 4,
-                          drift_period_steps=steps)  # fmt: skip
-        table(run_study(model, gpus, ep, gpu=gpu, steps=steps // (4 if quick else 1), drift=drift))
+        if quick:
+            tokens, steps = tokens // 4, steps // 4
+        drift = DriftSpec(
+            tokens_per_step=tokens, burst_start_step=steps // 2, burst_steps=steps // 4, drift_period_steps=steps
+        )
+        table(run_study(model, gpus, ep, gpu=gpu, steps=steps, drift=drift))
     speed(steps=1 if quick else 3)
 
 

@@ -55,9 +55,19 @@ def write_plot(s: Study, out: Path) -> Path:
     burst = np.nonzero(s.rows[0].metrics.burst)[0] if s.rows else np.zeros(0)
     bands = [(float(burst[0]), float(burst[-1] + 1), "hot-expert burst", "#f5c2c2")] if burst.size else []
     label = {f"{r.router}/{r.placement}": r for r in s.rows}
-    imb = timeseries_chart("Load imbalance (hottest rank / mean)", steps, {k: r.metrics.imbalance for k, r in label.items()}, "×", bands=bands)  # noqa: E501
-    step = timeseries_chart("Step time, slowest rank (planner)", steps, {k: r.step_s for k, r in label.items()}, "s", bands=bands)  # noqa: E501
-    quality = timeseries_chart("Quality proxy (true top-k recall)", steps, {k: r.metrics.quality for k, r in label.items()}, "", bands=bands)  # noqa: E501
+    imb = timeseries_chart(
+        "Load imbalance (hottest rank / mean)",
+        steps,
+        {k: r.metrics.imbalance for k, r in label.items()},
+        "×",
+        bands=bands,
+    )
+    step = timeseries_chart(
+        "Step time, slowest rank (planner)", steps, {k: r.step_s for k, r in label.items()}, "s", bands=bands
+    )
+    quality = timeseries_chart(
+        "Quality proxy (true top-k recall)", steps, {k: r.metrics.quality for k, r in label.items()}, "", bands=bands
+    )
     note = f"{s.model} on {s.gpus} {s.gpu}, EP {s.ep}; x axis: router step; planner config {s.config}"
     return write_report(
         out / "moe_routing.html",
@@ -69,7 +79,9 @@ def write_plot(s: Study, out: Path) -> Path:
 
 @plan_app.command("moe")
 def moe(
-    model: str = typer.Option(..., "--model", help="deepseek-v3, mixtral-8x7b, qwen3-30b-a3b, any MoE catalog name or a config.json."),  # noqa: E501
+    model: str = typer.Option(
+        ..., "--model", help="deepseek-v3, mixtral-8x7b, qwen3-30b-a3b, any MoE catalog name or a config.json."
+    ),
     gpus: int = typer.Option(..., "--gpus", min=1, help="GPUs in the (training) cluster the step time is planned on."),
     ep: int = typer.Option(..., "--ep", min=1, help="Expert-parallel degree (divides the routed experts)."),
     gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU."),
@@ -78,7 +90,9 @@ def moe(
     steps: int = typer.Option(64, "--steps", min=1, max=100_000, help="Router steps to simulate."),
     tokens: int = typer.Option(8192, "--tokens", min=1, max=1_048_576, help="Tokens per step (one MoE layer)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the token stream."),
-    out: Path | None = typer.Option(None, "--out", help="Directory for moe_routing.html (imbalance and step time over time)."),  # noqa: E501
+    out: Path | None = typer.Option(
+        None, "--out", help="Directory for moe_routing.html (imbalance and step time over time)."
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Simulate MoE routing over time: routers x placements, imbalance, drops, all-to-all, step time, quality."""
@@ -87,11 +101,23 @@ def moe(
     from twinloop.plan.moe_study import run_study, study_json
 
     n_runs = len(router or router_names()) * len(placement or PLACEMENTS)
-    drift = DriftSpec(tokens_per_step=tokens, drift_period_steps=steps, burst_start_step=steps // 2, burst_steps=max(1, steps // 4))  # noqa: E501
+    drift = DriftSpec(
+        tokens_per_step=tokens, drift_period_steps=steps, burst_start_step=steps // 2, burst_steps=max(1, steps // 4)
+    )
     with progress("routing", steps * n_runs, enabled=not json_out) as advance:
         study = guarded(
-            lambda: run_study(model, gpus, ep, gpu, list(router) or None, list(placement) or None, steps, drift,
-                              seed=seed, on_step=lambda i: advance(1))  # fmt: skip
+            lambda: run_study(
+                model,
+                gpus,
+                ep,
+                gpu,
+                list(router) or None,
+                list(placement) or None,
+                steps,
+                drift,
+                seed=seed,
+                on_step=lambda i: advance(1),
+            )
         )
     html = write_plot(study, out) if out is not None else None
     if json_out:

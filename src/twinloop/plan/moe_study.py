@@ -135,7 +135,9 @@ def run_study(
             )  # fmt: skip
             step_s = np.asarray(a.time.step_s, dtype=np.float64)
             rows.append(StudyRow(rname, pname, m, step_s, _summary(m, step_s, drift.tokens_per_step * k * steps)))
-    return Study(arch.name, ctx.gpu.name, gpus, ep, steps, drift.tokens_per_step, dataclasses.asdict(configs.config(0)), rows)
+    return Study(
+        arch.name, ctx.gpu.name, gpus, ep, steps, drift.tokens_per_step, dataclasses.asdict(configs.config(0)), rows
+    )
 
 
 def study_json(s: Study) -> dict[str, Any]:

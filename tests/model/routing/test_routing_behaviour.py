@@ -91,9 +91,7 @@ def test_bad_inputs_name_the_field() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    st.integers(2, 12), st.integers(1, 4), st.integers(1, 60), st.integers(0, 30), st.integers(0, 2**31 - 1)
-)
+@given(st.integers(2, 12), st.integers(1, 4), st.integers(1, 60), st.integers(0, 30), st.integers(0, 2**31 - 1))
 def test_enforce_capacity_never_exceeds(e: int, k: int, tokens: int, cap: int, seed: int) -> None:
     k = min(k, e)
     rng = np.random.default_rng(seed)

@@ -108,7 +108,7 @@ def contiguous(n_experts: int, ep_ranks: int, ranks_per_node: int) -> Placement:
 def coactivation(experts: I64, n_experts: int) -> tuple[F64, F64]:
     """(co-activation matrix, load) of routed choices ``experts`` (tokens × k, -1 = empty): entry (a, b)
     counts tokens routed to both a and b (diagonal zero); load counts copies per expert."""
-    t, k = experts.shape
+    t = experts.shape[0]
     onehot = np.zeros((t, n_experts), dtype=np.float32)
     valid = experts >= 0
     onehot[np.nonzero(valid)[0], experts[valid]] = 1.0
@@ -118,9 +118,7 @@ def coactivation(experts: I64, n_experts: int) -> tuple[F64, F64]:
     return co, load
 
 
-def affinity(
-    co: F64, load: F64, ep_ranks: int, ranks_per_node: int, replica_slots_per_rank: int = 1
-) -> Placement:
+def affinity(co: F64, load: F64, ep_ranks: int, ranks_per_node: int, replica_slots_per_rank: int = 1) -> Placement:
     """Affinity-aware placement from a co-activation matrix and per-expert load (see the module docstring).
 
     Args:

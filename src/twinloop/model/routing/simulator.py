@@ -62,9 +62,7 @@ def source_ranks(tokens: int, ep_ranks: int) -> I64:
     return np.asarray((np.arange(tokens) * ep_ranks) // max(tokens, 1), dtype=np.int64)
 
 
-def make_context(
-    n_experts: int, top_k_: int, node_limit: int, tokens: int, placement: Placement
-) -> RoutingContext:
+def make_context(n_experts: int, top_k_: int, node_limit: int, tokens: int, placement: Placement) -> RoutingContext:
     """The :class:`RoutingContext` of a layer on a placement."""
     if not 1 <= top_k_ <= n_experts:
         raise InputError("top_k", "", f"must be in 1..{n_experts}, got {top_k_}")

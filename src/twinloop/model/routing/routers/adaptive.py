@@ -17,11 +17,11 @@ import numpy as np
 
 from twinloop.errors import InputError
 from twinloop.model.routing.base import (
-    Assignment,
-    StepScores,
     I64,
+    Assignment,
     Router,
     RoutingContext,
+    StepScores,
     enforce_capacity,
     expert_load,
     register,

@@ -11,9 +11,9 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.model.routing.base import (
     Assignment,
-    StepScores,
     Router,
     RoutingContext,
+    StepScores,
     enforce_capacity,
     expert_load,
     register,
@@ -51,7 +51,7 @@ class TwoStage(Router):
         cap = ctx.capacity(self.capacity_factor)
         short = scores.ranked(s)
         skill = np.take_along_axis(scores.affinity, short, axis=1)
-        skill = skill / np.maximum(skill[:, :1], np.float32(1e-12))  # 1 for the best candidate
+        skill = np.asarray(skill / np.maximum(skill[:, :1], np.float32(1e-12)), dtype=np.float32)  # best = 1
         demand = expert_load(short[:, :k], ctx.n_experts)
         avail = np.clip(1.0 - demand / cap, 0.0, 1.0).astype(np.float32)
         w = np.float32(self.availability_weight)
