@@ -15,8 +15,8 @@ from twinloop.model.routing import placement as pl
 from twinloop.plan.moe_study import run_study
 
 CASES = [
-    ("deepseek-v3", "h100-sxm", 2048, 64, 8192, 48),
-    ("mixtral-8x7b", "h200-sxm", 8, 8, 8192, 48),
+    ("deepseek-v3", "h100-sxm", 2048, 64, 4096, 32),
+    ("mixtral-8x7b", "h200-sxm", 8, 8, 4096, 32),
 ]
 
 
@@ -41,7 +41,7 @@ def table(study: object) -> None:
 def speed(tokens: int = 65_536, experts: int = 256, steps: int = 3) -> None:
     stream = AffinityStream.create(DriftSpec(tokens_per_step=tokens), experts, seed=0)
     place = pl.contiguous(experts, 64, 8)
-    for name in ("topk", "capacity", "adaptive"):
+    for name in ("topk", "adaptive"):
         t0 = time.perf_counter()
         simulate(make_router(name), stream, place, 8, steps, 4, 7168 * 3.0)
         dt = time.perf_counter() - t0
@@ -57,7 +57,7 @@ def main() -> None:
             tokens_per_step=tokens, burst_start_step=steps // 2, burst_steps=steps // 4, drift_period_steps=steps
         )
         table(run_study(model, gpus, ep, gpu=gpu, steps=steps, drift=drift))
-    speed(steps=1 if quick else 3)
+    speed(steps=1 if quick else 2)
 
 
 if __name__ == "__main__":

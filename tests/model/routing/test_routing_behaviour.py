@@ -110,3 +110,15 @@ def test_stream_is_seeded_and_order_free() -> None:
     b.logits(0)
     np.testing.assert_array_equal(a.logits(1), b.logits(1))
     assert not np.array_equal(a.logits(1), AffinityStream.create(SPEC, 16, seed=6).logits(1))
+
+
+def test_training_planner_takes_a_measured_imbalance() -> None:
+    from twinloop.plan.train import plan_train
+    from twinloop.plan.train_request import make_request
+
+    base = dict(model="mixtral-8x7b", gpu="h200-sxm", gpus=8, ep=8, tp=1, pp=1, dp=4, cp=2, zero=2)
+    fixed = dict(recompute="none", sequence_parallel=False, micro_batch=1, interleave=1)
+    low = plan_train(make_request(**base, **fixed, moe_imbalance=1.0))
+    high = plan_train(make_request(**base, **fixed, moe_imbalance=2.0))
+    assert low.moe_imbalance == 1.0 and high.moe_imbalance == 2.0
+    assert high.step_time_s > low.step_time_s
