@@ -100,6 +100,10 @@ PLAN_COMMANDS: dict[str, LazyCommand] = {
         "twinloop.cli.plan_compare_cmd",
         "Compare Llama-3-70B (dense, GQA) and DeepSeek-V3 (MoE, MLA) on H100/H200 in BF16 and FP8.",
     ),
+    "moe": LazyCommand(
+        "twinloop.cli.plan_moe_cmd",
+        "Simulate MoE routing over time: routers x placements, imbalance, drops, all-to-all, step time, quality.",
+    ),
 }
 
 

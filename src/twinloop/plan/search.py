@@ -161,7 +161,10 @@ def search(
             f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}",
         )
     w = ctx.workload
-    imbalance = routing_imbalance(ctx.arch, configs.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
+    req = ctx.request
+    imbalance = routing_imbalance(
+        ctx.arch, configs.ep, ctx.gpu.gpus_per_node, req.moe_zipf_s, req.seed, req.moe_imbalance
+    )
     mem = memory_per_gpu(w, configs, ctx.global_batch, imbalance)
     fit = np.flatnonzero(mem.total <= w.hbm_capacity_bytes)
     smallest = float(mem.total.min())

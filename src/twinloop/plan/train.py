@@ -203,7 +203,10 @@ def _phases(a: TrainArrays, limit_w: float) -> TrainPhases:
 
 def evaluate_one(ctx: TrainContext, configs: ConfigArrays) -> TrainArrays:
     """Evaluate one (or a few) configurations in the context, with the routing imbalance of each."""
-    imbalance = routing_imbalance(ctx.arch, configs.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
+    req = ctx.request
+    imbalance = routing_imbalance(
+        ctx.arch, configs.ep, ctx.gpu.gpus_per_node, req.moe_zipf_s, req.seed, req.moe_imbalance
+    )
     w = ctx.workload
     return evaluate(
         w,

@@ -64,6 +64,7 @@ class TrainRequest(BaseModel):
     framework: str = DEFAULT_FRAMEWORK
     dropout: bool = False
     moe_zipf_s: float = Field(default=0.0, ge=0)
+    moe_imbalance: float | None = Field(default=None, gt=0, le=1000, description="measured routing load factor")
     seed: int = 0
 
     def fixed_parallelism(self) -> dict[str, int | str | bool]:
