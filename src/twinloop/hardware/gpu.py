@@ -46,7 +46,7 @@ class GpuSpec(BaseModel):
     peak_tflops_clock_mhz: float | None = Field(
         default=None,
         gt=0,
-        description="SM clock at which dense_tflops is stated (None: sm_clock_max_mhz); H100 SXM: 989 TFLOP/s at 1,830 MHz",
+        description="SM clock at which dense_tflops holds (None: sm_clock_max_mhz); H100 SXM: 989 TFLOP/s at 1,830 MHz",
     )
     sources: dict[str, str]
 

@@ -58,8 +58,8 @@ class TrainWorkload:
         act_score_bytes: bytes stored per head per (query, key) pair by an unfused attention core (0 for flash).
         act_input_bytes: bytes of one layer's input per token (what full recompute keeps).
         fwd_layers_s / fwd_experts_s / fwd_attn_s / fwd_head_s: forward compute seconds per token on one GPU
-            at the policy dtype's *peak* scaled to f_max (efficiency is applied by the time model): non-expert layer GEMMs
-            (shared experts and router included), routed experts, attention core, LM head.
+            at the policy dtype's *peak* scaled to f_max (efficiency is applied by the time model): non-expert
+            layer GEMMs (shared experts and router included), routed experts, attention core, LM head.
         attention_kernel: ``flash`` or ``unfused``.
         fwd_model_flops: forward FLOPs per token of the whole model at the context the attention kernel
             computes (flash: causal, ``seq/2`` keys on average; unfused: all ``seq``), for MFU.
