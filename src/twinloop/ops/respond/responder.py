@@ -17,6 +17,7 @@ from typing import Protocol
 from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import (
     INVERSE,
+    ActionKind,
     SETTING_KINDS,
     ActionRequest,
     ActionResult,
@@ -72,6 +73,19 @@ class _Watch:
         return max(level, sign * (rate_after - self.slope_per_s) * e.within_s)
 
 
+@dataclass(frozen=True)
+class _Gate:
+    """An action waiting for its jobs' checkpoints to be reported complete (a requeue must not throw work away)."""
+
+    request: ActionRequest
+    until_closed: bool
+    mode: Mode
+    jobs: tuple[str, ...]
+    since_ts: float
+    earliest_ts: float
+    deadline_ts: float
+
+
 class Responder:
     """Turns incidents into actions under a policy, through guard rails, on one adapter."""
 
@@ -89,6 +103,7 @@ class Responder:
         self._watches: list[_Watch] = []
         self._held: dict[int, list[ActionResult]] = {}  # incident id -> applied actions to restore on closing
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
+        self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
 
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
@@ -99,6 +114,7 @@ class Responder:
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
             out.append(self._submit_for(request, until_closed, now, read, mode))
+        out.extend(self._open_gates(now, read))
         for incident in incidents:
             iid = incident.incident_id
             if incident.status == "merged" and incident.merged_into is not None:
@@ -106,11 +122,20 @@ class Responder:
                 for i, (t, req, hold, mode) in enumerate(self._delayed):
                     if req.incident_id == iid:
                         self._delayed[i] = (t, replace(req, incident_id=incident.merged_into), hold, mode)
+                self._gates = [
+                    replace(g, request=replace(g.request, incident_id=incident.merged_into))
+                    if g.request.incident_id == iid
+                    else g
+                    for g in self._gates
+                ]
             if incident.status != "open":
                 self._delayed = [d for d in self._delayed if d[1].incident_id != iid]
+                self._gates = [g for g in self._gates if g.request.incident_id != iid]
                 out.extend(self._restore(iid, now))
                 continue
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
+                if rule.supply is not None and self._supply(incident) != rule.supply:
+                    continue
                 key = (iid, rule.name)
                 if key in self._fired:
                     continue
@@ -123,11 +148,58 @@ class Responder:
                         detail = f"cannot resolve target: no {template.target} for {incident.root}"
                         out.append(self._record(unresolved, "refused", now, detail, guard=False))
                     for request in requests:
-                        if template.after_s > 0:
+                        if template.after_checkpoint:
+                            jobs = tuple(self.adapter.resolve("job", incident))
+                            self._gates.append(
+                                _Gate(
+                                    request,
+                                    rule.until_closed,
+                                    mode,
+                                    jobs,
+                                    now,
+                                    now + template.after_s,
+                                    now + max(template.after_s, template.checkpoint_timeout_s),
+                                )
+                            )
+                        elif template.after_s > 0:
                             self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
                         else:
                             out.append(self._submit_for(request, rule.until_closed, now, read, mode))
         return out
+
+    def _open_gates(self, now: float, read: Reader) -> list[ActionResult]:
+        """Submit the gated actions whose jobs reported their checkpoint; at the timeout, hand them to a person."""
+        out: list[ActionResult] = []
+        keep: list[_Gate] = []
+        for g in self._gates:
+            if now < g.earliest_ts:
+                keep.append(g)
+                continue
+            done = [self.adapter.checkpoint_done(job, g.since_ts) for job in g.jobs]
+            if all(d is True for d in done):
+                why = f"{g.request.reason}; checkpoint of {', '.join(g.jobs) or 'no job'} confirmed"
+                out.append(self._submit_for(replace(g.request, reason=why), g.until_closed, now, read, g.mode))
+            elif now >= g.deadline_ts:
+                state = "unknown" if any(d is None for d in done) else "not complete"
+                why = (
+                    f"{g.request.reason}; checkpoint {state} after {now - g.since_ts:.0f}s: escalated to a person"
+                )
+                mode = min(g.mode, "approve", key=MODE_ORDER.index)
+                out.append(self._submit_for(replace(g.request, reason=why), g.until_closed, now, read, mode))
+            else:
+                keep.append(g)
+        self._gates = keep
+        return out
+
+    def _supply(self, incident: Incident) -> str:
+        """``short`` when the incident's node's working supplies carry less than its GPUs' maximum power limit,
+        ``carried`` when they carry it (an adapter that cannot tell gets ``short``)."""
+        for node in self.adapter.resolve("node", incident):
+            carried_w = self.adapter.supply_limit_w(node)
+            limits = self.adapter.limits(ActionKind.POWER_CAP, node)
+            if carried_w is None or limits is None or carried_w < limits[1]:
+                return "short"  # unknown is taken as short: the cautious rule
+        return "carried"
 
     def _mode_for(self, rule: Rule) -> Mode:
         """The stricter of the responder's mode and the rule's own."""
@@ -189,6 +261,11 @@ class Responder:
         decision = self.guards.check(request, now, limits, current)
         if not decision.allowed:
             return self._record(decision.request, "refused", now, decision.refusal, guard=False)
+        value = decision.request.value
+        if request.kind in SETTING_KINDS and current is not None and value is not None:
+            if abs(value - current) <= 1e-6 * max(1.0, abs(current)):
+                detail = f"no action: {request.kind} of {request.target} is already {current:g}"
+                return self._record(decision.request, "refused", now, detail, guard=False)
         if mode == "observe":
             return self._record(decision.request, "recommended", now, clamped=decision.clamped)
         if mode == "approve":
