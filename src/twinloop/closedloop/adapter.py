@@ -25,7 +25,6 @@ from twinloop.twin.actions import (
     SetPowerLimit,
     TriggerCheckpoint,
 )
-
 from twinloop.twin.jobs import Phase
 
 if TYPE_CHECKING:

@@ -17,8 +17,8 @@ from typing import Protocol
 from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import (
     INVERSE,
-    ActionKind,
     SETTING_KINDS,
+    ActionKind,
     ActionRequest,
     ActionResult,
     ActionStatus,
@@ -181,9 +181,7 @@ class Responder:
                 out.append(self._submit_for(replace(g.request, reason=why), g.until_closed, now, read, g.mode))
             elif now >= g.deadline_ts:
                 state = "unknown" if any(d is None for d in done) else "not complete"
-                why = (
-                    f"{g.request.reason}; checkpoint {state} after {now - g.since_ts:.0f}s: escalated to a person"
-                )
+                why = f"{g.request.reason}; checkpoint {state} after {now - g.since_ts:.0f}s: escalated to a person"
                 mode = min(g.mode, "approve", key=MODE_ORDER.index)
                 out.append(self._submit_for(replace(g.request, reason=why), g.until_closed, now, read, mode))
             else:
@@ -262,10 +260,10 @@ class Responder:
         if not decision.allowed:
             return self._record(decision.request, "refused", now, decision.refusal, guard=False)
         value = decision.request.value
-        if request.kind in SETTING_KINDS and current is not None and value is not None:
-            if abs(value - current) <= 1e-6 * max(1.0, abs(current)):
-                detail = f"no action: {request.kind} of {request.target} is already {current:g}"
-                return self._record(decision.request, "refused", now, detail, guard=False)
+        unchanged = value is not None and current is not None and abs(value - current) <= 1e-6 * max(1.0, abs(current))
+        if request.kind in SETTING_KINDS and unchanged:
+            detail = f"no action: {request.kind} of {request.target} is already {current:g}"
+            return self._record(decision.request, "refused", now, detail, guard=False)
         if mode == "observe":
             return self._record(decision.request, "recommended", now, clamped=decision.clamped)
         if mode == "approve":
