@@ -5,7 +5,8 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
 
 * above ``target_gpu_temp_c``: tighten the row (more flow; a colder CDU setpoint, unless the CDU already cannot
   hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing);
-* below ``target - band_c`` with no heat forecast to arrive (a rise under ``precool_fraction`` of the row's load
+* below ``target - band_c`` with no heat forecast to arrive and no open heat-wave or cooling incident holding the
+  row (``hold``: relaxing then would undo the incident rule's move) (a rise under ``precool_fraction`` of the row's load
   now): relax one notch (a warmer CDU setpoint first, up to
   ``supply_max_c``; then less pump flow, down to ``flow_floor``, as pump power goes with the cube of the flow);
 * heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner; see
@@ -34,6 +35,9 @@ from twinloop.ops.respond.responder import Reader, Responder
 
 #: ``forecast(row) -> W``: the heat load the row is expected to gain within the forecast horizon (0 if none).
 HeatForecast = Callable[[str], float]
+#: ``hold(row) -> reason``: why the row's cooling must not be relaxed now (an open heat-wave or cooling incident
+#: whose rule tightened it), or None.
+RelaxHold = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class CoolingOptimizer:
         config: CoolingOptimizerConfig | None = None,
         forecast: HeatForecast | None = None,
         load: Callable[[str], float] | None = None,
+        hold: RelaxHold | None = None,
     ) -> None:
         self.responder = responder
         self.site = site
@@ -76,6 +81,7 @@ class CoolingOptimizer:
         self.config = config or CoolingOptimizerConfig()
         self.forecast = forecast
         self.load = load
+        self.hold = hold
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
@@ -117,7 +123,7 @@ class CoolingOptimizer:
                 sp = setpoint - c.setpoint_step_c
                 if holding and (hot or sp >= self._design[row][0] - 1e-9):
                     out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, f"tighten: {why}", now, read))
-            elif hottest < c.target_gpu_temp_c - c.band_c:
+            elif hottest < c.target_gpu_temp_c - c.band_c and not self._held(row):
                 why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
                 if setpoint + c.setpoint_step_c <= c.supply_max_c:
                     out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
@@ -125,6 +131,9 @@ class CoolingOptimizer:
                     out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
         out.extend(self._facility_water(now, read))
         return out
+
+    def _held(self, row: str) -> str | None:
+        return self.hold(row) if self.hold is not None else None
 
     def _facility_water(self, now: float, read: Reader) -> list[ActionResult]:
         """Facility water at the coldest CDU setpoint minus the approach (no CDU floored above its setpoint)."""
@@ -139,5 +148,7 @@ class CoolingOptimizer:
             want = min(max(want, limits[0]), limits[1])
         if abs(want - fw) < 1e-6:
             return []
+        if want > fw and any(self._held(row) for row in self.rows):
+            return []  # a warmer facility water relaxes every row: not while an incident holds one tightened
         why = f"follow the coldest CDU setpoint {min(known):.1f} C minus {self.config.approach_c:.1f} C approach"
         return [self._move(ActionKind.FACILITY_WATER, self.site, want, why, now, read)]

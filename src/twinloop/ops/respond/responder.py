@@ -210,6 +210,11 @@ class Responder:
     ) -> ActionResult:
         """Submit an incident's request; remember it for restoring when its incident closes (``until_closed``)."""
         result = self.submit(request, now, read, mode)
+        retry_at_s = result.extra.get("retry_at_s")
+        if result.status == "refused" and retry_at_s is not None and request.incident_id >= 0:
+            # The budget was spent (by an earlier action or the cooling optimizer): try again once it frees,
+            # unless the incident closes first.
+            self._delayed.append((max(retry_at_s, now), request, until_closed, mode))
         if until_closed and result.status == "applied":
             self._held.setdefault(request.incident_id, []).append(result)
         elif until_closed and result.status == "pending":
@@ -258,7 +263,8 @@ class Responder:
         current = self.adapter.current(request.kind, request.target)
         decision = self.guards.check(request, now, limits, current)
         if not decision.allowed:
-            return self._record(decision.request, "refused", now, decision.refusal, guard=False)
+            extra = {} if decision.retry_at_s is None else {"retry_at_s": decision.retry_at_s}
+            return self._record(decision.request, "refused", now, decision.refusal, guard=False, extra=extra)
         value = decision.request.value
         unchanged = value is not None and current is not None and abs(value - current) <= 1e-6 * max(1.0, abs(current))
         if request.kind in SETTING_KINDS and unchanged:
@@ -387,8 +393,9 @@ class Responder:
         previous: float | None = None,
         clamped: bool = False,
         guard: bool = True,
+        extra: dict[str, float] | None = None,
     ) -> ActionResult:
-        result = ActionResult(len(self.log), request, status, now, detail, previous, clamped)
+        result = ActionResult(len(self.log), request, status, now, detail, previous, clamped, dict(extra or {}))
         self.log.append(result)
         if guard:  # only what reached a target (or its adapter) counts: a guard refusal must not back off itself
             self.guards.record(result)
