@@ -100,3 +100,14 @@ def test_runner_holds_rows_under_a_site_or_row_cooling_incident_but_not_a_gpu_on
     assert runner._cooling_hold("dc1/r02") is not None and runner._cooling_hold("dc1/r01") is None
     _Pipeline.open_incidents = [inc("dc1/r01/k01/n01/g3", EventClass.THERMAL_THROTTLE)]
     assert runner._cooling_hold("dc1/r01") is None
+
+
+def test_no_rollback_cuts_coolant_while_the_gpu_keeps_heating() -> None:
+    """Today a rollback cut coolant flow while the GPU was 12.5 C above its trend."""
+    adapter = MemoryAdapter()
+    r = Responder(default_policy(), adapter, mode="auto")
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _reader(80.0))
+    verdicts = r.verify(300.0, _reader(92.5))  # 12.5 C above its flat trend: the extra flow stays
+    assert {v.status for v in verdicts} == {"failed"}
+    assert all("kept" in v.detail for v in verdicts)
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1/cdu")] == 1.5

@@ -25,8 +25,11 @@ from twinloop.ops.respond.actions import (
     Expectation,
 )
 from twinloop.ops.respond.adapters.base import ActionAdapter
-from twinloop.ops.respond.guards import GuardRails
+from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule
+
+#: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
+_COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
 
 #: Seconds of history before an action from which a ``trend`` expectation takes the pre-action slope.
 TREND_WINDOW_S = 60.0
@@ -333,11 +336,35 @@ class Responder:
                 detail = f"{w.expect.aggregate} {w.expect.field} {moved:+.2f} {w.expect.direction} against {against}"
                 out.append(self._record(w.request, "verified", now, detail))
                 continue
-            out.append(
-                self._rollback(w, now, "no effect" if moved is None else f"{w.expect.field} moved only {moved:+.2f}")
-            )
+            why = "no effect" if moved is None else f"{w.expect.field} moved only {moved:+.2f}"
+            if self._keep(w, now, read):
+                # Undoing a cooling or safety move while the problem it met is still there makes it worse (a
+                # rollback once cut coolant flow with the GPU 12.5 C above its trend): keep it and say so.
+                detail = f"expected effect missing ({why}); kept: undoing it would cut cooling or protection while"
+                detail += f" {w.expect.field} keeps getting worse"
+                out.append(self._record(w.request, "failed", now, detail, guard=False))
+                continue
+            out.append(self._rollback(w, now, why))
         self._watches = keep
         return out
+
+    def _keep(self, w: _Watch, now: float, read: Reader) -> bool:
+        """A move toward safety (more coolant flow, a colder coolant, less power or clock) while its watched field
+        is worse than when it was made (``trend`` expectations: than its pre-action trend would have taken it) by
+        more than ``max(min_change, 1)``: the problem is growing faster than before,
+        and undoing the move would add to it. A move that merely had no effect is rolled back as before."""
+        req, prev = w.request, w.previous_value
+        if req.value is None or prev is None:
+            return False
+        safe = SAFE_DIRECTION.get(req.kind, -1 if req.kind in _COLDER_KINDS else 0)
+        if safe == 0 or (req.value - prev) * safe <= 0:
+            return False
+        value = read(w.expect.field, req.target, w.expect.aggregate)
+        if value is None:
+            return True  # blind: do not cut cooling on no evidence
+        expected = w.baseline + (w.slope_per_s * (now - w.start_ts) if w.expect.relative_to == "trend" else 0.0)
+        worse = value - expected if w.expect.direction == "down" else expected - value
+        return worse > max(w.expect.min_change, 1.0)
 
     def _restore(self, incident_id: int, now: float) -> list[ActionResult]:
         """Undo the held actions of a closed incident, newest first; a setting changed since is left alone."""
