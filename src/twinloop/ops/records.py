@@ -55,7 +55,7 @@ def write_run(
         for i in incidents
     ]  # fmt: skip
     act_rows = [
-        (run, a.action_id, a.ts, str(a.request.kind), a.request.target, a.request.value, a.status, a.detail,
+        (run, a.action_id, a.ts, str(a.request.kind), a.request.target, a.request.value, a.status, a.audit_detail,
          a.request.incident_id, a.clamped)
         for a in actions
     ]  # fmt: skip

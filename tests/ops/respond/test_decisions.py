@@ -92,3 +92,25 @@ def test_a_setting_already_at_its_value_is_no_action() -> None:
     res = r.submit(ActionRequest(ActionKind.POWER_CAP, "dc/r1/k2/n1", 700.0), 0.0, _reader)
     assert res.status == "refused" and res.detail.startswith("no action")
     assert adapter.applied == []
+
+
+def test_every_action_says_why_what_it_expects_and_what_judged_it() -> None:
+    from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
+
+    adapter = CheckpointAdapter(done_at_s=0.0)
+    r = Responder(default_policy(), adapter, mode="auto")
+
+    def hot(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        return 80.0
+
+    applied = r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, hot)
+    flow = next(x for x in applied if x.request.kind == ActionKind.CDU_FLOW)
+    assert flow.source == "incident" and "cooling-degradation on incident 1" in flow.audit_detail
+    assert "expects: max DCGM_FI_DEV_GPU_TEMP down" in flow.audit_detail
+    judged = r.verify(300.0, hot)  # flat: no effect, rolled back
+    back = next(x for x in judged if x.request.kind == ActionKind.CDU_FLOW)
+    assert back.status == "rolled_back" and back.source == "rollback"
+    assert f"judges action {flow.action_id}" in back.audit_detail
+    opt = CoolingOptimizer(r, "dc", ["dc/r1"], CoolingOptimizerConfig(warmup_s=0.0))
+    moves = opt.step(400.0, lambda f, e, a="mean", ago_s=0.0: 60.0)
+    assert moves and all(m.source == "optimizer" for m in moves)

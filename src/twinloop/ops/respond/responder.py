@@ -334,7 +334,7 @@ class Responder:
             if moved is not None and moved >= w.expect.min_change:
                 against = "its pre-action trend" if w.expect.relative_to == "trend" else "the action"
                 detail = f"{w.expect.aggregate} {w.expect.field} {moved:+.2f} {w.expect.direction} against {against}"
-                out.append(self._record(w.request, "verified", now, detail))
+                out.append(self._record(w.request, "verified", now, detail, extra={"of_action": w.action_id}))
                 continue
             why = "no effect" if moved is None else f"{w.expect.field} moved only {moved:+.2f}"
             if self._keep(w, now, read):
@@ -342,7 +342,8 @@ class Responder:
                 # rollback once cut coolant flow with the GPU 12.5 C above its trend): keep it and say so.
                 detail = f"expected effect missing ({why}); kept: undoing it would cut cooling or protection while"
                 detail += f" {w.expect.field} keeps getting worse"
-                out.append(self._record(w.request, "failed", now, detail, guard=False))
+                judged = {"of_action": float(w.action_id)}
+                out.append(self._record(w.request, "failed", now, detail, guard=False, extra=judged))
                 continue
             out.append(self._rollback(w, now, why))
         self._watches = keep
@@ -387,7 +388,7 @@ class Responder:
                 continue  # a checkpoint or requeue has nothing to restore
             reply = self.adapter.apply(undo)
             status: ActionStatus = "restored" if reply.status in ("applied", "dry_run") else "failed"
-            out.append(self._record(undo, status, now, reply.detail))
+            out.append(self._record(undo, status, now, reply.detail, extra={"of_action": result.action_id}))
         return out
 
     def _rollback(self, w: _Watch, now: float, why: str) -> ActionResult:
@@ -404,12 +405,13 @@ class Responder:
                 reason=f"rollback of action {w.action_id}",
             )
         else:
-            return self._record(w.request, "failed", now, f"expected effect missing ({why}) and no way to undo it")
+            detail = f"expected effect missing ({why}) and no way to undo it"
+            return self._record(w.request, "failed", now, detail, extra={"of_action": w.action_id})
         reply = self.adapter.apply(undo)
         status: ActionStatus = "rolled_back" if reply.status in ("applied", "dry_run") else "failed"
         for held in self._held.values():  # nothing left to restore when its incident closes
             held[:] = [r for r in held if r.action_id != w.action_id]
-        return self._record(undo, status, now, f"{why}; {reply.detail}")
+        return self._record(undo, status, now, f"{why}; {reply.detail}", extra={"of_action": w.action_id})
 
     def _record(
         self,
