@@ -178,6 +178,7 @@ class LoopRunner:
                 forecast=heat.rise_w if heat else None,
                 load=heat.load_w if heat else None,
                 hold=self._cooling_hold,
+                local=self._local_thermal_fault,
             )
 
     @property
@@ -314,6 +315,15 @@ class LoopRunner:
             level = root_level(inc.root)
             if level == "site" or (level in ("row", "rack") and ancestor(inc.root, 2) == ancestor(row, 2)):
                 return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
+        return None
+
+    def _local_thermal_fault(self, row: str) -> str | None:
+        """An open cooling or thermal incident rooted at one GPU or node of ``row`` (a thermal-interface fault):
+        its own rule acts on that GPU, so the optimizer does not chill the whole row for it."""
+        for inc in self.pipeline.open_incidents:
+            if inc.event_class in _HOLDING_CLASSES and root_level(inc.root) in ("gpu", "node"):
+                if ancestor(inc.root, 2) == ancestor(row, 2):
+                    return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
         return None
 
     def _responder(self) -> Responder:

@@ -100,6 +100,7 @@ def test_runner_holds_rows_under_a_site_or_row_cooling_incident_but_not_a_gpu_on
     assert runner._cooling_hold("dc1/r02") is not None and runner._cooling_hold("dc1/r01") is None
     _Pipeline.open_incidents = [inc("dc1/r01/k01/n01/g3", EventClass.THERMAL_THROTTLE)]
     assert runner._cooling_hold("dc1/r01") is None
+    assert runner._local_thermal_fault("dc1/r01") is not None and runner._local_thermal_fault("dc1/r02") is None
 
 
 def test_no_rollback_cuts_coolant_while_the_gpu_keeps_heating() -> None:
@@ -111,3 +112,25 @@ def test_no_rollback_cuts_coolant_while_the_gpu_keeps_heating() -> None:
     assert {v.status for v in verdicts} == {"failed"}
     assert all("kept" in v.detail for v in verdicts)
     assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1/cdu")] == 1.5
+
+
+def test_one_hot_gpu_with_its_own_fault_does_not_chill_the_row() -> None:
+    """Today one GPU at 87 C drove a CDU to 18 C and facility water to 15 C for 50 min."""
+
+    def one_hot(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        if field == "TWINLOOP_FI_CDU_SUPPLY_TEMP":
+            return 30.0
+        return 87.0 if aggregate == "max" else 62.0
+
+    adapter = MemoryAdapter()
+    responder = Responder(default_policy(), adapter, mode="auto")
+    local = {"dc/r1": "incident 4 (thermal_throttle at dc/r1/k2/n1/g3) open"}
+    opt = CoolingOptimizer(
+        responder, "dc", ["dc/r1"], CoolingOptimizerConfig(warmup_s=0.0, approach_c=3.0), local=local.get
+    )
+    opt.step(0.0, one_hot)
+    assert (ActionKind.CDU_SETPOINT, "dc/r1") not in adapter.settings
+    assert (ActionKind.CDU_FLOW, "dc/r1") not in adapter.settings
+    local.clear()  # no fault of its own: the hottest GPU is the row's, so the row tightens
+    opt.step(60.0, one_hot)
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0

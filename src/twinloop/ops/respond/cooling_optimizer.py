@@ -4,11 +4,13 @@ Incident rules push cooling to its maximum when a row is in trouble; this contro
 relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at each row's hottest GPU:
 
 * above ``target_gpu_temp_c``: tighten the row (more flow; a colder CDU setpoint, unless the CDU already cannot
-  hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing);
-* below ``target - band_c`` with no heat forecast to arrive and no open heat-wave or cooling incident holding the
-  row (``hold``: relaxing then would undo the incident rule's move) (a rise under ``precool_fraction`` of the row's load
-  now): relax one notch (a warmer CDU setpoint first, up to
-  ``supply_max_c``; then less pump flow, down to ``flow_floor``, as pump power goes with the cube of the flow);
+  hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing). While a GPU or node
+  of the row has its own open thermal fault (``local``; its rule caps it), only if the row's mean GPU is within
+  ``band_c`` of the target: one hot GPU never drives a row's coolant;
+* below ``target - band_c`` with no heat forecast to arrive (a rise under ``precool_fraction`` of the row's load
+  now) and no open heat-wave or cooling incident holding the row (``hold``: relaxing would undo its rule's
+  move): relax one notch (a warmer CDU setpoint first, up to ``supply_max_c``; then less pump flow, down to
+  ``flow_floor``, as pump power goes with the cube of the flow);
 * heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner; see
   :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now: precool by one
   tightening notch per period until it arrives, but no colder (no faster) than the row's setpoint (flow) when
@@ -38,6 +40,8 @@ HeatForecast = Callable[[str], float]
 #: ``hold(row) -> reason``: why the row's cooling must not be relaxed now (an open heat-wave or cooling incident
 #: whose rule tightened it), or None.
 RelaxHold = Callable[[str], str | None]
+#: ``local(row) -> reason``: an open thermal fault of one GPU or node in the row (its own rule caps that GPU), or None.
+LocalFault = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class CoolingOptimizer:
         forecast: HeatForecast | None = None,
         load: Callable[[str], float] | None = None,
         hold: RelaxHold | None = None,
+        local: LocalFault | None = None,
     ) -> None:
         self.responder = responder
         self.site = site
@@ -82,6 +87,7 @@ class CoolingOptimizer:
         self.forecast = forecast
         self.load = load
         self.hold = hold
+        self.local = local
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
@@ -111,6 +117,11 @@ class CoolingOptimizer:
             # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
             precool = rise_w > c.precool_fraction * max(load_w, 1.0)
             hot = hottest > c.target_gpu_temp_c
+            if hot and self.local is not None and self.local(row):
+                # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
+                # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
+                mean = read(GPU_TEMP, row, "mean")
+                hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
             if hot or precool:
                 why = f"hottest GPU {hottest:.1f} C" if not precool else f"{rise_w / 1e3:.0f} kW forecast to arrive"
                 supply = read(CDU_SUPPLY, row)
