@@ -321,9 +321,9 @@ class LoopRunner:
         """An open cooling or thermal incident rooted at one GPU or node of ``row`` (a thermal-interface fault):
         its own rule acts on that GPU, so the optimizer does not chill the whole row for it."""
         for inc in self.pipeline.open_incidents:
-            if inc.event_class in _HOLDING_CLASSES and root_level(inc.root) in ("gpu", "node"):
-                if ancestor(inc.root, 2) == ancestor(row, 2):
-                    return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
+            local = inc.event_class in _HOLDING_CLASSES and root_level(inc.root) in ("gpu", "node")
+            if local and ancestor(inc.root, 2) == ancestor(row, 2):
+                return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
         return None
 
     def _responder(self) -> Responder:
