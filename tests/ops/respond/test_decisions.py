@@ -114,3 +114,20 @@ def test_every_action_says_why_what_it_expects_and_what_judged_it() -> None:
     opt = CoolingOptimizer(r, "dc", ["dc/r1"], CoolingOptimizerConfig(warmup_s=0.0))
     moves = opt.step(400.0, lambda f, e, a="mean", ago_s=0.0: 60.0)
     assert moves and all(m.source == "optimizer" for m in moves)
+
+
+def test_live_checkpoint_confirmation_from_a_job_heartbeat_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    from twinloop.ops.respond.adapters.commands import SlurmAdapter, heartbeat_file_marker
+
+    bare = SlurmAdapter()
+    assert bare.checkpoint_done("dc/jobs/123", 0.0) is None  # cannot tell: the requeue will go to a person
+    a = SlurmAdapter(checkpoint_marker=heartbeat_file_marker(tmp_path))
+    assert a.checkpoint_done("dc/jobs/123", 1000.0) is False  # no heartbeat yet
+    beat = tmp_path / "123.checkpoint"
+    beat.touch()
+    os.utime(beat, (999.0, 999.0))
+    assert a.checkpoint_done("dc/jobs/123", 1000.0) is False  # an older checkpoint
+    os.utime(beat, (1005.0, 1005.0))
+    assert a.checkpoint_done("dc/jobs/123", 1000.0) is True
