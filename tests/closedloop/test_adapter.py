@@ -98,3 +98,9 @@ def test_checkpoint_done_follows_the_twin_job_state() -> None:
     twin.run(15.0)
     assert a.checkpoint_done(job, since) is True
     assert a.checkpoint_done("dc1/jobs/nope", since) is None
+
+
+def test_is_serving_reads_the_twin_job_kind() -> None:
+    a = TwinAdapter(twin_running(5))
+    assert a.is_serving("dc1/jobs/train") is False
+    assert a.is_serving("dc1/jobs/nope") is None

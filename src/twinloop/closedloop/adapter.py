@@ -87,6 +87,11 @@ class TwinAdapter(ActionAdapter):
             return None
         return index if level == "row" else None
 
+    def is_serving(self, job: str) -> bool | None:
+        """From the twin's job kind."""
+        j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
+        return None if j is None else j.kind == "serving"
+
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
         """From the twin's job state: a training job back in its sustained phase whose last checkpoint (or restart
         from one) completed at or after ``since_ts``; a job holding no unsaved work (serving, queued, ramping up

@@ -131,3 +131,17 @@ def test_live_checkpoint_confirmation_from_a_job_heartbeat_file(tmp_path) -> Non
     assert a.checkpoint_done("dc/jobs/123", 1000.0) is False  # an older checkpoint
     os.utime(beat, (1005.0, 1005.0))
     assert a.checkpoint_done("dc/jobs/123", 1000.0) is True
+
+
+class ServingAdapter(CheckpointAdapter):
+    def is_serving(self, job: str) -> bool | None:
+        return True
+
+
+def test_one_bad_gpu_in_a_serving_fleet_takes_out_its_replica_not_the_fleet() -> None:
+    adapter = ServingAdapter(done_at_s=0.0)
+    r = Responder(default_policy(), adapter, mode="auto")
+    requeues = _drive(r, adapter, _gpu_incident(EventClass.STRAGGLER), 120)
+    assert requeues == [(0.0, "refused")]
+    assert ActionKind.REQUEUE not in [a.kind for a in adapter.applied]
+    assert [a.target for a in adapter.applied if a.kind == ActionKind.DRAIN] == ["dc/r1/k2/n1"]

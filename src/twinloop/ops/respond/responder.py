@@ -26,7 +26,7 @@ from twinloop.ops.respond.actions import (
 )
 from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardRails
-from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule
+from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
@@ -151,6 +151,13 @@ class Responder:
                         detail = f"cannot resolve target: no {template.target} for {incident.root}"
                         out.append(self._record(unresolved, "refused", now, detail, guard=False))
                     for request in requests:
+                        if self._fleet_requeue(request, incident):
+                            detail = (
+                                f"no action: {request.target} is a serving fleet; a fault at {incident.root} takes"
+                                " out that node's replica (its drain), not the whole fleet"
+                            )
+                            out.append(self._record(request, "refused", now, detail, guard=False))
+                            continue
                         if template.after_checkpoint:
                             jobs = tuple(self.adapter.resolve("job", incident))
                             self._gates.append(
@@ -169,6 +176,12 @@ class Responder:
                         else:
                             out.append(self._submit_for(request, rule.until_closed, now, read, mode))
         return out
+
+    def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
+        """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
+        if request.kind != ActionKind.REQUEUE or root_level(incident.root) not in ("gpu", "node"):
+            return False
+        return self.adapter.is_serving(request.target) is True
 
     def _open_gates(self, now: float, read: Reader) -> list[ActionResult]:
         """Submit the gated actions whose jobs reported their checkpoint; at the timeout, hand them to a person."""

@@ -49,6 +49,11 @@ class ActionAdapter(ABC):
         checkpoint goes to a person at its timeout)."""
         return None
 
+    def is_serving(self, job: str) -> bool | None:
+        """Whether ``job`` is a serving fleet (replicas behind a router) rather than one synchronous job; None
+        when unknown."""
+        return None
+
     def resolve(self, selector: str, incident: Incident) -> list[str]:
         """Target ids for a policy selector (``root``, ``node``, ``rack``, ``cdu``, ``job``, ``members``...)."""
         if selector == "root":
