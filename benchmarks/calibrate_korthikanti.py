@@ -39,7 +39,7 @@ def _fields(name: str, tp: int, pp: int, gb: int, mb: int, v: int, recompute: st
     return dict(
         model=name, gpu="a100-sxm-80gb", gpus=tp * pp, tp=tp, pp=pp, dp=1, ep=1, cp=1, zero=0,
         recompute=recompute, sequence_parallel=sp, micro_batch=mb, interleave=v, global_batch=gb,
-        seq_len=2048, precision="fp16", attention_kernel="unfused", dropout=True,
+        seq_len=2048, precision="fp16", attention_kernel="unfused", dropout=True, framework="megatron-2022",
     )  # fmt: skip
 
 

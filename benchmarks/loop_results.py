@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import twinloop
 
@@ -22,15 +23,26 @@ def main() -> None:
 
 
 def report(path: Path) -> None:
+    print_tables(run_json(path), path)
+
+
+def run_json(path: Path, seed: int | None = None) -> dict[str, Any]:
+    """`twinloop run PATH --json` (with ``--seed`` when given): its JSON document."""
+    seed_args = [] if seed is None else ["--seed", str(seed)]
     with tempfile.TemporaryDirectory() as out:
-        doc = json.loads(
+        doc: dict[str, Any] = json.loads(
             subprocess.run(
-                [sys.executable, "-m", "twinloop.cli.main", "run", str(path), "--out", out, "--json"],
+                [sys.executable, "-m", "twinloop.cli.main", "run", str(path), "--out", out, "--json", *seed_args],
                 check=True,
                 capture_output=True,
                 text=True,
             ).stdout
         )
+    return doc
+
+
+def print_tables(doc: dict[str, Any], path: Path) -> None:
+    """Print one run's (or an aggregate's) outcome, detection and action tables as markdown."""
     off, on = doc["loop_off"], doc["loop_on"]
     print(f"### Scenario `{doc['scenario']}` (`{path.name}`), seed {doc['seed']}\n")
     print("| metric | loop off | loop on | change |\n|---|---|---|---|")

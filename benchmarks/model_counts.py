@@ -8,6 +8,7 @@ Every number in docs/sections/calibration-model.md comes from this script:
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from twinloop.model.moe import route_tokens
 from twinloop.model.params import param_counts
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "model" / "fixtures"
+HF_CONFIGS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hf_configs"
 
 # (field of ParamCounts, published figure, where it is published)
 PUBLISHED: dict[str, list[tuple[str, float, str]]] = {
@@ -61,6 +63,35 @@ def params_table() -> None:
             value = getattr(counts, field)
             err = 100 * (value - published) / published
             print(f"| {name} | {field} | {value:,} | {published:,.0f} | {err:+.2f} % | {source} |")
+
+
+def families_table() -> None:
+    """Real configs of the families added for issue 15 against tests/fixtures/hf_configs/published.json."""
+    rows = json.loads((HF_CONFIGS / "published.json").read_text())["rows"]
+    print("| config | count | predicted | published | printed as | error | source |")
+    print("|---|---|---:|---:|---|---:|---|")
+    for r in rows:
+        p = param_counts(load_config_file(HF_CONFIGS / f"{r['name']}.json"))
+        field = r["field"]
+        value = (
+            p.total - p.embedding - p.lm_head - p.position_embedding if field == "non_embedding" else getattr(p, field)
+        )
+        printed = {"exact": "exact", "nominal": "a name"}.get(r["kind"], f"to {r.get('unit', 0) / 1e9:g}B")
+        err = 100 * (value - r["published"]) / r["published"]
+        print(
+            f"| {r['name']} | {field} | {value:,} | {r['published']:,.0f} | {printed} | {err:+.2f} % | {r['source']} |"
+        )
+
+
+def sliding_window_checks() -> None:
+    g2 = load_config_file(HF_CONFIGS / "gemma-2-9b.json")
+    scout = load_config_file(HF_CONFIGS / "llama-4-scout-17b-16e.json")
+    print("KV cache per token (bf16) with sliding-window / chunked layers, by sequence length:")
+    print("| model | upper bound (all layers global) | 8k | 32k | 128k |")
+    print("|---|---:|---:|---:|---:|")
+    for name, arch in (("gemma-2-9b", g2), ("llama-4-scout", scout)):
+        cells = " | ".join(f"{kv_cache_bytes_per_token(arch, context_len=c):,.0f}" for c in (8192, 32768, 131072))
+        print(f"| {name} | {kv_cache_bytes_per_token(arch):,.0f} | {cells} |")
 
 
 def catalog_table() -> None:
@@ -124,6 +155,10 @@ def routing_checks() -> None:
 
 def main() -> None:
     params_table()
+    print()
+    families_table()
+    print()
+    sliding_window_checks()
     print()
     catalog_table()
     print()

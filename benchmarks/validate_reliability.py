@@ -88,11 +88,13 @@ def section_ettr(runs: int, seed: int) -> None:
     print()
 
 
-def section_sweep(runs: int, seed: int) -> None:
+def section_sweep(runs: int, seed: int, use_ray: bool = False) -> None:
     print("## (3) Checkpoint-interval sweep (16,384 GPUs, 54 days)")
     for write_s in (CHECKPOINT_WRITE_S, 120.0):
         t0 = time.perf_counter()
-        s = sweep_checkpoint_interval(LLAMA3_GPUS, LLAMA3_DAYS, write_s, RESTART_OVERHEAD_S, seed=seed, n_runs=runs)
+        s = sweep_checkpoint_interval(
+            LLAMA3_GPUS, LLAMA3_DAYS, write_s, RESTART_OVERHEAD_S, seed=seed, n_runs=runs, ray=use_ray
+        )
         elapsed = time.perf_counter() - t0
         print(
             f"\nC = {write_s:.0f} s, R = {RESTART_OVERHEAD_S:.0f} s, lambda = {s.job_failure_rate_per_s * 3600:.4f}/h "
@@ -151,11 +153,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ray", action="store_true", help="run the interval sweep's chunks as Ray tasks (same result)")
     args = parser.parse_args()
     t0 = time.perf_counter()
     section_counts(args.runs, args.seed)
     section_ettr(args.runs, args.seed)
-    section_sweep(args.runs, args.seed)
+    section_sweep(args.runs, args.seed, args.ray)
     section_mttf(args.runs, args.seed)
     section_draw_cost(args.seed)
     print(f"\ntotal time {time.perf_counter() - t0:.2f} s")

@@ -31,7 +31,7 @@ def test_run_compares_loop_off_and_on_and_writes_db_and_report(cli: Callable[...
     (psu,) = [d for d in on["detection"] if d["fault"] == "psu_loss"]
     assert psu["recall"] == 1.0
     report = Path(doc["report"]).read_text()
-    assert "<svg" in report and "loop" in report.lower()
+    assert "data-chart=" in report and "twinloopCharts.renderAll" in report and "loop" in report.lower()
     con = duckdb.connect(str(tmp_path / "out" / "telemetry.duckdb"), read_only=True)
     runs = {r[0] for r in con.execute("SELECT DISTINCT run FROM loop_ground_truth").fetchall()}
     assert runs == {"loop-off", "loop-on"}

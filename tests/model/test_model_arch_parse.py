@@ -20,11 +20,20 @@ from twinloop.model.arch import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
+HF_CONFIGS = Path(__file__).parents[1] / "fixtures" / "hf_configs"
+
+
+def _inner_type(p: Path) -> Any:
+    cfg = json.loads(p.read_text())
+    return cfg["text_config"].get("model_type") if "text_config" in cfg else cfg.get("model_type")
+
+
 FIXTURE_TYPES = {
-    json.loads(p.read_text()).get("model_type"): p
-    for p in sorted(FIXTURES.glob("*.json"))
-    if p.stem not in ("bad-json", "unsupported")
+    _inner_type(p): p
+    for p in sorted(FIXTURES.glob("*.json")) + sorted(HF_CONFIGS.glob("*.json"))
+    if p.stem not in ("bad-json", "unsupported", "mamba-130m-hf", "jamba-v0.1", "published")
 }
+MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "phimoe", "llama4_text")
 
 
 @pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)
@@ -32,7 +41,7 @@ def test_every_supported_type_has_a_parsing_fixture(model_type: str) -> None:
     arch = load_config_file(FIXTURE_TYPES[model_type])
     assert arch.model_type == model_type
     assert arch.n_dense_layers + arch.n_moe_layers == arch.n_layers
-    assert arch.is_moe == (model_type in ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"))
+    assert arch.is_moe == (model_type in MOE_TYPES)
 
 
 def test_fixture_specific_fields() -> None:

@@ -67,7 +67,7 @@ def test_prefill_power_near_tdp_decode_far_below() -> None:
     assert plan.prefill.power_w >= 0.8 * gpu.tdp_w
     assert plan.prefill.power_w <= gpu.tdp_w + 1e-6  # DVFS keeps it under the limit
     assert plan.decode.power_w <= 0.6 * gpu.tdp_w
-    assert plan.idle_power_w == pytest.approx(gpu.idle_power_w)
+    assert 115.0 <= plan.idle_power_w <= 125.0  # idle with the engine's CUDA context (H100: 117-123 W)
     for phase in (plan.prefill, plan.decode):
         for v in (phase.tensor_active, phase.sm_active, phase.dram_active):
             assert 0.0 <= v <= 1.0

@@ -22,18 +22,19 @@ KORTHIKANTI = [
 
 
 @pytest.mark.parametrize("row", KORTHIKANTI, ids=[r[0] for r in KORTHIKANTI])
-def test_korthikanti_table5_within_10_percent(row: tuple[str, int, int, int, int, int, float, float]) -> None:
+def test_korthikanti_table5_within_5_percent(row: tuple[str, int, int, int, int, int, float, float]) -> None:
     name, tp, pp, gb, mb, v, full_s, sel_s = row
     for recompute, sp, published in (("full", False, full_s), ("selective", True, sel_s)):
         plan = plan_train(
             make_request(
                 model=name, gpu="a100-sxm-80gb", gpus=tp * pp, tp=tp, pp=pp, dp=1, cp=1, zero=0,
                 recompute=recompute, sequence_parallel=sp, micro_batch=mb, interleave=v, global_batch=gb,
-                seq_len=2048, precision="fp16", attention_kernel="unfused", dropout=True,
+                seq_len=2048, precision="fp16", attention_kernel="unfused", dropout=True, framework="megatron-2022",
             )
         )  # fmt: skip
         assert plan.fits
-        assert plan.step_time_s == pytest.approx(published, rel=0.10), (name, recompute)
+        # Fitted cells (GEMM_EFFICIENCY, ELEMENTWISE_HBM_PASSES): held in the 5 % band.
+        assert plan.step_time_s == pytest.approx(published, rel=0.05), (name, recompute)
 
 
 def test_llama3_405b_training_compute_within_3_percent() -> None:

@@ -43,10 +43,15 @@ def test_compute_scales_with_tokens_and_flops() -> None:
     t1 = step_time(w, arr(ParallelConfig()), TOPO, global_batch=1)
     t2 = step_time(w, arr(ParallelConfig()), TOPO, global_batch=2)
     assert float(t2.compute_s[0]) == pytest.approx(2 * float(t1.compute_s[0]))
-    # The GEMM part alone: 3 x forward FLOPs at peak x efficiency.
+    # The GEMM part alone (single-constant model): 3 x forward FLOPs at peak x efficiency.
+    flat = dataclasses.replace(DEFAULT_EFFICIENCY, gemm_shape=False)
+    t1 = step_time(w, arr(ParallelConfig()), TOPO, global_batch=1, eff=flat)
     gemm = 4096 * 3 * (w.fwd_layers_s + w.fwd_head_s) / DEFAULT_EFFICIENCY.gemm
     gemm += 4096 * 3 * w.fwd_attn_s / DEFAULT_EFFICIENCY.flash_attention
     assert float(t1.compute_s[0] * t1.gemm_share[0]) == pytest.approx(gemm, rel=1e-9)
+    # With shape efficiencies, GEMMs smaller than the 8192^3 reference run at a lower share of peak.
+    shaped = step_time(w, arr(ParallelConfig()), TOPO, global_batch=1)
+    assert float(shaped.compute_s[0] * shaped.gemm_share[0]) > gemm
 
 
 def test_bubble_formula() -> None:

@@ -54,6 +54,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, cli: Callable[..., Any
         (("query", "--db", str(tmp_path / "none.duckdb"), "--field", "DCGM_FI_DEV_GPU_TEMP"), "file not found"),
         (("query", "--db", str(tmp_path / "x.duckdb"), "--field", "DCGM_FI_DEV_GPUTEMP"), "did you mean"),
         (("export", "--source", "file:x.csv", "--listen", "nowhere"), "HOST:PORT"),
+        (("export", "--source", "file:x.csv", "--listen", "0.0.0.0:0"), "--allow-remote"),
     ]:
         if args[0] == "query" and "x.duckdb" in args[2]:
             (tmp_path / "x.csv").write_text("ts,entity,field,value\n1,a/0,DCGM_FI_DEV_GPU_TEMP,40\n")
@@ -85,5 +86,6 @@ def test_ingest_prometheus_url_and_query(
 
 
 def test_export_the_twin(cli_json: Callable[..., Any]) -> None:
-    doc = cli_json("export", "--set", "steps=2", "--listen", "127.0.0.1:0", "--duration", "1.0")
+    # The twin needs a moment to import and take its first step on a loaded machine.
+    doc = cli_json("export", "--set", "steps=2", "--listen", "127.0.0.1:0", "--duration", "2.5")
     assert doc["source"] == "twin" and doc["rows_in"] > 0 and doc["problems"] == {}

@@ -22,8 +22,15 @@ from twinloop.telemetry.sources.twin import TwinConfig, TwinSource
 def test_gpu_entities_get_dcgm_exporter_labels() -> None:
     labels = entity_labels("site0/row0/rack1/node5/gpu3", {"UUID": "GPU-x", "job": "j9", "gpu_kind": "h100-sxm"})
     assert labels == {"gpu": "3", "UUID": "GPU-x", "device": "nvidia3", "modelName": "h100-sxm",
-                      "Hostname": "node5", "hpc_job": "j9", "entity": "site0/row0/rack1/node5/gpu3"}  # fmt: skip
+                      "Hostname": "site0-row0-rack1-node5", "pci_bus_id": "00000000:48:00.0", "pod": "j9",
+                      "namespace": "twinloop", "container": "main", "hpc_job": "j9",
+                      "entity": "site0/row0/rack1/node5/gpu3"}  # fmt: skip
     assert entity_labels("site0/row0/rack1", {}) == {"entity": "site0/row0/rack1"}
+    # The twin's ids (g<i>) are GPUs too; its nodes are numbered per rack, so Hostname takes the whole path.
+    a, b = entity_labels("dc1/r01/k01/n01/g2", {}), entity_labels("dc1/r01/k02/n01/g2", {})
+    assert a["gpu"] == "2" and a["Hostname"] != b["Hostname"] and a["UUID"] != b["UUID"]
+    assert a["UUID"] == entity_labels("dc1/r01/k01/n01/g2", {})["UUID"]  # stable across calls
+    assert "pod" not in a  # no job, no pod labels
 
 
 def test_latest_values_keep_newest_and_render_energy_in_mj() -> None:
@@ -34,10 +41,57 @@ def test_latest_values_keep_newest_and_render_energy_in_mj() -> None:
     latest.update(Frame.from_long([2.0], [e], ["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"], [12.5]))
     text = latest.render()
     assert "# TYPE DCGM_FI_DEV_POWER_USAGE gauge" in text
-    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter" in text
-    assert 'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="",device="nvidia0",modelName="",Hostname="n0",' in text
-    assert text.count("DCGM_FI_DEV_POWER_USAGE{") == 1 and '"} 200\n' in text
-    assert 'entity="s/r/k/n0/gpu0"} 12500\n' in text
+    # dcgm-exporter's counter names have no _total: exposed untyped under the same name.
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION untyped" in text and "_total{" not in text
+    assert text.count("DCGM_FI_DEV_POWER_USAGE{") == 1
+    assert 'DCGM_FI_DEV_POWER_USAGE{Hostname="s-r-k-n0",UUID="GPU-' in text and "} 200.0\n" in text
+    assert 'entity="s/r/k/n0/gpu0",gpu="0",' in text and "} 12500.0\n" in text
+
+
+def test_labels_follow_the_latest_frame() -> None:
+    latest = LatestValues()
+    e = "s/r/k/n0/gpu0"
+    latest.update(Frame.from_long([1.0], [e], ["DCGM_FI_DEV_POWER_USAGE"], [1.0], labels={e: {"job": "a"}}))
+    assert 'pod="a"' in latest.render()
+    latest.update(Frame.from_long([2.0], [e], ["DCGM_FI_DEV_POWER_USAGE"], [1.0], labels={e: {}}))
+    assert "pod=" not in latest.render()
+
+
+def test_body_is_rendered_once_per_period_and_cached() -> None:
+    ents = [f"s/r/k/n0/gpu{i}" for i in range(4)]
+    exporter = Exporter(listen="127.0.0.1:0", render_period_s=3600.0)
+    exporter.latest.update(Frame.from_dense(1.0, ents, {"DCGM_FI_DEV_POWER_USAGE": np.arange(4.0)}))
+    first = exporter.body()
+    assert exporter.body() is first and exporter.renders == 1
+    exporter.latest.update(Frame.from_dense(2.0, ents, {"DCGM_FI_DEV_POWER_USAGE": np.arange(4.0) + 1}))
+    assert exporter.body() is first and exporter.renders == 1  # new data, but the period has not passed
+    exporter.render_period_s = 0.0
+    assert exporter.body() != first and exporter.renders == 2
+    assert exporter.body() is exporter.body() and exporter.renders == 2  # no new data: no new render
+
+
+def test_concurrent_scrapes_use_a_bounded_pool() -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    frames = twin_like_frames(n_gpus=64, steps=1)
+    with Exporter(listen="127.0.0.1:0", max_threads=4, max_pending=128) as exporter:
+        exporter.feed(TwinSource(TwinConfig(), frames=frames)).join(5)
+        url = f"http://127.0.0.1:{exporter.port}/metrics"
+        before = threading.active_count()
+        with ThreadPoolExecutor(32) as pool:
+            codes = list(pool.map(lambda _: httpx.get(url, timeout=10).status_code, range(64)))
+        assert codes == [200] * 64
+        workers = [t for t in threading.enumerate() if t.name.startswith("twinloop-exporter-http")]
+        assert len(workers) <= 4 and threading.active_count() <= before + 4
+        assert exporter.renders == 1
+
+
+def test_non_loopback_listen_needs_allow_remote() -> None:
+    with pytest.raises(InputError, match="allow-remote"):
+        Exporter(listen="0.0.0.0:0").start()
+    with Exporter(listen="0.0.0.0:0", allow_remote=True) as exporter:
+        assert httpx.get(f"http://127.0.0.1:{exporter.port}/metrics").status_code == 200
 
 
 def test_served_metrics_read_back_through_scrape_mode() -> None:
@@ -68,3 +122,28 @@ def test_feed_error_is_kept_and_listen_is_validated() -> None:
     with pytest.raises(InputError, match="HOST:PORT"):
         parse_listen("localhost")
     assert parse_listen(":9400") == ("127.0.0.1", 9400)
+
+
+def test_scrapes_during_a_render_get_the_previous_body_at_once() -> None:
+    import threading
+
+    ents = ["s/r/k/n0/gpu0"]
+    exporter = Exporter(listen="127.0.0.1:0", render_period_s=0.0)
+    exporter.latest.update(Frame.from_dense(1.0, ents, {"DCGM_FI_DEV_POWER_USAGE": np.ones(1)}))
+    first = exporter.body()
+    exporter.latest.update(Frame.from_dense(2.0, ents, {"DCGM_FI_DEV_POWER_USAGE": np.ones(1) * 2}))
+    started = threading.Event()
+
+    def slow_render() -> str:
+        started.set()
+        time.sleep(0.5)
+        return "new\n"
+
+    exporter.latest.render = slow_render  # type: ignore[method-assign]
+    renderer = threading.Thread(target=exporter.body)
+    renderer.start()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    assert exporter.body() is first and time.monotonic() - t0 < 0.2  # did not wait for the render
+    renderer.join(5)
+    assert exporter.body() == b"new\n" and exporter.renders == 2

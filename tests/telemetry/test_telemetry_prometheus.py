@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from telemetry_helpers import T0, free_port
 
+from twinloop.telemetry.exporter import LatestValues
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.ingest import validated_frames
-from twinloop.telemetry.promtext import parse_line, parse_text, render
+from twinloop.telemetry.promtext import parse_line, parse_text
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
 
@@ -34,12 +35,14 @@ def test_parse_dcgm_exporter_lines() -> None:
         parse_line('x{gpu="0" 1')
 
 
-def test_render_then_parse_round_trips() -> None:
-    labels = {"gpu": "1", "entity": 's/r/k/"n"/gpu1'}
-    text = render([("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C)", "gauge", [(labels, 61.5)])])
+def test_exporter_text_parses_back_with_escaped_labels() -> None:
+    entity = 's/r/k/"n"\\x/gpu1'
+    latest = LatestValues()
+    latest.update(Frame.from_long([1.0], [entity], ["DCGM_FI_DEV_GPU_TEMP"], [61.5], labels={entity: {"job": "a\nb"}}))
     report = IngestReport()
-    (sample,) = parse_text(text, "t", report)
-    assert report.ok and sample.labels == labels and sample.value == 61.5
+    (sample,) = parse_text(latest.render(), "t", report)
+    assert report.ok and sample.value == 61.5
+    assert sample.labels["entity"] == entity and sample.labels["pod"] == "a\nb" and sample.labels["gpu"] == "1"
 
 
 @settings(max_examples=200, deadline=None)
@@ -91,3 +94,47 @@ def test_error_answer_is_counted(fake_prometheus: Callable[..., str]) -> None:
     url = fake_prometheus()
     _, report = _run(PrometheusConfig(url=url + "/nothing-here"))
     assert report.problems == {"source_error": 1} and "HTTP 404" in report.examples["source_error"][0]
+
+
+def test_dcgm_exporter_scrape_keeps_profiling_fields_and_kubernetes_labels() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from telemetry_helpers import DATA
+
+    body = (DATA / "dcgm_exporter_k8s.prom").read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        frame, report = _run(PrometheusConfig(url=url, mode="scrape", entity_prefix="dc/r1/k2"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert report.ok, report.to_dict()  # nothing dropped: every field is known
+    scraped = {line.split("{")[0] for line in body.decode().splitlines() if line.startswith("DCGM_")}
+    assert set(frame.fields) == scraped and len(frame) == 2 * len(scraped)
+    busy, idle = "dc/r1/k2/gpu-node-017/gpu0", "dc/r1/k2/gpu-node-017/gpu1"
+    assert frame.labels[busy]["pod"] == "llama3-70b-worker-3" and frame.labels[busy]["namespace"] == "ml-train"
+    assert frame.labels[busy]["container"] == "pytorch" and "pod" not in frame.labels[idle]
+    assert frame.labels[busy]["DCGM_FI_DRIVER_VERSION"] == "550.54.15"
+    _, ents, nvlink = frame.to_dense("DCGM_FI_PROF_NVLINK_TX_BYTES")
+    assert ents == (busy, idle) and nvlink[0].tolist() == [45678901234.0, 0.0]
+    _, _, energy = frame.to_dense("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
+    assert energy[0, 0] == 98765432.1  # mJ on the wire, J in the store
+    # ...and the exporter publishes the same pod labels again (round trip through the twin-side exporter).
+    latest = LatestValues()
+    latest.update(frame)
+    again = latest.render()
+    assert 'pod="llama3-70b-worker-3"' in again and 'namespace="ml-train"' in again and 'container="pytorch"' in again

@@ -4,6 +4,8 @@ from typing import Any
 import pytest
 
 from twinloop.errors import InputError
+from twinloop.hardware.gpu import get_gpu
+from twinloop.hardware.power import relative_speed
 from twinloop.plan.train import plan_train
 from twinloop.plan.train_request import make_request
 from twinloop.twin.engine import Twin
@@ -22,7 +24,11 @@ def planned_site(**plan: Any) -> dict[str, Any]:
 def test_training_profile_comes_from_the_plan() -> None:
     plan = plan_train(make_request(model="llama-3-8b", gpu="h100-sxm", gpus=16))
     prof = planned_profile("training", {"model": "llama-3-8b"}, 16, "h100-sxm")
-    assert prof.iteration_s == pytest.approx(plan.step_time_s, rel=1e-6)
+    # The profile holds the full-clock compute time; slowed at the plan's (power-capped) clock it is the plan's step.
+    compute = plan.phases.phases[0]
+    speed = relative_speed(compute.clock_mhz, get_gpu("h100-sxm").sm_clock_max_mhz, prof.compute_fraction)
+    assert compute.clock_mhz < get_gpu("h100-sxm").sm_clock_max_mhz  # dense training is power-bound on an H100
+    assert prof.compute_s / speed + prof.comm_s == pytest.approx(plan.step_time_s, rel=1e-6)
     assert prof.tokens_per_step == plan.tokens_per_step
     assert prof.hbm_bytes_used == plan.memory_per_gpu_bytes["total"]
     assert prof.compute.tensor_active == plan.phases.phases[0].tensor_active

@@ -29,9 +29,9 @@ H100 = get_gpu("h100-sxm")
 def test_table_dvfs_matches_hardware_model(limit: float, tensor: float, sm: float, dram: float, temp: float) -> None:
     model = GpuPowerModel(H100)
     kc = kind_constants((H100,))
-    table = inverse_clock_table(kc.v0)
+    table = inverse_clock_table(kc.coeff)
     static = kc.static_a_w[0] + kc.static_b_w_per_c[0] * temp + kc.mem_per_activity_w[0] * dram
-    d = kc.clocked_per_activity_w[0, 0] * tensor + kc.clocked_per_activity_w[0, 1] * sm
+    d = kc.context_w[0] + kc.clocked_per_activity_w[0, 0] * tensor + kc.clocked_per_activity_w[0, 1] * sm
     g = float(np.clip((limit - static) / d, kc.g_min[0], 1.0))
     x = table[int(g * (INV_TABLE_SIZE - 1))]
     expected = model.max_clock_for_power(limit, tensor, sm, dram, temp)
@@ -76,27 +76,40 @@ def test_training_gpus_swing_together_and_reach_tdp() -> None:
         powers.append(twin.physics.gpus.power_w[:16].copy())
     p = np.array(powers[40:])
     assert p.max() >= 0.97 * H100.tdp_w  # peaks at TDP (capped)
-    assert p.min() < 0.5 * H100.tdp_w  # communication troughs
+    # Communication troughs: collectives keep the context, SMs and HBM busy (the fitted model's clock-independent
+    # memory power and context power), so a trough sits well above a stall's ~120 W.
+    assert p.min() < 0.7 * H100.tdp_w
     # Synchronous: at every step the job's GPUs are within a few percent of each other.
     assert (p.std(axis=1) / p.mean(axis=1)).max() < 0.05
     # and the swing is large across steps
-    assert p.mean(axis=1).max() - p.mean(axis=1).min() > 0.4 * H100.tdp_w
+    assert p.mean(axis=1).max() - p.mean(axis=1).min() > 0.3 * H100.tdp_w
     # idle GPUs stay near idle power
     assert twin.physics.gpus.power_w[16:].max() < 1.1 * H100.idle_power_w
 
 
 def test_kernel_launch_is_an_instant_peak_above_the_limit() -> None:
-    twin = make(small())
+    """The 1 s mean obeys the limit at launch (NVML's average ramps to 700 W); the PSUs see the overshoot."""
+    twin = make(small(variation={"leakage_sigma": 0, "dynamic_sigma": 0, "thermal_resistance_sigma": 0}))
+    lo_k, hi_k = twin.spec.power_peaks.overshoot_fraction
+    ripple = twin.spec.power_peaks.ripple_fraction
     seen = False
+    prev = twin.physics.gpus.power_w.copy()
     for _ in range(60):
         twin.step()
         job = twin.jobs[0]
+        p = twin.physics.gpus.power_w
         if job.phase == Phase.LAUNCH:
-            p = twin.physics.gpus.power_w[job.gpus]
-            assert (p > H100.tdp_w).all()  # every GPU at once, above the 700 W limit
+            assert p[job.gpus].max() <= H100.tdp_w + 1e-3
+            nodes = np.unique(twin.topo.gpu_node[job.gpus])
+            gpu_w = np.add.reduceat(p, twin.topo.node_start)[nodes]
+            extra_per_gpu = (twin.node_peak_w[nodes] - twin.node_dc_w[nodes] - ripple * gpu_w) / 8
+            rise = float(p[job.gpus].mean() - prev[job.gpus].mean())
+            assert rise > 300  # a real load step (ramp-up → dense compute)
+            # every GPU of the job overshoots together, by the H100's 0.14-0.34 of the step
+            assert (extra_per_gpu >= lo_k * rise - 1).all() and (extra_per_gpu <= hi_k * rise + 1).all()
+            assert (twin.node_peak_w[nodes] > twin.node_dc_w[nodes] + 8 * 0.1 * rise).all()
             seen = True
-        elif seen:
-            assert twin.physics.gpus.power_w[job.gpus].max() <= H100.tdp_w + 1e-3
+        prev = p.copy()
     assert seen
 
 

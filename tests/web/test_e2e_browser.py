@@ -80,7 +80,7 @@ def test_click_from_site_to_rack_to_gpu(browser: Any, open_server: Server) -> No
     assert value(page, "#facility-power") == pytest.approx(overview["power"]["facility_power_w"])
     assert value(page, "#pue") == pytest.approx(overview["power"]["pue"])
     assert value(page, "#throttled") == overview["throttling"]["gpus_throttled"] == 8
-    page.wait_for_selector("#power-chart svg")
+    page.wait_for_selector("#power-chart canvas")
     shot(page, "overview")
 
     page.click("nav a[href='/floor']")
@@ -92,7 +92,8 @@ def test_click_from_site_to_rack_to_gpu(browser: Any, open_server: Server) -> No
     loaded(page)
     rack = api(s, "/api/rack?id=" + HOT_RACK)
     assert value(page, "#rack-power") == pytest.approx(rack["power_w"])
-    assert page.locator("a.gpu-link").count() == 8 and page.locator("svg.spark").count() == 24
+    page.wait_for_function("document.querySelectorAll('.spark canvas').length === 24")
+    assert page.locator("a.gpu-link").count() == 8
     shot(page, "rack")
     page.locator("a.gpu-link").first.click()
     page.wait_for_url("**/gpu?id=*")
@@ -100,7 +101,7 @@ def test_click_from_site_to_rack_to_gpu(browser: Any, open_server: Server) -> No
     gpu = api(s, "/api/gpu?id=" + HOT_RACK + "/n01/g0")
     assert value(page, "#gpu-power") == pytest.approx(gpu["latest"]["power_w"])
     assert page.inner_text("#gpu-reasons").strip() == "sw_thermal"
-    assert page.locator("svg.chart").count() == 3
+    assert page.locator("[data-chart] canvas").count() == 3
     shot(page, "gpu")
     assert errors == []
     page.close()
@@ -111,7 +112,7 @@ def test_jobs_incidents_planner_pages(browser: Any, open_server: Server) -> None
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     page.goto(s.url + "/jobs")
     loaded(page)
-    page.wait_for_selector("#job-detail svg.chart")
+    page.wait_for_selector("#job-detail [data-chart] canvas")
     row = page.locator("#jobs tr").nth(1).inner_text()
     job = api(s, "/api/jobs")[0]
     assert job["name"] in row and f"{job['checkpoints']}\t{job['restarts']}" in row

@@ -177,3 +177,29 @@ def test_topology_is_invariant_to_entity_order(parts: list[tuple[str, int, int, 
     assert [a.racks[a.rack[i]] for i in range(len(ents))] == [e.rsplit("/", 2)[0] for e in ents]
     assert a.racks == sorted(set(a.racks), key=natural_key)
     assert np.all(a.level == 5)
+
+
+def test_twin_run_records_go_on_the_telemetry_axis_with_the_injected_fault(tmp_path: Path) -> None:
+    """A twin run's loop records count simulated seconds; the API shows them on the telemetry's absolute axis,
+    and a job-level straggler names the GPU the twin really slowed (its ground truth)."""
+    from twinloop.ops.events import EventClass, Incident, Severity
+    from twinloop.ops.records import GroundTruthLabel, write_run
+    from twinloop.twin.telemetry_out import EPOCH_START_S
+    from twinloop.web import create_app
+
+    from .conftest import TOKEN
+    from .webdata import build_store
+
+    db = build_store(tmp_path / "t.duckdb", steps=12)
+    gpu = gpu_ids()[5]
+    inc = Incident(1, EventClass.STRAGGLER, JOB, (JOB,), 40.0, 60.0, Severity.MAJOR, n_detections=3)
+    con = duckdb.connect(str(db))
+    write_run(
+        con, "sim", [inc], [], [GroundTruthLabel("straggler", gpu, 30.0, 90.0), GroundTruthLabel("x", gpu, 99, 120)]
+    )
+    con.close()
+    c = TestClient(create_app(db, tmp_path, TOKEN))
+    groups = c.get("/api/incidents", params={"run": "sim"}, headers=AUTH).json()["groups"]
+    (i,) = [i for g in groups for i in g["incidents"]]
+    assert i["start_ts"] == EPOCH_START_S + 40.0 and EPOCH_START_S == T0
+    assert [(f["fault"], f["entity"], f["start_ts"]) for f in i["injected"]] == [("straggler", gpu, T0 + 30.0)]

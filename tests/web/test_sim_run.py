@@ -80,7 +80,7 @@ def test_report_of_a_twin_run(sim_dir: Path, tmp_path: Path) -> None:
     out = sim_report(sim_dir / "telemetry.duckdb", tmp_path / "report.html")
     text = out.read_text()
     assert "<h2>Facility power</h2>" in text and "<h2>GPU temperature by rack</h2>" in text
-    assert "dcw/r01/k01" in text and "<script" not in text
+    assert "dcw/r01/k01" in text and "<script src" not in text and text.count("<script>") == 2
 
 
 def test_job_power_profile_of_a_twin_run(sim_dir: Path) -> None:

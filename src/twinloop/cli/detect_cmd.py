@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr, stdout
+from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.base import REGISTRY
@@ -54,7 +55,7 @@ def _incident_json(i: Incident) -> dict[str, Any]:
 @app.command()
 def detect(
     file: Path = typer.Argument(
-        ..., help="CSV or Parquet: wide (timestamp + value columns) or long (ts, entity, field, value)."
+        ..., help="CSV or Parquet: wide (timestamp + value columns), long (ts, entity, field, value) or nvidia-smi CSV."
     ),
     field: list[str] = typer.Option(
         None, "--field", "-f", help="Value column / field to analyse (repeatable); default all."
@@ -79,7 +80,7 @@ def detect(
         if n_samples < 2:
             raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
         detections = detect_blocks(blocks, names)
-        incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity") else []
+        incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity", "nvidia-smi") else []
         summary = {
             "file": str(file),
             "layout": report.layout,
@@ -87,6 +88,7 @@ def detect(
             "samples": n_samples,
             "series": sum(len(b.names) for b in blocks),
             "dt_s": report.dt_s,
+            "aligned_max_shift_s": report.aligned_max_shift_s,
             "out_of_order_rows": report.out_of_order,
             "duplicate_rows": report.duplicates,
             "nan_count": report.nan_count,
@@ -105,32 +107,35 @@ def detect(
         stdout.print(
             f"{file}: {report.layout} layout, {n_samples} samples of {summary['series']} series, "
             f"dt {report.dt_s:.3g} s, {report.out_of_order} rows out of order (sorted), "
+            f"sweeps aligned (max shift {report.aligned_max_shift_s * 1000:.3g} ms), "
             f"{report.duplicates} duplicate rows, {sum(report.nan_count.values())} NaN samples, "
             f"{sum(report.problems.values())} bad rows skipped",
             highlight=False,
         )
-        table = Table(title=f"{len(detections)} detections")
-        for col in ("time", "entity / column", "field", "score", "kind", "class", "detector"):
-            table.add_column(col, justify="right" if col == "score" else "left")
-        for d in detections:
-            table.add_row(_time(d.ts), d.entity, d.source, f"{d.score:.2f}", d.kind, d.event_class.value, d.detector)
-        stdout.print(table)
+        cols = [Col("time", "left"), Col("entity / column", "left"), Col("field", "left"), Col("score"),
+                Col("kind", "left"), Col("class", "left"), Col("detector", "left")]  # fmt: skip
+        rows = [
+            [_time(d.ts), escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value, d.detector]
+            for d in detections
+        ]
+        print_table(stdout, f"{len(detections)} detections", cols, rows, keys=2)
         if incidents:
-            it = Table(title=f"{len(incidents)} incidents (rules + topology grouping)")
-            for col in ("id", "class", "root", "GPUs", "start", "end", "severity", "status"):
-                it.add_column(col)
-            for i in incidents:
-                it.add_row(
+            cols = [Col("id"), Col("class", "left"), Col("root", "left"), Col("GPUs"), Col("start", "left"),
+                    Col("end", "left"), Col("severity", "left"), Col("status", "left")]  # fmt: skip
+            rows = [
+                [
                     str(i.incident_id),
                     i.event_class.value,
-                    i.root,
+                    escape(i.root),
                     str(len(i.members)),
                     _time(i.start_ts),
                     _time(i.end_ts),
                     i.severity.name.lower(),
                     i.status,
-                )
-            stdout.print(it)
+                ]
+                for i in incidents
+            ]
+            print_table(stdout, f"{len(incidents)} incidents (rules + topology grouping)", cols, rows)
         if not detections:
             stderr.print("no anomalies or change points found", highlight=False)
 

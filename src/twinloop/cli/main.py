@@ -1,19 +1,11 @@
-"""Entry point: import every command module (each registers on the shared app) and run."""
+"""Entry point of the ``twinloop`` command line.
+
+Command modules are imported lazily (see :mod:`twinloop.cli.app`): ``twinloop plan train`` imports the
+planner and nothing of the twin, the store or the web app.
+"""
 
 from __future__ import annotations
 
-from twinloop.cli import (  # noqa: F401
-    catalog_cmds,
-    detect_cmd,
-    plan_cmds,
-    plan_compare_cmd,
-    plan_serve_cmd,
-    probe_cmd,
-    run_cmd,
-    serve_cmd,
-    sim_cmd,
-    telemetry_cmds,
-)
 from twinloop.cli.app import app
 
 

@@ -11,12 +11,14 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from twinloop.errors import InputError
 
-stdout = Console()
-stderr = Console(stderr=True)
+# soft_wrap: a free-text line longer than the terminal is left for the terminal to wrap, so a long path or
+# name is never broken or cut by rich; tables still lay out at the console width (see cli/tables.py).
+# emoji=False: ":ab:" in a PCI address or ":cd:" in a path must print as written, not as an emoji.
+stdout = Console(soft_wrap=True, emoji=False)
+stderr = Console(stderr=True, emoji=False)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
 
@@ -64,6 +66,8 @@ def progress(description: str, total: float, enabled: bool = True) -> Iterator[C
     if not enabled or not sys.stderr.isatty():
         yield lambda n: None
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -75,3 +79,20 @@ def progress(description: str, total: float, enabled: bool = True) -> Iterator[C
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextmanager
+def busy(description: str, enabled: bool = True) -> Iterator[None]:
+    """A spinner with elapsed time on stderr for work that cannot count its steps (a search, a replay).
+
+    Shown only when stderr is a terminal and ``enabled`` (pass ``not json_out``); stdout is never touched.
+    """
+    if not enabled or not sys.stderr.isatty():
+        yield
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=stderr,
+                  transient=True) as bar:  # fmt: skip
+        bar.add_task(description, total=None)
+        yield

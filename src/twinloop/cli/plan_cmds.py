@@ -1,31 +1,28 @@
-"""`twinloop plan ...`: the planners. This module owns the ``plan`` group (:data:`plan_app`) and ``plan train``;
-other planner commands (``plan serve``) register on :data:`plan_app` from their own modules."""
+"""`twinloop plan train`: the training planner. The ``plan`` group itself (:data:`plan_app`) lives in
+:mod:`twinloop.cli.app` so that it can list its commands without importing them."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
-from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, stdout
+from twinloop.cli.app import plan_app
+from twinloop.cli.completion import gpu_names, model_names
+from twinloop.cli.output import JSON_OPTION, busy, guarded, print_json, stdout
+from twinloop.cli.tables import Col, duration, energy, print_pairs, print_table
 from twinloop.errors import InputError
-from twinloop.plan.parallel import ConfigArrays, ParallelConfig
-from twinloop.plan.power_sweep import power_sweep
-from twinloop.plan.search import OBJECTIVES, SearchResult, describe, search
-from twinloop.plan.train import TrainPlan, plan_train
-from twinloop.plan.train_request import make_request, resolve
 
-plan_app = typer.Typer(help="Plan training and serving: memory, time, power, energy and cost.", no_args_is_help=True)
-app.add_typer(plan_app, name="plan")
+if TYPE_CHECKING:
+    from twinloop.plan.power_sweep import PowerSweep
+    from twinloop.plan.search import SearchResult
+    from twinloop.plan.train import TrainPlan
+
+OBJECTIVES = ("throughput", "energy", "cost")  # twinloop.plan.search.OBJECTIVES; checked by tests/cli/test_lazy.py
+
 
 GB = 1e9
-
-
-def _fmt_s(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
 
 def _print_plan(plan: TrainPlan) -> None:
@@ -37,25 +34,19 @@ def _print_plan(plan: TrainPlan) -> None:
         f"ZeRO {c['zero']} recompute {c['recompute']} SP {'on' if c['sequence_parallel'] else 'off'} "
         f"interleave {c['interleave']}"
     )
-    mem = Table(title=f"Memory per GPU (HBM {plan.hbm_bytes / GB:.0f} GB)")
-    mem.add_column("part")
-    mem.add_column("GB", justify="right")
-    for k, v in plan.memory_per_gpu_bytes.items():
-        mem.add_row(k, f"{v / GB:.2f}")
-    mem.add_row("headroom", f"{plan.headroom_bytes / GB:.2f}")
-    mem.add_row("fits", "yes" if plan.fits else "[red]NO[/]")
-    stdout.print(mem)
-    step = Table(title=f"Step time {_fmt_s(plan.step_time_s)} ({plan.micro_batches} micro-batches)")
-    step.add_column("part")
-    step.add_column("time", justify="right")
-    step.add_column("share", justify="right")
+    mem = [[k, f"{v / GB:.2f}"] for k, v in plan.memory_per_gpu_bytes.items()]
+    mem += [["headroom", f"{plan.headroom_bytes / GB:.2f}"], ["fits", "yes" if plan.fits else "[red]NO[/]"]]
+    print_table(stdout, f"Memory per GPU (HBM {plan.hbm_bytes / GB:.0f} GB)", [Col("part", "left"), Col("GB")], mem)
+    step = []
     for k, v in plan.step_breakdown_s.items():
         share = f"{100 * v / plan.step_time_s:.1f} %" if k not in ("dp_sync_total", "overlapped") else "hidden"
-        step.add_row(k, _fmt_s(v), share)
-    stdout.print(step)
-    perf = Table(title="Throughput, power, energy and cost")
-    perf.add_column("metric")
-    perf.add_column("value", justify="right")
+        step.append([k, duration(v), share])
+    print_table(
+        stdout,
+        f"Step time {duration(plan.step_time_s)} ({plan.micro_batches} micro-batches)",
+        [Col("part", "left"), Col("time"), Col("share")],
+        step,
+    )
     rows = [
         ("tokens/s", f"{plan.tokens_per_s:,.0f}"),
         ("TFLOP/s per GPU (model)", f"{plan.tflops_per_gpu:.0f}"),
@@ -69,37 +60,57 @@ def _print_plan(plan: TrainPlan) -> None:
         ("facility energy", f"{plan.train_energy_mwh:,.1f} MWh (PUE {plan.prices['pue']})"),
         ("cost", f"${plan.cost_usd:,.0f}"),
     ]
-    for name, value in rows:
-        perf.add_row(name, value)
-    stdout.print(perf)
+    print_pairs(stdout, "Throughput, power, energy and cost", rows)
 
 
 def _print_search(result: SearchResult, top: int) -> None:
-    table = Table(
-        title=f"Top {min(top, result.fitting)} of {result.fitting} fitting configurations "
-        f"({result.evaluated} evaluated), by {result.objective}"
-    )
-    for col in ("#", "config", "mem GB", "step", "tokens/s", "MFU", "W/GPU", "J/token", "$/Mtok"):
-        table.add_column(col, justify="left" if col == "config" else "right", no_wrap=col == "config")
-    for row in result.rows(top):
-        table.add_row(
+    from twinloop.plan.search import describe
+
+    cols = [Col("#"), Col("config", "left", wrap=True), Col("mem\nGB"), Col("step"), Col("tokens/s"), Col("MFU"),
+            Col("W/GPU"), Col("J/token"), Col("$/Mtok")]  # fmt: skip
+    rows = [
+        [
             str(row["rank"]),
             describe(row),
             f"{row['memory_per_gpu_bytes'] / GB:.1f}",
-            _fmt_s(row["step_time_s"]),
+            duration(row["step_time_s"]),
             f"{row['tokens_per_s']:,.0f}",
             f"{100 * row['mfu']:.1f} %",
             f"{row['power_per_gpu_w']:.0f}",
             f"{row['energy_per_token_j']:.3f}",
             f"{row['cost_per_million_tokens_usd']:.2f}",
-        )
-    stdout.print(table)
+        ]
+        for row in result.rows(top)
+    ]
+    title = (
+        f"Top {min(top, result.fitting)} of {result.fitting} fitting configurations "
+        f"({result.evaluated} evaluated), by {result.objective}"
+    )
+    print_table(stdout, title, cols, rows, keys=2)
+
+
+def _print_sweep(sweep: PowerSweep) -> None:
+    cols = [Col("limit\nW"), Col("clock\nMHz"), Col("step"), Col("avg\nW/GPU"), Col("energy\nper step"), Col("")]
+    rows = [
+        [
+            f"{row['power_limit_w']:.0f}",
+            f"{row['compute_clock_mhz']:.0f}",
+            duration(float(row["step_time_s"])),
+            f"{row['average_power_w']:.0f}",
+            energy(float(row["energy_per_step_j"])),
+            "← knee" if row["knee"] else "",
+        ]
+        for row in sweep.rows()
+    ]
+    print_table(stdout, f"Power sweep (knee at {sweep.knee_power_limit_w:.0f} W)", cols, rows)
 
 
 @plan_app.command("train")
 def train(
-    model: str = typer.Option(..., "--model", help="Catalog model name or path to a Hugging Face config.json."),
-    gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (see `twinloop gpus`)."),
+    model: str = typer.Option(
+        ..., "--model", help="Catalog model name or path to a Hugging Face config.json.", autocompletion=model_names
+    ),
+    gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (see `twinloop gpus`).", autocompletion=gpu_names),
     gpus: int = typer.Option(..., "--gpus", help="Number of GPUs."),
     tp: int | None = typer.Option(None, "--tp", help="Tensor parallel degree (default: chosen)."),
     pp: int | None = typer.Option(None, "--pp", help="Pipeline parallel degree (default: chosen)."),
@@ -123,16 +134,25 @@ def train(
     train_tokens: float | None = typer.Option(None, "--train-tokens", help="Tokens to train (default 20/param)."),
     power_limit: float | None = typer.Option(None, "--power-limit", help="Per-GPU power limit in W (default TDP)."),
     scaleout: str | None = typer.Option(None, "--scaleout", help="Network link (default ib-hdr A100, else ib-ndr)."),
-    attention: str = typer.Option("flash", "--attention", help="Attention kernel: flash | unfused."),
+    attention: str | None = typer.Option(
+        None, "--attention", help="Attention kernel: flash | unfused (default: the framework's)."
+    ),
+    framework: str = typer.Option(
+        "megatron-core-2024", "--framework", help="Framework profile: megatron-2022 | megatron-core-2024 | deepseek-v3."
+    ),
     dropout: bool = typer.Option(False, "--dropout/--no-dropout", help="Train with dropout (stores masks)."),
     search_by: str | None = typer.Option(None, "--search", help="Rank all configurations: throughput|energy|cost."),
     top: int = typer.Option(10, "--top", help="Rows to show with --search."),
+    use_ray: bool = typer.Option(False, "--ray", help="Run --search's evaluation as Ray tasks (same ranking)."),
     sweep: bool = typer.Option(False, "--power-sweep", help="Sweep power limits and mark the knee."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Plan LLM training: memory per GPU, step time, MFU, power, energy, time and cost to train."""
 
-    def run() -> None:
+    def run() -> tuple[dict[str, Any], TrainPlan, SearchResult | None, PowerSweep | None]:
+        from twinloop.plan.train import plan_train
+        from twinloop.plan.train_request import make_request, resolve
+
         if search_by is not None and search_by not in OBJECTIVES:
             raise InputError("--search", "", f"unknown objective {search_by!r} (allowed: {', '.join(OBJECTIVES)})")
         if top < 1:
@@ -143,13 +163,16 @@ def train(
             tokens_per_batch=tokens_per_batch, seq_len=seq_len, interleave=interleave, precision=precision,
             price_per_gpu_hour=price_gpu_hour, price_per_kwh=price_kwh, pue=pue, train_tokens=train_tokens,
             power_limit_w=power_limit, scaleout=scaleout, attention_kernel=attention, dropout=dropout,
+            framework=framework,
         )  # fmt: skip
         request = make_request(**fields)
         out: dict[str, Any] = {}
         result = None
         if search_by is not None:
+            from twinloop.plan.search import search
+
             ctx = resolve(request)
-            result = search(ctx, search_by)  # type: ignore[arg-type]
+            result = search(ctx, search_by, ray=use_ray)  # type: ignore[arg-type]
             if result.fitting == 0:
                 raise InputError(
                     "plan train",
@@ -169,6 +192,9 @@ def train(
             }
         sweep_result = None
         if sweep:
+            from twinloop.plan.parallel import ConfigArrays, ParallelConfig
+            from twinloop.plan.power_sweep import power_sweep
+
             ctx = resolve(request)
             cfg = ConfigArrays.from_configs([ParallelConfig(**plan.config)])
             sweep_result = power_sweep(ctx, cfg)
@@ -176,25 +202,16 @@ def train(
                 "knee_power_limit_w": sweep_result.knee_power_limit_w,
                 "points": sweep_result.rows(),
             }
-        if json_out:
-            print_json(out)
-            return
-        _print_plan(plan)
-        if result is not None:
-            _print_search(result, top)
-        if sweep_result is not None:
-            table = Table(title=f"Power sweep (knee at {sweep_result.knee_power_limit_w:.0f} W)")
-            for col in ("limit W", "clock MHz", "step", "avg W/GPU", "energy/step MJ", ""):
-                table.add_column(col, justify="right")
-            for row in sweep_result.rows():
-                table.add_row(
-                    f"{row['power_limit_w']:.0f}",
-                    f"{row['compute_clock_mhz']:.0f}",
-                    _fmt_s(float(row["step_time_s"])),
-                    f"{row['average_power_w']:.0f}",
-                    f"{float(row['energy_per_step_j']) / 1e6:.2f}",
-                    "← knee" if row["knee"] else "",
-                )
-            stdout.print(table)
+        return out, plan, result, sweep_result
 
-    guarded(run)
+    # The spinner runs while planning only: nothing may print on stdout while it is live on stderr.
+    with busy("planning" + (f" (search by {search_by})" if search_by else ""), enabled=not json_out):
+        out, plan, result, sweep_result = guarded(run)
+    if json_out:
+        print_json(out)
+        return
+    _print_plan(plan)
+    if result is not None:
+        _print_search(result, top)
+    if sweep_result is not None:
+        _print_sweep(sweep_result)

@@ -2,54 +2,65 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
+from twinloop.cli.app import plan_app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
-from twinloop.cli.plan_cmds import plan_app
-from twinloop.plan.showcase import DEFAULT_CASES, ShowcaseRow, showcase
+from twinloop.cli.tables import Cell, Col, print_table
+
+if TYPE_CHECKING:
+    from twinloop.plan.showcase import ShowcaseRow
+
+_KEYS = [Col("model", "left"), Col("gpu", "left"), Col("precision", "left")]
 
 
-def showcase_table(rows: list[ShowcaseRow]) -> Table:
-    """A rich table with training and serving figures per case."""
-    table = Table(title="Planner showcase: dense/GQA vs MoE/MLA, H100 vs H200, BF16 vs FP8")
-    cols = ["model", "gpu", "precision", "params B (active)", "KV KB/tok", "train tp/pp/dp/ep/cp", "MFU",
-            "train tok/s", "train W/GPU", "train J/tok", "serve GPUs", "max seqs", "TPOT ms", "serve tok/s",
-            "serve W/GPU", "serve J/tok", "$/M tok"]  # fmt: skip
-    for c in cols:
-        table.add_column(c, justify="left" if c in ("model", "gpu", "precision") else "right")
+def showcase_rows(rows: list[ShowcaseRow]) -> tuple[list[Col], list[list[Cell]]]:
+    """Columns and cells of the showcase table (training and serving figures per case)."""
+    heads = ["params B\n(active)", "KV\nKB/tok", "train tp/pp/\ndp/ep/cp", "MFU", "train\ntok/s", "train\nW/GPU",
+             "train\nJ/tok", "serve\nGPUs", "max\nseqs", "TPOT\nms", "serve\ntok/s", "serve\nW/GPU", "serve\nJ/tok",
+             "serve\n$/Mtok"]  # fmt: skip
+    cols = [*_KEYS, *(Col(h) for h in heads)]
+    cells: list[list[Cell]] = []
     for r in rows:
         t, s, c = r.train, r.serve, r.train["config"]
-        table.add_row(
-            r.model,
-            r.gpu,
-            r.precision,
-            f"{r.params_total / 1e9:.0f} ({r.params_active / 1e9:.0f})",
-            f"{r.kv_cache_bytes_per_token / 1024:.0f}",
-            f"{c['tp']}/{c['pp']}/{c['dp']}/{c['ep']}/{c['cp']}",
-            f"{t['mfu']:.2f}",
-            f"{t['tokens_per_s'] / 1e6:.2f}M",
-            f"{t['power_per_gpu_w']:.0f}",
-            f"{t['energy_per_token_j']:.2f}",
-            f"{s['gpus']}",
-            f"{s['max_concurrent_sequences']}",
-            f"{s['tpot_s'] * 1e3:.1f}",
-            f"{s['throughput_tokens_per_s']:.0f}",
-            f"{s['power_per_gpu_w']:.0f}",
-            f"{s['energy_per_token_j']:.2f}",
-            f"{s['cost_per_million_tokens_usd']:.2f}",
+        cells.append(
+            [
+                r.model,
+                r.gpu,
+                r.precision,
+                f"{r.params_total / 1e9:.0f} ({r.params_active / 1e9:.0f})",
+                f"{r.kv_cache_bytes_per_token / 1024:.0f}",
+                f"{c['tp']}/{c['pp']}/{c['dp']}/{c['ep']}/{c['cp']}",
+                f"{t['mfu']:.2f}",
+                f"{t['tokens_per_s'] / 1e6:.2f}M",
+                f"{t['power_per_gpu_w']:.0f}",
+                f"{t['energy_per_token_j']:.2f}",
+                f"{s['gpus']}",
+                f"{s['max_concurrent_sequences']}",
+                f"{s['tpot_s'] * 1e3:.1f}",
+                f"{s['throughput_tokens_per_s']:.0f}",
+                f"{s['power_per_gpu_w']:.0f}",
+                f"{s['energy_per_token_j']:.2f}",
+                f"{s['cost_per_million_tokens_usd']:.2f}",
+            ]
         )
-    return table
+    return cols, cells
 
 
 def run_showcase(json_out: bool, train_gpus: int = 2048) -> None:
     """Plan the showcase cases and print them (table or one JSON document)."""
+    from twinloop.plan.showcase import DEFAULT_CASES, showcase
+
     with progress("planning", len(DEFAULT_CASES), enabled=not json_out) as advance:
         rows = guarded(lambda: showcase(train_gpus=train_gpus, on_case=lambda i: advance(1)))
     if json_out:
         print_json({"train_gpus": train_gpus, "cases": rows})
         return
-    stdout.print(showcase_table(rows))
+    cols, cells = showcase_rows(rows)
+    title = "Planner showcase: dense/GQA vs MoE/MLA, H100 vs H200, BF16 vs FP8"
+    print_table(stdout, title, cols, cells, keys=3)
     stdout.print(
         f"Training: {train_gpus} GPUs, parallelism chosen by the planner's search for throughput. Serving: TP 8 "
         "per replica on the fewest GPUs that hold the weights, 1024 prompt / 256 output tokens, continuous "

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 
 import typer
-from rich.table import Table
 
+from twinloop.cli.app import plan_app
+from twinloop.cli.completion import gpu_names, model_names
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, stdout
-from twinloop.cli.plan_cmds import plan_app
+from twinloop.cli.tables import Cell, Col, print_pairs, print_table
 from twinloop.plan.batching import BATCHING_STRATEGIES, DEFAULT_CHUNK_TOKENS
 from twinloop.plan.efficiency import DEFAULT_PUE
 from twinloop.plan.serve import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_SEQS, ServePlan, build_request, plan_serve
@@ -20,15 +21,6 @@ def _s(seconds: float) -> str:
     if seconds < 1.0:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds:.2f} s"
-
-
-def _table(title: str, rows: list[tuple[str, str]]) -> Table:
-    table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column("what", no_wrap=True)
-    table.add_column("value", justify="right")
-    for k, v in rows:
-        table.add_row(k, v)
-    return table
 
 
 def _print_plan(p: ServePlan) -> None:
@@ -54,19 +46,23 @@ def _print_plan(p: ServePlan) -> None:
         ("CPU tokenize / detokenize per request",
          f"{_s(p.cpu_tokenize_s_per_request)} / {_s(p.cpu_detokenize_s_per_request)}"),
     ]  # fmt: skip
-    stdout.print(_table(title, rows))
-    phases = Table(title="Per phase (per GPU)", title_justify="left")
-    for col in ("phase", "iter", "bound", "FLOP/B", "tensor", "SM", "DRAM", "MHz", "W", "share"):
-        left = col in ("phase", "bound")
-        phases.add_column(col, justify="left" if left else "right", no_wrap=left, min_width=7 if left else None)
-    for name, ph in (("prefill", p.prefill), ("decode", p.decode)):
-        phases.add_row(
-            name, _s(ph.iteration_s), ph.bound, f"{ph.arithmetic_intensity_flops_per_byte:.0f}",
-            f"{ph.tensor_active:.2f}", f"{ph.sm_active:.2f}", f"{ph.dram_active:.2f}", f"{ph.clock_mhz:.0f}",
-            f"{ph.power_w:.0f}", f"{ph.time_fraction:.0%}",
-        )  # fmt: skip
-    phases.add_row("idle", "", "", "", "0", "0", "0", "", f"{p.idle_power_w:.0f}", f"{p.idle_fraction:.0%}")
-    stdout.print(phases)
+    print_pairs(stdout, title, rows)
+    # Phases as columns, quantities as rows: three narrow columns fit any terminal.
+    pre, dec = p.prefill, p.decode
+    phases: list[list[Cell]] = [
+        ["iteration", _s(pre.iteration_s), _s(dec.iteration_s), ""],
+        ["bound", pre.bound, dec.bound, ""],
+        ["FLOP/byte", f"{pre.arithmetic_intensity_flops_per_byte:.0f}",
+         f"{dec.arithmetic_intensity_flops_per_byte:.0f}", ""],
+        ["tensor active", f"{pre.tensor_active:.2f}", f"{dec.tensor_active:.2f}", "0"],
+        ["SM active", f"{pre.sm_active:.2f}", f"{dec.sm_active:.2f}", "0"],
+        ["DRAM active", f"{pre.dram_active:.2f}", f"{dec.dram_active:.2f}", "0"],
+        ["clock MHz", f"{pre.clock_mhz:.0f}", f"{dec.clock_mhz:.0f}", ""],
+        ["power W", f"{pre.power_w:.0f}", f"{dec.power_w:.0f}", f"{p.idle_power_w:.0f}"],
+        ["time share", f"{pre.time_fraction:.0%}", f"{dec.time_fraction:.0%}", f"{p.idle_fraction:.0%}"],
+    ]  # fmt: skip
+    cols = [Col("per GPU", "left"), Col("prefill"), Col("decode"), Col("idle")]
+    print_table(stdout, "Per phase", cols, phases)
     for w in p.warnings:
         stdout.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     if p.workload.get("attribution"):
@@ -75,8 +71,12 @@ def _print_plan(p: ServePlan) -> None:
 
 @plan_app.command("serve")
 def serve(
-    model: str = typer.Option(..., "--model", help="Catalog model name or path to a Hugging Face config.json."),
-    gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU name (see `twinloop gpus`)."),
+    model: str = typer.Option(
+        ..., "--model", help="Catalog model name or path to a Hugging Face config.json.", autocompletion=model_names
+    ),
+    gpu: str = typer.Option(
+        "h100-sxm", "--gpu", help="Catalog GPU name (see `twinloop gpus`).", autocompletion=gpu_names
+    ),
     gpus: int = typer.Option(8, "--gpus", help="GPUs of the whole deployment."),
     tp: int = typer.Option(8, "--tp", help="Tensor parallel degree of one replica."),
     pp: int = typer.Option(1, "--pp", help="Pipeline parallel degree of one replica."),

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr, stdout
+from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.probe import bench_io, build_node_profile, run_probe
 from twinloop.probe.bench_io import IoBenchResult
@@ -18,21 +19,21 @@ _STYLE = {"present": "green", "absent": "yellow", "unknown": "red"}
 
 
 def _human(report_findings: Sequence[tuple[str, str, str, str]], bench: IoBenchResult | None) -> None:
-    table = Table(title="Node probe (present / absent / unknown, with the files read)")
-    for col in ("check", "status", "value", "evidence"):
-        table.add_column(col, overflow="fold")
-    for check, status, value, evidence in report_findings:
-        table.add_row(check, f"[{_STYLE[status]}]{status}[/]", value, evidence)
-    stdout.print(table)
+    cols = [Col("check", "left"), Col("status", "left"), Col("value", "left", wrap=True),
+            Col("evidence", "left", wrap=True)]  # fmt: skip
+    rows = [
+        [escape(check), f"[{_STYLE[status]}]{status}[/]", escape(value), escape(evidence)]
+        for check, status, value, evidence in report_findings
+    ]
+    print_table(stdout, "Node probe (present / absent / unknown, with the files read)", cols, rows)
     if bench is None:
         return
-    io = Table(title=f"Sequential read of {bench.path} ({bench.file_bytes / 2**20:.0f} MiB)")
-    for col in ("method", "GB/s", "note"):
-        io.add_column(col)
-    for m in bench.measurements:
-        rate = f"{m.bytes_per_s / 1e9:.2f}" if m.bytes_per_s else "unavailable"
-        io.add_row(m.method, rate, m.reason)
-    stdout.print(io)
+    rows = [
+        [escape(m.method), f"{m.bytes_per_s / 1e9:.2f}" if m.bytes_per_s else "unavailable", escape(m.reason)]
+        for m in bench.measurements
+    ]
+    cols = [Col("method", "left"), Col("GB/s"), Col("note", "left", wrap=True)]
+    print_table(stdout, escape(f"Sequential read of {bench.path} ({bench.file_bytes / 2**20:.0f} MiB)"), cols, rows)
     for w in bench.warnings:
         stderr.print(f"warning: {w}", markup=False, highlight=False)
 

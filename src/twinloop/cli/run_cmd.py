@@ -7,7 +7,6 @@ from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
@@ -62,23 +61,24 @@ def _pass_doc(r: PassResult) -> dict[str, Any]:
 
 
 def _print(doc: dict[str, Any]) -> None:
+    from twinloop.cli.tables import Col, duration, print_table
+
     off, on = doc["loop_off"], doc["loop_on"]
-    t = Table(title=f"{doc['scenario']}: loop off vs loop on (seed {doc['seed']})")
-    for c in ("metric", "loop off", "loop on", "change"):
-        t.add_column(c, justify="left" if c == "metric" else "right")
+    rows = []
     for k, a in off["outcome"].items():
         b = on["outcome"].get(k)
         change = f"{(b - a) / abs(a):+.1%}" if isinstance(a, float | int) and isinstance(b, float | int) and a else "—"
-        t.add_row(escape(k), "—" if a is None else f"{a:,.3g}", "—" if b is None else f"{b:,.3g}", change)
-    stdout.print(t)
-    d = Table(title="Detection vs injected faults (loop-on pass)")
-    for c in ("fault", "faults", "detected", "precision", "recall", "median time to detect s"):
-        d.add_column(c, justify="left" if c == "fault" else "right")
+        rows.append([escape(k), "—" if a is None else f"{a:,.3g}", "—" if b is None else f"{b:,.3g}", change])
+    cols = [Col("metric", "left"), Col("loop off"), Col("loop on"), Col("change")]
+    print_table(stdout, f"{doc['scenario']}: loop off vs loop on (seed {doc['seed']})", cols, rows)
+    cols = [Col("fault", "left"), Col("faults"), Col("detected"), Col("precision"), Col("recall"),
+            Col("median time\nto detect")]  # fmt: skip
+    rows = []
     for q in on["detection"]:
         ttd = q["median_time_to_detect_s"]
-        d.add_row(q["fault"], str(q["faults"]), str(q["detected"]), f"{q['precision']:.2f}", f"{q['recall']:.2f}",
-                  "—" if ttd is None else f"{ttd:.0f}")  # fmt: skip
-    stdout.print(d)
+        rows.append([q["fault"], str(q["faults"]), str(q["detected"]), f"{q['precision']:.2f}", f"{q['recall']:.2f}",
+                     "—" if ttd is None else duration(ttd)])  # fmt: skip
+    print_table(stdout, "Detection vs injected faults (loop-on pass)", cols, rows)
     counts: dict[tuple[str, str], int] = {}
     for a in on["actions"]:
         counts[(a["kind"], a["status"])] = counts.get((a["kind"], a["status"]), 0) + 1

@@ -93,7 +93,11 @@ def serve(
         stderr.print(f"generated API token: {tok}  (set {TOKEN_ENV} or --token to choose one)", highlight=False)
     import uvicorn
 
+    from twinloop.ops.live.control import control_path
     from twinloop.web import create_app
+    from twinloop.web.controller import DbController
 
-    web = guarded(lambda: create_app(db, folder, tok, open_read=open_read))
+    # A `twinloop watch --db` on this store: approve/reject reach it through its control file.
+    ctl = DbController(control_path(db)) if control_path(db).is_file() else None
+    web = guarded(lambda: create_app(db, folder, tok, open_read=open_read, controller=ctl))
     uvicorn.run(web, host=host, port=port, log_level="warning")

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.tables import energy_wh, power, print_pairs
 from twinloop.errors import InputError
-from twinloop.twin.engine import StepResult, Twin
-from twinloop.twin.scenario import load_scenario, parse_duration_s
-from twinloop.twin.telemetry_writer import TelemetryWriter
+
+if TYPE_CHECKING:
+    from twinloop.twin.engine import StepResult
 
 
 def _duration(flag: str, value: str | None) -> float | None:
     if value is None:
         return None
+    from twinloop.twin.scenario import parse_duration_s
+
     try:
         return parse_duration_s(value)
     except ValueError as exc:
@@ -37,6 +40,10 @@ def sim(
     """Run the twin on a scenario; print energy, PUE, throttling, peak power, failures and ETTR per job."""
 
     def run() -> dict[str, Any]:
+        from twinloop.twin.engine import Twin
+        from twinloop.twin.scenario import load_scenario
+        from twinloop.twin.telemetry_writer import TelemetryWriter
+
         spec = load_scenario(
             scenario, duration_s=_duration("--duration", duration), step_s=_duration("--step", step), seed=seed
         )
@@ -71,27 +78,26 @@ def sim(
 
 def _print_summary(doc: dict[str, Any]) -> None:
     e = doc["energy"]
-    table = Table(title=f"twin: {doc['scenario']} — {doc['gpus']} GPUs, {doc['simulated_s']:.0f} s simulated")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
+    kwh = 3.6e6  # J per kWh
     rows = [
-        ("facility energy", f"{e['facility_kwh']:.1f} kWh"),
-        ("IT energy (GPU)", f"{e['it_kwh']:.1f} kWh ({e['gpu_kwh']:.1f})"),
-        ("conversion losses", f"{e['conversion_loss_kwh']:.1f} kWh"),
-        ("cooling", f"{e['cooling_kwh']:.1f} kWh"),
+        ("facility energy", energy_wh(e["facility_kwh"] * kwh)),
+        ("IT energy (GPU)", f"{energy_wh(e['it_kwh'] * kwh)} ({energy_wh(e['gpu_kwh'] * kwh)})"),
+        ("conversion losses", energy_wh(e["conversion_loss_kwh"] * kwh)),
+        ("cooling", energy_wh(e["cooling_kwh"] * kwh)),
         ("emissions", f"{e['emissions_kg_co2e']:.1f} kg CO2e"),
         ("PUE", f"{doc['pue']:.3f}" if doc["pue"] else "—"),
-        ("peak facility power", f"{doc['peak_facility_power_w'] / 1e3:.1f} kW"),
+        ("peak facility power", power(doc["peak_facility_power_w"])),
         ("PSU overloads", str(doc["psu_overloads"])),
         ("failures", ", ".join(f"{k} {v}" for k, v in doc["failures"].items()) or "none"),
     ]
     rows += [(f"throttled GPU-s: {k}", f"{v:.0f}") for k, v in doc["throttled_gpu_s"].items()]
     rows += [
-        (f"job {j['name']} ({j['kind']})", f"ETTR {j['ettr']:.3f}, {j['interruptions']} interruptions")
+        (escape(f"job {j['name']} ({j['kind']})"), f"ETTR {j['ettr']:.3f}, {j['interruptions']} interruptions")
         for j in doc["jobs"]
     ]
     if "telemetry" in doc:
-        rows.append(("telemetry", f"{doc['telemetry']['rows']} rows → {doc['telemetry']['path']}"))
-    for k, v in rows:
-        table.add_row(k, v)
-    stdout.print(table)
+        rows.append(("telemetry", escape(f"{doc['telemetry']['rows']} rows → {doc['telemetry']['path']}")))
+    if "report" in doc:
+        rows.append(("report", escape(doc["report"])))
+    title = f"twin: {doc['scenario']} — {doc['gpus']} GPUs, {doc['simulated_s']:.0f} s simulated"
+    print_pairs(stdout, escape(title), rows)

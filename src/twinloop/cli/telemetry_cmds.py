@@ -9,13 +9,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stderr, stdout
+from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.ingest import ingest as run_ingest
+from twinloop.telemetry.ingest import require_rows_kept
 from twinloop.telemetry.sources import SOURCES, Source, make_source
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 from twinloop.telemetry.timeparse import parse_duration, parse_time
@@ -102,6 +104,7 @@ def ingest(
         t0 = time.perf_counter()
         with DuckDBStore(db) as store, progress(f"ingest {src.label}", total=0, enabled=not json_out) as advance:
             report = run_ingest(src, store, batch_rows=batch_rows, on_batch=advance)
+        require_rows_kept(report, src.label)  # every row dropped is an error (exit 2), never a quiet 0
         elapsed = time.perf_counter() - t0
         doc = {"source": src.label, "db": db, "elapsed_s": elapsed, **report.to_dict()}
         if json_out:
@@ -155,12 +158,10 @@ def query(
             print_json({"field": name, "unit": unit, "entity": entity, "since_s": since_s, "until_s": until_s,
                         "every_s": every_s, "count": len(rows), "rows": rows})  # fmt: skip
             return
-        tbl = Table(title=f"{name} [{unit}]" + (f" every {every}" if every else ""))
-        for col in table.column_names:
-            tbl.add_column(col, justify="left" if col == "entity" else "right")
-        for row in rows[:50]:
-            tbl.add_row(*(_cell(k, v) for k, v in row.items()))
-        stdout.print(tbl)
+        cols = [Col(c, "left" if c == "entity" else "right") for c in table.column_names]
+        cells = [[escape(_cell(k, v)) for k, v in row.items()] for row in rows[:50]]
+        title = escape(f"{name} [{unit}]" + (f" every {every}" if every else ""))
+        print_table(stdout, title, cols, cells, keys=2 if cols[:2] and cols[1].header == "entity" else 1)
         if len(rows) > 50:
             stdout.print(f"... {len(rows) - 50} more rows (use --json or --limit)", markup=False)
 
@@ -172,7 +173,8 @@ def export(
     source_spec: str = typer.Option(
         "twin", "--source", help="KIND or KIND:TARGET, e.g. twin, nvml, file:t.csv, prometheus:http://h:9090."
     ),
-    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="HOST:PORT to serve /metrics on."),
+    listen: str = typer.Option("127.0.0.1:9400", "--listen", help="HOST:PORT to serve /metrics on (loopback)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Allow a non-loopback --listen address."),
     period: float | None = typer.Option(None, "--period", help="Sampling period, s (live sources)."),
     duration: float | None = typer.Option(None, "--duration", help="Serve this many seconds (default: until Ctrl-C)."),
     speed: float | None = typer.Option(None, "--speed", help=SPEED_HELP),
@@ -189,7 +191,7 @@ def export(
     def run() -> None:
         kind, sep, target = source_spec.partition(":")
         src = _build(kind, target if sep else None, _options(kind, sets, None, period, None, None, speed))
-        exporter = Exporter(listen=listen).start()
+        exporter = Exporter(listen=listen, allow_remote=allow_remote).start()
         url = f"http://{listen.rpartition(':')[0] or '127.0.0.1'}:{exporter.port}/metrics"
         if not json_out:
             stderr.print(f"serving {src.label} on {url} (Ctrl-C to stop)", markup=False, highlight=False)

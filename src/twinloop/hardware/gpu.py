@@ -40,6 +40,9 @@ class GpuSpec(BaseModel):
     gpus_per_node: int = Field(ge=1, le=72)
     thermal_resistance_c_per_w: float = Field(gt=0, description="die to coolant, model parameter")
     thermal_capacitance_j_per_c: float = Field(gt=0, description="die + package + cold plate, model parameter")
+    gemm_clock_at_tdp_mhz: float | None = Field(
+        default=None, gt=0, description="SM clock a dense BF16 GEMM sustains at TDP (None: the H100's share of f_max)"
+    )
     sources: dict[str, str]
 
     @model_validator(mode="after")
@@ -52,6 +55,10 @@ class GpuSpec(BaseModel):
             raise ValueError("need sm_clock_min_mhz < sm_clock_max_mhz")
         if not self.slowdown_temp_c < self.shutdown_temp_c:
             raise ValueError("need slowdown_temp_c < shutdown_temp_c")
+        if self.gemm_clock_at_tdp_mhz is not None and not (
+            self.sm_clock_min_mhz < self.gemm_clock_at_tdp_mhz <= self.sm_clock_max_mhz
+        ):
+            raise ValueError("need sm_clock_min_mhz < gemm_clock_at_tdp_mhz <= sm_clock_max_mhz")
         if "bf16" not in self.dense_tflops:
             raise ValueError("dense_tflops needs at least bf16")
         return self
@@ -84,7 +91,8 @@ def load_gpu_catalog(path: Path | None = None) -> dict[str, GpuSpec]:
     """Load and validate a GPU catalog YAML (the packaged one by default)."""
     path = path or CATALOG_DIR / "gpus.yaml"
     try:
-        raw = yaml.safe_load(path.read_text())
+        # libyaml when present: the pure-Python loader takes ~0.1 s of every `twinloop plan` start.
+        raw = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise InputError(str(path), "", f"malformed YAML: {exc}".splitlines()[0]) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("gpus"), dict):

@@ -27,7 +27,7 @@ class LinkSpec(BaseModel):
 @cache
 def link_catalog() -> dict[str, LinkSpec]:
     """The packaged link catalog (cached)."""
-    raw = yaml.safe_load((CATALOG_DIR / "links.yaml").read_text())
+    raw = yaml.load((CATALOG_DIR / "links.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return {name: LinkSpec(name=name, **body) for name, body in raw["links"].items()}
 
 

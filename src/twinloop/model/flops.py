@@ -76,17 +76,22 @@ class FlopBreakdown:
 
 
 def _no_bias(arch: ModelArch) -> ModelArch:
-    return dataclasses.replace(arch, linear_bias=False, qkv_bias=False)
+    return dataclasses.replace(arch, linear_bias=False, qkv_bias=False, o_bias=False, mlp_bias=False)
 
 
-def _layer_flops(arch: ModelArch, context_len: float, n_dense: int, n_moe: int, active_only: bool) -> FlopBreakdown:
+def _layer_flops(
+    arch: ModelArch, context_len: float, n_dense: int, n_moe: int, active_only: bool, keys: float | None = None
+) -> FlopBreakdown:
+    """FLOPs of ``n_dense`` + ``n_moe`` blocks; ``keys`` is the attended keys summed over those blocks
+    (default: every block attends to ``context_len``)."""
     w = _no_bias(arch)
     n_layers = n_dense + n_moe
     experts = arch.experts_per_token if active_only else arch.n_routed_experts
     qk_dim = arch.head_dim  # MLA: nope + rope
+    keys = n_layers * context_len if keys is None else keys
     return FlopBreakdown(
         attn_proj=2.0 * n_layers * attention_params_per_layer(w),
-        attn_core=2.0 * n_layers * context_len * arch.n_heads * (qk_dim + arch.v_head_dim),
+        attn_core=2.0 * keys * arch.n_heads * (qk_dim + arch.v_head_dim),
         dense_ffn=2.0 * n_dense * ffn_params(w, arch.ffn_hidden),
         expert_ffn=2.0 * n_moe * (experts * expert_params(w) + shared_expert_params_per_layer(w)),
         router=2.0 * n_moe * arch.hidden * arch.n_routed_experts if arch.is_moe else 0.0,
@@ -106,7 +111,9 @@ def forward_flops_per_token(
     """
     if context_len < 0:
         raise InputError("context_len", "", f"must be >= 0, got {context_len}")
-    out = _layer_flops(arch, context_len, arch.n_dense_layers, arch.n_moe_layers, active_only)
+    # sliding-window / chunked layers attend to at most ``sliding_window`` keys (Gemma 2/3, Llama 4)
+    keys = arch.attended_keys(context_len)
+    out = _layer_flops(arch, context_len, arch.n_dense_layers, arch.n_moe_layers, active_only, keys)
     out = out + FlopBreakdown(lm_head=2.0 * arch.vocab * arch.hidden)
     if include_mtp and arch.mtp_layers:
         moe = arch.is_moe

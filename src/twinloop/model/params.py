@@ -27,7 +27,8 @@ def _linear(n_in: int, n_out: int, bias: bool) -> int:
 
 
 def norm_params(arch: ModelArch, width: int) -> int:
-    """Parameters of one norm over ``width`` features (RMSNorm: weight; LayerNorm: weight + bias)."""
+    """Parameters of one norm over ``width`` features (RMSNorm, bias-free LayerNorm: weight; LayerNorm:
+    weight + bias)."""
     return 2 * width if arch.norm == "layernorm" else width
 
 
@@ -47,24 +48,27 @@ def attention_params_per_layer(arch: ModelArch) -> int:
     qkv_bias = bias or arch.qkv_bias
     q = _linear(h, arch.n_heads * arch.head_dim, qkv_bias)
     kv = 2 * _linear(h, arch.n_kv_heads * arch.head_dim, qkv_bias)
-    return q + kv + _linear(arch.n_heads * arch.v_head_dim, h, bias)
+    return q + kv + _linear(arch.n_heads * arch.v_head_dim, h, bias or arch.o_bias)
 
 
 def attention_norm_params_per_layer(arch: ModelArch) -> int:
-    """Norms inside attention: MLA ``q_a_layernorm`` + ``kv_a_layernorm``; Qwen3 ``q_norm`` + ``k_norm``."""
+    """Norms inside attention: MLA ``q_a_layernorm`` + ``kv_a_layernorm``; QK-norm ``q_norm`` + ``k_norm``
+    (one ``head_dim`` vector each for Qwen3/Gemma 3; all heads' width for OLMo 2 and Command R+)."""
     n = 0
     if arch.attention == "mla":
         n += norm_params(arch, arch.kv_lora_rank)
         if arch.q_lora_rank:
             n += norm_params(arch, arch.q_lora_rank)
-    if arch.qk_norm:
+    if arch.qk_norm and arch.qk_norm_full:
+        n += norm_params(arch, arch.n_heads * arch.head_dim) + norm_params(arch, arch.n_kv_heads * arch.head_dim)
+    elif arch.qk_norm:
         n += 2 * norm_params(arch, arch.head_dim)
     return n
 
 
 def ffn_params(arch: ModelArch, ffn_hidden: int) -> int:
     """One FFN (gated SwiGLU: gate, up, down; plain: up, down) of intermediate size ``ffn_hidden``."""
-    h, bias = arch.hidden, arch.linear_bias
+    h, bias = arch.hidden, arch.linear_bias or arch.mlp_bias
     n_up = 2 if arch.mlp == "gated" else 1
     return n_up * _linear(h, ffn_hidden, bias) + _linear(ffn_hidden, h, bias)
 
@@ -93,7 +97,11 @@ def router_params_per_layer(arch: ModelArch) -> int:
 
 def layer_params(arch: ModelArch, moe: bool) -> int:
     """One full transformer block (attention, FFN or MoE, all norms inside it)."""
-    n = attention_params_per_layer(arch) + attention_norm_params_per_layer(arch) + 2 * norm_params(arch, arch.hidden)
+    n = (
+        attention_params_per_layer(arch)
+        + attention_norm_params_per_layer(arch)
+        + arch.norms_per_layer * norm_params(arch, arch.hidden)
+    )
     if moe:
         n += (
             arch.n_routed_experts * expert_params(arch)
@@ -120,7 +128,7 @@ class ParamCounts:
         total: main model, MTP excluded. ``total_with_mtp`` adds ``mtp``.
         active / active_no_embedding: per-token counts (MTP excluded).
         embedding: token embedding table; position_embedding: learned positions (gpt2), else 0.
-        lm_head: output projection, 0 when tied to the embedding.
+        lm_head: output projection (with its bias, Phi-3.5-MoE), 0 when tied to the embedding.
         attention: all attention projections; dense_ffn: FFNs of dense layers.
         moe_experts: all routed experts; moe_experts_active: the top-k a token uses, over all MoE layers.
         shared_experts, router: over all MoE layers (router includes score bias and shared-expert gate).
@@ -161,7 +169,7 @@ def param_counts(arch: ModelArch) -> ParamCounts:
     h = arch.hidden
     embedding = arch.vocab * h
     position = arch.max_position * h if arch.position == "learned" else 0
-    lm_head = 0 if arch.tied_embeddings else arch.vocab * h
+    lm_head = (0 if arch.tied_embeddings else arch.vocab * h) + (arch.vocab if arch.lm_head_bias else 0)
     n_layers = arch.n_dense_layers + arch.n_moe_layers
     attention = n_layers * attention_params_per_layer(arch)
     dense_ffn = arch.n_dense_layers * ffn_params(arch, arch.ffn_hidden)
@@ -170,12 +178,13 @@ def param_counts(arch: ModelArch) -> ParamCounts:
     moe_active = arch.n_moe_layers * arch.experts_per_token * expert
     shared = arch.n_moe_layers * shared_expert_params_per_layer(arch)
     router = arch.n_moe_layers * router_params_per_layer(arch)
-    norms = n_layers * (attention_norm_params_per_layer(arch) + 2 * norm_params(arch, h)) + norm_params(arch, h)
+    per_layer_norms = attention_norm_params_per_layer(arch) + arch.norms_per_layer * norm_params(arch, h)
+    norms = n_layers * per_layer_norms + norm_params(arch, h)
     total = embedding + position + lm_head + attention + dense_ffn + moe_experts + shared + router + norms
     active = total - moe_experts + moe_active
     active_no_embedding = active - embedding - position + (embedding if arch.tied_embeddings else 0)
     mtp = arch.mtp_layers * mtp_module_params(arch)
-    mtp_stored = mtp + arch.mtp_layers * (embedding + (lm_head or embedding))
+    mtp_stored = mtp + arch.mtp_layers * (embedding + (embedding if arch.tied_embeddings else lm_head))
     return ParamCounts(
         total=total,
         active=active,

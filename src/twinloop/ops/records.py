@@ -8,10 +8,16 @@ Tables (``run`` names the pass, e.g. ``loop-off`` / ``loop-on``)::
     loop_ground_truth(run, fault, entity, start_ts, end_ts)
 
 Writes replace a run's rows in one transaction, so a crash never leaves half a run.
+
+A live watcher (:class:`LiveRecords`) writes the same two tables row by row as things happen, plus
+``loop_incident_entities(run, incident_id, entities, closed_ts, pipeline_id)``,
+``loop_action_notes(run, action_id, rule, reason, verification)`` and ``loop_state(run, key, value)`` (what a
+restart needs: learned thresholds, incidents it closed on restart).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -89,3 +95,187 @@ def read_table(con: duckdb.DuckDBPyConnection, table: str, run: str | None = Non
     cur = con.execute(query, [run] if run else [])
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Live records: a watcher writes each incident update and each action as it happens (``twinloop watch``), and
+# reads them back when it starts again on the same file (restart safety).
+
+_LIVE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS loop_incident_entities(run VARCHAR, incident_id BIGINT, entities VARCHAR,
+  closed_ts DOUBLE, pipeline_id BIGINT);
+CREATE TABLE IF NOT EXISTS loop_action_notes(run VARCHAR, action_id BIGINT, rule VARCHAR, reason VARCHAR,
+  verification VARCHAR);
+CREATE TABLE IF NOT EXISTS loop_state(run VARCHAR, key VARCHAR, value VARCHAR);
+"""
+
+#: Action statuses that judge an earlier action's effect (their result goes to that action's ``verification``).
+VERDICTS = frozenset({"verified", "rolled_back"})
+
+
+def rule_of(reason: str) -> str:
+    """The policy rule named in a responder's reason (``<rule> on incident <id> (...)``), or ``""``."""
+    head, sep, _ = reason.partition(" on incident ")
+    return head if sep else ""
+
+
+@dataclass(frozen=True)
+class StoredAction:
+    """An action as a previous run of the watcher left it."""
+
+    action_id: int
+    ts: float
+    kind: str
+    target: str
+    value: float | None
+    status: str
+    incident_id: int
+    rule: str
+    reason: str
+
+
+class LiveRecords:
+    """Writes a watcher's incidents and actions as they happen, each in its own transaction, and reads back what
+    a previous run of the same ``run`` left (open incidents, pending approvals, actions taken, state)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, run: str = "watch") -> None:
+        self.con = con
+        self.run = run
+        self._ready = False
+
+    def _schema(self) -> None:
+        if not self._ready:
+            self.con.execute(_SCHEMA)
+            self.con.execute(_LIVE_SCHEMA)
+            self._ready = True
+
+    def _tx(self, statements: list[tuple[str, list[Any]]]) -> None:
+        self._schema()
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for sql, params in statements:
+                self.con.execute(sql, params)
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def incident(self, i: Incident, pipeline_id: int | None = None) -> None:
+        """Insert or replace one incident (its latest version)."""
+        closed = i.end_ts if i.status != "open" else None
+        self._tx(
+            [
+                ("DELETE FROM loop_incidents WHERE run = ? AND incident_id = ?", [self.run, i.incident_id]),
+                ("DELETE FROM loop_incident_entities WHERE run = ? AND incident_id = ?", [self.run, i.incident_id]),
+                ("INSERT INTO loop_incidents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 [self.run, i.incident_id, str(i.event_class), i.root, i.severity.name.lower(), i.start_ts,
+                  i.end_ts, len(i.members), i.n_detections, i.status]),
+                ("INSERT INTO loop_incident_entities VALUES (?, ?, ?, ?, ?)",
+                 [self.run, i.incident_id, json.dumps(list(i.members)), closed, pipeline_id]),
+            ]
+        )  # fmt: skip
+
+    def close_incident(self, incident_id: int, ts: float, why: str) -> None:
+        """Close a stored incident that a restarted watcher did not see again."""
+        self._tx(
+            [
+                ("UPDATE loop_incidents SET status = 'closed', end_ts = greatest(end_ts, ?) WHERE run = ? AND "
+                 "incident_id = ?", [ts, self.run, incident_id]),
+                ("UPDATE loop_incident_entities SET closed_ts = ? WHERE run = ? AND incident_id = ?",
+                 [ts, self.run, incident_id]),
+                ("INSERT INTO loop_state VALUES (?, ?, ?)", [self.run, f"closed:{incident_id}", why]),
+            ]
+        )  # fmt: skip
+
+    def action(self, action_id: int, a: ActionResult, verifies: int | None = None) -> None:
+        """Insert or replace one action result (stored under ``action_id``); a verdict also fills in the
+        ``verification`` of the action it judges (``verifies``)."""
+        req = a.request
+        stmts: list[tuple[str, list[Any]]] = [
+            ("DELETE FROM loop_actions WHERE run = ? AND action_id = ?", [self.run, action_id]),
+            ("DELETE FROM loop_action_notes WHERE run = ? AND action_id = ?", [self.run, action_id]),
+            ("INSERT INTO loop_actions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             [self.run, action_id, a.ts, str(req.kind), req.target, req.value, a.status, a.detail,
+              req.incident_id, a.clamped]),
+            ("INSERT INTO loop_action_notes VALUES (?, ?, ?, ?, ?)",
+             [self.run, action_id, rule_of(req.reason), req.reason, None]),
+        ]  # fmt: skip
+        if verifies is not None:
+            stmts.append(
+                ("UPDATE loop_action_notes SET verification = ? WHERE run = ? AND action_id = ?",
+                 [f"{a.status}: {a.detail}", self.run, verifies])
+            )  # fmt: skip
+        self._tx(stmts)
+
+    def set_state(self, key: str, value: Any) -> None:
+        """Remember a value (JSON) under ``key`` for the next start."""
+        self._tx(
+            [
+                ("DELETE FROM loop_state WHERE run = ? AND key = ?", [self.run, key]),
+                ("INSERT INTO loop_state VALUES (?, ?, ?)", [self.run, key, json.dumps(value)]),
+            ]
+        )
+
+    def state(self, key: str, default: Any = None) -> Any:
+        """A value remembered by :meth:`set_state`, or ``default``."""
+        self._schema()
+        row = self.con.execute("SELECT value FROM loop_state WHERE run = ? AND key = ?", [self.run, key]).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def max_ids(self) -> tuple[int, int]:
+        """The largest stored incident and action ids of this run (-1 when none)."""
+        self._schema()
+        i = self.con.execute("SELECT max(incident_id) FROM loop_incidents WHERE run = ?", [self.run]).fetchone()
+        a = self.con.execute("SELECT max(action_id) FROM loop_actions WHERE run = ?", [self.run]).fetchone()
+        return (-1 if not i or i[0] is None else int(i[0])), (-1 if not a or a[0] is None else int(a[0]))
+
+    def open_incidents(self) -> list[dict[str, Any]]:
+        """This run's incidents still open, with their entities."""
+        self._schema()
+        cur = self.con.execute(
+            "SELECT i.incident_id, i.event_class, i.root, i.severity, i.start_ts, i.end_ts, e.entities "
+            "FROM loop_incidents i LEFT JOIN loop_incident_entities e USING (run, incident_id) "
+            "WHERE i.run = ? AND i.status = 'open' ORDER BY i.incident_id",
+            [self.run],
+        )
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def actions(self) -> list[StoredAction]:
+        """This run's actions in id order."""
+        self._schema()
+        rows = self.con.execute(
+            "SELECT a.action_id, a.ts, a.kind, a.target, a.value, a.status, a.incident_id, n.rule, n.reason "
+            "FROM loop_actions a LEFT JOIN loop_action_notes n USING (run, action_id) WHERE a.run = ? "
+            "ORDER BY a.action_id",
+            [self.run],
+        ).fetchall()
+        return [StoredAction(int(r[0]), float(r[1]), str(r[2]), str(r[3]), r[4], str(r[5]), int(r[6]),
+                             str(r[7] or ""), str(r[8] or "")) for r in rows]  # fmt: skip
+
+    def summary(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Every incident (``opened_ts``, ``closed_ts``, ``class``, ``severity``, ``root``, ``entities``) and every
+        action (with ``rule``, ``reason``, ``verification``) of this run."""
+        self._schema()
+        cur = self.con.execute(
+            "SELECT i.incident_id, i.start_ts, e.closed_ts, i.event_class, i.severity, i.root, e.entities, i.status,"
+            " i.end_ts FROM loop_incidents i LEFT JOIN loop_incident_entities e USING (run, incident_id) "
+            "WHERE i.run = ? ORDER BY i.incident_id",
+            [self.run],
+        )
+        incidents = [
+            {"incident_id": int(r[0]), "opened_ts": r[1], "closed_ts": r[2] if r[7] != "open" else None,
+             "class": r[3], "severity": r[4], "root": r[5], "entities": json.loads(r[6] or "[]"), "status": r[7],
+             "last_ts": r[8]}
+            for r in cur.fetchall()
+        ]  # fmt: skip
+        cur = self.con.execute(
+            "SELECT a.action_id, a.ts, a.kind, a.target, a.value, a.status, a.detail, a.incident_id, n.rule, "
+            "n.reason, n.verification FROM loop_actions a LEFT JOIN loop_action_notes n USING (run, action_id) "
+            "WHERE a.run = ? ORDER BY a.action_id",
+            [self.run],
+        )
+        cols = ["action_id", "ts", "kind", "target", "value", "status", "detail", "incident_id", "rule", "reason",
+                "verification"]  # fmt: skip
+        actions = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        return incidents, actions

@@ -203,3 +203,39 @@ def p2p_s(size_bytes: Num, link: LinkTier) -> Num:
     """One point-to-point send of ``size_bytes``: ``α + S/B`` seconds."""
     t = link.latency_s + np.asarray(size_bytes, dtype=np.float64) / link.effective_bytes_per_s
     return _as(t, size_bytes)
+
+
+def expected_distinct_nodes(copies: Num, nodes: Num, node_limit: int = 0) -> Num:
+    """Expected number of distinct nodes ``copies`` uniformly routed copies land on among ``nodes`` nodes:
+    ``n·(1 - (1 - 1/n)^k)``, capped at ``node_limit`` (DeepSeek-V3's node-limited routing) when > 0."""
+    n = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+    d = n * (1.0 - (1.0 - 1.0 / n) ** np.asarray(copies, dtype=np.float64))
+    if node_limit > 0:
+        d = np.minimum(d, float(node_limit))
+    return _as(d, copies, nodes)
+
+
+def dedup_all_to_all_s(
+    token_bytes: Num, copies: Num, n: Num, ranks_per_node: Num, topo: Topology, node_limit: int = 0
+) -> Num:
+    """MoE dispatch (or combine) with each token sent once per destination *node* over the network, then
+    forwarded over NVLink to its experts' GPUs there (DeepEP / DeepSeek-V3 §3.2.2).
+
+    Args:
+        token_bytes: bytes of all of one rank's tokens (one copy each).
+        copies: routed experts per token (``k``).
+        n / ranks_per_node: EP group size and its ranks per node.
+        node_limit: at most this many nodes per token (0 = none).
+    """
+    nn, k = _steps(n), np.clip(_steps(ranks_per_node), 1, _steps(n))
+    s = np.asarray(token_bytes, dtype=np.float64)
+    nodes = np.maximum(nn / k, 1.0)
+    k_copies = np.asarray(copies, dtype=np.float64)
+    distinct = np.minimum(nodes * (1.0 - (1.0 - 1.0 / nodes) ** k_copies), node_limit if node_limit > 0 else np.inf)
+    off_node = distinct * (nodes - 1.0) / nodes
+    inter = np.where(
+        nodes > 1, (nodes - 1) * topo.inter.latency_s + off_node * s / topo.inter.effective_bytes_per_s, 0.0
+    )
+    fwd = np.asarray(copies, dtype=np.float64) * (k - 1) / k
+    intra = (k - 1) * topo.intra.latency_s + fwd * s / topo.intra.effective_bytes_per_s
+    return _as(np.maximum(intra, inter), token_bytes, copies, n, ranks_per_node)

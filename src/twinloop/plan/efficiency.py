@@ -1,26 +1,29 @@
 """Every efficiency factor and modelling constant of the training planner, named, in one place.
 
-Each constant says what it is and where its value comes from. Only two are *fitted* (marked FITTED):
-they were chosen by ``benchmarks/calibrate_korthikanti.py`` to minimize the worst relative error over the
+Each constant says what it is and where its value comes from. Two are *fitted* here (marked FITTED):
+they were chosen by ``benchmarks/calibrate_korthikanti.py --fit`` to minimize the worst relative error over the
 eight cells of Korthikanti et al. 2022, Table 5 (A100, GPT 22B-1T, full recompute and selective recompute +
-sequence parallelism); docs/sections/calibration-plan-train.md reports the fit. The others are published
-measurements or stated guesses (marked GUESS) that the fit did not touch.
+sequence parallelism; ``megatron-2022`` profile); docs/sections/calibration-plan-train.md reports the fit. The
+GEMM shape/dtype curves are fitted on measured H100 GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent
+factors (overlaps, bubble, FP8 handling) come from :mod:`twinloop.plan.frameworks`. The others are published
+measurements (cited) or stated guesses (marked GUESS) that no fit touched.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: FITTED. Achieved fraction of the dense tensor-core peak (``GpuSpec.tflops(dtype)``) for the large training
-#: GEMMs (QKV/out projections, FFN, LM head, unfused QK^T and softmax·V) at the clock DVFS allows. It absorbs
-#: kernel efficiency, wave quantization and launch gaps. Fitted on Korthikanti Table 5 (A100 FP16).
-GEMM_EFFICIENCY = 0.77
+#: FITTED. Achieved fraction of the dense tensor-core peak (``GpuSpec.tflops(dtype)``) of a large (8192³)
+#: BF16/FP16 training GEMM at the clock DVFS allows; each GEMM's shape and dtype scale it by
+#: :func:`twinloop.plan.gemm.relative_efficiency` (the unfused QK^T and softmax·V use it unscaled). Fitted on
+#: Korthikanti Table 5 (A100 FP16) together with ELEMENTWISE_HBM_PASSES.
+GEMM_EFFICIENCY = 0.81
 
 #: FITTED. HBM passes per stored activation byte over one training step (forward + backward) for the
 #: memory-bound element-wise work (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free
 #: parts): element-wise time per layer = passes × activation bytes the layer stores / usable HBM bandwidth.
 #: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes).
-ELEMENTWISE_HBM_PASSES = 8.25
+ELEMENTWISE_HBM_PASSES = 8.5
 
 #: Achieved fraction of the FLOP peak for fused (flash) attention. FlashAttention-2 reports 50-73 % of
 #: A100 peak forward and lower backward (Dao 2023, Fig. 5-6); 0.55 is a round figure across fwd+bwd.
@@ -38,14 +41,14 @@ NVLINK_EFFICIENCY = 0.78
 NETWORK_EFFICIENCY = 0.9
 
 #: Fraction of tensor/sequence-parallel communication left on the critical path. Megatron-LM 2022 (the
-#: calibration runs) ran it synchronously between GEMMs: 1.0. Newer userbuffer overlap lowers it (not modeled).
+#: calibration runs) ran it synchronously between GEMMs: 1.0. The planner takes the value of the chosen
+#: framework profile (:mod:`twinloop.plan.frameworks`); these three constants are the ``megatron-2022`` ones.
 TP_COMM_EXPOSED_FRACTION = 1.0
 
 #: Fraction of pipeline point-to-point sends left on the critical path (Megatron-LM 2022: blocking sends).
 PP_P2P_EXPOSED_FRACTION = 1.0
 
-#: Fraction of the MoE all-to-all left on the critical path (no compute/communication overlap assumed, as in
-#: Megatron-core without DeepSeek's DualPipe; GUESS on the pessimistic side).
+#: Fraction of the MoE all-to-all left on the critical path with no compute/communication overlap.
 EP_A2A_EXPOSED_FRACTION = 1.0
 
 #: The data-parallel gradient sync overlaps the backward pass except its last bucket: Megatron/DDP default
@@ -95,6 +98,11 @@ class TrainEfficiency:
     pp_p2p_exposed: float = PP_P2P_EXPOSED_FRACTION
     ep_a2a_exposed: float = EP_A2A_EXPOSED_FRACTION
     dp_last_bucket: float = DP_LAST_BUCKET_FRACTION
+    gemm_shape: bool = True
+    fp8_scaling: str = "tensor"
+    fp8_cast_overhead: float = 1.0
+    bubble_scale: float = 1.0
+    a2a_dedup: bool = False
 
 
 DEFAULT_EFFICIENCY = TrainEfficiency()

@@ -29,6 +29,9 @@ F64 = NDArray[np.float64]
 #: Tokens per EP rank routed to estimate the imbalance (bounded so one routing call stays well under 1 s).
 ROUTING_TOKENS_PER_RANK = 2048
 ROUTING_MAX_TOKENS = 65_536
+#: A routing call costs tokens x experts: beyond 256 experts (DeepSeek-V3) the token cap shrinks so that product
+#: stays bounded (a 1,024-expert config would otherwise take minutes in a search); models up to 256 are unchanged.
+ROUTING_MAX_TOKEN_EXPERTS = ROUTING_MAX_TOKENS * 256
 
 
 @dataclass(frozen=True)
@@ -62,14 +65,26 @@ class TrainArrays:
     imbalance: F64
 
 
-def routing_imbalance(arch: ModelArch, ep: NDArray[np.int64], gpus_per_node: int, zipf_s: float, seed: int) -> F64:
+def routing_imbalance(
+    arch: ModelArch,
+    ep: NDArray[np.int64],
+    gpus_per_node: int,
+    zipf_s: float,
+    seed: int,
+    measured: float | None = None,
+) -> F64:
     """MoE imbalance (hottest EP rank's load / mean) per configuration, one routing simulation per distinct
-    ``ep`` (:func:`twinloop.model.moe.route_tokens`, seeded); 1 for dense models and ``ep == 1``."""
+    ``ep`` (:func:`twinloop.model.moe.route_tokens`, seeded); 1 for dense models and ``ep == 1``.
+    ``measured`` (e.g. the worst load factor of a :mod:`twinloop.plan.moe_study` run) replaces the static
+    sample for every ``ep > 1``."""
     imbalance = np.ones(ep.shape, dtype=np.float64)
     if not arch.is_moe:
         return imbalance
+    if measured is not None:
+        return np.where(ep > 1, measured, 1.0)
+    max_tokens = min(ROUTING_MAX_TOKENS, ROUTING_MAX_TOKEN_EXPERTS // arch.n_routed_experts)
     for e in np.unique(ep):
-        tokens = int(min(int(e) * ROUTING_TOKENS_PER_RANK, ROUTING_MAX_TOKENS))
+        tokens = int(min(int(e) * ROUTING_TOKENS_PER_RANK, max_tokens))
         per_node = int(np.gcd(int(e), gpus_per_node))
         load = route_tokens(arch, tokens, int(e), zipf_s=zipf_s, ranks_per_node=per_node, seed=seed)
         imbalance[ep == e] = load.imbalance

@@ -117,10 +117,37 @@ def candidate_configs(ctx: TrainContext, fixed: dict[str, int | str | bool] | No
     )
 
 
+def _concat(parts: list[Any]) -> Any:
+    """Chunks of :class:`TrainArrays` (or of its parts) joined back in order: the inverse of slicing them."""
+    first = parts[0]
+    if hasattr(first, "__dataclass_fields__"):
+        return type(first)(**{k: _concat([getattr(p, k) for p in parts]) for k in first.__dataclass_fields__})
+    return np.concatenate(parts)
+
+
+def _evaluate_chunk(shared: tuple[Any, ...], start: int, stop: int) -> TrainArrays:
+    """The search's kernel on configurations ``start:stop`` (one Ray task with ``ray=True``)."""
+    w, sub, topo, power_model, global_batch, power_limit_w, prices, imbalance, efficiency = shared
+    idx = np.arange(start, stop)
+    return evaluate(
+        w, sub.select(idx), topo, power_model, global_batch, power_limit_w, prices, imbalance[idx], efficiency
+    )
+
+
 def search(
-    ctx: TrainContext, objective: Objective = "throughput", fixed: dict[str, int | str | bool] | None = None
+    ctx: TrainContext,
+    objective: Objective = "throughput",
+    fixed: dict[str, int | str | bool] | None = None,
+    *,
+    ray: bool = False,
+    ray_address: str | None = None,
+    chunks: int | None = None,
 ) -> SearchResult:
     """Evaluate all valid configurations and rank those that fit in memory by ``objective``.
+
+    With ``ray=True`` the fitting configurations are evaluated in ``chunks`` slices (default: 4 per Ray CPU) as
+    Ray tasks (:func:`twinloop.sweep.chunked.ray_map`, a local Ray or the cluster at ``ray_address``); every
+    configuration is evaluated on its own by the same vectorized code, so the ranking is exactly the local one.
 
     Raises:
         InputError: no valid configuration exists for the GPU count and the fixed choices.
@@ -134,12 +161,15 @@ def search(
             f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}",
         )
     w = ctx.workload
-    imbalance = routing_imbalance(ctx.arch, configs.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
+    req = ctx.request
+    imbalance = routing_imbalance(
+        ctx.arch, configs.ep, ctx.gpu.gpus_per_node, req.moe_zipf_s, req.seed, req.moe_imbalance
+    )
     mem = memory_per_gpu(w, configs, ctx.global_batch, imbalance)
     fit = np.flatnonzero(mem.total <= w.hbm_capacity_bytes)
     smallest = float(mem.total.min())
     sub = configs.select(fit)
-    arrays = evaluate(
+    shared = (
         w,
         sub,
         ctx.topology,
@@ -148,7 +178,14 @@ def search(
         ctx.power_limit_w,
         ctx.prices,
         imbalance[fit],
+        ctx.efficiency,
     )
+    if ray and len(sub):
+        from twinloop.sweep.chunked import ray_map
+
+        arrays = _concat(ray_map(_evaluate_chunk, len(sub), shared, chunks=chunks, address=ray_address))
+    else:
+        arrays = _evaluate_chunk(shared, 0, len(sub))
     order = rank_order(arrays, objective) if len(sub) else np.zeros(0, dtype=np.int64)
     return SearchResult(objective, len(configs), int(fit.size), _select(arrays, order), smallest)
 

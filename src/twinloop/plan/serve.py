@@ -350,19 +350,23 @@ def plan_serve(request: ServeRequest) -> ServePlan:
     replicas = req.gpus // (req.tp * req.pp)
     warnings: list[str] = []
 
-    roof = build_roofline(arch, gpu, req.tp, req.pp, req.ep, req.weight_dtype, req.kv_dtype)
+    wl, info = _workload(req)
+    seq_tokens = wl.prompt_tokens + wl.output_tokens
+    # sliding-window layers (Gemma 2/3, Llama 4) hold at most their window: KV per token at the mean length
+    kv_ctx = float(np.mean(seq_tokens))
+    roof = build_roofline(arch, gpu, req.tp, req.pp, req.ep, req.weight_dtype, req.kv_dtype, kv_context_len=kv_ctx)
     spec: SpeculativeDecoder | None = None
     draft_kv_per_gpu = 0.0
     if req.draft_model is not None:
         validate_spec(req.spec_tokens, req.acceptance)
         draft_arch = load_model(req.draft_model, source="--draft-model")
         validate_parallel(draft_arch, req.gpus, req.tp, req.pp, 1, source="--draft-model (same tp as the target)")
-        draft = build_roofline(draft_arch, gpu, req.tp, req.pp, 1, req.weight_dtype, req.kv_dtype)
+        draft = build_roofline(
+            draft_arch, gpu, req.tp, req.pp, 1, req.weight_dtype, req.kv_dtype, kv_context_len=kv_ctx
+        )
         spec = SpeculativeDecoder(roof, draft, req.spec_tokens, req.acceptance)
         draft_kv_per_gpu = draft.kv_bytes_per_token_per_gpu
 
-    wl, info = _workload(req)
-    seq_tokens = wl.prompt_tokens + wl.output_tokens
     too_long = int(np.sum(seq_tokens > arch.max_position))
     if too_long:
         warnings.append(f"{too_long} request(s) exceed the model's context window of {arch.max_position} tokens")

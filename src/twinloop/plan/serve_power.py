@@ -2,9 +2,10 @@
 and energy per token.
 
 Power comes from the shared :class:`~twinloop.hardware.power.GpuPowerModel` (``P = P_static(T) +
-P_dyn(activity)·g(f)``). A compute-bound prefill keeps the tensor cores busy and runs near TDP (clocked
-down when it would exceed the limit); a memory-bound decode keeps HBM busy with few tensor-core cycles and
-draws far less (POLCA, Patel et al. ASPLOS'24: prompt phase reaches TDP, token phase much lower).
+P_clocked(activity, context)·g(f) + P_mem(dram)``, fitted on a real H100). A compute-bound prefill keeps the
+tensor cores busy and runs near TDP (clocked down when it would exceed the limit); a memory-bound decode keeps
+HBM busy with few tensor-core cycles and draws less (POLCA, Patel et al. ASPLOS'24: prompt phase reaches TDP,
+token phase much lower; the H100 readings: decode at batch 1-32 draws 466-527 W, 67-75 % of TDP).
 
 Energy per output token = Σ_phase (power_phase · time share_phase) · GPUs / output tokens per second, i.e.
 average deployment power over output throughput; it is *GPU board* energy (no host, network or facility).
@@ -20,7 +21,7 @@ from twinloop.hardware.power import GpuPowerModel
 #: GUESS: die temperature of a GPU serving steadily (leakage term of the power model); inference GPUs
 #: under load typically read 55-70 C.
 SERVE_DIE_TEMP_C = 60.0
-#: Die temperature while idle between requests (GUESS; the catalog's idle power is quoted near 40 C).
+#: Die temperature while idle between requests (GUESS; the H100 idled at 34-42 C with a context).
 IDLE_DIE_TEMP_C = 40.0
 
 
@@ -54,7 +55,11 @@ def phase_power_w(gpu: GpuSpec, activity: PhaseActivity, clock_mhz: float) -> fl
 
 
 def idle_power_w(gpu: GpuSpec) -> float:
-    """Board power of an idle GPU (no activity, cool die), W."""
+    """Board power of a serving GPU between requests (no activity, cool die), W.
+
+    The serving engine holds a CUDA context, which keeps the clock at boost: an idle H100 draws 117-123 W so,
+    not its 70 W cold idle (shared/data/h100).
+    """
     model = GpuPowerModel(gpu)
     return float(model.power_w(gpu.sm_clock_max_mhz, 0.0, 0.0, 0.0, IDLE_DIE_TEMP_C))
 

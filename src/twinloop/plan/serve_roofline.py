@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.hardware.gpu import GpuSpec
-from twinloop.hardware.power import GpuPowerModel
+from twinloop.hardware.power import MMA_MIN_ROWS, GpuPowerModel
 from twinloop.model.arch import ModelArch
 from twinloop.model.flops import (
     decode_weight_bytes,
@@ -49,6 +49,7 @@ from twinloop.plan.efficiency import (
     NVLINK_EFFICIENCY,
 )
 from twinloop.plan.serve_power import SERVE_DIE_TEMP_C
+from twinloop.plan.train_power import DVFS_ITERATIONS
 
 Arr = NDArray[np.float64]
 
@@ -165,6 +166,7 @@ class ReplicaRoofline:
     expert_bytes_per_layer_expert: float
     embedding_row_bytes: float
     topo: coll.Topology
+    fp8_gemm_share: float = 0.0  # share of the ideal GEMM time in FP8 (weights FP8 tensor activity, power model)
 
     @property
     def gpus(self) -> int:
@@ -221,7 +223,10 @@ class ReplicaRoofline:
         kv_read = np.asarray(kv_read_tokens, dtype=np.float64) / m
         n = self.gpus
         e = self.eff
-        ideal = (self.gemm_ideal_s_per_token * t + self.attn_ideal_s_per_token_key * pairs) / n
+        # Tensor-pipe cycles: a GEMM with fewer rows than the smallest MMA tile costs as many as a full tile.
+        tensor_ideal = (
+            self.gemm_ideal_s_per_token * np.maximum(t, MMA_MIN_ROWS) + self.attn_ideal_s_per_token_key * pairs
+        ) / n
         # Two kernel classes, each its own roofline: GEMMs stream the weights, attention streams the KV cache.
         gemm_full = self.gemm_ideal_s_per_token * t / e.gemm / n
         attn_full = self.attn_ideal_s_per_token_key * pairs / e.attention / n
@@ -241,22 +246,26 @@ class ReplicaRoofline:
             busy = np.maximum(gemm_full / x, gemm_mem) + np.maximum(attn_full / x, attn_mem)
             time: Arr = stages * (busy + comm) + e.step_overhead_s
             # tensor_active counts cycles: at a lower clock the same work fills a larger share of them.
-            tensor: Arr = np.clip(m * ideal / x / time, 0.0, 1.0)
+            tensor: Arr = np.clip(m * tensor_ideal / x / time, 0.0, 1.0) * tensor_weight
             sm: Arr = np.clip(m * (busy + COMM_SM_ACTIVE * comm) / time, 0.0, 1.0)
-            dram: Arr = np.clip(
-                m * (nbytes / self.gpu.hbm_bandwidth_bytes_per_s + COMM_DRAM_ACTIVE * comm) / time, 0.0, 1.0
-            )
+            # DRAM activity is the share of time the memory is busy (how the power model is fitted: NVML's memory
+            # utilisation reads 1 for a stream at the achievable bandwidth), not bytes over the datasheet figure.
+            dram: Arr = np.clip(m * (memory + COMM_DRAM_ACTIVE * comm) / time, 0.0, 1.0)
             return time, tensor, sm, dram
 
-        one: Arr = np.ones_like(t)
-        _, tensor, sm, dram = activity(one)
         model = GpuPowerModel(self.gpu)
-        limit: Arr = np.full_like(tensor, self.gpu.tdp_w)
-        temp: Arr = np.full_like(tensor, SERVE_DIE_TEMP_C)
-        clock: Arr = np.asarray(model.max_clock_for_power(limit, tensor, sm, dram, temp), dtype=np.float64)
-        x = clock / self.gpu.sm_clock_max_mhz
+        tensor_weight = model.tensor_weight(self.fp8_gemm_share)
+        limit: Arr = np.full_like(t, self.gpu.tdp_w)
+        temp: Arr = np.full_like(t, SERVE_DIE_TEMP_C)
+        x: Arr = np.ones_like(t)
+        for _ in range(DVFS_ITERATIONS):  # the clock sets the activities (shares of time), which set the clock
+            _, tensor, sm, dram = activity(x)
+            clock: Arr = np.asarray(model.max_clock_for_power(limit, tensor, sm, dram, temp), dtype=np.float64)
+            x = clock / self.gpu.sm_clock_max_mhz
         time, tensor, sm, dram = activity(x)
         power = np.asarray(model.power_w(clock, tensor, sm, dram, temp))
+        # The fixed point approaches from above by < 0.01 W: above the lowest clock, power is the limit at most.
+        power = np.where(clock > self.gpu.sm_clock_min_mhz, np.minimum(power, limit), power)
         gemm_c, attn_c = gemm_full / x, attn_full / x
         compute = gemm_c + attn_c
         compute_bound = np.where(gemm_c >= gemm_mem, gemm_c, 0.0) + np.where(attn_c >= attn_mem, attn_c, 0.0)
@@ -326,17 +335,27 @@ def build_roofline(
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
     eff: ServeEfficiency = DEFAULT_EFFICIENCY,
+    kv_context_len: float | None = None,
 ) -> ReplicaRoofline:
-    """Precompute a replica's per-token costs (validation of tp/pp/ep is the caller's: see ``plan_serve``)."""
+    """Precompute a replica's per-token costs (validation of tp/pp/ep is the caller's: see ``plan_serve``).
+
+    ``kv_context_len``: the sequence length the KV cache per token is averaged at, which matters only for
+    models with sliding-window or chunked layers (Gemma 2/3, Llama 4): those hold at most their window per
+    sequence. None counts every layer as global (an upper bound).
+    """
     policy = serving_policy(weight_dtype)
     f0 = forward_flops_per_token(arch, 0.0)
     f1 = forward_flops_per_token(arch, 1.0)
-    gemm_ideal = sum(fl / (gpu.tflops(dt) * 1e12) for dt, fl in f0.by_dtype(policy).items())
+    gemm_by_dtype = {dt: fl / (gpu.tflops(dt) * 1e12) for dt, fl in f0.by_dtype(policy).items()}
+    gemm_ideal = sum(gemm_by_dtype.values())
+    fp8_share = (
+        gemm_by_dtype.get("fp8", 0.0) / gemm_ideal if gemm_ideal > 0 and gpu.tflops("fp8") > gpu.tflops("bf16") else 0.0
+    )
     attn_key_flops = f1.attn_core - f0.attn_core
     attn_ideal = attn_key_flops / (gpu.tflops(policy.dtype("attn_core")) * 1e12)
     counts = param_counts(arch)
     expert_bytes = arch.n_moe_layers * counts.expert * policy.bytes("expert_ffn")
-    kv = kv_cache_bytes_per_token(arch, kv_dtype)
+    kv = kv_cache_bytes_per_token(arch, kv_dtype, context_len=kv_context_len)
     return ReplicaRoofline(
         arch=arch, gpu=gpu, tp=tp, pp=pp, ep=ep, policy=policy, kv_dtype=kv_dtype, eff=eff,
         weight_bytes=weight_bytes(arch, policy), kv_bytes_per_token=kv,
@@ -345,5 +364,5 @@ def build_roofline(
         flops_per_token=f0.total, attn_flops_per_token_key=attn_key_flops,
         base_weight_read_bytes=decode_weight_bytes(arch, policy, 0.0),
         expert_bytes_per_layer_expert=expert_bytes, embedding_row_bytes=arch.hidden * policy.bytes("embedding"),
-        topo=_comm_link(gpu, eff),
+        topo=_comm_link(gpu, eff), fp8_gemm_share=fp8_share,
     )  # fmt: skip

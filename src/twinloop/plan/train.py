@@ -17,6 +17,7 @@ from twinloop.errors import InputError
 from twinloop.plan import efficiency as effc
 from twinloop.plan.cost import cost_usd, facility_energy_kwh
 from twinloop.plan.evaluate import TrainArrays, evaluate, routing_imbalance
+from twinloop.plan.failures import job_reliability
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig, validate_config
 from twinloop.plan.search import search
 from twinloop.plan.train_request import TrainContext, TrainRequest, resolve
@@ -76,6 +77,9 @@ class TrainPlan:
             ``6·N·D`` parameter-only convention.
         phases: the per-phase activity for the twin.
         efficiency: the efficiency factors used (name → value).
+        reliability: job_mttf_h, interruptions_per_day, rate_by_component_per_h, checkpoint_write_s,
+            checkpoint_interval_h (Young/Daly) and expected_ettr for the job's GPU count
+            (:mod:`twinloop.plan.failures`).
     """
 
     model: str
@@ -120,7 +124,8 @@ class TrainPlan:
     prices: dict[str, float]
     moe_imbalance: float
     phases: TrainPhases
-    efficiency: dict[str, float] = field(default_factory=dict)
+    efficiency: dict[str, Any] = field(default_factory=dict)
+    reliability: dict[str, Any] = field(default_factory=dict)
 
 
 def _user_config(ctx: TrainContext) -> ParallelConfig | None:
@@ -198,10 +203,21 @@ def _phases(a: TrainArrays, limit_w: float) -> TrainPhases:
 
 def evaluate_one(ctx: TrainContext, configs: ConfigArrays) -> TrainArrays:
     """Evaluate one (or a few) configurations in the context, with the routing imbalance of each."""
-    imbalance = routing_imbalance(ctx.arch, configs.ep, ctx.gpu.gpus_per_node, ctx.request.moe_zipf_s, ctx.request.seed)
+    req = ctx.request
+    imbalance = routing_imbalance(
+        ctx.arch, configs.ep, ctx.gpu.gpus_per_node, req.moe_zipf_s, req.seed, req.moe_imbalance
+    )
     w = ctx.workload
     return evaluate(
-        w, configs, ctx.topology, ctx.power_model, ctx.global_batch, ctx.power_limit_w, ctx.prices, imbalance
+        w,
+        configs,
+        ctx.topology,
+        ctx.power_model,
+        ctx.global_batch,
+        ctx.power_limit_w,
+        ctx.prices,
+        imbalance,
+        ctx.efficiency,
     )
 
 
@@ -294,5 +310,6 @@ def plan_train(request: TrainRequest) -> TrainPlan:
         },
         moe_imbalance=float(a.imbalance[0]),
         phases=_phases(a, ctx.power_limit_w),
-        efficiency=dataclasses.asdict(effc.DEFAULT_EFFICIENCY),
+        efficiency={"framework": request.framework, **dataclasses.asdict(ctx.efficiency)},
+        reliability=dataclasses.asdict(job_reliability(request.gpus, float(w.params_total), ctx.gpu.gpus_per_node)),
     )

@@ -5,14 +5,15 @@ A step has three phases, each with DCGM-style activities (0..1) that drive
 
 * compute (GEMMs, attention, element-wise kernels, optimizer): tensor activity
   ``COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE × gemm_share``, SM activity ``COMPUTE_SM_ACTIVE``, DRAM activity
-  mixing GEMM operand streaming (``COMPUTE_DRAM_ACTIVE_BASE``) and saturated element-wise kernels
-  (``HBM_EFFICIENCY``) by their time shares;
+  mixing GEMM operand streaming (``COMPUTE_DRAM_ACTIVE_BASE``) and memory-bound element-wise kernels (memory
+  busy all their time) by their time shares;
 * communication (exposed TP/CP/EP/PP/DP collectives): NCCL's few SMs (``COMM_SM_ACTIVE``) and HBM
   (``COMM_DRAM_ACTIVE``), no tensor cores;
-* bubble (pipeline fill/drain): idle, static power only.
+* bubble (pipeline fill/drain): idle with a live CUDA context (static + the context's clocked power).
 
 Under the power limit the compute phase runs at the highest clock whose power fits
-(:meth:`GpuPowerModel.max_clock_for_power`) and slows by ``1/relative_speed`` for its compute-bound share;
+(:meth:`GpuPowerModel.max_clock_for_power`, iterated with the activities that clock implies) and slows by
+``1/relative_speed`` for its compute-bound share;
 communication and bubbles are clock-insensitive. Average power is time-weighted; peak is the compute phase.
 All activity constants are guesses (see :mod:`twinloop.plan.efficiency`).
 """
@@ -65,12 +66,42 @@ class PowerArrays:
     energy_per_step_j: F64
 
 
-def compute_activity(gemm_share: F64, eff: TrainEfficiency = DEFAULT_EFFICIENCY) -> tuple[F64, F64, F64]:
-    """(tensor, sm, dram) activity of the compute phase for a compute-bound share ``gemm_share``."""
-    tensor = effc.COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE * gemm_share
-    sm = np.full_like(gemm_share, effc.COMPUTE_SM_ACTIVE)
-    dram = effc.COMPUTE_DRAM_ACTIVE_BASE * gemm_share + eff.hbm * (1.0 - gemm_share)
+def compute_activity(
+    gemm_share: F64, eff: TrainEfficiency = DEFAULT_EFFICIENCY, clock_x: F64 | float = 1.0
+) -> tuple[F64, F64, F64]:
+    """(tensor, sm, dram) activity of the compute phase at relative clock ``clock_x``.
+
+    ``gemm_share`` is the compute-bound share of the compute phase at full clock. At a lower clock the GEMMs
+    stretch by ``1/x`` and the memory-bound element-wise work does not, so the tensor pipes are busy a larger
+    share of the time while the GEMMs' DRAM bytes per second fall with their rate (their bytes per step do not
+    change): DRAM activity is bytes per step over the stretched step.
+    """
+    gemm_t = gemm_share / np.maximum(clock_x, 1e-6)
+    elem_t = 1.0 - gemm_share
+    total = gemm_t + elem_t
+    tensor = effc.COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE * gemm_t / total
+    sm = np.full_like(np.asarray(gemm_share, dtype=np.float64), effc.COMPUTE_SM_ACTIVE)
+    # DRAM activity = share of time the memory is busy (as the power model is fitted): element-wise kernels are
+    # memory-bound, so the memory is busy all their time.
+    dram = (effc.COMPUTE_DRAM_ACTIVE_BASE * gemm_share + elem_t) / total
     return tensor, sm, dram
+
+
+def fp8_tensor_share(w: TrainWorkload) -> float:
+    """Share of the GEMMs' tensor-core time spent in FP8 (0 for BF16): from the GEMMs' rate over the BF16 peak.
+
+    A share ``φ`` of the FLOPs at twice the BF16 rate gives a rate ``r = 1/(1 − φ/2)`` times BF16, and FP8 then
+    takes ``r − 1`` of the GEMM time.
+    """
+    gemm_s = w.fwd_layers_s + w.fwd_experts_s + w.fwd_head_s
+    if gemm_s <= 0 or w.peak_bf16_flops_per_s <= 0:
+        return 0.0
+    rate = w.fwd_param_flops / gemm_s / w.peak_bf16_flops_per_s
+    return float(np.clip(rate - 1.0, 0.0, 1.0))
+
+
+#: Fixed-point iterations of clock → activities → clock (converges to < 0.1 MHz in 3-4 on the H100 fit).
+DVFS_ITERATIONS = 6
 
 
 def time_and_power(
@@ -85,21 +116,33 @@ def time_and_power(
 ) -> tuple[TimeArrays, PowerArrays]:
     """Step time at the clock the power limit allows, and the power of each phase.
 
+    The compute phase's activities depend on its clock (see :func:`compute_activity`) and its clock on its
+    power, so the DVFS clock is a short fixed-point iteration, vectorized over configurations. FP8 GEMMs weigh
+    their tensor activity by :meth:`GpuPowerModel.tensor_weight` (FP8 draws a little more per busy cycle).
+
     Args:
         power_limit_w: per-GPU power limit (scalar or one per configuration), within the GPU's range.
     """
     full_clock = step_time(w, c, topo, global_batch, imbalance, 1.0, eff)
-    tensor, sm, dram = compute_activity(full_clock.gemm_share, eff)
-    temp = np.full(tensor.shape, effc.TRAIN_DIE_TEMP_C)
-    limit = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), tensor.shape).copy()
-    clock = np.asarray(model.max_clock_for_power(limit, tensor, sm, dram, temp), dtype=np.float64)
+    share = full_clock.gemm_share
+    weight = model.tensor_weight(fp8_tensor_share(w))
+    temp = np.full(share.shape, effc.TRAIN_DIE_TEMP_C)
+    limit = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), share.shape).copy()
     f_max = model.gpu.sm_clock_max_mhz
-    speed = np.asarray(relative_speed(clock, f_max, full_clock.gemm_share), dtype=np.float64)
+    x: F64 = np.ones_like(share)
+    for _ in range(DVFS_ITERATIONS):
+        tensor, sm, dram = compute_activity(share, eff, x)
+        clock = np.asarray(model.max_clock_for_power(limit, tensor * weight, sm, dram, temp), dtype=np.float64)
+        x = clock / f_max
+    tensor, sm, dram = compute_activity(share, eff, x)
+    speed = np.asarray(relative_speed(clock, f_max, share), dtype=np.float64)
     slowdown = 1.0 / speed
     t = step_time(w, c, topo, global_batch, imbalance, slowdown, eff)
 
-    compute_p = np.asarray(model.power_w(clock, tensor, sm, dram, temp), dtype=np.float64)
-    zeros = np.zeros_like(tensor)
+    compute_p = np.asarray(model.power_w(clock, tensor * weight, sm, dram, temp), dtype=np.float64)
+    # The fixed point approaches from above by < 0.01 W: above the lowest clock, power is the limit at most.
+    compute_p = np.where(clock > model.gpu.sm_clock_min_mhz, np.minimum(compute_p, limit), compute_p)
+    zeros = np.zeros_like(share)
     comm_clock = np.asarray(
         model.max_clock_for_power(limit, zeros, zeros + effc.COMM_SM_ACTIVE, zeros + effc.COMM_DRAM_ACTIVE, temp)
     )

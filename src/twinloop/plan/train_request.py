@@ -20,7 +20,8 @@ from twinloop.model.arch import ModelArch, load_model
 from twinloop.model.precision import PrecisionPolicy, get_policy
 from twinloop.plan.collectives import Topology, default_topology
 from twinloop.plan.cost import Prices
-from twinloop.plan.efficiency import DEFAULT_PUE
+from twinloop.plan.efficiency import DEFAULT_PUE, TrainEfficiency
+from twinloop.plan.frameworks import DEFAULT_FRAMEWORK, get_framework
 from twinloop.plan.parallel import ParallelConfig, Recompute
 from twinloop.plan.workload import AttentionKernel, TrainWorkload, build_workload
 
@@ -59,9 +60,11 @@ class TrainRequest(BaseModel):
     train_tokens: float | None = Field(default=None, gt=0)
     power_limit_w: float | None = Field(default=None, gt=0)
     scaleout: str | None = None
-    attention_kernel: AttentionKernel = "flash"
+    attention_kernel: AttentionKernel | None = None
+    framework: str = DEFAULT_FRAMEWORK
     dropout: bool = False
     moe_zipf_s: float = Field(default=0.0, ge=0)
+    moe_imbalance: float | None = Field(default=None, gt=0, le=1000, description="measured routing load factor")
     seed: int = 0
 
     def fixed_parallelism(self) -> dict[str, int | str | bool]:
@@ -93,6 +96,7 @@ class TrainContext:
     power_limit_w: float
     prices: Prices
     train_tokens: float
+    efficiency: TrainEfficiency
 
     def parallel_config(self) -> ParallelConfig | None:
         """The user's full configuration when every parallelism field was given (ep defaults to 1 for
@@ -135,7 +139,9 @@ def resolve(req: TrainRequest) -> TrainContext:
             "",
             f"{limit:g} W outside {gpu.name}'s range {gpu.power_limit_min_w:g}-{gpu.power_limit_max_w:g} W",
         )
-    workload = build_workload(arch, policy, gpu, seq_len, req.attention_kernel, req.dropout)
+    framework = get_framework(req.framework)
+    kernel = req.attention_kernel or framework.attention_kernel
+    workload = build_workload(arch, policy, gpu, seq_len, kernel, req.dropout)
     return TrainContext(
         request=req,
         arch=arch,
@@ -149,4 +155,5 @@ def resolve(req: TrainRequest) -> TrainContext:
         power_limit_w=limit,
         prices=Prices(req.price_per_gpu_hour, req.price_per_kwh, req.pue),
         train_tokens=req.train_tokens or CHINCHILLA_TOKENS_PER_PARAM * workload.params_total,
+        efficiency=framework.efficiency(),
     )

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.plan import collectives as coll
+from twinloop.plan import gemm as gemm_mod
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
 from twinloop.plan.memory import activation_bytes_per_layer, micro_batches, params_per_gpu, stage_layers
@@ -76,6 +77,65 @@ class TimeArrays:
     hardware_flops: F64
 
 
+@dataclass(frozen=True)
+class GemmFactors:
+    """Relative GEMM efficiency (× ``eff.gemm``) of each GEMM class, one entry per configuration."""
+
+    proj: F64
+    ffn: F64
+    shared: F64
+    experts: F64
+    head: F64
+
+
+def _mix(dtype: str, m: F64, parts: list[tuple[float, F64 | float, F64 | float]], scaling: str) -> F64:
+    """FLOP-weighted harmonic mean of the relative efficiencies of GEMMs ``(flop weight, N, K)`` with ``M=m``."""
+    sc: gemm_mod.Fp8Scaling = "block" if scaling == "block" else "tensor"
+    total = sum(wt for wt, _, _ in parts)
+    inv = np.zeros_like(m)
+    for wt, n, k in parts:
+        inv = inv + wt / gemm_mod.relative_efficiency(dtype, m, n, k, sc)
+    return np.asarray(total / inv, dtype=np.float64)
+
+
+def gemm_factors(w: TrainWorkload, c: ConfigArrays, tokens: F64, eff: TrainEfficiency) -> GemmFactors:
+    """Shape/dtype efficiency of the layer GEMMs for every configuration (see :mod:`twinloop.plan.gemm`).
+
+    ``M`` is the micro-batch's tokens (the whole TP group's, as SP gathers them); TP shards the N of the
+    column-parallel GEMMs (QKV, FFN up/gate, LM head) and the K of the row-parallel ones (output, FFN down).
+    A routed expert sees ``tokens·k·ep / E`` tokens per micro-batch (its EP group's share of the routed
+    copies). Backward GEMMs permute (M, N, K); the penalty is symmetric in them, so the forward shape stands
+    in. With ``eff.gemm_shape`` off every factor is 1 (the single-constant model).
+    """
+    ones = np.ones_like(tokens)
+    if not eff.gemm_shape:
+        return GemmFactors(ones, ones, ones, ones, ones)
+    tp = c.tp.astype(np.float64)
+    h, sc = float(w.hidden), eff.fp8_scaling
+    up = 2.0 if w.gated else 1.0
+
+    def ffn(dtype: str, m: F64, f: float) -> F64:
+        if f <= 0:
+            return ones
+        return _mix(dtype, m, [(up * f, up * f / tp, h), (f, h, f / tp)], sc)
+
+    proj = _mix(
+        w.dtype_proj, tokens, [(w.q_dim + w.kv_dim / 2, (w.q_dim + w.kv_dim) / tp, h), (w.o_dim, h, w.o_dim / tp)], sc
+    )
+    experts = ones
+    if w.is_moe and w.n_routed_experts:
+        per_expert = tokens * w.experts_per_token * c.ep / w.n_routed_experts
+        experts = ffn(w.dtype_experts, per_expert, float(w.moe_ffn_hidden))
+    head = gemm_mod.relative_efficiency(w.dtype_head, tokens, w.vocab / tp, h, "block" if sc == "block" else "tensor")
+    return GemmFactors(
+        proj=proj,
+        ffn=ffn(w.dtype_ffn, tokens, float(w.ffn_hidden)),
+        shared=ffn(w.dtype_experts, tokens, float(w.shared_ffn_hidden)),
+        experts=experts,
+        head=np.asarray(head, dtype=np.float64),
+    )
+
+
 def _link_for(topo: Topology, n: NDArray[np.int64], stride: NDArray[np.int64]) -> tuple[F64, F64]:
     """(ranks per node, 1 where the group is entirely inside a node) for groups of ``n`` at ``stride``."""
     k = np.asarray(topo.ranks_per_node(n.astype(np.float64), stride.astype(np.float64)))
@@ -113,9 +173,17 @@ def step_time(
     full, selective = c.recompute == 2, c.recompute == 1
     attn_eff = eff.flash_attention if w.attention_kernel == "flash" else eff.gemm
 
-    # --- compute of one micro-batch on the heaviest stage
-    layer_gemm = tokens / tp * lf * (w.fwd_layers_s + imbalance * w.fwd_experts_s) / eff.gemm
-    head_gemm = tokens / tp * w.fwd_head_s / eff.gemm
+    # --- compute of one micro-batch on the heaviest stage; each GEMM class at its own shape's efficiency
+    g = gemm_factors(w, c, tokens, eff)
+    layer_gemm = (
+        tokens
+        / tp
+        * lf
+        * (w.fwd_attn_proj_s / g.proj + w.fwd_dense_ffn_s / g.ffn + w.fwd_shared_s / g.shared)
+        / eff.gemm
+    )
+    layer_gemm = layer_gemm + tokens / tp * lf * imbalance * w.fwd_experts_s / (eff.gemm * g.experts)
+    head_gemm = tokens / tp * w.fwd_head_s / (eff.gemm * g.head)
     attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
     gemm = 3 * (layer_gemm + head_gemm + attn) + np.where(full, layer_gemm + attn, np.where(selective, attn, 0.0))
     hbm = eff.hbm * w.hbm_bytes_per_s
@@ -123,6 +191,10 @@ def step_time(
     scores = c.micro_batch * (w.seq_len / cp) * w.seq_len * w.n_heads / tp * w.act_score_bytes
     output_bytes = 2 * w.bytes_act * tokens * (w.hidden + w.vocab) / tp
     ew = eff.elementwise_hbm_passes * (layers * act_layer + output_bytes) / hbm
+    # FP8 casts, amax and transposes of every FP8 GEMM input (forward and backward), memory-bound
+    fp8_elems = np.where(c.sequence_parallel == 1, w.fp8_cast_elems_repl / tp, w.fp8_cast_elems_repl)
+    fp8_elems = fp8_elems + w.fp8_cast_elems_shard / tp
+    ew = ew + eff.fp8_cast_overhead * gemm_mod.FP8_CAST_BYTES_PER_ELEMENT * tokens * layers * fp8_elems / hbm
     ew_extra = np.where(full, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew
     ew_scores = eff.elementwise_hbm_passes * layers * scores / hbm
     ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew_scores
@@ -151,9 +223,19 @@ def step_time(
         moe_layers = w.n_moe_layers * lf
         k_ep, _ = _link_for(topo, ep, tp)
         buf = tokens * w.experts_per_token * w.hidden * imbalance
-        fwd = coll.hierarchical_all_to_all_s(buf * w.bytes_dispatch, ep.astype(np.float64), k_ep, topo)
-        fwd = fwd + coll.hierarchical_all_to_all_s(buf * w.bytes_combine, ep.astype(np.float64), k_ep, topo)
-        bwd = 2 * coll.hierarchical_all_to_all_s(buf * w.bytes_combine, ep.astype(np.float64), k_ep, topo)
+        epf = ep.astype(np.float64)
+
+        def a2a(bytes_per_elem: float) -> F64:
+            if eff.a2a_dedup:
+                one = tokens * w.hidden * imbalance * bytes_per_elem
+                copies = np.full_like(one, float(w.experts_per_token))
+                t = coll.dedup_all_to_all_s(one, copies, epf, k_ep, topo, w.node_limit)
+            else:
+                t = coll.hierarchical_all_to_all_s(buf * bytes_per_elem, epf, k_ep, topo)
+            return np.asarray(t, dtype=np.float64)
+
+        fwd = a2a(w.bytes_dispatch) + a2a(w.bytes_combine)
+        bwd = 2 * a2a(w.bytes_combine)
         ep_total = np.where(ep > 1, moe_layers * (fwd * (1 + full) + bwd), 0.0)
     ep_mb = eff.ep_a2a_exposed * ep_total
 
@@ -166,7 +248,7 @@ def step_time(
 
     micro = sigma * compute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     m = micro_batches(global_batch, c).astype(np.float64)
-    bubble = np.where(pp > 1, (pp - 1) / v * micro, 0.0)
+    bubble = np.where(pp > 1, eff.bubble_scale * (pp - 1) / v * micro, 0.0)
 
     # --- data parallel gradient sync / ZeRO
     dense, experts = params_per_gpu(w, c)

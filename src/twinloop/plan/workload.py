@@ -35,6 +35,7 @@ from twinloop.model.arch import ModelArch
 from twinloop.model.flops import forward_flops_per_token
 from twinloop.model.params import param_counts, shared_expert_params_per_layer
 from twinloop.model.precision import PrecisionPolicy
+from twinloop.plan.gemm import curve_name
 
 AttentionKernel = Literal["flash", "unfused"]
 
@@ -68,6 +69,15 @@ class TrainWorkload:
         hbm_bytes_per_s / hbm_capacity_bytes: the GPU's datasheet HBM bandwidth and capacity.
         peak_bf16_flops_per_s: the GPU's dense BF16 peak (the MFU denominator).
         dropout: the model trains with dropout (masks are stored).
+        fwd_attn_proj_s / fwd_dense_ffn_s / fwd_shared_s: the parts of ``fwd_layers_s`` (QKV + output
+            projections; dense FFN + router; shared experts), so each can take its own GEMM shape efficiency.
+        q_dim / kv_dim / o_dim: QKV and output projection widths (``a·hd``, ``kv·(hd + hd_v)``, ``a·hd_v``).
+        ffn_hidden / moe_ffn_hidden / shared_ffn_hidden / gated: FFN widths and whether the MLP is gated.
+        dtype_proj / dtype_ffn / dtype_experts / dtype_head: GEMM dtype of each op class.
+        fp8_cast_elems_repl / fp8_cast_elems_shard: FP8 GEMM-input activation elements per token of an
+            average layer that are replicated across TP (layer inputs) / sharded by TP (output-projection
+            and down-projection inputs); 0 for a policy without FP8 GEMMs.
+        node_limit: a token's routed experts span at most this many nodes (0 = no limit).
     """
 
     name: str
@@ -114,6 +124,23 @@ class TrainWorkload:
     peak_bf16_flops_per_s: float
     attention_kernel: AttentionKernel
     dropout: bool
+    fwd_attn_proj_s: float = 0.0
+    fwd_dense_ffn_s: float = 0.0
+    fwd_shared_s: float = 0.0
+    q_dim: int = 0
+    kv_dim: int = 0
+    o_dim: int = 0
+    ffn_hidden: int = 0
+    moe_ffn_hidden: int = 0
+    shared_ffn_hidden: int = 0
+    gated: bool = True
+    dtype_proj: str = "bf16"
+    dtype_ffn: str = "bf16"
+    dtype_experts: str = "bf16"
+    dtype_head: str = "bf16"
+    fp8_cast_elems_repl: float = 0.0
+    fp8_cast_elems_shard: float = 0.0
+    node_limit: int = 0
 
 
 def _activation_terms(arch: ModelArch, d: float, dropout: bool, kernel: AttentionKernel) -> tuple[float, float, float]:
@@ -167,8 +194,10 @@ def build_workload(
     def rate(op_class: str) -> float:
         return gpu.tflops(policy.dtype(op_class)) * 1e12
 
-    fwd_layers_s = fl.attn_proj / rate("attn_proj") + fl.dense_ffn / rate("dense_ffn")
-    fwd_layers_s += fl.router / rate("router") + shared_flops / rate("expert_ffn")
+    fwd_attn_proj_s = fl.attn_proj / rate("attn_proj")
+    fwd_dense_ffn_s = fl.dense_ffn / rate("dense_ffn") + fl.router / rate("router")
+    fwd_shared_s = shared_flops / rate("expert_ffn")
+    fwd_layers_s = fwd_attn_proj_s + fwd_dense_ffn_s + fwd_shared_s
     fwd_experts_s = routed_flops / rate("expert_ffn")
     fwd_attn_s = fl.attn_core / rate("attn_core")
     fwd_head_s = fl.lm_head / rate("lm_head")
@@ -222,4 +251,40 @@ def build_workload(
         peak_bf16_flops_per_s=gpu.tflops("bf16") * 1e12,
         attention_kernel=attention_kernel,
         dropout=dropout,
+        fwd_attn_proj_s=fwd_attn_proj_s,
+        fwd_dense_ffn_s=fwd_dense_ffn_s,
+        fwd_shared_s=fwd_shared_s,
+        q_dim=arch.n_heads * arch.head_dim,
+        kv_dim=arch.n_kv_heads * (arch.head_dim + arch.v_head_dim),
+        o_dim=arch.n_heads * arch.v_head_dim,
+        ffn_hidden=arch.ffn_hidden,
+        moe_ffn_hidden=arch.moe_ffn_hidden,
+        shared_ffn_hidden=arch.shared_ffn_hidden,
+        gated=arch.mlp == "gated",
+        dtype_proj=policy.dtype("attn_proj"),
+        dtype_ffn=policy.dtype("dense_ffn"),
+        dtype_experts=policy.dtype("expert_ffn"),
+        dtype_head=policy.dtype("lm_head"),
+        fp8_cast_elems_repl=_fp8_cast_elems(arch, policy)[0],
+        fp8_cast_elems_shard=_fp8_cast_elems(arch, policy)[1],
+        node_limit=arch.node_limit,
     )
+
+
+def _fp8_cast_elems(arch: ModelArch, policy: PrecisionPolicy) -> tuple[float, float]:
+    """FP8 GEMM-input activation elements per token of an average layer: (replicated, TP-sharded)."""
+    fp8 = {c: curve_name(policy.dtype(c)) == "fp8" for c in ("attn_proj", "dense_ffn", "expert_ffn")}
+    repl = shard = 0.0
+    if fp8["attn_proj"]:
+        repl += arch.hidden  # QKV input
+        shard += arch.n_heads * arch.v_head_dim  # output-projection input
+    n_layers = arch.n_dense_layers + arch.n_moe_layers
+    if fp8["dense_ffn"]:
+        repl += arch.hidden * arch.n_dense_layers / n_layers
+        shard += arch.ffn_hidden * arch.n_dense_layers / n_layers
+    if fp8["expert_ffn"] and arch.is_moe:
+        k = arch.experts_per_token
+        moe = arch.n_moe_layers / n_layers
+        repl += (k + (1 if arch.shared_ffn_hidden else 0)) * arch.hidden * moe
+        shard += (k * arch.moe_ffn_hidden + arch.shared_ffn_hidden) * moe
+    return repl, shard

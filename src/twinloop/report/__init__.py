@@ -1,20 +1,44 @@
-"""Self-contained HTML reports (inline SVG charts, no scripts, no network): building blocks and ``sim_report``."""
+"""Self-contained HTML reports (charts by the vendored Apache ECharts, inlined; no network): building blocks and
+``sim_report``.
+
+The names below load on first use (PEP 562), so the dashboard can import ``report.charts``/``report.levels``
+without the store and loop-record code ``sim_report`` needs.
+"""
 
 from __future__ import annotations
 
-from twinloop.report.html import (
-    Section,
-    comparison_table,
-    heatmap,
-    render_report,
-    table,
-    timeline,
-    timeseries_chart,
-    write_report,
-)
-from twinloop.report.sim import loop_sections, sim_report, summary_section, telemetry_sections
-from twinloop.report.svg import TimelineItem
+import importlib
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from twinloop.report.charts import TimelineItem
+    from twinloop.report.html import (
+        Section,
+        comparison_table,
+        heatmap,
+        render_report,
+        table,
+        timeline,
+        timeseries_chart,
+        write_report,
+    )
+    from twinloop.report.sim import loop_sections, sim_report, summary_section, telemetry_sections
+
+_WHERE = {
+    "TimelineItem": "charts",
+    "Section": "html",
+    "comparison_table": "html",
+    "heatmap": "html",
+    "render_report": "html",
+    "table": "html",
+    "timeline": "html",
+    "timeseries_chart": "html",
+    "write_report": "html",
+    "loop_sections": "sim",
+    "sim_report": "sim",
+    "summary_section": "sim",
+    "telemetry_sections": "sim",
+}
 __all__ = [
     "Section",
     "TimelineItem",
@@ -30,3 +54,9 @@ __all__ = [
     "timeseries_chart",
     "write_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

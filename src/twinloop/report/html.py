@@ -1,9 +1,10 @@
-"""Self-contained HTML reports: one file with inline CSS and inline SVG charts, no script and no network reference,
-so it opens offline, from a file, in any browser.
+"""Self-contained HTML reports: one file with inline CSS, the chart library inlined (Apache ECharts, vendored in
+``report/assets``) and no network reference, so it opens offline, from a file, in any browser.
 
 Build a report from :class:`Section` objects whose bodies come from the building blocks here
 (:func:`timeseries_chart`, :func:`heatmap`, :func:`timeline`, :func:`table`, :func:`comparison_table`) and
-write it with :func:`write_report`.
+write it with :func:`write_report`. Charts are specs (``twinloop.report.charts``) the same renderer draws in
+the dashboard; times are shown as stored (UTC clock for epoch seconds, ``h:mm:ss`` for simulation seconds).
 """
 
 from __future__ import annotations
@@ -17,20 +18,24 @@ from pathlib import Path
 from numpy.typing import ArrayLike
 
 from twinloop import __version__
-from twinloop.report.svg import Fmt, TimelineItem, esc, fmt_minutes, heatmap_svg, line_chart, timeline_svg
+from twinloop.report import charts
+from twinloop.report.charts import ECHARTS_VERSION, TimelineItem, chart_div, chart_script, esc
+from twinloop.report.levels import TEMP_HEADROOM_LEVELS, Level
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;font-size:14px;color:#1d2430;background:#f6f7f9;
 margin:0}main{max-width:1100px;margin:0 auto;padding:18px 22px 40px}h1{font-size:22px;margin:6px 0 2px}
 h2{font-size:16px;margin:26px 0 8px;border-bottom:1px solid #dfe3ea;padding-bottom:4px}.muted{color:#6b7383}
 .chart{background:#fff;border:1px solid #dfe3ea;border-radius:8px;padding:8px 10px;margin:10px 0}
-.chart svg{width:100%;height:auto}.chart-title{font-weight:600;font-size:13px;margin:2px 0 4px}
-svg text{font-size:11px;fill:#475569}.key{display:inline-flex;align-items:center;gap:4px;margin-right:12px;
-font-size:12px;color:#6b7383}table{border-collapse:collapse;width:100%;background:#fff;margin:8px 0}
+.chart-title{font-weight:600;font-size:13px;margin:2px 0 4px}.chart-empty{color:#6b7383;padding:6px 0}
+.series-key{display:inline-flex;align-items:center;gap:4px;margin-right:12px;font-size:12px;color:#6b7383}
+.series-key i{width:10px;height:10px;display:inline-block;border-radius:2px}
+table{border-collapse:collapse;width:100%;background:#fff;margin:8px 0}
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #dfe3ea}th{background:#f1f4f8;font-size:12px;
 color:#6b7383}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}.better{color:#15803d}
 .worse{color:#b91c1c}.note{font-size:12px;color:#6b7383;margin:4px 0}
-footer{font-size:12px;color:#6b7383;margin-top:30px}
+footer{font-size:12px;color:#6b7383;margin-top:30px}.tw{overflow-x:auto;max-width:100%}
+@media (max-width:700px){main{padding:10px 8px 30px}th,td{padding:3px 5px}}
 """
 
 
@@ -53,47 +58,45 @@ def timeseries_chart(
     title: str,
     ts_s: ArrayLike,
     series: Mapping[str, ArrayLike],
-    y_fmt: Fmt = lambda v: f"{v:.3g}",
-    t0_s: float | None = None,
+    unit: str = "",
     marks: Sequence[tuple[float, str]] = (),
+    bands: Sequence[tuple[float, float, str, str]] = (),
+    rules: Sequence[tuple[float, str]] = (),
 ) -> str:
-    """A line chart over time; the x axis shows time since ``t0_s`` (default: the first timestamp).
+    """A line chart over time, on the stored time axis.
 
     Args:
         title: chart title.
-        ts_s: timestamps, s.
+        ts_s: timestamps, s (epoch or simulation seconds).
         series: name → values aligned with ``ts_s`` (NaN = missing).
-        y_fmt: formats y tick values (e.g. ``lambda w: fmt_si(w, "W")``).
-        t0_s: the time shown as 0:00.
+        unit: unit of the values (``W``, ``°C``, ``s``, ``J``, ``B``, ``%`` or any label); ticks are rounded.
         marks: (timestamp s, label) vertical markers.
+        bands: (start s, end s, label, colour) shaded spans.
+        rules: (value, label) horizontal limits (e.g. slowdown temperature).
     """
-    import numpy as np
-
-    ts = np.asarray(ts_s, dtype=np.float64)
-    base = float(ts.min()) if t0_s is None and ts.size else (t0_s or 0.0)
-    if ts.size:
-        base = min(base, float(ts.min()))  # buckets may start just before the first sample
-    return line_chart(ts - base, series, title, y_fmt, fmt_minutes, marks=[(t - base, lab) for t, lab in marks])
+    return chart_div(charts.line(title, ts_s, series, unit, marks, bands, rules))
 
 
 def heatmap(
-    title: str, ts_s: ArrayLike, rows: Sequence[str], values: ArrayLike, unit: str = "", t0_s: float | None = None
+    title: str,
+    ts_s: ArrayLike,
+    rows: Sequence[str],
+    values: ArrayLike,
+    unit: str = "",
+    levels: Sequence[Level] = TEMP_HEADROOM_LEVELS,
+    levels_of: ArrayLike | None = None,
+    levels_label: str = "",
 ) -> str:
-    """A heat map of ``values`` (len(rows) × len(ts_s)) over time since ``t0_s`` (default: first timestamp)."""
-    import numpy as np
-
-    ts = np.asarray(ts_s, dtype=np.float64)
-    base = float(ts.min()) if t0_s is None and ts.size else (t0_s or 0.0)
-    if ts.size:
-        base = min(base, float(ts.min()))
-    return heatmap_svg(ts - base, rows, values, title, unit)
+    """A heat map of ``values`` (len(rows) × len(ts_s)) coloured by fixed ``levels`` of ``levels_of``
+    (default: the values themselves)."""
+    if not len(rows) or not len(ts_s):  # type: ignore[arg-type]
+        return chart_div({"kind": "heatmap", "title": title, "x": [], "rows": [], "values": []})
+    return chart_div(charts.heatmap(title, ts_s, rows, values, unit, levels, levels_of, levels_label, unit))
 
 
 def timeline(title: str, items: Sequence[TimelineItem], t0_s: float | None = None, t1_s: float | None = None) -> str:
-    """Bars in lanes (incidents by class, phases by job) over time since ``t0_s``."""
-    base = t0_s if t0_s is not None else min((i.start_s for i in items), default=0.0)
-    shifted = [TimelineItem(i.lane, i.start_s - base, i.end_s - base, i.label, i.color) for i in items]
-    return timeline_svg(shifted, title, 0.0, None if t1_s is None else t1_s - base)
+    """Bars in lanes (incidents by class, phases by job) over time, from ``t0_s`` to ``t1_s`` when given."""
+    return chart_div(charts.timeline(title, items, t0_s, t1_s))
 
 
 def _cell(v: object) -> str:
@@ -114,7 +117,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str =
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
     caption = f'<div class="chart-title">{esc(title)}</div>' if title else ""
-    return f"{caption}<table><tr>{head}</tr>{body}</table>"
+    return f'{caption}<div class="tw"><table><tr>{head}</tr>{body}</table></div>'
 
 
 def comparison_table(
@@ -140,8 +143,9 @@ def comparison_table(
                 cls = "better" if better else "worse"
         rows.append(f'<tr><td>{esc(name)}</td>{_cell(off)}{_cell(on)}<td class="num {cls}">{esc(change)}</td></tr>')
     return (
-        f'<div class="chart-title">{esc(title)}</div><table><tr><th>metric</th><th class="num">loop off</th>'
-        f'<th class="num">loop on</th><th class="num">change</th></tr>{"".join(rows)}</table>'
+        f'<div class="chart-title">{esc(title)}</div><div class="tw"><table><tr><th>metric</th>'
+        f'<th class="num">loop off</th><th class="num">loop on</th><th class="num">change</th></tr>'
+        f"{''.join(rows)}</table></div>"
     )
 
 
@@ -157,8 +161,8 @@ def render_report(title: str, sections: Sequence[Section], subtitle: str = "") -
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_CSS}</style></head><body><main>"
         f'<h1>{esc(title)}</h1><p class="muted">{esc(subtitle)}</p>{"".join(body)}'
-        f"<footer>twinloop {esc(__version__)} · generated {now} · self-contained: no scripts, no network</footer>"
-        "</main></body></html>\n"
+        f"<footer>twinloop {esc(__version__)} · generated {now} · self-contained: charts by Apache ECharts "
+        f"{ECHARTS_VERSION} (Apache-2.0), inlined; no network</footer></main>{chart_script()}</body></html>\n"
     )
 
 

@@ -1,6 +1,8 @@
 """Reports straight from a run's DuckDB file: facility power and PUE over time, the GPU temperature heat map by
-rack, the incident timeline and the action log (when the loop recorded any), and optional summary and
-loop-off vs loop-on comparison tables.
+rack (coloured by headroom to each GPU's slowdown temperature), the incident timelines (loop off and loop on
+apart, on one time axis) and the action log (when the loop recorded any), and optional summary and loop-off vs
+loop-on comparison tables. Every time is shown as stored: UTC clock for epoch seconds, ``h:mm:ss`` for
+simulation seconds.
 
 ``sim_report(db, out_html)`` is what ``twinloop sim`` calls; ``loop_sections(con)`` and
 ``telemetry_sections(store)`` are the parts ``twinloop run`` reuses.
@@ -9,15 +11,19 @@ loop-off vs loop-on comparison tables.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from twinloop.ops.records import read_table
+from twinloop.report.charts import SEVERITY_COLORS, TimelineItem, fmt_si
 from twinloop.report.html import Section, comparison_table, heatmap, table, timeline, timeseries_chart, write_report
-from twinloop.report.svg import SEVERITY_COLORS, TimelineItem, fmt_si
+from twinloop.report.levels import TEMP_HEADROOM_LEVELS, default_slowdown_temp_c, slowdown_temps_c
+from twinloop.report.timebase import EPOCH_MIN_S, record_offset_s
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
 #: Most time buckets per chart.
@@ -30,8 +36,6 @@ SITE_POWER_FIELDS = {
 }
 PUE_FIELD = "TWINLOOP_FI_PUE"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
-#: Epoch seconds above this are wall-clock/telemetry time; below, simulation seconds (loop records may use either).
-EPOCH_MIN_S = 1.0e9
 
 
 def _grid(t0: float, t1: float, points: int = MAX_POINTS) -> float:
@@ -49,6 +53,40 @@ def _site_series(store: DuckDBStore, field: str, t0: float, every_s: float) -> t
     mean = tab.column("mean").to_numpy()[site]
     uniq, idx = np.unique(ts, return_inverse=True)
     return uniq, np.bincount(idx, weights=mean, minlength=uniq.size)
+
+
+def rack_headroom(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray, int]:
+    """Least headroom to slowdown temperature among each rack's GPUs per time bucket (°C; each GPU against its
+    own catalog slowdown temperature): (bucket ts, rack ids, racks × buckets, GPUs of unknown model)."""
+    fid = store.field_id(GPU_TEMP)
+    if fid is None:
+        return np.zeros(0), [], np.zeros((0, 0)), 0
+    labels = store.labels()
+    ents = store.con.execute(
+        "SELECT entity_id, entity FROM entities WHERE entity NOT LIKE '%/jobs/%' "
+        "AND regexp_matches(entity, '^[^/]+/[^/]+/[^/]+/[^/]+/[^/]+$')"
+    ).fetchall()
+    if not ents:
+        return np.zeros(0), [], np.zeros((0, 0)), 0
+    slow, unknown = slowdown_temps_c(labels, [e for _, e in ents])
+    con = store.con
+    con.register("_tl_slow", pa.table({"entity_id": [i for i, _ in ents], "slow": slow}))
+    try:
+        sql = (
+            "SELECT regexp_extract(e.entity, '^([^/]+/[^/]+/[^/]+)/', 1) AS rack, "
+            "CAST(floor((s.ts - ?) / ?) AS BIGINT) AS b, min(t.slow - s.value) AS v FROM samples s "
+            "JOIN _tl_slow t USING (entity_id) JOIN entities e USING (entity_id) WHERE s.field_id = ? GROUP BY ALL"
+        )
+        res = con.execute(sql, [t0, every_s, fid]).fetchnumpy()
+    finally:
+        con.unregister("_tl_slow")
+    if not len(res["b"]):
+        return np.zeros(0), [], np.zeros((0, 0)), unknown
+    racks, r_idx = np.unique(np.asarray(res["rack"], dtype=str), return_inverse=True)
+    buckets, b_idx = np.unique(np.asarray(res["b"], dtype=np.int64), return_inverse=True)
+    grid = np.full((racks.size, buckets.size), np.nan)
+    grid[r_idx, b_idx] = np.asarray(res["v"], dtype=np.float64)
+    return t0 + buckets * every_s, [str(r) for r in racks], grid, unknown
 
 
 def rack_temperature(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -87,10 +125,8 @@ def telemetry_sections(store: DuckDBStore) -> list[Section]:
         out.append(
             Section(
                 "Facility power",
-                timeseries_chart(
-                    "Facility power (IT + cooling + losses)", ts, series, lambda w: fmt_si(w, "W"), t0_s=t0
-                ),
-                note=f"Bucket means over {every:.3g} s; time since the first sample.",
+                timeseries_chart("Facility power (IT + cooling + losses)", ts, series, "W"),
+                note=f"Bucket means over {every:.3g} s.",
             )
         )
     pue_ts, pue = _site_series(store, PUE_FIELD, t0, every)
@@ -98,57 +134,96 @@ def telemetry_sections(store: DuckDBStore) -> list[Section]:
         out.append(
             Section(
                 "PUE",
-                timeseries_chart("PUE = facility / IT power", pue_ts, {"PUE": pue}, lambda v: f"{v:.3f}", t0_s=t0),
+                timeseries_chart("PUE = facility / IT power", pue_ts, {"PUE": pue}),
             )
         )
     ts, racks, grid = rack_temperature(store, t0, every)
-    if racks:
+    h_ts, h_racks, headroom, unknown = rack_headroom(store, t0, every)
+    if racks and h_racks == racks and h_ts.size == ts.size:
+        assumed = (
+            f" {unknown} GPU(s) of unknown model are judged against {fmt_si(default_slowdown_temp_c(), '°C')}."
+            if unknown
+            else ""
+        )
         out.append(
             Section(
                 "GPU temperature by rack",
-                heatmap("Hottest GPU per rack (°C)", ts, racks, grid, "°C", t0),
-                note="Each cell: the maximum GPU temperature in the rack over the bucket.",
+                heatmap(
+                    "Hottest GPU per rack (°C), coloured by headroom to slowdown",
+                    ts,
+                    racks,
+                    grid,
+                    "°C",
+                    TEMP_HEADROOM_LEVELS,
+                    levels_of=headroom,
+                    levels_label="headroom",
+                ),
+                note="Each cell: the maximum GPU temperature in the rack over the bucket; its colour: the least "
+                "headroom of any GPU in the rack to that GPU's own slowdown temperature (GPU catalog)." + assumed,
             )
         )
     return out
 
 
-def _base(ts: Sequence[float], t0: float | None) -> float:
-    """Where time 0 is for loop records: the telemetry start for epoch times, 0 for simulation seconds."""
-    return 0.0 if not ts or max(ts) < EPOCH_MIN_S or t0 is None else t0
+def _shift(ts: Sequence[float], t0: float | None) -> float:
+    return record_offset_s(ts, t0)
 
 
-def loop_sections(con: duckdb.DuckDBPyConnection, run: str | None = None, t0_s: float | None = None) -> list[Section]:
-    """The incident timeline and the action log from the loop's records (empty list when there are none)."""
+def time_text(ts: float) -> str:
+    """One timestamp as the charts show it: UTC date and time for epoch seconds, ``h:mm:ss`` for simulation."""
+    if ts >= EPOCH_MIN_S:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    s = round(ts)
+    return f"{'-' if s < 0 else ''}{abs(s) // 3600}:{abs(s) % 3600 // 60:02d}:{abs(s) % 60:02d}"
+
+
+def loop_sections(
+    con: duckdb.DuckDBPyConnection, run: str | None = None, t0_s: float | None = None, t1_s: float | None = None
+) -> list[Section]:
+    """One incident timeline per run (loop off and loop on apart, on one shared time axis) and the action log
+    from the loop's records (empty list when there are none). ``t0_s``/``t1_s``: the telemetry's time range."""
     incidents = read_table(con, "loop_incidents", run)
     actions = read_table(con, "loop_actions", run)
     out = []
     if incidents:
-        base = _base([float(i["start_ts"]) for i in incidents], t0_s)
+        shift = _shift([float(i["start_ts"]) for i in incidents], t0_s)
         items = [
             TimelineItem(
-                lane=f"{i['run']} · {i['event_class']}",
-                start_s=float(i["start_ts"]),
-                end_s=float(i["end_ts"]),
+                lane=f"{i['event_class']}",
+                start_s=float(i["start_ts"]) + shift,
+                end_s=float(i["end_ts"]) + shift,
                 label=f"#{i['incident_id']} {i['event_class']} at {i['root']} ({i['severity']}, {i['status']})",
                 color=SEVERITY_COLORS.get(str(i["severity"]), "#64748b"),
             )
             for i in incidents
         ]
+        lo = min([i.start_s for i in items] + ([t0_s] if t0_s is not None else []))
+        hi = max([i.end_s for i in items] + ([t1_s] if t1_s is not None else []))
+        runs = list(dict.fromkeys(str(i["run"]) for i in incidents))
+        body = "".join(
+            timeline(
+                f"{r}: incidents by cause (colour: severity)",
+                [it for it, i in zip(items, incidents, strict=True) if str(i["run"]) == r],
+                lo,
+                hi,
+            )
+            for r in runs
+        )
         out.append(
             Section(
                 "Incident timeline",
-                timeline("Incidents by run and cause (color: severity)", items, base),
-                note=f"{len(incidents)} incident(s); hover a bar for its root and severity.",
+                body,
+                note=f"{len(incidents)} incident(s) in {len(runs)} run(s), one chart per run on the same time axis; "
+                "hover a bar for its root and severity.",
             )
         )
     if actions:
-        base = _base([float(a["ts"]) for a in actions], t0_s)
+        shift = _shift([float(a["ts"]) for a in actions], t0_s)
         rows = [
             [
                 a["run"],
                 int(a["action_id"]),
-                f"{float(a['ts']) - base:.0f}",
+                time_text(float(a["ts"]) + shift),
                 a["kind"],
                 a["target"],
                 None if a["value"] is None else float(a["value"]),
@@ -157,7 +232,7 @@ def loop_sections(con: duckdb.DuckDBPyConnection, run: str | None = None, t0_s: 
             ]
             for a in actions
         ]
-        headers = ["run", "id", "t (s)", "kind", "target", "value", "status", "detail"]
+        headers = ["run", "id", "time", "kind", "target", "value", "status", "detail"]
         out.append(Section("Action log", table(headers, rows)))
     return out
 
@@ -220,6 +295,6 @@ def sim_report(
         if summary is not None:
             sections.append(summary_section(summary))
         sections += telemetry_sections(store)
-        sections += loop_sections(store.con, None, t0)
+        sections += loop_sections(store.con, None, t0, t1)
     span = f"{(t1 - t0) / 60:.1f} min of telemetry" if t0 is not None and t1 is not None else "no telemetry"
     return write_report(out_html, title, sections, subtitle=f"{Path(db_path).name}: {span}")

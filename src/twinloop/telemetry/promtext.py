@@ -1,4 +1,4 @@
-"""The Prometheus text exposition format (0.0.4): parse (scrape) and render (exporter).
+"""The Prometheus text exposition format (0.0.4): parse a scrape (the exporter renders with prometheus_client).
 
 The parser never raises on bad input: a line it cannot read is counted as ``parse_error`` with its line
 number and the other lines still come through.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from twinloop.telemetry.report import IngestReport
@@ -30,10 +30,6 @@ class PromSample:
 
 def _unescape(text: str) -> str:
     return re.sub(r'\\[\\"n]', lambda m: _ESCAPES[m.group(0)], text)
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def parse_value(text: str) -> float:
@@ -86,26 +82,3 @@ def parse_text(text: str, source: str, report: IngestReport) -> list[PromSample]
         if sample is not None:
             out.append(sample)
     return out
-
-
-def format_value(value: float) -> str:
-    """Prometheus spelling of a float (integers without a decimal point, as dcgm-exporter prints them)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
-
-
-def render(families: Iterable[tuple[str, str, str, Iterable[tuple[Mapping[str, str], float]]]]) -> str:
-    """Exposition text from ``(name, help, type, [(labels, value), ...])`` families."""
-    lines = []
-    for name, help_text, kind, samples in families:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            lab = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
-            lines.append(f"{name}{{{lab}}} {format_value(value)}" if lab else f"{name} {format_value(value)}")
-    return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from typing import Any
 
 #: problem kind → what happens to the row.
 PROBLEM_KINDS: dict[str, str] = {
+    "bad_timestamp": "dropped",
     "nan": "dropped",
     "inf": "dropped",
     "negative": "dropped",
@@ -21,6 +22,8 @@ PROBLEM_KINDS: dict[str, str] = {
     "truncated": "dropped",
     "parse_error": "dropped",
     "unavailable": "skipped",
+    "unknown_column": "skipped",
+    "already_stored": "skipped",
     "source_error": "skipped",
 }
 

@@ -1,4 +1,9 @@
-"""Validate frames before they are stored: unknown fields, NaN/inf, out-of-range, duplicates, disorder.
+"""Validate frames before they are stored: bad timestamps, unknown fields, NaN/inf, out-of-range, duplicates, disorder.
+
+Timestamps are validated like values: finite, not before the epoch, and not further in the future than
+``max_future_s`` past the wall clock (a Prometheus timestamp of 1e23 ms, a ``nan`` in a CSV); such rows are
+``bad_timestamp`` and dropped. Readers of a store also skip times outside ``[0, MAX_SANE_TS_S]``, for stores
+written before this check.
 
 Each rejected row is counted in the :class:`~twinloop.telemetry.report.IngestReport` with an example that
 names the source and line; the valid rows of the same frame still go through. Out-of-order rows are
@@ -9,6 +14,9 @@ disorder and duplicates are found across batch boundaries too. All checks are ve
 
 from __future__ import annotations
 
+import math
+import time
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -16,11 +24,25 @@ from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 
+#: No stored timestamp is read beyond this (2100-01-01T00:00:00Z, epoch s).
+MAX_SANE_TS_S = 4_102_444_800.0
+#: Default tolerance for timestamps ahead of the wall clock (clock skew, a twin run whose clock starts ahead).
+DEFAULT_MAX_FUTURE_S = 366 * 86_400.0
+
 
 class Validator:
-    """Stateful row validator (one per ingest run)."""
+    """Stateful row validator (one per ingest run).
 
-    def __init__(self) -> None:
+    Args:
+        max_future_s: how far past the wall clock a timestamp may lie, s.
+        now_s: the wall clock to compare with (``None`` = ``time.time()`` at each check; tests pin it).
+    """
+
+    def __init__(self, max_future_s: float = DEFAULT_MAX_FUTURE_S, now_s: float | None = None) -> None:
+        if not math.isfinite(max_future_s) or max_future_s < 0:
+            raise ValueError(f"max_future_s must be finite and >= 0, got {max_future_s!r}")
+        self.max_future_s = max_future_s
+        self.now_s = now_s
         self._entity_ids: dict[str, int] = {}
         self._field_ids: dict[str, int] = {}
         self._last_ts = np.full((0, 0), -np.inf)
@@ -55,6 +77,17 @@ class Validator:
         report.rows_in += len(frame)
         if not len(frame):
             return frame
+        ts = frame.ts_s
+        now = time.time() if self.now_s is None else self.now_s
+        upper = min(now + self.max_future_s, MAX_SANE_TS_S)
+        with np.errstate(invalid="ignore"):
+            bad_ts = ~(np.isfinite(ts) & (ts >= 0.0) & (ts <= upper))
+        if bad_ts.any():
+            self._report(report, frame, "bad_timestamp", bad_ts, f"timestamp not finite or outside [0, {upper:.0f}] "
+                         f"(epoch s; at most {self.max_future_s:g} s ahead of the clock)")  # fmt: skip
+            frame = frame.take(~bad_ts)
+            if not len(frame):
+                return frame
         # unknown fields / aliases
         canon = [canonical_field(f) for f in frame.fields]
         known = np.array([c is not None for c in canon], dtype=bool)

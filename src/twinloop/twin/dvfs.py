@@ -1,7 +1,8 @@
 """Vectorized DVFS for the twin, built on :class:`twinloop.hardware.power.GpuPowerModel`.
 
 The hardware model writes board power as ``P = P_static(T) + D·g(x) + M`` with ``D`` the clocked dynamic power at
-full clock, ``M`` the HBM power and ``g`` the clock scale (``clock_scale``). Both ``P_static`` (affine in T) and
+full clock (a live CUDA context, which every GPU holding a job has, plus tensor and SM activity), ``M`` the HBM
+power and ``g`` the clock scale (``clock_scale``). Both ``P_static`` (affine in T) and
 ``D``, ``M`` (linear in the activities) are taken from the model for every GPU kind; only the inverse of ``g``
 is tabulated here, on a uniform grid in ``g`` so that inverting it is one multiply and one table look-up
 instead of a binary search (``np.interp``). ``max_clock_for_power`` of the hardware model is the reference
@@ -20,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.hardware.gpu import GpuSpec
-from twinloop.hardware.power import GpuPowerModel, clock_scale
+from twinloop.hardware.power import DEFAULT_COEFFICIENTS, GpuPowerModel, PowerCoefficients, clock_scale
 
 INV_TABLE_SIZE = 8192
 
@@ -32,11 +33,12 @@ class KindConstants:
     static_a_w: NDArray[np.float32]  # P_static = a + b·T
     static_b_w_per_c: NDArray[np.float32]
     clocked_per_activity_w: NDArray[np.float32]  # D = dyn·(c_tensor·tensor + c_sm·sm): (kinds, 2)
+    context_w: NDArray[np.float32]  # clocked power of a live CUDA context (a GPU that holds a job)
     mem_per_activity_w: NDArray[np.float32]  # M = dyn·c_dram·dram
     clock_max_mhz: NDArray[np.float32]
     clock_min_mhz: NDArray[np.float32]
     g_min: NDArray[np.float32]
-    v0: float
+    coeff: PowerCoefficients  # the shared V-f curve (clock scale)
 
 
 def kind_constants(kinds: tuple[GpuSpec, ...]) -> KindConstants:
@@ -44,30 +46,32 @@ def kind_constants(kinds: tuple[GpuSpec, ...]) -> KindConstants:
     models = [GpuPowerModel(k) for k in kinds]
     a = [m.static_w(0.0) for m in models]
     b = [m.static_w(1.0) - m.static_w(0.0) for m in models]
-    clocked = [[m.clocked_dyn_w(1.0, 0.0), m.clocked_dyn_w(0.0, 1.0)] for m in models]
+    clocked = [[m.clocked_dyn_w(1.0, 0.0, 0.0), m.clocked_dyn_w(0.0, 1.0, 0.0)] for m in models]
+    context = [m.clocked_dyn_w(0.0, 0.0, 1.0) for m in models]
     mem = [m.memory_dyn_w(1.0) for m in models]
-    v0s = {m.coeff.v0 for m in models}
-    if len(v0s) != 1:
-        raise ValueError("all GPU kinds must share the clock-scale exponent v0")
-    v0 = v0s.pop()
+    curves = {(m.coeff.v_floor, m.coeff.v_slope) for m in models}
+    if len(curves) != 1:
+        raise ValueError("all GPU kinds must share the V-f curve (v_floor, v_slope)")
+    coeff = models[0].coeff if models else DEFAULT_COEFFICIENTS
     fmin = np.array([k.sm_clock_min_mhz for k in kinds], dtype=np.float32)
     fmax = np.array([k.sm_clock_max_mhz for k in kinds], dtype=np.float32)
     return KindConstants(
         static_a_w=np.array(a, dtype=np.float32),
         static_b_w_per_c=np.array(b, dtype=np.float32),
         clocked_per_activity_w=np.array(clocked, dtype=np.float32),
+        context_w=np.array(context, dtype=np.float32),
         mem_per_activity_w=np.array(mem, dtype=np.float32),
         clock_max_mhz=fmax,
         clock_min_mhz=fmin,
-        g_min=clock_scale(fmin.astype(np.float64) / fmax, v0).astype(np.float32),
-        v0=v0,
+        g_min=np.asarray(clock_scale(fmin.astype(np.float64) / fmax, coeff)).astype(np.float32),
+        coeff=coeff,
     )
 
 
-def inverse_clock_table(v0: float, size: int = INV_TABLE_SIZE) -> NDArray[np.float32]:
+def inverse_clock_table(coeff: PowerCoefficients, size: int = INV_TABLE_SIZE) -> NDArray[np.float32]:
     """``x`` at ``g = i/(size-1)`` for i = 0..size-1, rounded *down* to the grid so power never exceeds a cap."""
     x_fine = np.linspace(0.0, 1.0, 1 << 16)
-    g_fine = clock_scale(x_fine, v0)
+    g_fine = np.asarray(clock_scale(x_fine, coeff))
     g_grid = np.linspace(0.0, 1.0, size)
     x = np.interp(g_grid, g_fine, x_fine)
     return x.astype(np.float32)

@@ -41,12 +41,15 @@ from twinloop.twin.events import Event, FaultLabel
 from twinloop.twin.faults import ResolvedFault, apply_fault, resolve_faults, timeline
 from twinloop.twin.jobs import Job, Phase, make_jobs
 from twinloop.twin.operations import ClusterOps
+from twinloop.twin.peaks import PowerPeaks
 from twinloop.twin.power_chain import ChainFlows, PowerChain
 from twinloop.twin.scenario import ScenarioSpec, check_scenario
 from twinloop.twin.scheduler import Scheduler
+from twinloop.twin.seeds import stream
 from twinloop.twin.state import F32, GpuPhysics
 from twinloop.twin.topology import Topology, build_topology
 from twinloop.twin.trace import ServingLoad, resolve_trace_path, serving_load
+from twinloop.twin.variation import draw_variation
 from twinloop.twin.weather import Weather
 
 THROTTLE_REASONS = ("sw_power_cap", "sw_thermal", "hw_slowdown", "hw_power_brake")
@@ -85,6 +88,7 @@ class Accounts:
     carbon_g: float = 0.0
     peak_facility_w: float = 0.0
     peak_it_w: float = 0.0
+    peak_it_instant_w: float = 0.0
     throttled_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(THROTTLE_REASONS, 0.0))
     power_throttled_below_tdp_gpu_s: float = 0.0
     failures: dict[str, int] = field(default_factory=dict)
@@ -101,7 +105,10 @@ class Twin(ClusterOps):
         self.source = source
         self.dt_s = float(spec.step_s)
         self.topo: Topology = build_topology(spec)
-        self.physics = GpuPhysics(self.topo, self.dt_s)
+        # The hall's GPUs as manufactured: drawn once, here, from the scenario seed's own stream.
+        self.variation = draw_variation(stream(spec.seed, "variation"), self.topo.n_gpus, spec.variation)
+        self.physics = GpuPhysics(self.topo, self.dt_s, self.variation)
+        self.peaks = PowerPeaks(spec.power_peaks, self.physics, self.topo)
         self.cooling = Cooling(self.topo, spec.cooling, self.dt_s)
         lo = float(self.physics.limit_min_w.min())
         hi = float(self.physics.limit_max_w.max())
@@ -117,7 +124,7 @@ class Twin(ClusterOps):
                 if not path.exists():
                     raise InputError(source, f"jobs.{i}.trace", f"{path}: file not found")
                 self.loads[j.name] = serving_load(path, j.gpus // j.gpus_per_replica, j.trace_rate_scale)
-        self.faults: list[ResolvedFault] = resolve_faults(spec, self.topo, source)
+        self.faults: list[ResolvedFault] = resolve_faults(spec, self.topo, source, spec.seed)
         self._timeline = timeline(self.faults)
         self.failure_model: Any = None
         self.failure_causes: tuple[Any, ...] = ()
@@ -159,6 +166,7 @@ class Twin(ClusterOps):
         """Back to t = 0 with ``seed`` (default: the scenario's)."""
         self.seed = self.spec.seed if seed is None else int(seed)
         self.rng = np.random.default_rng(self.seed)
+        self.peaks.reset(stream(self.seed, "peaks"))
         self.t_s = 0.0
         self.step_index = 0
         self.cooling.reset()
@@ -168,6 +176,8 @@ class Twin(ClusterOps):
         self.jobs: list[Job] = make_jobs(self.spec.jobs, self.loads, self.spec.rows[0].node.gpu)
         self.n_slots = 1 + sum(j.n_slots for j in self.jobs)
         self.slot_activity = np.zeros((self.n_slots, 3))
+        self.slot_high = np.zeros((self.n_slots, 3))
+        self.slot_low = np.zeros((self.n_slots, 3))
         self.slot_cf = np.zeros(self.n_slots)
         self.job_of_gpu = np.full(self.topo.n_gpus, -1, dtype=np.int64)
         self.straggle: dict[int, float] = {}  # injected stragglers: GPU → speed factor
@@ -196,6 +206,7 @@ class Twin(ClusterOps):
         self.flows: ChainFlows | None = None
         self.cooling_w = 0.0
         self.node_dc_w = np.zeros(self.topo.n_nodes)
+        self.node_peak_w = np.zeros(self.topo.n_nodes)
         self.accounts = Accounts()
         self.action_log: list[ActionResult] = []
         self.events: list[Event] = []
@@ -254,28 +265,31 @@ class Twin(ClusterOps):
         self.ambient = self.weather.at(t, self.extra_ambient_c)
 
     def _activity(self) -> None:
-        act, cf = self.slot_activity, self.slot_cf
+        act, cf, high, low = self.slot_activity, self.slot_cf, self.slot_high, self.slot_low
         act[:] = 0.0
         cf[:] = 0.0
+        high[:] = 0.0
+        low[:] = 0.0
         for job in self.jobs:
-            a, c = job.activity(self.t_s, self.dt_s)
-            act[job.slot0 : job.slot0 + job.n_slots] = a
-            cf[job.slot0 : job.slot0 + job.n_slots] = c
+            sl = slice(job.slot0, job.slot0 + job.n_slots)
+            act[sl], cf[sl], high[sl], low[sl] = job.activity_span(self.t_s, self.dt_s)
         self.physics.group_tables(act)
+        self.peaks.plan(self.jobs, act, high, low)
 
-    def _gpu_physics(self, launching: list[Job]) -> None:
+    def _gpu_physics(self) -> None:
         ph = self.physics
         a = ph.gpus
         ph.per_gpu_from_rack(self.rack_coolant_c.astype(F32), a.coolant_c)
         rack_limit = self.chain.per_rack_limit_w()
         ph.dvfs(None if rack_limit.min() >= self.chain.limit_max_w else rack_limit.astype(F32))
-        for job in launching:  # kernel launch: every GPU of the job at its clock cap, before the limit acts
-            ph.patch_g(job.gpus, a.g_cap[job.gpus])
         if self.braked_gpus.size:
             ph.patch_g(self.braked_gpus, a.g_min[self.braked_gpus])
         if self.hw_slow_gpus.size:
             idx = self.hw_slow_gpus
             ph.patch_g(idx, np.minimum(a.g[idx], np.float32(self.g_half)))
+        # A kernel launch is a load step: its overshoot is in the instant peak (twin.peaks), while the 1 s mean
+        # already obeys the power limit (the H100 readings: the 1 s average ramps to the limit, never above).
+        self.peaks.capture()
         ph.finish()
 
     def _power_and_cooling(self) -> None:
@@ -286,9 +300,11 @@ class Twin(ClusterOps):
         host = np.where(self.node_powered, host, 0.0)
         node_dc = gpu_node_w + host
         self.node_dc_w = node_dc
-        over = self.chain.overloaded_nodes(node_dc)
+        # PSUs see the instant peak inside the step, not the 1 s mean the telemetry shows.
+        self.node_peak_w = self.peaks.node_peak_w(node_dc, gpu_node_w)
+        over = self.chain.overloaded_nodes(self.node_peak_w)
         if over.size:
-            self._overload(over, node_dc)
+            self._overload(over, self.node_peak_w)
         if self.braked_gpus.size and (self.brake_until[topo.gpu_node[self.braked_gpus]] <= self.t_s + dt).all():
             self.braked_gpus = np.zeros(0, dtype=np.int64)
         flows = self.chain.flows(node_dc)
@@ -321,6 +337,7 @@ class Twin(ClusterOps):
         acc.carbon_g += self.facility_w * dt / 3.6e6 * self.ambient.carbon_g_per_kwh
         acc.peak_facility_w = max(acc.peak_facility_w, self.facility_w)
         acc.peak_it_w = max(acc.peak_it_w, flows.it_w)
+        acc.peak_it_instant_w = max(acc.peak_it_instant_w, float(self.node_peak_w.sum()))
 
     def _progress(self) -> None:
         ph = self.physics
@@ -372,9 +389,9 @@ class Twin(ClusterOps):
         self._step_events = []
         self._faults_and_weather()
         self._schedule()
-        launching = self._lifecycle()
+        self._lifecycle()
         self._activity()
-        self._gpu_physics(launching)
+        self._gpu_physics()
         self._power_and_cooling()
         self._throttle_counts()
         self._thermal_limits()

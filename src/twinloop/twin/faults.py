@@ -1,8 +1,10 @@
 """Fault injection from the scenario, with ground-truth labels (what, where, when).
 
-Each fault resolves its target at load (an unknown entity or the wrong level is an :class:`InputError` naming
-``faults.N.target``) and is switched on at ``start_s`` and off at ``start_s + duration_s``. Default magnitudes
-(guesses, overridable with ``magnitude``) are the second entry of ``FAULT_TARGETS``.
+Each fault draws what its scenario gives as a range (times, magnitude, a ``random-<level>`` target) from its own
+stream of the scenario seed, and resolves its target at load (an unknown entity or the wrong level is an
+:class:`InputError` naming ``faults.N.target``); it is switched on at ``start_s`` and off at
+``start_s + duration_s``. Default magnitudes (guesses, overridable with ``magnitude``) are the second entry of
+``FAULT_TARGETS``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.twin.events import Event, FaultLabel
 from twinloop.twin.scenario import ScenarioSpec
+from twinloop.twin.seeds import stream
 from twinloop.twin.topology import Topology
 
 if TYPE_CHECKING:
@@ -46,46 +49,118 @@ class ResolvedFault:
     magnitude: float
 
 
-def resolve_faults(spec: ScenarioSpec, topo: Topology, source: str) -> list[ResolvedFault]:
-    """Resolve every fault's target; raise :class:`InputError` for bad ones."""
+#: ``random-<level>`` targets: the levels a random draw may pick from.
+RANDOM_LEVELS = ("gpu", "node", "rack", "row")
+RANDOM_PREFIX = "random-"
+
+
+def resolve_faults(spec: ScenarioSpec, topo: Topology, source: str, seed: int | None = None) -> list[ResolvedFault]:
+    """Resolve every fault: draw what the scenario gave as a range, resolve its target; raise for bad ones.
+
+    Ranges (``start_s``, ``duration_s``, ``magnitude`` as ``[low, high]``; ``target`` as ``random-<level>`` or
+    ``random-<level>:<entity>``) are drawn uniformly from the fault's own stream of ``seed`` (default: the
+    scenario's): times on the step grid inside the range, PSUs lost as a whole number, other magnitudes as
+    reals. A range is checked at both ends, so whether a scenario loads never depends on the seed.
+    """
     job_names = [j.name for j in spec.jobs]
+    base_seed = spec.seed if seed is None else seed
     out: list[ResolvedFault] = []
     for i, f in enumerate(spec.faults):
         levels, default = FAULT_TARGETS[f.kind]
         where = f"faults.{i}"
-        if "job" in levels and f.target in job_names:
-            level, index = "job", job_names.index(f.target)
+        rng = stream(base_seed, "faults", i)
+        start_s = _draw_time(rng, f.start_s, spec.step_s)
+        duration_s = None if f.duration_s is None else _draw_time(rng, f.duration_s, spec.step_s)
+        raw = f.magnitude if f.magnitude is not None else default
+        for end in raw if isinstance(raw, tuple) else (raw,):
+            _check_magnitude(f.kind, end, source, f"{where}.magnitude")
+        magnitude = _draw_magnitude(rng, f.kind, raw)
+        target = f.target
+        if target.startswith(RANDOM_PREFIX):
+            target = _draw_target(rng, topo, target, levels, source, f"{where}.target")
+        if "job" in levels and target in job_names:
+            level, index = "job", job_names.index(target)
         else:
             try:
-                level, index = topo.resolve(f.target)
+                level, index = topo.resolve(target)
             except KeyError:
                 raise InputError(
                     source,
                     f"{where}.target",
-                    f"unknown entity {f.target!r} "
+                    f"unknown entity {target!r} "
                     f"(allowed: {' or '.join(levels)} ids like {_example(topo, levels[0])}"
                     + (f" or job names {job_names}" if "job" in levels else "")
-                    + ")",
+                    + f", or {RANDOM_PREFIX}<level>[:<entity>])",
                 ) from None
         if level == "rack" and "row" in levels:
             level, index = "row", int(topo.rack_row[index])
         if level not in levels:
             raise InputError(source, f"{where}.target", f"{f.kind} needs a {' or '.join(levels)} target, got a {level}")
-        magnitude = f.magnitude if f.magnitude is not None else default
-        if magnitude is None:
-            if f.kind == "facility_power_cap":
-                raise InputError(source, f"{where}.magnitude", "facility_power_cap needs the new budget in W (> 0)")
-            magnitude = 0.0
-        if f.kind in ("cdu_pump_degradation", "cdu_capacity_loss", "straggler") and not 0 < magnitude <= 1:
-            raise InputError(source, f"{where}.magnitude", f"{magnitude} (allowed: remaining fraction 0 < m <= 1)")
-        if f.kind in ("gpu_thermal_interface",) and not 1 <= magnitude <= 20:
-            raise InputError(source, f"{where}.magnitude", f"{magnitude} (allowed: R multiplier 1..20)")
-        if f.kind == "facility_power_cap" and magnitude <= 0:
-            raise InputError(source, f"{where}.magnitude", f"{magnitude} (allowed: budget > 0 W)")
-        end = None if f.duration_s is None else f.start_s + f.duration_s
-        entity = f"{spec.site}/jobs/{f.target}" if level == "job" else f.target.strip("/")
-        out.append(ResolvedFault(FaultLabel(f.kind, entity, f.start_s, end, magnitude), level, index, magnitude))
+        end_s = None if duration_s is None else start_s + duration_s
+        entity = f"{spec.site}/jobs/{target}" if level == "job" else target.strip("/")
+        out.append(ResolvedFault(FaultLabel(f.kind, entity, start_s, end_s, magnitude), level, index, magnitude))
     return out
+
+
+def _check_magnitude(kind: str, magnitude: float | None, source: str, field: str) -> None:
+    if magnitude is None:
+        if kind == "facility_power_cap":
+            raise InputError(source, field, "facility_power_cap needs the new budget in W (> 0)")
+        return
+    if kind in ("cdu_pump_degradation", "cdu_capacity_loss", "straggler") and not 0 < magnitude <= 1:
+        raise InputError(source, field, f"{magnitude} (allowed: remaining fraction 0 < m <= 1)")
+    if kind in ("gpu_thermal_interface",) and not 1 <= magnitude <= 20:
+        raise InputError(source, field, f"{magnitude} (allowed: R multiplier 1..20)")
+    if kind == "facility_power_cap" and magnitude <= 0:
+        raise InputError(source, field, f"{magnitude} (allowed: budget > 0 W)")
+
+
+def _draw_time(rng: np.random.Generator, value: float | tuple[float, float], step_s: float) -> float:
+    """The time itself, or a uniform draw on the step grid inside ``[low, high]`` (the range itself when no grid
+    point falls inside it)."""
+    if not isinstance(value, tuple):
+        return float(value)
+    lo, hi = value
+    first, last = int(np.ceil(lo / step_s - 1e-9)), int(np.floor(hi / step_s + 1e-9))
+    if first > last:
+        return float(rng.uniform(lo, hi))
+    return float(rng.integers(first, last + 1)) * step_s
+
+
+def _draw_magnitude(rng: np.random.Generator, kind: str, value: float | tuple[float, float] | None) -> float:
+    if value is None:
+        return 0.0
+    if not isinstance(value, tuple):
+        return float(value)
+    lo, hi = value
+    if kind == "psu_loss":  # whole PSUs
+        first, last = int(np.ceil(lo)), int(np.floor(hi))
+        if first <= last:
+            return float(rng.integers(first, last + 1))
+    return float(rng.uniform(lo, hi))
+
+
+def _draw_target(
+    rng: np.random.Generator, topo: Topology, target: str, levels: tuple[str, ...], source: str, field: str
+) -> str:
+    """A uniformly drawn entity id for ``random-<level>[:<entity>]``."""
+    level, _, scope = target[len(RANDOM_PREFIX) :].partition(":")
+    allowed = [lv for lv in RANDOM_LEVELS if lv in levels or (lv == "rack" and "row" in levels)]
+    if level not in allowed:
+        takes = ", ".join(RANDOM_PREFIX + lv for lv in allowed) or "no random target"
+        raise InputError(source, field, f"{target!r}: this fault takes {takes}")
+    ids = topo.ids(level)
+    if scope:
+        scope = scope.strip("/")
+        try:
+            topo.resolve(scope)
+        except KeyError:
+            raise InputError(source, field, f"unknown entity {scope!r} after ':' (allowed: an entity id like "
+                             f"{_example(topo, 'row')})") from None  # fmt: skip
+        ids = [e for e in ids if e == scope or e.startswith(scope + "/")]
+        if not ids:
+            raise InputError(source, field, f"no {level} under {scope!r} (allowed: an entity above the {level} level)")
+    return ids[int(rng.integers(len(ids)))]
 
 
 def _example(topo: Topology, level: str) -> str:

@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from twinloop.hardware.gpu import get_gpu
+from twinloop.hardware.power import relative_speed
 from twinloop.twin.workload import PhaseActivity, WorkloadProfile
 
 
@@ -32,13 +33,17 @@ def _train_profile(model: str, gpu: str, gpus: int, fields: tuple[tuple[str, Any
         return (getattr(comm, attr) * comm.duration_s + getattr(bubble, attr) * bubble.duration_s) / wait_s
 
     base = WorkloadProfile.for_kind("training")
+    cf = min(1.0, plan.phases.compute_bound_fraction * plan.step_time_s / compute.duration_s)
+    # The plan's compute phase ran at its power-capped clock; the twin applies its own DVFS slowdown to the
+    # full-clock duration, so undo the plan's (hardware.power.relative_speed) to avoid counting it twice.
+    full_clock_s = compute.duration_s * float(relative_speed(compute.clock_mhz, get_gpu(gpu).sm_clock_max_mhz, cf))
     return dataclasses.replace(
         base,
-        compute_s=compute.duration_s,
+        compute_s=full_clock_s,
         comm_s=wait_s,
         compute=PhaseActivity(compute.tensor_active, compute.sm_active, compute.dram_active),
         comm=PhaseActivity(mix("tensor_active"), mix("sm_active"), mix("dram_active")),
-        compute_fraction=min(1.0, plan.phases.compute_bound_fraction * plan.step_time_s / compute.duration_s),
+        compute_fraction=cf,
         tokens_per_step=float(plan.tokens_per_step),
         hbm_bytes_used=plan.memory_per_gpu_bytes["total"],
         load_bytes_per_gpu=plan.memory_per_gpu_bytes["weights"],

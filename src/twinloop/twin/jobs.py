@@ -97,34 +97,53 @@ class Job:
 
     def activity(self, t_s: float, dt_s: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Per-slot activities ``(n_slots, 3)`` (tensor, sm, dram) and compute fractions for this step."""
+        act, cf, _, _ = self.activity_span(t_s, dt_s)
+        return act, cf
+
+    def activity_span(
+        self, t_s: float, dt_s: float
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """This step's mean activities and compute fractions, plus the activities of its busiest and idlest phase.
+
+        Returns ``(mean, compute_fraction, high, low)``; ``mean``, ``high``, ``low`` have shape ``(n_slots, 3)``.
+        Within a step a training job swings between compute (high) and communication (low) when an iteration
+        boundary falls inside it, and a serving replica between prefill bursts (high) and decode (low): the swing
+        is what the instantaneous power peak (:mod:`twinloop.twin.peaks`) is made of.
+        """
         p = self.profile
         n = self.n_slots
         if self.phase in (Phase.QUEUED, Phase.COOLDOWN, Phase.DONE) or (
             self.phase == Phase.RAMP_UP and self.restart_pending
         ):
-            return _rows(IDLE_ACTIVITY, n), np.zeros(n)
+            return _flat(_rows(IDLE_ACTIVITY, n), np.zeros(n))
         if self.phase == Phase.RAMP_UP:
-            return _rows(RAMP_ACTIVITY, n), np.zeros(n)
+            return _flat(_rows(RAMP_ACTIVITY, n), np.zeros(n))
         if self.phase == Phase.CHECKPOINT:
-            return _rows(CHECKPOINT_ACTIVITY, n), np.zeros(n)
+            return _flat(_rows(CHECKPOINT_ACTIVITY, n), np.zeros(n))
         if self.phase == Phase.HUNG:
-            return _rows(HANG_ACTIVITY, n), np.zeros(n)
+            return _flat(_rows(HANG_ACTIVITY, n), np.zeros(n))
         if self.phase == Phase.LAUNCH:
-            return _rows(p.compute, n), np.full(n, p.compute_fraction)
+            return _flat(_rows(p.compute, n), np.full(n, p.compute_fraction))
         if self.kind == "training":
             _, _, compute_time = self._advance(self.iter_pos_s, dt_s, self.speed)
             w = compute_time / dt_s
-            act = w * _vec(p.compute) + (1.0 - w) * _vec(p.comm)
-            return act[None, :], np.array([p.compute_fraction * w])
+            compute, comm = _vec(p.compute), _vec(p.comm)
+            act = w * compute + (1.0 - w) * comm
+            high = compute if w > 0.0 else comm
+            low = comm if w < 1.0 else compute
+            return act[None, :], np.array([p.compute_fraction * w]), high[None, :], low[None, :]
         assert self.load is not None
         prefill, decode = self.load.at(t_s)
         demand_prefill = prefill + self.backlog
         frac_prefill = np.clip(demand_prefill / p.tokens_per_step, 0.0, 1.0)
         decode_util = np.clip(decode / p.decode_tokens_per_s, 0.0, 1.0)
         decode_act = np.where(decode_util[:, None] > 0, np.sqrt(decode_util)[:, None] * _vec(p.comm), 0.0)
-        act = frac_prefill[:, None] * _vec(p.compute) + (1.0 - frac_prefill)[:, None] * decode_act
+        compute = np.broadcast_to(_vec(p.compute), decode_act.shape)
+        act = frac_prefill[:, None] * compute + (1.0 - frac_prefill)[:, None] * decode_act
         cf = frac_prefill * p.compute_fraction + (1.0 - frac_prefill) * DECODE_COMPUTE_FRACTION
-        return act, cf
+        high = np.where(frac_prefill[:, None] > 0.0, compute, decode_act)
+        low = np.where(frac_prefill[:, None] < 1.0, decode_act, compute)
+        return act, cf, high, low
 
     def _advance(self, pos_s: float, dt_s: float, speed: float) -> tuple[float, float, float]:
         """Move through iterations for ``dt_s`` wall seconds: (new position, iterations done, compute time).
@@ -217,6 +236,13 @@ def _vec(a: PhaseActivity) -> NDArray[np.float64]:
 
 def _rows(a: PhaseActivity, n: int) -> NDArray[np.float64]:
     return np.tile(_vec(a), (n, 1))
+
+
+def _flat(
+    act: NDArray[np.float64], cf: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """A step with one phase throughout: its high and low activities are its mean."""
+    return act, cf, act, act
 
 
 def make_jobs(specs: tuple[JobSpec, ...], loads: dict[str, ServingLoad], gpu: str) -> list[Job]:

@@ -269,6 +269,14 @@ def simulate_job(
     )
 
 
+def _ettr_chunk(
+    shared: tuple[_Events, float, NDArray[np.float64], float, float], start: int, stop: int
+) -> NDArray[np.float64]:
+    """ETTR per run for the intervals ``start:stop`` (the kernel of :func:`sweep_checkpoint_interval`)."""
+    ev, wall_s, taus, write_s, restart_s = shared
+    return np.stack([_evaluate(ev, wall_s, float(t), write_s, restart_s)[0] for t in taus[start:stop]])
+
+
 @dataclass(frozen=True, eq=False)
 class CheckpointSweep:
     """ETTR as a function of the checkpoint interval.
@@ -301,11 +309,16 @@ def sweep_checkpoint_interval(
     n_runs: int = 200,
     gpus_per_node: int = LLAMA3_GPUS_PER_NODE,
     config: FailureConfig = FailureConfig(),
+    ray: bool = False,
+    ray_address: str | None = None,
 ) -> CheckpointSweep:
     """Mean ETTR over checkpoint intervals, on one shared event sample (common random numbers).
 
     Args:
         intervals_s: intervals to try, s; default 33 points from 1/4 to 4 times the Young/Daly interval.
+        ray: evaluate the intervals in chunks as Ray tasks (:func:`twinloop.sweep.chunked.ray_map`) on the same
+            event sample (sampled once here, shared through the object store): exactly the local result.
+        ray_address: an existing Ray cluster (default: the initialized Ray, or a local one).
         (others as in :func:`simulate_job`)
     """
     _check(n_gpus, days, checkpoint_write_s, restart_overhead_s, n_runs)
@@ -317,7 +330,13 @@ def sweep_checkpoint_interval(
         _check_interval(float(tau))
     wall_s = days * 86400.0
     ev = _sample_events(rates, wall_s, n_runs, seed)
-    ettr = np.stack([_evaluate(ev, wall_s, float(t), checkpoint_write_s, restart_overhead_s)[0] for t in taus])
+    shared = (ev, wall_s, taus, checkpoint_write_s, restart_overhead_s)
+    if ray:
+        from twinloop.sweep.chunked import ray_map
+
+        ettr = np.concatenate(ray_map(_ettr_chunk, len(taus), shared, address=ray_address))
+    else:
+        ettr = _ettr_chunk(shared, 0, len(taus))
     mean = ettr.mean(axis=1)
     return CheckpointSweep(
         intervals_s=taus,

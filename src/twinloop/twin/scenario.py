@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
@@ -52,6 +53,49 @@ def parse_duration_s(value: object) -> float:
 
 
 DurationS = Annotated[float, BeforeValidator(parse_duration_s)]
+
+
+def _range_pair(value: object, parse: Any) -> tuple[float, float]:
+    if len(value) != 2:  # type: ignore[arg-type]
+        raise ValueError(f"a range is [low, high], got {len(value)} values")  # type: ignore[arg-type]
+    lo, hi = parse(value[0]), parse(value[1])  # type: ignore[index]
+    if not lo <= hi:
+        raise ValueError(f"range low {lo} > high {hi} (allowed: low <= high)")
+    return (lo, hi)
+
+
+def parse_duration_or_range_s(value: object) -> float | tuple[float, float]:
+    """A duration (see :func:`parse_duration_s`) or a range ``[low, high]`` of two durations, low <= high."""
+    if isinstance(value, list | tuple):
+        return _range_pair(value, parse_duration_s)
+    return parse_duration_s(value)
+
+
+def _parse_number(value: object) -> float:
+    # YAML 1.1 reads "4.5e5" (no dot) as a string; accept numeric strings as pydantic's float does.
+    try:
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError
+        number = float(value)
+    except ValueError:
+        raise ValueError(f"expected a number or [low, high], got {value!r}") from None
+    if not np.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return number
+
+
+def parse_number_or_range(value: object) -> float | tuple[float, float] | None:
+    """A number, ``None``, or a range ``[low, high]`` of two numbers, low <= high."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return _range_pair(value, _parse_number)
+    return _parse_number(value)
+
+
+#: A time in seconds, or a range ``[low, high]`` the twin draws a time from (uniformly, with the scenario seed).
+DurationOrRangeS = Annotated[float | tuple[float, float], BeforeValidator(parse_duration_or_range_s)]
+NumberOrRange = Annotated[float | tuple[float, float] | None, BeforeValidator(parse_number_or_range)]
 
 
 class _Frozen(BaseModel):
@@ -241,13 +285,22 @@ class FaultSpec(_Frozen):
     ``magnitude`` meaning per kind: pump degradation/capacity loss → remaining fraction (0..1); setpoint drift
     → C per hour; heat wave → C added to ambient; PSU loss → PSUs lost; thermal interface → R multiplier;
     straggler → speed fraction; SDC → loss perturbation; facility cap → new budget W. Others ignore it.
+
+    Ranges: ``start_s``, ``duration_s`` and ``magnitude`` may each be ``[low, high]``, and ``target`` may be
+    ``random-<level>`` (``gpu``, ``node``, ``rack``, ``row``) or ``random-<level>:<entity>`` (one of that level
+    under the entity, e.g. ``random-gpu:dc1/r01``). The twin draws them once at construction, uniformly, from
+    the scenario seed (one stream per fault: adding a fault does not move the others), and the ground truth
+    holds the drawn values.
     """
 
     kind: FaultKind
-    target: str = Field(description="entity id (row/rack/node/gpu, e.g. dc1/r01/k03/n05/g7), job name or 'site'")
-    start_s: DurationS
-    duration_s: DurationS | None = None
-    magnitude: float | None = None
+    target: str = Field(
+        description="entity id (row/rack/node/gpu, e.g. dc1/r01/k03/n05/g7), job name, 'site', or "
+        "random-<level>[:<entity>]"
+    )
+    start_s: DurationOrRangeS
+    duration_s: DurationOrRangeS | None = None
+    magnitude: NumberOrRange = None
 
 
 class SchedulerSpec(_Frozen):
@@ -265,6 +318,63 @@ class TelemetrySpec(_Frozen):
     aggregate: Literal["sample", "window"] = "window"
     entities: tuple[str, ...] = ("*",)
     keep_gpu: bool = True
+
+
+class VariationSpec(_Frozen):
+    """GPU-to-GPU manufacturing variation: per-GPU factors on leakage (static) power, clocked dynamic power and
+    die-to-coolant thermal resistance, each ``1 + sigma·z`` with ``z`` a standard normal truncated at
+    ``±clip_sigmas``, drawn once per GPU at twin construction from the scenario seed. Sizes and their basis:
+    ``docs/sections/calibration-twin.md`` (the leakage and thermal sizes are guesses; the dynamic size is set so
+    that a power-capped job's clock spread matches the ~8 % performance variation published for identical GPUs).
+    All zero: every GPU is its catalog nominal."""
+
+    leakage_sigma: float = Field(0.05, ge=0, le=0.3, description="relative std of static (leakage) power")
+    dynamic_sigma: float = Field(0.03, ge=0, le=0.3, description="relative std of clocked dynamic power")
+    thermal_resistance_sigma: float = Field(0.04, ge=0, le=0.3, description="relative std of die-to-coolant R")
+    clip_sigmas: float = Field(3.0, gt=0, le=6, description="draws truncated at this many sigmas")
+
+    @model_validator(mode="after")
+    def _positive(self) -> VariationSpec:
+        worst = max(self.leakage_sigma, self.dynamic_sigma, self.thermal_resistance_sigma) * self.clip_sigmas
+        if worst >= 0.9:
+            raise ValueError(f"sigma x clip_sigmas = {worst:.2f} could make a factor <= 0.1 (allowed: < 0.9)")
+        return self
+
+
+class SensorSpec(_Frozen):
+    """How NVML/DCGM report GPU readings: noise and quantisation of the GPU telemetry (not of the physics).
+
+    Power is the 1 s mean with Gaussian noise ``max(power_noise_fraction·P, power_noise_floor_w)`` (divided by
+    the square root of the steps in a telemetry window), reported to the mW; temperatures in whole degrees;
+    the SM clock in ``clock_step_mhz`` steps, with ``clock_jitter_mhz`` of noise on a power- or thermal-limited
+    GPU (its clock hunts between bins under a cap). Sizes from the H100 readings (``calibration-twin.md``).
+    ``enabled: false`` reports the exact model values."""
+
+    enabled: bool = True
+    power_noise_fraction: float = Field(0.0015, ge=0, le=0.1, description="std of the 1 s power over its value")
+    power_noise_floor_w: float = Field(0.3, ge=0, le=50, description="least std of the 1 s power (W)")
+    power_step_w: float = Field(0.001, ge=0, le=10, description="power resolution (NVML: 1 mW)")
+    temp_step_c: float = Field(1.0, ge=0, le=5, description="temperature resolution (NVML: 1 C)")
+    clock_step_mhz: float = Field(15.0, ge=0, le=100, description="SM clock bins (H100: 15 MHz)")
+    clock_jitter_mhz: float = Field(15.0, ge=0, le=200, description="std of a limited GPU's reported clock")
+
+
+class PowerPeakSpec(_Frozen):
+    """The instantaneous power inside a step that PSUs and the power chain see (the telemetry shows 1 s means).
+
+    At a load step a GPU overshoots its new steady power by ``overshoot_fraction`` of the step (drawn per job
+    and step in the range); at steady load the sub-second ripple adds ``ripple_fraction`` of GPU power. Both
+    from the H100 readings (``calibration-twin.md``)."""
+
+    overshoot_fraction: tuple[float, float] = Field((0.14, 0.34), description="(peak - new steady) / step size")
+    ripple_fraction: float = Field(0.04, ge=0, le=0.5, description="1 s max over 1 s mean - 1 at steady load")
+
+    @model_validator(mode="after")
+    def _range(self) -> PowerPeakSpec:
+        lo, hi = self.overshoot_fraction
+        if not 0 <= lo <= hi <= 2:
+            raise ValueError(f"overshoot_fraction {self.overshoot_fraction} (allowed: 0 <= low <= high <= 2)")
+        return self
 
 
 class ScenarioSpec(_Frozen):
@@ -286,6 +396,9 @@ class ScenarioSpec(_Frozen):
     straggler_fraction: float = Field(0.0, ge=0, le=1, description="GPUs drawn as background stragglers at reset")
     straggler_speed_range: tuple[float, float] = Field((0.5, 0.9), description="their speed factor (low, high)")
     telemetry: TelemetrySpec = TelemetrySpec()
+    variation: VariationSpec = VariationSpec()
+    sensors: SensorSpec = SensorSpec()
+    power_peaks: PowerPeakSpec = PowerPeakSpec()
     base_dir: str = Field("", description="directory that relative paths resolve against (set by the loader)")
 
 

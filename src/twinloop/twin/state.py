@@ -22,11 +22,13 @@ from twinloop.twin.thermal import (
     HBM_R_C_PER_W,
     HBM_TAU_S,
     SW_THERMAL_MARGIN_C,
+    hbm_step,
     rc_alpha,
     rc_step,
     thermal_limit_coefficients,
 )
 from twinloop.twin.topology import Topology
+from twinloop.twin.variation import GpuVariation
 
 F32 = np.float32
 INITIAL_TEMP_ABOVE_COOLANT_C = 5.0
@@ -76,12 +78,19 @@ class GpuArrays:
 class GpuPhysics:
     """Builds the arrays for a topology and advances them one step at a time."""
 
-    def __init__(self, topo: Topology, dt_s: float) -> None:
+    def __init__(self, topo: Topology, dt_s: float, variation: GpuVariation | None = None) -> None:
         self.topo = topo
+        # Manufacturing variation (drawn by the caller; none = every GPU nominal). The dynamic factor costs one
+        # multiply per step, skipped when every GPU is nominal.
+        self.variation = variation if variation is not None else GpuVariation.nominal(topo.n_gpus)
+        self.leak_factor = self.variation.leakage
+        self.dyn_factor: NDArray[np.float32] | None = (
+            None if bool((self.variation.dynamic == 1.0).all()) else self.variation.dynamic
+        )
         self.dt_s = dt_s
         self.kc = kind_constants(topo.kinds)
         self.n_kinds = len(topo.kinds)
-        self.table = inverse_clock_table(self.kc.v0)
+        self.table = inverse_clock_table(self.kc.coeff)
         self.table_scale = F32(INV_TABLE_SIZE - 1)
         k = topo.gpu_kind
         kinds = topo.kinds
@@ -89,7 +98,7 @@ class GpuPhysics:
         air_factor = np.array([r.air.resistance_factor for r in topo.rows])[topo.gpu_row]
         r = np.array([g.thermal_resistance_c_per_w for g in kinds])[k] * np.where(row_air, air_factor, 1.0)
         c = np.array([g.thermal_capacitance_j_per_c for g in kinds])[k]
-        self.r_c_per_w = r.astype(F32)
+        self.r_c_per_w = (r * self.variation.thermal_resistance).astype(F32)
         self.c_j_per_c = c.astype(F32)
         self.slowdown_c = np.array([g.slowdown_temp_c for g in kinds], dtype=F32)[k]
         self.shutdown_c = np.array([g.shutdown_temp_c for g in kinds], dtype=F32)[k]
@@ -129,8 +138,8 @@ class GpuPhysics:
             xid=np.zeros(n, dtype=np.int32),
             limited=np.zeros(n, dtype=bool),
             thermal_bound=np.zeros(n, dtype=bool),
-            static_a_w=self.kc.static_a_w[k].copy(),
-            static_b_w_per_c=self.kc.static_b_w_per_c[k].copy(),
+            static_a_w=self.kc.static_a_w[k] * self.leak_factor,
+            static_b_w_per_c=self.kc.static_b_w_per_c[k] * self.leak_factor,
             r_c_per_w=self.r_c_per_w.copy(),
             inv_r=(F32(1.0) / self.r_c_per_w).astype(F32),
             alpha=alpha,
@@ -159,8 +168,8 @@ class GpuPhysics:
         """Power GPUs off (no power at all, idle activity) or back on."""
         a = self.gpus
         k = self.topo.gpu_kind[idx]
-        a.static_a_w[idx] = self.kc.static_a_w[k] if on else 0.0
-        a.static_b_w_per_c[idx] = self.kc.static_b_w_per_c[k] if on else 0.0
+        a.static_a_w[idx] = self.kc.static_a_w[k] * self.leak_factor[idx] if on else 0.0
+        a.static_b_w_per_c[idx] = self.kc.static_b_w_per_c[k] * self.leak_factor[idx] if on else 0.0
         # Off: clock-scale pinned to 0, so power is exactly 0; a power cycle also clears locked clocks.
         a.g_min[idx] = self.kc.g_min[k] if on else 0.0
         a.g_cap[idx] = 1.0 if on else 0.0
@@ -174,6 +183,7 @@ class GpuPhysics:
         """
         kc = self.kc
         d = slot_activity[:, :2] @ kc.clocked_per_activity_w.T.astype(np.float64)  # (slots, kinds)
+        d[1:] += kc.context_w[None, :]  # every job slot holds a CUDA context; slot 0 (no job) does not
         m = slot_activity[:, 2:3] * kc.mem_per_activity_w[None, :].astype(np.float64)
         self.d_table = np.maximum(d, 1e-3).astype(F32).reshape(-1)
         self.m_table = m.astype(F32).reshape(-1)
@@ -193,6 +203,8 @@ class GpuPhysics:
         a = self.gpus
         s, d, m, lim, t = a.buf_s, a.buf_d, a.buf_m, a.limit_w, a.buf_t
         np.take(self.d_table, a.gid, out=d, mode="clip")
+        if self.dyn_factor is not None:
+            np.multiply(d, self.dyn_factor, out=d)
         np.take(self.m_table, a.gid, out=m, mode="clip")
         np.multiply(a.static_b_w_per_c, a.temp_c, out=s)
         np.add(s, a.static_a_w, out=s)
@@ -226,16 +238,8 @@ class GpuPhysics:
         np.multiply(a.r_c_per_w, p, out=t)
         np.add(t, a.coolant_c, out=t)
         rc_step(a.temp_c, t, a.alpha)
-        # HBM: T_ss = T_cool + k·(T_die − T_cool) + R_hbm·P_hbm.
-        np.subtract(a.temp_c, a.coolant_c, out=t)
-        np.multiply(t, self.hbm_couple, out=t)
-        np.add(t, a.coolant_c, out=t)
-        m = a.buf_m
-        np.multiply(m, self.hbm_r, out=m)
-        np.add(t, m, out=t)
-        np.subtract(a.hbm_temp_c, t, out=a.hbm_temp_c)
-        np.multiply(a.hbm_temp_c, self.hbm_alpha, out=a.hbm_temp_c)
-        np.add(a.hbm_temp_c, t, out=a.hbm_temp_c)
+        # HBM: T_ss = T_cool + k·(T_die − T_cool) + R_hbm·P_hbm, exact RC update.
+        hbm_step(a.hbm_temp_c, a.temp_c, a.coolant_c, a.buf_m, self.hbm_couple, self.hbm_r, self.hbm_alpha, t)
         a.energy_j += p * self.dt_s if self.dt_s != 1.0 else p
 
     def patch_g(self, idx: NDArray[np.int64], value: NDArray[np.float32] | float) -> None:
@@ -264,4 +268,4 @@ class GpuPhysics:
         if clock_mhz is None:
             return np.ones(idx.size, dtype=F32)
         x = np.clip(clock_mhz / self.clock_max_mhz[idx].astype(np.float64), 0.0, 1.0)
-        return np.asarray(clock_scale(x, self.kc.v0), dtype=F32)
+        return np.asarray(clock_scale(x, self.kc.coeff), dtype=F32)

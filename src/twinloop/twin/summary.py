@@ -60,6 +60,7 @@ def summarize(twin: Twin) -> dict[str, Any]:
         "pue": facility / acc.it_j if acc.it_j > 0 else None,
         "peak_facility_power_w": acc.peak_facility_w,
         "peak_it_power_w": acc.peak_it_w,
+        "peak_it_power_instant_w": acc.peak_it_instant_w,
         "throttled_gpu_s": dict(acc.throttled_gpu_s),
         "power_throttled_below_tdp_gpu_s": acc.power_throttled_below_tdp_gpu_s,
         "psu_overloads": acc.psu_overloads,

@@ -24,6 +24,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.twin.jobs import Phase
+from twinloop.twin.seeds import stream
+from twinloop.twin.sensors import Sensors, quantise
 
 if TYPE_CHECKING:
     from twinloop.twin.engine import StepResult, Twin
@@ -42,10 +44,12 @@ GPU_FIELDS = (
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
     "DCGM_FI_DEV_XID_ERRORS",
     "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     "DCGM_FI_PROF_SM_ACTIVE",
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
     "DCGM_FI_PROF_DRAM_ACTIVE",
     "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
 )
 EXTRA_FIELDS = (
@@ -88,6 +92,9 @@ class TelemetryRecorder:
         self.sum_clock = np.zeros(n, dtype=np.float32)
         self.count = 0
         self._ids: dict[str, list[str]] = {}
+        self._labels_key: bytes | None = None
+        self._labels: dict[str, dict[str, str]] = {}
+        self.sensors = Sensors(twin.spec.sensors, stream(twin.seed, "sensors")) if twin.spec.sensors.enabled else None
 
     def entities(self, level: str) -> list[str]:
         """Entity ids of the kept entities of ``level`` (cached)."""
@@ -102,6 +109,30 @@ class TelemetryRecorder:
                 fn = {"gpu": topo.gpu_id, "node": topo.node_id, "rack": topo.rack_id, "row": topo.row_id}[level]
                 self._ids[level] = [fn(int(i)) for i in idx]
         return self._ids[level]
+
+    def gpu_labels(self) -> dict[str, dict[str, str]]:
+        """Labels of the kept GPUs: ``modelName`` (catalog display name) and ``job`` while a job holds the GPU.
+
+        Rebuilt only when the GPU → job assignment changed (the exporter turns ``job`` into dcgm-exporter's
+        ``pod``/``hpc_job`` labels).
+        """
+        twin = self.twin
+        owner = np.full(twin.topo.n_gpus, -1, dtype=np.int64)
+        for j in twin.jobs:
+            if j.running and j.gpus.size:
+                owner[j.gpus] = j.index
+        owner = self._kept(owner)
+        key = owner.tobytes()
+        if key != self._labels_key:
+            kinds = self._kept(twin.topo.gpu_kind)
+            names = [k.display_name for k in twin.topo.kinds]
+            by_index = {j.index: j.spec.name for j in twin.jobs}
+            self._labels = {
+                e: {"modelName": names[int(k)], **({"job": by_index[int(o)]} if o >= 0 else {})}
+                for e, k, o in zip(self.entities("gpu"), kinds.tolist(), owner.tolist(), strict=True)
+            }
+            self._labels_key = key
+        return self._labels
 
     def _kept(self, arr: NDArray[Any]) -> NDArray[Any]:
         return arr if self.all_gpus else arr[self.gpu_idx]
@@ -128,7 +159,9 @@ class TelemetryRecorder:
         twin = self.twin
         ph = twin.physics
         a = ph.gpus
+        n_steps = 1
         if self.window and self.count:
+            n_steps = self.count
             inv = np.float32(1.0 / self.count)
             power = self.sum_power * inv
             temp = self.sum_temp * inv
@@ -146,21 +179,42 @@ class TelemetryRecorder:
             self._kept(a.user_limit_w), twin.chain.per_rack_limit_w().astype(np.float32)[self._kept(twin.topo.gpu_rack)]
         )
         powered = twin.node_powered[self._kept(twin.topo.gpu_node)]
+        hbm = self._kept(a.hbm_temp_c).copy()
+        max_mhz = self._kept(ph.clock_max_mhz)
+        clock = (clock_x * max_mhz) * powered
+        util = np.minimum(100.0, 200.0 * act[:, 1]).astype(np.float32)
+        energy = self._kept(a.energy_j).copy()
+        fb = fb * powered
+        sensors = self.sensors
+        if sensors is not None:  # what NVML would report: noisy, quantised readings of the exact model
+            power = sensors.power_w(power, n_steps)
+            temp, hbm = sensors.temp_c(temp), sensors.temp_c(hbm)
+            clock = sensors.clock_mhz(clock.astype(np.float32), self._kept(a.limited), max_mhz)
+            util, fb, energy = np.round(util), np.round(fb), quantise(energy, 1e-3)
         return {
             "DCGM_FI_DEV_POWER_USAGE": power,
             "DCGM_FI_DEV_GPU_TEMP": temp,
-            "DCGM_FI_DEV_MEMORY_TEMP": self._kept(a.hbm_temp_c).copy(),
-            "DCGM_FI_DEV_SM_CLOCK": (clock_x * self._kept(ph.clock_max_mhz)) * powered,
+            "DCGM_FI_DEV_MEMORY_TEMP": hbm,
+            "DCGM_FI_DEV_SM_CLOCK": clock,
             "DCGM_FI_DEV_POWER_MGMT_LIMIT": enforced,
             "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": self._kept(twin.clock_event_reasons()),
             "DCGM_FI_DEV_XID_ERRORS": self._kept(a.xid).copy(),
-            "DCGM_FI_DEV_GPU_UTIL": np.minimum(100.0, 200.0 * act[:, 1]).astype(np.float32),
+            "DCGM_FI_DEV_GPU_UTIL": util,
+            # Time a kernel runs, as a fraction: the same guess as GPU_UTIL (dcgm-exporter dashboards read this one).
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": util / np.float32(100.0),
             "DCGM_FI_PROF_SM_ACTIVE": act[:, 1].astype(np.float32),
             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": act[:, 0].astype(np.float32),
             "DCGM_FI_PROF_DRAM_ACTIVE": act[:, 2].astype(np.float32),
-            "DCGM_FI_DEV_FB_USED": (fb * powered).astype(np.float32),
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": self._kept(a.energy_j).copy(),
+            "DCGM_FI_DEV_FB_USED": fb.astype(np.float32),
+            "DCGM_FI_DEV_FB_FREE": (
+                np.maximum(self._hbm_mib()[self._kept(twin.topo.gpu_kind)] - fb, 0.0) * powered
+            ).astype(np.float32),
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy,
         }
+
+    def _hbm_mib(self) -> NDArray[np.float64]:
+        """HBM capacity per GPU kind, MiB (FB_FREE = capacity - FB_USED, as nvidia-smi reports it)."""
+        return np.array([k.hbm_bytes / MIB for k in self.twin.topo.kinds])
 
     def _slot_fb_mib(self) -> NDArray[np.float64]:
         twin = self.twin
@@ -259,7 +313,7 @@ def frames_of(twin: Twin, result: StepResult) -> list[Any]:
     rec = twin.telemetry
     frames = []
     if result.gpu is not None:
-        frames.append(Frame.from_dense(ts, rec.entities("gpu"), result.gpu, source="twin"))
+        frames.append(Frame.from_dense(ts, rec.entities("gpu"), result.gpu, labels=rec.gpu_labels(), source="twin"))
     if result.facility is not None:
         for level, cols in result.facility.items():
             frames.append(Frame.from_dense(ts, rec.entities(level), cols, source="twin"))

@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 
 from twinloop import __version__
 from twinloop.errors import InputError
+from twinloop.report.charts import ASSETS_DIR
 from twinloop.web import pages
 from twinloop.web.api import files, floor, incidents, jobs, live, overview, planner
 from twinloop.web.api.deps import RunFactory, WebState
@@ -109,6 +110,8 @@ def create_app(
         app.include_router(module.router)
     app.include_router(pages.router())
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    # the chart library and its renderer: the very files the HTML reports inline
+    app.mount("/vendor", StaticFiles(directory=ASSETS_DIR), name="vendor")
 
     @app.exception_handler(duckdb.Error)
     async def _store_error(request: Request, exc: duckdb.Error) -> JSONResponse:

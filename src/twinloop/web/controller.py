@@ -11,7 +11,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from twinloop.ops.respond.actions import ActionRequest, ActionResult
 from twinloop.ops.respond.policy import Mode
@@ -164,3 +165,47 @@ class ResponderController:
         with self.lock:
             self.responder.mode = mode  # type: ignore[assignment]
         return self.status()
+
+
+class DbController:
+    """A :class:`LoopController` for a watcher running in another process (``twinloop watch --db``), through its
+    control file (:mod:`twinloop.ops.live.control`): pending actions and status come from it, and approve/reject
+    are written to it for the watcher to apply at its next tick (under its guard rails).
+
+    Args:
+        path: the control file (``<db>.control.sqlite``).
+        run: the watcher's run name.
+    """
+
+    def __init__(self, path: str | Path, run: str = "watch") -> None:
+        from twinloop.ops.live.control import ControlChannel
+
+        self.channel = ControlChannel(path, run)
+        self.run = run
+
+    def status(self) -> dict[str, Any]:
+        """The watcher's last published status (scalars only) and the heartbeat's age."""
+        doc = self.channel.status()
+        return {k: v for k, v in doc.items() if isinstance(v, str | int | float | bool) or v is None}
+
+    def pending_actions(self) -> list[dict[str, Any]]:
+        """Actions the watcher is holding for a person."""
+        return [{**a, "clamped": bool(a["clamped"])} for a in self.channel.pending()]
+
+    def _decide(self, action_id: int, decision: Literal["approve", "reject"]) -> dict[str, Any]:
+        if not self.channel.decide(action_id, decision):
+            raise UnknownActionError(action_id)
+        return {
+            "action_id": int(action_id),
+            "status": f"{decision} sent",
+            "detail": "the watcher applies it at its next tick, under its guard rails",
+            "result_action_id": int(action_id),
+        }
+
+    def approve(self, action_id: int) -> dict[str, Any]:
+        """Send an approval to the watcher."""
+        return self._decide(action_id, "approve")
+
+    def reject(self, action_id: int) -> dict[str, Any]:
+        """Send a rejection to the watcher."""
+        return self._decide(action_id, "reject")

@@ -23,6 +23,8 @@ import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.report.levels import gpu_spec_of
+
 #: Hierarchy depth of each level in ``site/row/rack/node/gpu``.
 DEPTH = {"site": 1, "row": 2, "rack": 3, "node": 4, "gpu": 5}
 JOB_LEVEL = 0
@@ -39,6 +41,8 @@ class Topology:
         racks: rack ids, sorted; rack_row: index into ``rows`` per rack; rows: row ids, sorted.
         sites: site ids, sorted.
         job_of: job name per ``entity_id`` from the entity's ``job`` label (``""`` when unlabeled).
+        slowdown_c: slowdown temperature per ``entity_id`` of the catalog GPU its labels name (``gpu_kind`` or
+            ``modelName``), °C; NaN when unknown.
         by_name: entity id string → ``entity_id``.
     """
 
@@ -50,6 +54,7 @@ class Topology:
     rows: list[str]
     sites: list[str]
     job_of: list[str]
+    slowdown_c: NDArray[np.float64]
     by_name: dict[str, int] = field(repr=False)
 
     def ids_at(self, level: int) -> NDArray[np.int64]:
@@ -72,6 +77,7 @@ def build_topology(rows: list[tuple[int, str, str | None]]) -> Topology:
     size = max((r[0] for r in rows), default=-1) + 1
     names = [""] * size
     job_of = [""] * size
+    slowdown = np.full(size, np.nan)
     level = np.full(size, -1, dtype=np.int8)
     rack_name: list[str | None] = [None] * size
     for eid, name, labels in rows:
@@ -85,11 +91,15 @@ def build_topology(rows: list[tuple[int, str, str | None]]) -> Topology:
                 rack_name[eid] = "/".join(parts[:3])
         if labels:
             try:
-                job = json.loads(labels).get("job")
+                parsed = json.loads(labels)
+                job = parsed.get("job")
             except (ValueError, AttributeError):
-                job = None
+                parsed, job = None, None
             if isinstance(job, str):
                 job_of[eid] = job
+            if isinstance(parsed, dict) and len(parts) == DEPTH["gpu"]:
+                spec = gpu_spec_of({str(k): str(v) for k, v in parsed.items()})
+                slowdown[eid] = spec.slowdown_temp_c if spec is not None else np.nan
     racks = sorted({r for r in rack_name if r is not None}, key=natural_key)
     rack_index = {r: i for i, r in enumerate(racks)}
     rack = np.array([rack_index[r] if r is not None else -1 for r in rack_name], dtype=np.int32)
@@ -106,6 +116,7 @@ def build_topology(rows: list[tuple[int, str, str | None]]) -> Topology:
         rows=rows_ids,
         sites=sites,
         job_of=job_of,
+        slowdown_c=slowdown,
         by_name={n: i for i, n in enumerate(names) if n},
     )
 

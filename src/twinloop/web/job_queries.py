@@ -1,6 +1,10 @@
 """Job queries: lifecycle phases, step time, throughput, goodput, checkpoints and restarts from the job fields
 (``<site>/jobs/<name>`` entities), and a job's power profile from the GPUs labelled with it.
 
+``tokens_per_s`` is the mean of the reported throughput over the job's last ``RECENT_S`` seconds (or four
+step times, when longer): the twin reports a step's tokens in the tick the step completes (zero in between),
+so the newest sample alone reads 0 most of the time.
+
 Goodput here is the mean reported throughput since the job first left the queue (zero while it waits,
 ramps up or restarts). Work lost to a restart (iterations since the last checkpoint) is not visible in
 telemetry, so this is an upper bound on the twin's own goodput (``twinloop sim`` reports that one).
@@ -32,6 +36,22 @@ PHASE_NAMES: dict[int, str] = {
     7: "done",
 }
 QUEUED, SUSTAINED, CHECKPOINT = 0, 3, 4
+#: Window of the "now" throughput, s (at least four step times).
+RECENT_S = 60.0
+
+
+def _recent_rate(
+    cur: duckdb.DuckDBPyConnection, fid: int, windows: dict[int, tuple[float, float]]
+) -> dict[int, float | None]:
+    """Mean of field ``fid`` per job over its (from, to) window."""
+    if not windows:
+        return {}
+    rows = ", ".join(f"({int(j)}, {float(a)!r}, {float(b)!r})" for j, (a, b) in windows.items())
+    sql = (
+        f"WITH w(entity_id, t0, t1) AS (VALUES {rows}) SELECT s.entity_id, avg(s.value) FROM samples s "
+        f"JOIN w USING (entity_id) WHERE s.field_id = {int(fid)} AND s.ts > w.t0 AND s.ts <= w.t1 GROUP BY 1"
+    )
+    return {int(e): (None if v is None else float(v)) for e, v in cur.execute(sql).fetchall()}
 
 
 def phase_name(code: float | None) -> str | None:
@@ -85,6 +105,12 @@ def job_summaries(cur: duckdb.DuckDBPyConnection, db: TelemetryDB) -> list[JobSu
             "FROM samples s JOIN start USING (entity_id) WHERE s.ts >= start.t0 GROUP BY s.entity_id"
         )
         stats = {int(e): (g, m) for e, g, m in cur.execute(sql).fetchall()}
+    windows = {}
+    for j in jobs:
+        step = _num(cols[STEP_FIELD][j]) or 0.0
+        end = float(last_ts.get(j, newest))
+        windows[j] = (end - max(RECENT_S, 4.0 * step), end)
+    recent = _recent_rate(cur, fields[TPS_FIELD], windows) if TPS_FIELD in fields else {}
     out = []
     for j in jobs:
         name = topo.names[j]
@@ -107,7 +133,7 @@ def job_summaries(cur: duckdb.DuckDBPyConnection, db: TelemetryDB) -> list[JobSu
                 gpus=None if gpus is None else int(gpus),
                 step_time_s=_num(cols[STEP_FIELD][j]),
                 mean_step_time_s=_num(mean_step),
-                tokens_per_s=_num(cols[TPS_FIELD][j]),
+                tokens_per_s=_num(recent.get(j)),
                 goodput_tokens_per_s=_num(goodput),
                 sustained_fraction=sustained / wall if wall > 0 else None,
                 checkpoints=sum(1 for _, v, _ in ch if v == CHECKPOINT),

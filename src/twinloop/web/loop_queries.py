@@ -1,5 +1,9 @@
 """The loop's records (``loop_incidents``, ``loop_actions`` in the run's DuckDB file) for the incidents page:
 incidents grouped by cause, each with the actions taken and what came of them.
+
+Times are put on the telemetry's axis (``twinloop.report.timebase``): a twin run's records count simulated
+seconds, its telemetry absolute UTC seconds; the pages show one absolute axis. Passing ``t0_s`` (the telemetry's
+oldest timestamp) turns this on.
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from typing import Any
 import duckdb
 
 from twinloop.ops.records import read_table
-from twinloop.web.models import ActionRow, IncidentBrief, IncidentDetail, IncidentGroup
+from twinloop.report.timebase import record_offset_s
+from twinloop.web.models import ActionRow, IncidentBrief, IncidentDetail, IncidentGroup, InjectedFault
 
 SEVERITY_ORDER = ("info", "minor", "major", "critical")
 
@@ -41,14 +46,14 @@ def _severity_rank(s: str) -> int:
     return SEVERITY_ORDER.index(s) if s in SEVERITY_ORDER else -1
 
 
-def action_row(row: dict[str, Any]) -> ActionRow:
+def action_row(row: dict[str, Any], offset_s: float = 0.0) -> ActionRow:
     """An :class:`ActionRow` from a ``loop_actions`` row or a controller's pending-action dict."""
     value = row.get("value")
     incident = row.get("incident_id")
     return ActionRow(
         run=str(row.get("run", "")),
         action_id=int(row["action_id"]),
-        ts=float(row.get("ts") or 0.0),
+        ts=float(row.get("ts") or 0.0) + offset_s,
         kind=str(row.get("kind", "")),
         target=str(row.get("target", "")),
         value=None if value is None else float(value),
@@ -70,39 +75,63 @@ def effect(actions: list[ActionRow]) -> str:
     return ", ".join(sorted(statuses))
 
 
-def incident_brief(row: dict[str, Any]) -> IncidentBrief:
-    """An :class:`IncidentBrief` from a ``loop_incidents`` row."""
+def incident_brief(row: dict[str, Any], offset_s: float = 0.0) -> IncidentBrief:
+    """An :class:`IncidentBrief` from a ``loop_incidents`` row (times shifted by ``offset_s``)."""
     return IncidentBrief(
         run=str(row["run"]),
         incident_id=int(row["incident_id"]),
         event_class=str(row["event_class"]),
         root=str(row["root"]),
         severity=str(row["severity"]),
-        start_ts=float(row["start_ts"]),
-        end_ts=float(row["end_ts"]),
+        start_ts=float(row["start_ts"]) + offset_s,
+        end_ts=float(row["end_ts"]) + offset_s,
         n_members=int(row["n_members"]),
         n_detections=int(row["n_detections"]),
         status=str(row["status"]),
     )
 
 
-def open_incidents(cur: duckdb.DuckDBPyConnection) -> list[IncidentBrief]:
+def _offset(rows: list[dict[str, Any]], key: str, t0_s: float | None) -> float:
+    return record_offset_s((float(r[key]) for r in rows if r.get(key) is not None), t0_s)
+
+
+def open_incidents(cur: duckdb.DuckDBPyConnection, t0_s: float | None = None) -> list[IncidentBrief]:
     """Open incidents of every run, most severe first, then newest."""
-    rows = [incident_brief(r) for r in read_table(cur, "loop_incidents") if r["status"] == "open"]
+    table = read_table(cur, "loop_incidents")
+    off = _offset(table, "start_ts", t0_s)
+    rows = [incident_brief(r, off) for r in table if r["status"] == "open"]
     return sorted(rows, key=lambda i: (-_severity_rank(i.severity), -i.start_ts))
 
 
-def incident_groups(cur: duckdb.DuckDBPyConnection, run: str | None) -> list[IncidentGroup]:
+def incident_groups(cur: duckdb.DuckDBPyConnection, run: str | None, t0_s: float | None = None) -> list[IncidentGroup]:
     """Incidents of ``run`` (all runs when None) grouped by event class, with their actions and effect."""
     actions: dict[tuple[str, int], list[ActionRow]] = {}
-    for r in read_table(cur, "loop_actions", run):
-        a = action_row(r)
+    act_rows = read_table(cur, "loop_actions", run)
+    a_off = _offset(act_rows, "ts", t0_s)
+    for r in act_rows:
+        a = action_row(r, a_off)
         actions.setdefault((a.run, a.incident_id), []).append(a)
     groups: dict[str, list[IncidentDetail]] = {}
-    for r in read_table(cur, "loop_incidents", run):
-        brief = incident_brief(r)
+    inc_rows = read_table(cur, "loop_incidents", run)
+    i_off = _offset(inc_rows, "start_ts", t0_s)
+    truth: dict[str, list[InjectedFault]] = {}
+    gt_rows = read_table(cur, "loop_ground_truth", run)
+    g_off = _offset(gt_rows, "start_ts", t0_s)
+    for g in gt_rows:
+        truth.setdefault(str(g["run"]), []).append(
+            InjectedFault(
+                fault=str(g["fault"]),
+                entity=str(g["entity"]),
+                start_ts=float(g["start_ts"]) + g_off,
+                end_ts=float(g["end_ts"]) + g_off,
+            )
+        )
+    for r in inc_rows:
+        brief = incident_brief(r, i_off)
         acts = actions.get((brief.run, brief.incident_id), [])
-        detail = IncidentDetail(**brief.model_dump(), actions=acts, effect=effect(acts))
+        # the twin knows where a fault really was (e.g. the straggling GPU behind a job-level straggler)
+        injected = [f for f in truth.get(brief.run, []) if f.start_ts <= brief.end_ts and f.end_ts >= brief.start_ts]
+        detail = IncidentDetail(**brief.model_dump(), actions=acts, effect=effect(acts), injected=injected)
         groups.setdefault(brief.event_class, []).append(detail)
     out = [
         IncidentGroup(
@@ -116,6 +145,8 @@ def incident_groups(cur: duckdb.DuckDBPyConnection, run: str | None) -> list[Inc
     return sorted(out, key=lambda g: (-_severity_rank(g.worst_severity), -g.count, g.event_class))
 
 
-def action_log(cur: duckdb.DuckDBPyConnection, run: str | None) -> list[ActionRow]:
+def action_log(cur: duckdb.DuckDBPyConnection, run: str | None, t0_s: float | None = None) -> list[ActionRow]:
     """Every recorded action of ``run`` (all runs when None), by run and action id."""
-    return [action_row(r) for r in read_table(cur, "loop_actions", run)]
+    rows = read_table(cur, "loop_actions", run)
+    off = _offset(rows, "ts", t0_s)
+    return [action_row(r, off) for r in rows]

@@ -56,6 +56,22 @@ class RackHeat(_Out):
     mean_gpu_temp_c: float | None
     power_w: float | None
     throttled_gpus: int
+    temp_headroom_c: float | None = Field(
+        None, description="least headroom of the rack's GPUs to their own slowdown temperature, °C"
+    )
+    power_fraction: float | None = Field(None, description="the rack's GPU power over their enforced power limits")
+    temp_level: int | None = Field(None, description="index into Floor.temp_levels")
+    power_level: int | None = Field(None, description="index into Floor.power_levels")
+
+
+class ColorLevel(_Out):
+    """One colour band [min, max) of a quantity, with the text colour for contrast on it."""
+
+    label: str
+    min: float | None
+    max: float | None
+    color: str
+    ink: str
 
 
 class Throttling(_Out):
@@ -123,6 +139,10 @@ class Floor(_Out):
     rows: list[FloorRow]
     temp_range_c: tuple[float, float] | None
     power_range_w: tuple[float, float] | None
+    temp_levels: list[ColorLevel] = Field(default_factory=list, description="headroom to slowdown, °C")
+    power_levels: list[ColorLevel] = Field(default_factory=list, description="fraction of the power limit")
+    slowdown_assumed_gpus: int = Field(0, description="GPUs of unknown model, judged against the default slowdown")
+    slowdown_default_c: float | None = None
 
 
 class Sparkline(_Out):
@@ -186,6 +206,8 @@ class GpuHistory(_Out):
     temp_c: list[float | None]
     clock_mhz: list[float | None]
     power_limit_w: list[float | None]
+    slowdown_temp_c: float | None = Field(None, description="this GPU's slowdown temperature (catalog), °C")
+    slowdown_assumed: bool = Field(False, description="the GPU's model is unknown: slowdown_temp_c is the default")
     clock_event_reasons: list[int | None]
     reason_spans: list[ReasonSpan]
     latest: GpuNow | None
@@ -259,11 +281,24 @@ class ActionRow(_Out):
     clamped: bool
 
 
+class InjectedFault(_Out):
+    """A fault the twin injected (the run's ground truth), on the same time axis as the incidents."""
+
+    fault: str
+    entity: str
+    start_ts: float
+    end_ts: float
+
+
 class IncidentDetail(IncidentBrief):
     """An incident with the actions taken for it and their effect."""
 
     actions: list[ActionRow]
     effect: str
+    injected: list[InjectedFault] = Field(
+        default_factory=list,
+        description="twin runs only: faults injected while the incident was open (where it really was)",
+    )
 
 
 class IncidentGroup(_Out):

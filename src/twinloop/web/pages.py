@@ -62,6 +62,8 @@ def shell(page: str, title: str) -> str:
 </header>
 <div id="notice" class="notice" hidden></div>
 <main id="main"><p class="muted">Loading…</p></main>
+<script src="/vendor/echarts.min.js"></script>
+<script src="/vendor/twinloop-charts.js"></script>
 <script src="/static/app.js"></script>
 </body>
 </html>

@@ -26,6 +26,12 @@ from twinloop.hardware.power import (
     CLOCK_EVENT_SW_THERMAL,
     CLOCK_EVENT_SYNC_BOOST,
 )
+from twinloop.report.levels import (
+    POWER_FRACTION_LEVELS,
+    TEMP_HEADROOM_LEVELS,
+    default_slowdown_temp_c,
+    level_index,
+)
 from twinloop.web.db import DEPTH, TelemetryDB, Topology, natural_key
 from twinloop.web.models import RackHeat, SitePower, Throttling
 
@@ -181,6 +187,7 @@ class RackStats:
     """Per-rack aggregates now, aligned with ``Topology.racks``, and the fleet's throttling."""
 
     heat: list[RackHeat]
+    slowdown_assumed_gpus: int
     throttling: Throttling
 
 
@@ -209,8 +216,8 @@ def rack_stats(cur: duckdb.DuckDBPyConnection, db: TelemetryDB, now_window_s: fl
     n_racks = len(topo.racks)
     empty = Throttling(gpus_reporting=0, gpus_throttled=0, by_reason={})
     if newest is None or not n_racks:
-        return RackStats([], empty)
-    vals = latest(cur, fields, (TEMP, POWER, REASONS, RACK_POWER), newest - now_window_s)
+        return RackStats([], 0, empty)
+    vals = latest(cur, fields, (TEMP, POWER, REASONS, RACK_POWER, LIMIT), newest - now_window_s)
     size = len(topo.names)
     gpus = topo.ids_at(DEPTH["gpu"])
     g_rack = topo.rack[gpus].astype(np.int64)
@@ -224,6 +231,18 @@ def rack_stats(cur: duckdb.DuckDBPyConnection, db: TelemetryDB, now_window_s: fl
     racks_ids = np.array([topo.by_name.get(r, -1) for r in topo.racks], dtype=np.int64)
     measured = np.where(racks_ids >= 0, rack_power[np.maximum(racks_ids, 0)], np.nan)
     power_w = np.where(np.isfinite(measured), measured, np.where(power_n > 0, gpu_power, np.nan))
+    slow = topo.slowdown_c[gpus]
+    assumed = np.isnan(slow)
+    slow = np.where(assumed, default_slowdown_temp_c(), slow)
+    headroom = -_group_max(g_rack, temp - slow, n_racks)  # the GPU nearest its own slowdown
+    limit = vals[LIMIT].lookup(size)[gpus]
+    both = np.isfinite(power) & np.isfinite(limit) & (limit > 0)
+    p_sum = np.bincount(g_rack[both], weights=power[both], minlength=n_racks)
+    l_sum = np.bincount(g_rack[both], weights=limit[both], minlength=n_racks)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fraction = np.where(l_sum > 0, p_sum / np.maximum(l_sum, 1e-9), np.nan)
+    t_level = level_index(headroom, TEMP_HEADROOM_LEVELS)
+    p_level = level_index(fraction, POWER_FRACTION_LEVELS)
     reporting = np.isfinite(reasons)
     mask = np.where(reporting, reasons, 0).astype(np.int64)
     throttled = (mask & THROTTLE_MASK) != 0
@@ -239,11 +258,16 @@ def rack_stats(cur: duckdb.DuckDBPyConnection, db: TelemetryDB, now_window_s: fl
             mean_gpu_temp_c=_num(mean_t[i]),
             power_w=_num(power_w[i]),
             throttled_gpus=int(throttled_per_rack[i]),
+            temp_headroom_c=_num(headroom[i]),
+            power_fraction=_num(fraction[i]),
+            temp_level=int(t_level[i]) if t_level[i] >= 0 else None,
+            power_level=int(p_level[i]) if p_level[i] >= 0 else None,
         )
         for i in range(n_racks)
     ]
     return RackStats(
         heat,
+        int((assumed & np.isfinite(temp)).sum()),
         Throttling(
             gpus_reporting=int(reporting.sum()),
             gpus_throttled=int(throttled.sum()),

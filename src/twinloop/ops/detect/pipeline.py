@@ -21,6 +21,7 @@ How a firing becomes a class:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,17 @@ DEFAULT_FIELD_DETECTORS: Mapping[str, str] = {
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "cusum",
     "DCGM_FI_PROF_DRAM_ACTIVE": "cusum",
     "DCGM_FI_DEV_FB_USED": "cusum",
+}
+
+#: Reading resolution per field (NVML: whole °C, 15 MHz SM clock bins; power "accurate to within +/- 5 W" per the
+#: nvidia-smi documentation of power.draw). A per-field detector's scale floor is at least the rounding noise of
+#: that resolution (step / sqrt(12)), so a reading flickering between two bins, or an idle GPU's power moving by
+#: a watt, is no change; set ``min_std_abs`` in ``detector_params`` to override.
+FIELD_RESOLUTION: Mapping[str, float] = {
+    "DCGM_FI_DEV_GPU_TEMP": 1.0,
+    "DCGM_FI_DEV_MEMORY_TEMP": 1.0,
+    "DCGM_FI_DEV_SM_CLOCK": 15.0,
+    "DCGM_FI_DEV_POWER_USAGE": 5.0,
 }
 
 #: Fields whose change means the workload changed (explains a power/temperature change as benign).
@@ -132,6 +144,21 @@ class PipelineConfig:
     threshold_scale: Mapping[str, float] = field(default_factory=dict)
 
 
+def _field_params(name: str, detector: str, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Parameters of ``detector`` watching field ``name``: the overrides, plus the field's resolution floor."""
+    params = dict(overrides.get(detector, {}))
+    resolution = FIELD_RESOLUTION.get(name)
+    if resolution is not None and "min_std_abs" not in params:
+        from twinloop.ops.detect import load_variants
+        from twinloop.ops.detect.base import REGISTRY
+
+        load_variants()
+        cls = REGISTRY.get(detector)
+        if cls is not None and "min_std_abs" in {f.name for f in dataclasses.fields(cls.params_cls)}:
+            params["min_std_abs"] = float(resolution / np.sqrt(12.0))
+    return params
+
+
 class DetectionPipeline:
     """Detectors + rules + grouping over a fixed set of GPUs.
 
@@ -155,7 +182,7 @@ class DetectionPipeline:
         c = self.config
         self.limits = limits or GpuLimits.default(n)
         self.detectors: dict[str, Detector[Any]] = {
-            f: make_detector(name, source=f"field_detectors.{f}", **dict(c.detector_params.get(name, {})))
+            f: make_detector(name, source=f"field_detectors.{f}", **_field_params(f, name, c.detector_params))
             for f, name in c.field_detectors.items()
         }
         self.hw_rules: list[Rule] = hardware_rules() + cdu_rules()
@@ -226,7 +253,10 @@ class DetectionPipeline:
             det = self.detectors.get(source)
             if det is not None and det.name in DETECTOR_THRESHOLDS:
                 attr = DETECTOR_THRESHOLDS[det.name]
-                params = {**self.config.detector_params.get(det.name, {}), attr: getattr(det.params, attr) * m}
+                params = {
+                    **_field_params(source, det.name, self.config.detector_params),
+                    attr: getattr(det.params, attr) * m,
+                }
                 self.detectors[source] = make_detector(det.name, source=where, **params)
             elif source in RULE_THRESHOLDS and source in rules:
                 for attr in RULE_THRESHOLDS[source]:

@@ -1,15 +1,21 @@
 """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] -lms N`` output, live or from a file.
 
-Column order comes from a header line when there is one (``--format=csv``; unit suffixes such as
-``power.draw [W]`` are stripped) or else from ``columns`` (the ``--query-gpu`` list used). Values may carry
-units (``250.50 W``, ``1980 MHz``, ``45 %``, ``1024 MiB``); ``[N/A]``/``[Not Supported]`` cells are counted as
-``unavailable``; lines with too few cells are ``truncated``; anything unparsable is a ``parse_error``
-naming the line. nvidia-smi prints local time (``YYYY/MM/DD HH:MM:SS.mmm``): ``utc_offset_h`` says which
-zone the file was recorded in (``None`` = this machine's zone).
+Any ``--query-gpu`` column set is read. Column order comes from a header line when there is one
+(``--format=csv``) or else from ``columns`` (the ``--query-gpu`` list used). Known columns
+(:data:`QUERY_FIELDS`, :data:`LABEL_COLUMNS`) are mapped to fields and labels; any other column
+(``pstate``, ``fan.speed`` ...) is reported once as ``unknown_column`` and skipped, and the rest of the row
+still comes through. Units are read from the header (``power.draw [W]``, ``memory.used [MiB]``,
+``clocks.sm [MHz]``, ``utilization.gpu [%]``, ``temperature.gpu [C]``) and from the cells (``250.50 W``,
+``1.98 GHz``) and converted to the field's unit; a unit that does not convert is a ``parse_error`` naming the
+column. ``[N/A]``/``[Not Supported]`` cells are counted as ``unavailable``; lines with too few cells are
+``truncated``; anything unparsable is a ``parse_error`` naming the line. nvidia-smi prints local time
+(``YYYY/MM/DD HH:MM:SS.mmm``): ``utc_offset_h`` says which zone the file was recorded in (``None`` = this
+machine's zone).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -33,8 +39,15 @@ QUERY_FIELDS: dict[str, str] = {
     "power.limit": "DCGM_FI_DEV_POWER_MGMT_LIMIT",
     "temperature.gpu": "DCGM_FI_DEV_GPU_TEMP",
     "temperature.memory": "DCGM_FI_DEV_MEMORY_TEMP",
+    "power.draw.average": "DCGM_FI_DEV_POWER_USAGE",
+    "power.draw.instant": "DCGM_FI_DEV_POWER_USAGE_INSTANT",
+    "enforced.power.limit": "DCGM_FI_DEV_POWER_MGMT_LIMIT",
     "clocks.sm": "DCGM_FI_DEV_SM_CLOCK",
+    "clocks.current.sm": "DCGM_FI_DEV_SM_CLOCK",
     "clocks.mem": "DCGM_FI_DEV_MEM_CLOCK",
+    "clocks.current.memory": "DCGM_FI_DEV_MEM_CLOCK",
+    "utilization.encoder": "DCGM_FI_DEV_ENC_UTIL",
+    "utilization.decoder": "DCGM_FI_DEV_DEC_UTIL",
     "clocks_event_reasons.active": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
     "clocks_throttle_reasons.active": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
     "utilization.gpu": "DCGM_FI_DEV_GPU_UTIL",
@@ -50,8 +63,19 @@ QUERY_FIELDS: dict[str, str] = {
     "remapped_rows.pending": "DCGM_FI_DEV_ROW_REMAP_PENDING",
     "remapped_rows.failure": "DCGM_FI_DEV_ROW_REMAP_FAILURE",
 }
-LABEL_COLUMNS = {"uuid": "UUID", "name": "modelName", "pci.bus_id": "pci_bus_id"}
+LABEL_COLUMNS = {"uuid": "UUID", "name": "modelName", "gpu_name": "modelName", "pci.bus_id": "pci_bus_id",
+                 "gpu_bus_id": "pci_bus_id", "gpu_uuid": "UUID"}  # fmt: skip
 KNOWN_COLUMNS = {"timestamp", "index", *LABEL_COLUMNS, *QUERY_FIELDS}
+
+#: field unit → unit spelled in a header or cell (lower case) → factor to the field's unit.
+UNIT_FACTORS: dict[str, dict[str, float]] = {
+    "W": {"w": 1.0, "mw": 1e-3, "kw": 1e3},
+    "MHz": {"mhz": 1.0, "ghz": 1e3, "khz": 1e-3, "hz": 1e-6},
+    "MiB": {"mib": 1.0, "gib": 1024.0, "kib": 1.0 / 1024.0, "b": 1.0 / 2**20, "mb": 1e6 / 2**20, "gb": 1e9 / 2**20},
+    "%": {"%": 1.0},
+    "C": {"c": 1.0, "°c": 1.0, "degc": 1.0},
+}
+_HEADER_CELL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:\[([^\]]*)\])?\s*$")
 
 DEFAULT_COLUMNS: tuple[str, ...] = (
     "timestamp", "index", "uuid", "name", "power.draw", "power.limit", "temperature.gpu", "temperature.memory",
@@ -60,7 +84,7 @@ DEFAULT_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 _UNAVAILABLE = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[gpu is lost]", "[no data]"}
-_NUMBER = re.compile(r"^\s*(0x[0-9a-fA-F]+|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?:[A-Za-z%/]+)?\s*$")
+_NUMBER = re.compile(r"^\s*(0x[0-9a-fA-F]+|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/°]+)?\s*$")
 _BOOL = {"yes": 1.0, "no": 0.0, "true": 1.0, "false": 0.0, "active": 1.0, "not active": 0.0}
 
 
@@ -88,8 +112,10 @@ class NvidiaSmiConfig(SourceConfig):
     batch_rows: int = Field(default=50_000, ge=1)
 
 
-def parse_value(text: str) -> float | None:
-    """A number from an nvidia-smi cell (units and hex allowed); ``None`` when not available.
+def parse_cell(text: str) -> tuple[float | None, str | None]:
+    """A number and its unit (lower case, ``None`` when absent) from an nvidia-smi cell.
+
+    Returns ``(None, None)`` for a not-available marker.
 
     Raises:
         ValueError: the cell is neither a number, a yes/no, nor a not-available marker.
@@ -97,14 +123,49 @@ def parse_value(text: str) -> float | None:
     t = text.strip()
     low = t.lower()
     if low in _UNAVAILABLE:
-        return None
+        return None, None
     if low in _BOOL:
-        return _BOOL[low]
+        return _BOOL[low], None
     m = _NUMBER.match(t)
     if not m:
-        raise ValueError(f"not a number: {text!r}")
-    num = m.group(1)
-    return float(int(num, 16)) if num.lower().startswith("0x") else float(num)
+        raise ValueError(f"not a number: {text[:40]!r}")
+    num, unit = m.group(1), m.group(2)
+    value = float(int(num, 16)) if num.lower().startswith("0x") else float(num)
+    return value, (unit.lower() if unit else None)
+
+
+def parse_value(text: str) -> float | None:
+    """A number from an nvidia-smi cell (units and hex allowed, not converted); ``None`` when not available.
+
+    Raises:
+        ValueError: the cell is neither a number, a yes/no, nor a not-available marker.
+    """
+    return parse_cell(text)[0]
+
+
+def unit_factor(field: str, unit: str | None) -> float | None:
+    """Factor from ``unit`` to ``field``'s unit (1 when no unit is given); ``None`` when it does not convert."""
+    if unit is None:
+        return 1.0
+    return UNIT_FACTORS.get(_unit_of(field), {}).get(unit.lower())
+
+
+def _unit_of(field: str) -> str:
+    from twinloop.telemetry.fields import FIELD_BY_NAME
+
+    spec = FIELD_BY_NAME.get(field)
+    return spec.unit if spec is not None else ""
+
+
+def parse_header(line: str) -> list[tuple[str, str | None]] | None:
+    """``[(column, unit)]`` when ``line`` is an nvidia-smi CSV header (it names ``index``), else ``None``."""
+    out: list[tuple[str, str | None]] = []
+    for cell in line.rstrip("\r\n").split(","):
+        m = _HEADER_CELL.match(cell)
+        if m is None:
+            return None
+        out.append((m.group(1).lower(), m.group(2).strip() if m.group(2) else None))
+    return out if any(name == "index" for name, _ in out) else None
 
 
 class NvidiaSmiParser:
@@ -112,7 +173,10 @@ class NvidiaSmiParser:
 
     def __init__(self, cfg: NvidiaSmiConfig, source: str) -> None:
         self.source = source
-        self.columns = list(cfg.columns)
+        self.columns: list[str] = []
+        self.units: list[str | None] = []
+        self.header_line: int | None = None
+        self._set_columns([(c.lower(), None) for c in cfg.columns])
         self.prefix = (cfg.node_prefix or default_node_prefix()).rstrip("/")
         offset = cfg.utc_offset_h
         self.tz = datetime.now().astimezone().tzinfo if offset is None else timezone(timedelta(hours=offset))
@@ -124,6 +188,22 @@ class NvidiaSmiParser:
         self.lines: list[int] = []
         self.labels: dict[str, dict[str, str]] = {}
         self.last_index: int | None = None
+
+    def _set_columns(self, cols: list[tuple[str, str | None]]) -> None:
+        self.columns = [c for c, _ in cols]
+        self.units = [u for _, u in cols]
+        self._columns_checked = False
+
+    def _unknown(self, report: IngestReport, lineno: int) -> None:
+        """Report each column that is neither mapped nor a label once (it is skipped, the row is kept)."""
+        if self._columns_checked:
+            return
+        self._columns_checked = True
+        for col in dict.fromkeys(self.columns):
+            if col not in KNOWN_COLUMNS:
+                where = self.header_line if self.header_line is not None else lineno
+                msg = f"column {col!r} is not mapped to a field; skipped (the other columns are read)"
+                report.add("unknown_column", self.source, where, msg)
 
     def _parse_time(self, text: str) -> float:
         t = text.strip()
@@ -140,12 +220,15 @@ class NvidiaSmiParser:
         """Parse one output line; returns the GPU index of the sample (``None`` for headers and bad lines)."""
         if not line.strip():
             return None
-        cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
-        names = [re.sub(r"\s*\[.*\]$", "", c).strip().lower() for c in cells]
-        if names and all(n in KNOWN_COLUMNS for n in names) and "index" in names:
-            self.columns = names
+        header = parse_header(line)
+        if header is not None:
+            self.header_line = lineno
+            self._set_columns(header)
             self.header_seen = True
+            self._unknown(report, lineno)
             return None
+        self._unknown(report, lineno)
+        cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
         if len(cells) < len(self.columns):
             report.add("truncated", self.source, lineno, f"{len(cells)} of {len(self.columns)} columns")
             return None
@@ -153,11 +236,17 @@ class NvidiaSmiParser:
             report.add("parse_error", self.source, lineno, f"{len(cells)} cells, expected {len(self.columns)}")
             return None
         row = dict(zip(self.columns, cells, strict=True))
+        if "index" not in row:
+            report.add("parse_error", self.source, lineno, "no 'index' column (add index to --query-gpu)")
+            return None
         try:
             index = int(row["index"])
             ts = self._parse_time(row["timestamp"]) if "timestamp" in row else time.time()
-        except (KeyError, ValueError) as exc:
+        except (ValueError, OverflowError, OSError) as exc:
             report.add("parse_error", self.source, lineno, f"bad index or timestamp: {exc}")
+            return None
+        if not math.isfinite(ts) or index < 0:
+            report.add("parse_error", self.source, lineno, f"bad index or timestamp: {row.get('timestamp')!r}")
             return None
         entity = f"{self.prefix}/gpu{index}"
         labels = self.labels.setdefault(entity, {"gpu": str(index), "device": f"nvidia{index}",
@@ -165,18 +254,26 @@ class NvidiaSmiParser:
         for col, label in LABEL_COLUMNS.items():
             if col in row and row[col].lower() not in _UNAVAILABLE:
                 labels[label] = row[col]
-        for col, cell in row.items():
+        for k, (col, cell) in enumerate(zip(self.columns, cells, strict=True)):
             field = QUERY_FIELDS.get(col)
             if field is None:
                 continue
             try:
-                v = parse_value(cell)
+                v, cell_unit = parse_cell(cell)
             except ValueError as exc:
                 report.add("parse_error", self.source, lineno, f"{col}: {exc}")
                 continue
             if v is None:
                 report.add("unavailable", self.source, lineno, f"{col} is {cell}")
                 continue
+            unit = cell_unit or self.units[k]
+            factor = unit_factor(field, unit)
+            if factor is None:
+                allowed = ", ".join(UNIT_FACTORS.get(_unit_of(field), {})) or "none"
+                msg = f"{col}: unit {unit!r} does not convert to {field} (allowed: {allowed})"
+                report.add("parse_error", self.source, lineno, msg)
+                continue
+            v *= factor
             self.ts.append(ts)
             self.entity.append(entity)
             self.field.append(field)

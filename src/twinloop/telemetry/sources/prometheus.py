@@ -33,7 +33,10 @@ from twinloop.telemetry.sources.base import Source, SourceConfig
 ALL_FIELDS_QUERY = '{__name__=~"DCGM_FI_.*|TWINLOOP_FI_.*"}'
 #: Prometheus label → twinloop entity label.
 LABEL_MAP = {"UUID": "UUID", "modelName": "modelName", "Hostname": "Hostname", "gpu": "gpu", "device": "device",
-             "pci_bus_id": "pci_bus_id", "hpc_job": "job", "exported_job": "job", "model": "model"}  # fmt: skip
+             "pci_bus_id": "pci_bus_id", "hpc_job": "job", "exported_job": "job", "model": "model",
+             # dcgm-exporter's Kubernetes pod mapping and MIG instance labels, kept as they are.
+             "pod": "pod", "namespace": "namespace", "container": "container", "GPU_I_ID": "GPU_I_ID",
+             "GPU_I_PROFILE": "GPU_I_PROFILE", "DCGM_FI_DRIVER_VERSION": "DCGM_FI_DRIVER_VERSION"}  # fmt: skip
 
 
 class PrometheusConfig(SourceConfig):

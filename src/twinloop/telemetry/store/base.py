@@ -18,8 +18,11 @@ class Store(Protocol):
     hierarchy (``"site0/row1"`` matches ``site0/row1/...`` but not ``site0/row10``); ``""`` selects all.
     """
 
-    def append(self, frame: Frame) -> int:
-        """Store all rows of ``frame`` atomically (all or none); returns the rows written."""
+    def append(self, frame: Frame, source_key: str | None = None) -> int:
+        """Store the rows of ``frame`` atomically (all or none); returns the rows written.
+
+        With ``source_key``, rows that source already stored (same entity, field, timestamp) are skipped.
+        """
         ...
 
     def query(

@@ -6,6 +6,7 @@ Schema (normalized so the big table holds only numbers)::
     fields(field_id SMALLINT PRIMARY KEY, name VARCHAR UNIQUE)
     samples(ts DOUBLE -- epoch s UTC, entity_id INTEGER, field_id SMALLINT, value DOUBLE)
     rollup_1m(bucket, entity_id, field_id, min, max, sum, count, first_ts, last_ts, last) -- see rollup.py
+    ingests(source VARCHAR, ts_min DOUBLE, ts_max DOUBLE, n_rows BIGINT) -- time range of each batch per source
 
 Every :meth:`DuckDBStore.append` is one transaction: new entity/field ids and the samples commit together
 or not at all, so a crash (even ``kill -9``) mid-append loses at most that batch; DuckDB's write-ahead log
@@ -13,6 +14,11 @@ replays committed batches on the next open. Samples go in through DuckDB's Arrow
 over rows); rows arrive field-major, so DuckDB's per-row-group min/max indexes skip other fields at query
 time. Per-minute rollups written in the same transaction let aggregates and downsampling over long
 ranges read whole minutes from ``rollup_1m`` and raw samples only at the range's edges.
+
+Idempotent ingest: an append that names its ``source_key`` records the batch's time range in ``ingests`` in the
+same transaction. When a later batch of the same source overlaps a recorded range (a file ingested again after
+a crash), the rows already stored (same entity, field and timestamp) are left out; a batch that overlaps
+nothing skips the check, so a first ingest pays nothing for it.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from twinloop.errors import InputError, unknown_name
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.store.rollup import BUCKET_S, ROLLUP_DDL, full_minutes, rollup
+from twinloop.telemetry.validate import MAX_SANE_TS_S
 
 _SCHEMA = (
     """
 CREATE TABLE IF NOT EXISTS entities(entity_id INTEGER PRIMARY KEY, entity VARCHAR UNIQUE, labels VARCHAR);
 CREATE TABLE IF NOT EXISTS fields(field_id SMALLINT PRIMARY KEY, name VARCHAR UNIQUE);
 CREATE TABLE IF NOT EXISTS samples(ts DOUBLE, entity_id INTEGER, field_id SMALLINT, value DOUBLE);
+CREATE TABLE IF NOT EXISTS ingests(source VARCHAR, ts_min DOUBLE, ts_max DOUBLE, n_rows BIGINT);
 """
     + ROLLUP_DDL
 )
@@ -61,6 +69,7 @@ class DuckDBStore:
         self._con: duckdb.DuckDBPyConnection | None = None
         self._entity_ids: dict[str, int] = {}
         self._labels: dict[str, str] = {}
+        self._label_objs: dict[str, Mapping[str, str]] = {}
         self._field_ids: dict[str, int] = {}
 
     # ----- connection ---------------------------------------------------------------------------------
@@ -106,14 +115,23 @@ class DuckDBStore:
         self.close()
 
     # ----- writing ------------------------------------------------------------------------------------
-    def append(self, frame: Frame) -> int:
-        """Store all rows of ``frame`` in one transaction; returns the rows written.
+    def append(self, frame: Frame, source_key: str | None = None) -> int:
+        """Store the rows of ``frame`` in one transaction; returns the rows written.
 
         Field names must already be canonical (:class:`~twinloop.telemetry.validate.Validator` does it).
+
+        Args:
+            frame: the samples.
+            source_key: where they come from (``kind:absolute path``); when given, rows this source already
+                stored (same entity, field and timestamp, within a recorded time range) are not written again.
         """
         if not len(frame):
             return 0
         con = self.con
+        if source_key is not None:
+            frame = self._not_yet_stored(frame, source_key)
+            if not len(frame):
+                return 0
         new_ents = [e for e in dict.fromkeys(frame.entities) if e not in self._entity_ids]
         new_flds = [f for f in dict.fromkeys(frame.fields) if f not in self._field_ids]
         ent_ids = dict(self._entity_ids)
@@ -123,9 +141,15 @@ class DuckDBStore:
         for f in new_flds:
             fld_ids[f] = len(fld_ids)
         label_rows = []
+        seen: dict[str, Mapping[str, str]] = {}
         for ent, lab in frame.labels.items():
+            # A producer that hands the same label dict again (the twin, every step) costs no JSON encoding;
+            # producers replace a label dict when labels change, never mutate one they handed out.
+            if self._label_objs.get(ent) is lab or ent not in ent_ids:
+                continue
+            seen[ent] = lab
             text = json.dumps(dict(lab), sort_keys=True)
-            if self._labels.get(ent) != text and ent in ent_ids:
+            if self._labels.get(ent) != text:
                 label_rows.append((text, ent))
         e_lut = np.array([ent_ids[e] for e in frame.entities], dtype=np.int32)
         f_lut = np.array([fld_ids[f] for f in frame.fields], dtype=np.int16)
@@ -156,6 +180,9 @@ class DuckDBStore:
                     "UPDATE entities SET labels = n.labels FROM _twinloop_lab n WHERE entities.entity = n.entity"
                 )
                 con.unregister("_twinloop_lab")
+            if source_key is not None:
+                span = [source_key, float(frame.ts_s.min()), float(frame.ts_s.max()), len(frame)]
+                con.execute("INSERT INTO ingests VALUES (?, ?, ?, ?)", span)
             con.register("_twinloop_batch", batch)
             con.execute("INSERT INTO samples SELECT * FROM _twinloop_batch")
             con.unregister("_twinloop_batch")
@@ -169,7 +196,40 @@ class DuckDBStore:
         self._entity_ids = ent_ids
         self._field_ids = fld_ids
         self._labels.update({ent: text for text, ent in label_rows})
+        self._label_objs.update(seen)
         return len(frame)
+
+    def _not_yet_stored(self, frame: Frame, source_key: str) -> Frame:
+        """``frame`` without the rows ``source_key`` already stored (checked only where its ranges overlap)."""
+        con = self.con
+        lo, hi = float(frame.ts_s.min()), float(frame.ts_s.max())
+        row = con.execute("SELECT count(*) FROM ingests WHERE source = ? AND ts_max >= ? AND ts_min <= ?",
+                          [source_key, lo, hi]).fetchone()  # fmt: skip
+        if not row or not row[0]:
+            return frame
+        e_lut = np.array([self._entity_ids.get(e, -1) for e in frame.entities], dtype=np.int64)
+        f_lut = np.array([self._field_ids.get(f, -1) for f in frame.fields], dtype=np.int64)
+        e_ids, f_ids = e_lut[frame.entity_idx], f_lut[frame.field_idx]
+        known = np.flatnonzero((e_ids >= 0) & (f_ids >= 0))  # rows of new entities or fields cannot be stored
+        if not known.size:
+            return frame
+        probe = pa.table({"i": pa.array(known, pa.int64()), "ts": pa.array(frame.ts_s[known], pa.float64()),
+                          "entity_id": pa.array(e_ids[known].astype(np.int32), pa.int32()),
+                          "field_id": pa.array(f_ids[known].astype(np.int16), pa.int16())})  # fmt: skip
+        con.register("_twinloop_probe", probe)
+        try:
+            stored = con.execute(
+                "SELECT p.i FROM _twinloop_probe p SEMI JOIN (SELECT ts, entity_id, field_id FROM samples "
+                "WHERE ts BETWEEN ? AND ?) s ON p.ts = s.ts AND p.entity_id = s.entity_id AND p.field_id = s.field_id",
+                [lo, hi],
+            ).fetchnumpy()["i"]
+        finally:
+            con.unregister("_twinloop_probe")
+        if not len(stored):
+            return frame
+        keep = np.ones(len(frame), dtype=bool)
+        keep[np.asarray(stored, dtype=np.int64)] = False
+        return frame.take(keep)
 
     def delete_before(self, ts_s: float) -> int:
         """Retention: delete samples with ``ts < ts_s``; returns the rows deleted.
@@ -223,8 +283,12 @@ class DuckDBStore:
         until_s: float | None,
         ts_col: str = "s.ts",
         extra: str = "",
+        sane_col: str = "s.ts",
     ) -> tuple[str, list[Any]]:
-        clauses: list[str] = [extra] if extra else []
+        # Stores written before timestamps were validated may hold NaN, inf or absurd times: never read them.
+        clauses: list[str] = [f"isfinite({sane_col}) AND {sane_col} BETWEEN 0 AND {MAX_SANE_TS_S!r}"]
+        if extra:
+            clauses.append(extra)
         params: list[Any] = []
         if field_id is not None:
             clauses.append("s.field_id = ?")
@@ -282,7 +346,7 @@ class DuckDBStore:
         lo, hi = full_minutes(since_s, until_s)
         bucket = "0.0" if every_s is None else f"floor(s.bucket / {float(every_s)!r}) * {float(every_s)!r}"
         raw_bucket = "0.0" if every_s is None else f"floor(s.ts / {float(every_s)!r}) * {float(every_s)!r}"
-        r_where, r_params = self._where(fid, entity_prefix, lo, hi, ts_col="s.bucket")
+        r_where, r_params = self._where(fid, entity_prefix, lo, hi, ts_col="s.bucket", sane_col="s.last_ts")
         edge = []
         edge_params: list[Any] = []
         if lo is not None:
@@ -349,7 +413,7 @@ class DuckDBStore:
 
     def latest(self, entity_prefix: str = "") -> pa.Table:
         """The newest sample per (entity, field): ts, entity, field, value (read from the rollups)."""
-        where, params = self._where(None, entity_prefix, None, None)
+        where, params = self._where(None, entity_prefix, None, None, sane_col="s.last_ts")
         sql = (
             "WITH l AS (SELECT s.entity_id, s.field_id, max(s.last_ts) AS ts, arg_max(s.last, s.last_ts) AS value "
             f"FROM rollup_1m s{where} GROUP BY ALL) "
@@ -371,7 +435,7 @@ class DuckDBStore:
         fid = None if field is None else self.field_id(field)
         if field is not None and fid is None:
             return None, None
-        where, params = self._where(fid, "", None, None)
+        where, params = self._where(fid, "", None, None, sane_col="s.last_ts")
         row = self.con.execute(f"SELECT min(s.first_ts), max(s.last_ts) FROM rollup_1m s{where}", params).fetchone()
         return (None, None) if row is None else (row[0], row[1])
 
@@ -424,3 +488,32 @@ class DuckDBStore:
         )
         row = self.con.execute(sql, params).fetchone()
         return int(row[0]) if row else 0
+
+    # ----- side tables (results next to the telemetry) ---------------------------------------------------
+    def append_table(self, name: str, table: pa.Table) -> int:
+        """Append ``table`` to the table ``name`` (created from its Arrow schema on first use), in one transaction.
+
+        For results that live next to the telemetry, such as a sweep's runs (``twinloop.sweep``); returns the rows
+        written. ``name`` must be a plain identifier.
+        """
+        if not name.isidentifier() or name in ("entities", "fields", "samples", "rollup_1m"):
+            raise InputError(self.path, name, "bad table name (allowed: an identifier, not a telemetry table)")
+        con = self.con
+        con.register("_incoming", table)
+        try:
+            con.execute("BEGIN")
+            con.execute(f"CREATE TABLE IF NOT EXISTS {name} AS SELECT * FROM _incoming LIMIT 0")
+            con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM _incoming")
+            con.execute("COMMIT")
+        except duckdb.Error:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.unregister("_incoming")
+        return table.num_rows
+
+    def read_table(self, name: str) -> pa.Table:
+        """The whole side table ``name`` (see :meth:`append_table`) as Arrow."""
+        if not name.isidentifier():
+            raise InputError(self.path, name, "bad table name (allowed: an identifier)")
+        return self.con.execute(f"SELECT * FROM {name}").to_arrow_table()

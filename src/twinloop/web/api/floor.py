@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+from typing import Annotated, Any
 
 import duckdb
 import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query
 
+from twinloop.report.levels import POWER_FRACTION_LEVELS, TEMP_HEADROOM_LEVELS, Level, default_slowdown_temp_c
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.web.api.deps import WebState, cursor, web_state
 from twinloop.web.auth import require_read
 from twinloop.web.db import DEPTH
 from twinloop.web.models import (
+    ColorLevel,
     Floor,
     FloorRow,
     GpuHistory,
@@ -54,6 +57,11 @@ GPU_SPAN_S = 6 * 3600.0
 FIELD_PATTERN = r"^[A-Z][A-Z0-9_]{0,79}$"
 
 
+def _level(lv: Level) -> dict[str, Any]:
+    finite = lambda v: v if math.isfinite(v) else None  # noqa: E731
+    return {"label": lv.label, "min": finite(lv.min), "max": finite(lv.max), "color": lv.fill, "ink": lv.ink}
+
+
 def _range(values: list[float | None]) -> tuple[float, float] | None:
     finite = [v for v in values if v is not None]
     return (min(finite), max(finite)) if finite else None
@@ -62,8 +70,13 @@ def _range(values: list[float | None]) -> tuple[float, float] | None:
 @router.get("/floor", response_model=Floor, summary="Rows and racks with GPU temperature and power now")
 def floor(state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnection | None = Depends(cursor)) -> Floor:
     """Every rack, grouped by row, with max/mean GPU temperature, power and throttled GPUs now."""
+    levels = {
+        "temp_levels": [ColorLevel(**_level(lv)) for lv in TEMP_HEADROOM_LEVELS],
+        "power_levels": [ColorLevel(**_level(lv)) for lv in POWER_FRACTION_LEVELS],
+        "slowdown_default_c": default_slowdown_temp_c(),
+    }
     if cur is None:
-        return Floor(ts=None, rows=[], temp_range_c=None, power_range_w=None)
+        return Floor(ts=None, rows=[], temp_range_c=None, power_range_w=None, **levels)
     stats = rack_stats(cur, state.db, state.now_window_s)
     rows: dict[str, list] = {}
     for r in stats.heat:
@@ -73,6 +86,8 @@ def floor(state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnection |
         rows=[FloorRow(row=k, racks=v) for k, v in rows.items()],
         temp_range_c=_range([r.max_gpu_temp_c for r in stats.heat]),
         power_range_w=_range([r.power_w for r in stats.heat]),
+        slowdown_assumed_gpus=stats.slowdown_assumed_gpus,
+        **levels,
     )
 
 
@@ -213,6 +228,8 @@ def gpu(
         temp_c=as_list(b.values.get((eid, TEMP)), n),
         clock_mhz=as_list(b.values.get((eid, CLOCK)), n),
         power_limit_w=as_list(b.values.get((eid, LIMIT)), n),
+        slowdown_temp_c=_num(topo.slowdown_c[eid]) or default_slowdown_temp_c(),
+        slowdown_assumed=bool(np.isnan(topo.slowdown_c[eid])),
         clock_event_reasons=masks,
         reason_spans=_reason_spans(b.ts.tolist(), b.bucket_s or 1.0, masks),
         latest=GpuNow(

@@ -47,15 +47,19 @@ def incidents(
 ) -> Incidents:
     """The loop's incidents of ``run`` (all runs by default) grouped by event class, most severe first."""
     names = runs(cur) if cur is not None else []
-    groups = incident_groups(cur, run) if cur is not None else []
+    groups = incident_groups(cur, run, state.db.time_range(cur)[0]) if cur is not None else []
     mode = state.controller.status().get("mode") if state.controller is not None else None
     return Incidents(runs=names, run=run, groups=groups, pending=_pending(state), mode=mode)
 
 
 @router.get("/actions", response_model=ActionLog, dependencies=[Depends(require_read)], summary="The action log")
-def actions(run: OptionalRun = None, cur: duckdb.DuckDBPyConnection | None = Depends(cursor)) -> ActionLog:
+def actions(
+    run: OptionalRun = None,
+    state: WebState = Depends(web_state),
+    cur: duckdb.DuckDBPyConnection | None = Depends(cursor),
+) -> ActionLog:
     """Every recorded action of ``run`` (all runs by default)."""
-    return ActionLog(run=run, actions=action_log(cur, run) if cur is not None else [])
+    return ActionLog(run=run, actions=action_log(cur, run, state.db.time_range(cur)[0]) if cur is not None else [])
 
 
 @router.get(

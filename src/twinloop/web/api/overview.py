@@ -60,7 +60,7 @@ def overview(state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnectio
     hottest = sorted((r for r in stats.heat if r.max_gpu_temp_c is not None), key=lambda r: -(r.max_gpu_temp_c or 0.0))[
         :HOTTEST
     ]
-    incidents = open_incidents(cur)
+    incidents = open_incidents(cur, oldest)
     counts = Counts(
         sites=len(topo.sites),
         rows=len(topo.rows),

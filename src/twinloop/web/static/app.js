@@ -1,11 +1,12 @@
 // twinloop dashboard: every page is filled from the JSON API under /api (no other data source).
-// Charts are inline SVG built here; values from the store are always escaped before they reach the page.
+// Charts are specs drawn by the shared renderer (/vendor/twinloop-charts.js over Apache ECharts), the same one
+// the HTML reports inline; values from the store are always escaped before they reach the page.
 "use strict";
 
 const TOKEN_KEY = "twinloop.token";
 const PAGE = document.body.dataset.page;
 const main = document.getElementById("main");
-const COLORS = ["#2463eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4b5563"];
+const COLORS = twinloopCharts.PALETTE;
 
 // ------------------------------------------------------------------------------------------- token and API
 (function takeTokenFromUrl() {
@@ -90,143 +91,44 @@ function fmtS(s) {
   if (s < 120) return s.toFixed(2) + " s";
   return (s / 60).toFixed(1) + " min";
 }
+// One time convention everywhere (charts included): epoch seconds as UTC, simulation seconds as h:mm:ss.
 function fmtTs(ts) {
   if (!isNum(ts)) return "—";
-  if (ts < 1e9) return "t+" + ts.toFixed(0) + " s";
-  return new Date(ts * 1000).toISOString().replace("T", " ").slice(0, 19) + "Z";
-}
-function fmtClock(ts, span) {
-  if (ts < 1e9) return ts.toFixed(0) + "s";
-  const d = new Date(ts * 1000).toISOString();
-  return span > 86400 ? d.slice(5, 16).replace("T", " ") : d.slice(11, span > 600 ? 16 : 19);
+  if (ts < 1e9) return "sim " + twinloopCharts.timeLabel(ts, 1, false);
+  return new Date(ts * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
 }
 function fmtBytes(b) { return isNum(b) ? (b / 1e9).toFixed(1) + " GB" : "—"; }
 const sevPill = (s) => '<span class="pill sev-' + esc(s) + '">' + esc(s) + "</span>";
 const reasonTags = (list) => (list || []).filter((r) => r !== "gpu_idle").map((r) => '<span class="reason">' + esc(r) + "</span>").join("") || '<span class="muted">—</span>';
 const link = (href, text) => '<a href="' + esc(href) + '">' + esc(text) + "</a>";
+// An incident root links to where it lives: a GPU (5 parts) to its page, a rack or node to the rack's page, a
+// job to the jobs page.
+function entityLink(id) {
+  const parts = String(id || "").split("/");
+  if (parts[1] === "jobs") return '<a class="job-link" href="/jobs?job=' + encodeURIComponent(id) + '">' + esc(id) + "</a>";
+  if (parts.length === 5) return '<a class="gpu-link" href="/gpu?id=' + encodeURIComponent(id) + '">' + esc(id) + "</a>";
+  if (parts.length === 3 || parts.length === 4) return '<a href="/rack?id=' + encodeURIComponent(parts.slice(0, 3).join("/")) + '">' + esc(id) + "</a>";
+  return esc(id);
+}
 const card = (label, value, sub, id, raw) =>
   '<div class="card"><div class="label">' + esc(label) + '</div><div class="value"' + (id ? ' id="' + id + '"' : "") +
   (raw !== undefined && raw !== null ? ' data-value="' + esc(raw) + '"' : "") + ">" + esc(value) + "</div>" +
   (sub ? '<div class="sub">' + esc(sub) + "</div>" : "") + "</div>";
 
-// ------------------------------------------------------------------------------------------- charts (SVG)
-function niceRange(vals) {
-  const f = vals.filter(isNum);
-  if (!f.length) return [0, 1];
-  let lo = Math.min(...f), hi = Math.max(...f);
-  if (hi - lo <= 1e-9 * Math.max(Math.abs(lo), Math.abs(hi), 1e-12)) {
-    const d = Math.abs(hi) * 0.05 || 1;
-    lo -= d; hi += d;
-  }
-  const pad = (hi - lo) * 0.06;
-  const floor = Math.min(...f) >= 0 ? 0 : -Infinity;   // never draw a non-negative quantity below zero
-  return [Math.max(floor, lo - pad), hi + pad];
+// ------------------------------------------------------------------------------------------- charts
+// A chart is a <div data-chart="spec"> filled by twinloopCharts after the page's HTML is in place (drawChart).
+const chartDiv = (spec, cls) => '<div class="' + (cls || "chart") + '" data-chart="' + esc(JSON.stringify(spec)) + '"></div>';
+// opts: {title, x, series: [{name, values, color, dash}], unit, marks: [{x, label}], bands: [{x0, x1, color, label}], rules, time}
+function lineChart(o) {
+  return chartDiv({ kind: "line", title: o.title, height: o.height, x: o.time === false ? { unit: o.xunit || "" } : { time: true },
+    y: { unit: o.unit || "", categories: o.categories, zero: o.zero }, marks: o.marks || [], bands: o.bands || [], rules: o.rules || [],
+    series: o.series.map((s) => ({ name: s.name, x: o.x, y: s.values, color: s.color, dash: s.dash, dots: o.dots, step: o.step })) });
 }
-
-function pathOf(xs, ys, sx, sy) {
-  let d = "", pen = false;
-  for (let i = 0; i < xs.length; i++) {
-    if (!isNum(ys[i]) || !isNum(xs[i])) continue;   // connect across missing buckets
-    d += (pen ? "L" : "M") + sx(xs[i]).toFixed(1) + "," + sy(ys[i]).toFixed(1);
-    pen = true;
-  }
-  return d;
-}
-
-// opts: {x: [], series: [{name, values, color}], yfmt, xfmt, height, marks: [{x, label}], bands: [{x0,x1,color,label}]}
-function lineChart(opts) {
-  const W = 640, H = opts.height || 200, L = opts.left || 58, R = 12, T = 10, B = 24;
-  const xs = opts.x || [];
-  if (!xs.length) return '<p class="muted">No data in this range.</p>';
-  const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-  const xspan = x1 - x0 || 1;
-  const all = [].concat(...opts.series.map((s) => s.values));
-  const [y0, y1] = opts.yrange || niceRange(all);
-  const sx = (x) => L + ((x - x0) / xspan) * (W - L - R);
-  const sy = (y) => T + (1 - (y - y0) / (y1 - y0 || 1)) * (H - T - B);
-  const yfmt = opts.yfmt || ((v) => fmtN(v));
-  const xfmt = opts.xfmt || ((v) => fmtClock(v, xspan));
-  let g = "";
-  for (const b of opts.bands || []) {
-    g += '<rect x="' + sx(b.x0).toFixed(1) + '" y="' + T + '" width="' + Math.max(1, sx(b.x1) - sx(b.x0)).toFixed(1) +
-      '" height="' + (H - T - B) + '" fill="' + esc(b.color) + '" fill-opacity="0.25"><title>' + esc(b.label) + "</title></rect>";
-  }
-  const yticks = opts.yticks || [0, 1, 2, 3, 4].map((k) => y0 + (k / 4) * (y1 - y0));
-  for (const v of yticks) {
-    const y = sy(v);
-    g += '<line x1="' + L + '" x2="' + (W - R) + '" y1="' + y.toFixed(1) + '" y2="' + y.toFixed(1) + '" stroke="#e5e7eb"/>';
-    g += '<text x="' + (L - 6) + '" y="' + (y + 4).toFixed(1) + '" text-anchor="end">' + esc(yfmt(v)) + "</text>";
-  }
-  for (let k = 0; k <= 4; k++) {
-    const v = x0 + (k / 4) * xspan;
-    g += '<text x="' + sx(v).toFixed(1) + '" y="' + (H - 6) + '" text-anchor="' + (k === 0 ? "start" : k === 4 ? "end" : "middle") + '">' + esc(xfmt(v)) + "</text>";
-  }
-  opts.series.forEach((s, i) => {
-    const color = s.color || COLORS[i % COLORS.length];
-    g += '<path d="' + pathOf(xs, s.values, sx, sy) + '" fill="none" stroke="' + color + '" stroke-width="1.6"' +
-      (s.dash ? ' stroke-dasharray="4 3"' : "") + "/>";
-    if (opts.dots) xs.forEach((x, j) => { if (isNum(s.values[j])) g += '<circle cx="' + sx(x).toFixed(1) + '" cy="' + sy(s.values[j]).toFixed(1) + '" r="2.5" fill="' + color + '"/>'; });
-  });
-  for (const m of opts.marks || []) {
-    const x = sx(m.x);
-    g += '<line x1="' + x.toFixed(1) + '" x2="' + x.toFixed(1) + '" y1="' + T + '" y2="' + (H - B) + '" stroke="#111827" stroke-dasharray="3 3"/>';
-    g += '<text x="' + (x + 4).toFixed(1) + '" y="' + (T + 12) + '" fill="#111827">' + esc(m.label) + "</text>";
-  }
-  const keys = opts.series.map((s, i) => '<span class="series-key"><svg width="14" height="4"><rect width="14" height="4" fill="' +
-    (s.color || COLORS[i % COLORS.length]) + '"/></svg>' + esc(s.name) + "</span>").join("");
-  return (opts.title ? '<div class="chart-title">' + esc(opts.title) + "</div>" : "") + "<div>" + keys + "</div>" +
-    '<svg class="chart" viewBox="0 0 ' + W + " " + H + '" role="img" aria-label="' + esc(opts.title || "chart") + '">' + g + "</svg>";
-}
-
-function sparkline(ts, vals, color) {
-  const W = 110, H = 26;
-  const f = vals.filter(isNum);
-  if (!f.length || !ts.length) return '<span class="muted">—</span>';
-  const [lo, hi] = niceRange(f);
-  const x0 = ts[0], xs = ts[ts.length - 1] - x0 || 1;
-  const d = pathOf(ts, vals, (x) => 1 + ((x - x0) / xs) * (W - 2), (y) => 1 + (1 - (y - lo) / (hi - lo)) * (H - 2));
-  return '<svg class="spark" width="' + W + '" height="' + H + '" viewBox="0 0 ' + W + " " + H + '"><path d="' + d +
-    '" fill="none" stroke="' + color + '" stroke-width="1.3"/></svg>';
-}
-
-// Horizontal stacked bar: parts [{name, value}] with a legend; fmt formats values.
-function stackedBar(parts, fmt, title) {
-  const W = 640, H = 34;
-  const total = parts.reduce((a, p) => a + (isNum(p.value) && p.value > 0 ? p.value : 0), 0) || 1;
-  let x = 0, g = "", keys = "";
-  parts.forEach((p, i) => {
-    const v = isNum(p.value) && p.value > 0 ? p.value : 0;
-    const w = (v / total) * W, c = COLORS[i % COLORS.length];
-    g += '<rect x="' + x.toFixed(1) + '" y="0" width="' + w.toFixed(1) + '" height="' + H + '" fill="' + c + '"><title>' +
-      esc(p.name + ": " + fmt(p.value)) + "</title></rect>";
-    x += w;
-    keys += '<span class="series-key"><svg width="10" height="10"><rect width="10" height="10" fill="' + c + '"/></svg>' +
-      esc(p.name) + " " + esc(fmt(p.value)) + "</span>";
-  });
-  return '<div class="chart-title">' + esc(title) + '</div><svg class="bar" preserveAspectRatio="none" viewBox="0 0 ' + W + " " + H + '">' + g +
-    "</svg><div>" + keys + "</div>";
-}
-
-// Color scale: blue (cool) → yellow → red (hot).
-function heatColor(v, lo, hi) {
-  if (!isNum(v)) return "#e5e7eb";
-  const t = Math.max(0, Math.min(1, (v - lo) / (hi - lo || 1)));
-  const stops = [[59, 130, 246], [250, 204, 21], [220, 38, 38]];
-  const k = t < 0.5 ? 0 : 1, u = t < 0.5 ? t * 2 : (t - 0.5) * 2;
-  const c = stops[k].map((a, j) => Math.round(a + (stops[k + 1][j] - a) * u));
-  return "rgb(" + c.join(",") + ")";
-}
-
-function timelineSvg(spans, t0, t1, colorOf, width) {
-  const W = width || 360, H = 16, span = t1 - t0 || 1;
-  let g = '<rect width="' + W + '" height="' + H + '" fill="#eef2f7"/>';
-  for (const s of spans) {
-    const x = ((s.start_ts - t0) / span) * W, w = Math.max(1, ((s.end_ts - s.start_ts) / span) * W);
-    g += '<rect x="' + x.toFixed(1) + '" y="0" width="' + w.toFixed(1) + '" height="' + H + '" fill="' + colorOf(s) +
-      '"><title>' + esc((s.phase || (s.reasons || []).join(", ")) + " " + fmtTs(s.start_ts) + " → " + fmtTs(s.end_ts)) + "</title></rect>";
-  }
-  return '<svg width="' + W + '" height="' + H + '" viewBox="0 0 ' + W + " " + H + '">' + g + "</svg>";
-}
+const sparkline = (ts, vals, color) => chartDiv({ kind: "spark", x: ts, y: vals, color }, "spark");
+const stackedBar = (parts, unit, title) => chartDiv({ kind: "bar", title, parts, unit });
+function drawCharts(scope) { twinloopCharts.renderAll(scope || main); }
+function setMain(h) { twinloopCharts.disposeIn(main); main.innerHTML = h; drawCharts(main); }
+function setHtml(el, h) { twinloopCharts.disposeIn(el); el.innerHTML = h; drawCharts(el); }
 
 const PHASE_NAMES = ["queued", "ramp_up", "launch", "sustained", "checkpoint", "hung", "cooldown", "done"];
 const PHASE_COLORS = { queued: "#cbd5e1", ramp_up: "#93c5fd", launch: "#a78bfa", sustained: "#22c55e",
@@ -254,14 +156,15 @@ async function pageOverview() {
     (Object.keys(o.throttling.by_reason).length ? "<div>Throttle reasons: " + Object.entries(o.throttling.by_reason).map(([k, v]) =>
       '<span class="reason">' + esc(k) + " × " + v + "</span>").join(" ") + "</div>" : "") + "</div>";
   h += '<div class="grid2"><div class="panel" id="power-chart"><p class="muted">Loading…</p></div><div class="panel" id="pue-chart"></div></div>';
-  h += "<h2>Hottest racks</h2><table id=\"hottest\"><tr><th>rack</th><th class=num>max GPU °C</th><th class=num>mean GPU °C</th><th class=num>power</th><th class=num>throttled GPUs</th></tr>" +
+  h += '<h2>Hottest racks</h2><div class="tw"><table id="hottest"><tr><th>rack</th><th class=num>max GPU °C</th><th class=num>to slowdown</th><th class=num>mean GPU °C</th><th class=num>power</th><th class=num>throttled GPUs</th></tr>' +
     o.hottest_racks.map((r) => "<tr><td>" + link("/rack?id=" + encodeURIComponent(r.rack), r.rack) + '</td><td class=num>' + fmtC(r.max_gpu_temp_c) +
+      "</td><td class=num>" + (isNum(r.temp_headroom_c) ? r.temp_headroom_c.toFixed(1) + " °C" : "—") +
       "</td><td class=num>" + fmtC(r.mean_gpu_temp_c) + "</td><td class=num>" + fmtW(r.power_w) + "</td><td class=num>" + r.throttled_gpus + "</td></tr>").join("") +
-    "</table>";
-  h += "<h2>Open incidents</h2>" + (o.open_incidents.length ? "<table><tr><th>severity</th><th>class</th><th>root</th><th>run</th><th>since</th></tr>" +
-    o.open_incidents.map((i) => "<tr><td>" + sevPill(i.severity) + "</td><td>" + esc(i.event_class) + "</td><td>" + esc(i.root) + "</td><td>" +
-      esc(i.run) + "</td><td>" + fmtTs(i.start_ts) + "</td></tr>").join("") + "</table>" : '<p class="muted">None.</p>');
-  main.innerHTML = h;
+    "</table></div>";
+  h += "<h2>Open incidents</h2>" + (o.open_incidents.length ? '<div class="tw"><table><tr><th>severity</th><th>class</th><th>root</th><th>run</th><th>since</th></tr>' +
+    o.open_incidents.map((i) => "<tr><td>" + sevPill(i.severity) + "</td><td>" + esc(i.event_class) + "</td><td>" + entityLink(i.root) + "</td><td>" +
+      esc(i.run) + "</td><td>" + fmtTs(i.start_ts) + "</td></tr>").join("") + "</table></div>" : '<p class="muted">None.</p>');
+  setMain(h);
   if (o.site && o.counts.sites === 1) {
     const [f, it, pue] = await Promise.all([
       api("/api/series?points=240&entity=" + encodeURIComponent(o.site) + "&field=TWINLOOP_FI_FACILITY_POWER").catch(() => null),
@@ -271,49 +174,57 @@ async function pageOverview() {
     if (f) {
       const series = [{ name: "facility", values: f.mean }];
       if (it && it.ts.length === f.ts.length) series.push({ name: "IT", values: it.mean });
-      document.getElementById("power-chart").innerHTML = lineChart({ title: "Site power", x: f.ts, series, yfmt: fmtW });
+      setHtml(document.getElementById("power-chart"), lineChart({ title: "Site power", x: f.ts, series, unit: "W" }));
     } else document.getElementById("power-chart").innerHTML = '<p class="muted">No site power series.</p>';
-    if (pue) document.getElementById("pue-chart").innerHTML = lineChart({ title: "PUE", x: pue.ts, series: [{ name: "PUE", values: pue.mean, color: COLORS[2] }], yfmt: (v) => v.toFixed(3) });
+    if (pue) setHtml(document.getElementById("pue-chart"), lineChart({ title: "PUE", x: pue.ts, series: [{ name: "PUE", values: pue.mean, color: COLORS[2] }] }));
   } else {
     document.getElementById("power-chart").innerHTML = '<p class="muted">No site series.</p>';
   }
 }
 
+// Rack tiles are coloured by fixed levels with a meaning (the API's temp_levels / power_levels): headroom of the
+// rack's hottest GPU to its own slowdown temperature, or the rack's GPU power as a fraction of their limits.
 async function pageFloor() {
   const metric = params.get("metric") === "power" ? "power" : "temp";
   const f = await api("/api/floor");
-  const range = metric === "power" ? f.power_range_w : f.temp_range_c;
-  const [lo, hi] = range || [0, 1];
-  const val = (r) => (metric === "power" ? r.power_w : r.max_gpu_temp_c);
-  const fmt = metric === "power" ? fmtW : fmtC;
+  const levels = metric === "power" ? f.power_levels : f.temp_levels;
+  const levelOf = (r) => levels[metric === "power" ? r.power_level : r.temp_level] || { color: "#e5e7eb", ink: "#111827", label: "no data" };
+  const detail = (r) => metric === "power"
+    ? fmtW(r.power_w) + (isNum(r.power_fraction) ? " · " + (100 * r.power_fraction).toFixed(0) + "%" : "")
+    : fmtC(r.max_gpu_temp_c) + (isNum(r.temp_headroom_c) ? " · " + (r.temp_headroom_c >= 0 ? "−" : "+") + Math.abs(r.temp_headroom_c).toFixed(0) : "");
   let h = "<h1>Floor <span class=muted>" + esc(fmtTs(f.ts)) + "</span></h1>";
-  h += '<div class="tabs">Color by: <button data-metric="temp" class="' + (metric === "temp" ? "active" : "") + '">max GPU temperature</button> ' +
-    '<button data-metric="power" class="' + (metric === "power" ? "active" : "") + '">rack power</button></div>';
-  let grad = "";
-  for (let k = 0; k <= 20; k++) grad += '<rect x="' + k * 9 + '" width="9" height="10" fill="' + heatColor(lo + (k / 20) * (hi - lo), lo, hi) + '"/>';
-  h += '<div class="legend">' + esc(fmt(lo)) + '<svg width="189" height="10">' + grad + "</svg>" + esc(fmt(hi)) + "</div>";
+  h += '<div class="tabs">Colour by: <button data-metric="temp" class="' + (metric === "temp" ? "active" : "") + '">headroom to slowdown temperature</button> ' +
+    '<button data-metric="power" class="' + (metric === "power" ? "active" : "") + '">power vs limit</button></div>';
+  h += '<div class="legend" id="floor-legend">' + levels.map((l) => '<span class="level" data-fill="' + esc(l.color) + '" data-ink="' + esc(l.ink) + '">' + esc(l.label) + "</span>").join("") + "</div>";
+  h += '<p class="muted small">' + (metric === "power"
+    ? "Tile: rack power · its GPUs' power as a share of their enforced power limits."
+    : "Tile: hottest GPU °C · how far it is below (−) or above (+) its own slowdown temperature (GPU catalog)" +
+      (f.slowdown_assumed_gpus ? "; " + f.slowdown_assumed_gpus + " GPU(s) of unknown model judged against " + fmtC(f.slowdown_default_c) : "") + ".") + "</p>";
   h += '<div class="panel" id="floor">';
   for (const row of f.rows) {
-    h += '<div class="floor-row"><span class="rowname">' + esc(row.row) + "</span>";
+    h += '<div class="floor-row"><span class="rowname">' + esc(row.row) + '</span><div class="racks">';
     for (const r of row.racks) {
-      const name = r.rack.split("/").pop();
-      const color = heatColor(val(r), lo, hi);
-      h += '<a class="rack" data-rack="' + esc(r.rack) + '" href="/rack?id=' + encodeURIComponent(r.rack) + '" title="' +
-        esc(r.rack + ": " + fmtC(r.max_gpu_temp_c) + " max, " + fmtW(r.power_w) + ", " + r.throttled_gpus + " throttled") + '">' +
-        '<svg width="72" height="56" viewBox="0 0 72 56"><rect width="72" height="56" rx="5" fill="' + color + '"/>' +
-        '<text x="36" y="22" text-anchor="middle" font-weight="700" fill="#111">' + esc(name) + "</text>" +
-        '<text x="36" y="40" text-anchor="middle" fill="#111">' + esc(fmt(val(r))) + "</text></svg></a>";
+      const name = r.rack.split("/").pop(), lv = levelOf(r);
+      h += '<a class="rack" data-rack="' + esc(r.rack) + '" data-fill="' + esc(lv.color) + '" data-ink="' + esc(lv.ink) + '" href="/rack?id=' + encodeURIComponent(r.rack) + '" title="' +
+        esc(r.rack + ": " + fmtC(r.max_gpu_temp_c) + " max, " + fmtW(r.power_w) + ", " + r.throttled_gpus + " throttled · " + lv.label) + '">' +
+        "<b>" + esc(name) + '</b><span class="v">' + esc(detail(r)) + "</span></a>";
     }
-    h += "</div>";
+    h += "</div></div>";
   }
   h += "</div>";
   if (!f.rows.length) h += '<p class="muted">No racks in the store.</p>';
-  main.innerHTML = h;
+  setMain(h);
+  paintLevels(main);
   main.querySelectorAll("button[data-metric]").forEach((b) => b.addEventListener("click", () => {
     history.replaceState(null, "", "/floor?metric=" + b.dataset.metric);
     params.set("metric", b.dataset.metric);
     refresh();
   }));
+}
+
+// Colours come from data attributes and are set through the CSSOM (the CSP forbids inline style attributes).
+function paintLevels(scope) {
+  scope.querySelectorAll("[data-fill]").forEach((el) => { el.style.background = el.dataset.fill; el.style.color = el.dataset.ink; });
 }
 
 async function pageRack() {
@@ -326,7 +237,7 @@ async function pageRack() {
   h += '<p class="muted">Sparklines: bucket means from ' + esc(fmtTs(r.since_ts)) + " to " + esc(fmtTs(r.until_ts)) + "; click a GPU for its history.</p>";
   for (const n of r.nodes) {
     h += '<div class="panel node"><h3>' + esc(n.node) + ' <span class="muted">' + fmtW(n.power_w) + "</span></h3>" +
-      "<table><tr><th>GPU</th><th class=num>power</th><th>power</th><th class=num>temp</th><th>temp</th><th class=num>SM clock</th><th>clock</th><th>clock-event reasons</th></tr>";
+      '<div class="tw"><table><tr><th>GPU</th><th class=num>power</th><th>power</th><th class=num>temp</th><th>temp</th><th class=num>SM clock</th><th>clock</th><th>clock-event reasons</th></tr>';
     for (const g of n.gpus) {
       const s = g.spark;
       h += '<tr><td><a class="gpu-link" href="/gpu?id=' + encodeURIComponent(g.gpu) + '">' + esc(g.gpu.split("/").pop()) + "</a></td>" +
@@ -335,9 +246,9 @@ async function pageRack() {
         "<td class=num>" + fmtN(g.clock_mhz, 0) + " MHz</td><td>" + sparkline(s.ts, s.clock_mhz, COLORS[2]) + "</td>" +
         "<td>" + reasonTags(g.reasons) + "</td></tr>";
     }
-    h += "</table></div>";
+    h += "</table></div></div>";
   }
-  main.innerHTML = h;
+  setMain(h);
 }
 
 const REASON_COLORS = { sw_power_cap: "#f59e0b", hw_slowdown: "#ef4444", sw_thermal: "#f97316", hw_thermal: "#b91c1c",
@@ -353,33 +264,38 @@ async function pageGpu() {
   h += '<div class="cards">' + card("Power", fmtW(L.power_w), "", "gpu-power", L.power_w) + card("Temperature", fmtC(L.temp_c), "", "gpu-temp", L.temp_c) +
     card("SM clock", fmtN(L.clock_mhz, 0) + " MHz", "", "gpu-clock", L.clock_mhz) +
     '<div class="card"><div class="label">Clock-event reasons now</div><div class="value" id="gpu-reasons">' + reasonTags(L.reasons) + "</div></div></div>";
-  h += '<div class="grid2"><div class="panel">' + lineChart({ title: "Power (W) and limit", x: g.ts, series: [{ name: "power", values: g.power_w }, { name: "limit", values: g.power_limit_w, dash: true, color: "#64748b" }], yfmt: fmtW, bands }) + "</div>";
-  h += '<div class="panel">' + lineChart({ title: "Temperature (°C)", x: g.ts, series: [{ name: "GPU temperature", values: g.temp_c, color: COLORS[1] }], yfmt: (v) => v.toFixed(0) + " °C", bands }) + "</div>";
-  h += '<div class="panel">' + lineChart({ title: "SM clock (MHz)", x: g.ts, series: [{ name: "SM clock", values: g.clock_mhz, color: COLORS[2] }], yfmt: (v) => v.toFixed(0), bands }) + "</div></div>";
+  const slow = isNum(g.slowdown_temp_c) ? [{ y: g.slowdown_temp_c, label: "slowdown " + g.slowdown_temp_c.toFixed(0) + " °C" + (g.slowdown_assumed ? " (assumed)" : "") }] : [];
+  h += '<div class="grid2"><div class="panel">' + lineChart({ title: "Power and limit", x: g.ts, series: [{ name: "power", values: g.power_w }, { name: "limit", values: g.power_limit_w, dash: true, color: "#64748b" }], unit: "W", bands }) + "</div>";
+  h += '<div class="panel">' + lineChart({ title: "Temperature", x: g.ts, series: [{ name: "GPU temperature", values: g.temp_c, color: COLORS[1] }], unit: "°C", bands, rules: slow }) + "</div>";
+  h += '<div class="panel">' + lineChart({ title: "SM clock", x: g.ts, series: [{ name: "SM clock", values: g.clock_mhz, color: COLORS[2] }], unit: "MHz", bands }) + "</div></div>";
   h += "<h2>Clock-event reasons over time</h2>";
   if (g.reason_spans.length) {
-    h += "<table><tr><th>from</th><th>to</th><th class=num>duration</th><th>reasons</th></tr>" + g.reason_spans.map((s) =>
-      "<tr><td>" + fmtTs(s.start_ts) + "</td><td>" + fmtTs(s.end_ts) + "</td><td class=num>" + fmtS(s.end_ts - s.start_ts) + "</td><td>" + reasonTags(s.reasons) + "</td></tr>").join("") + "</table>";
+    h += '<div class="tw"><table><tr><th>from</th><th>to</th><th class=num>duration</th><th>reasons</th></tr>' + g.reason_spans.map((s) =>
+      "<tr><td>" + fmtTs(s.start_ts) + "</td><td>" + fmtTs(s.end_ts) + "</td><td class=num>" + fmtS(s.end_ts - s.start_ts) + "</td><td>" + reasonTags(s.reasons) + "</td></tr>").join("") + "</table></div>";
   } else h += '<p class="muted">No throttling in this range.</p>';
-  main.innerHTML = h;
+  setMain(h);
 }
 
 async function pageJobs() {
   const jobs = await api("/api/jobs");
   let h = "<h1>Jobs</h1>";
-  if (!jobs.length) { main.innerHTML = h + '<p class="muted">No jobs in the store.</p>'; return; }
+  if (!jobs.length) { setMain(h + '<p class="muted">No jobs in the store.</p>'); return; }
   const t0 = Math.min(...jobs.flatMap((j) => j.phases.map((p) => p.start_ts)));
   const t1 = Math.max(...jobs.flatMap((j) => j.phases.map((p) => p.end_ts)));
-  h += '<table id="jobs"><tr><th>job</th><th>phase</th><th class=num>GPUs</th><th class=num>step time</th><th class=num>mean step</th><th class=num>tokens/s</th><th class=num>goodput tok/s</th><th class=num>sustained</th><th class=num>checkpoints</th><th class=num>restarts</th><th>lifecycle</th></tr>';
+  h += '<div class="tw"><table id="jobs"><tr><th>job</th><th>phase</th><th class=num>GPUs</th><th class=num>step time</th><th class=num>mean step</th><th class=num>tokens/s</th><th class=num>goodput tok/s</th><th class=num>sustained</th><th class=num>checkpoints</th><th class=num>restarts</th></tr>';
   for (const j of jobs) {
     h += '<tr><td><a href="#" data-job="' + esc(j.job) + '">' + esc(j.name) + "</a></td><td>" + esc(j.phase || "—") + "</td><td class=num>" + fmtN(j.gpus, 0) +
       "</td><td class=num>" + fmtS(j.step_time_s) + "</td><td class=num>" + fmtS(j.mean_step_time_s) + "</td><td class=num>" + fmtN(j.tokens_per_s, 0) +
       "</td><td class=num>" + fmtN(j.goodput_tokens_per_s, 0) + "</td><td class=num>" + fmtPct(j.sustained_fraction) + "</td><td class=num>" + j.checkpoints +
-      "</td><td class=num>" + j.restarts + "</td><td>" + timelineSvg(j.phases, t0, t1, (s) => PHASE_COLORS[s.phase] || "#94a3b8") + "</td></tr>";
+      "</td><td class=num>" + j.restarts + "</td></tr>";
   }
-  h += "</table><div>" + Object.entries(PHASE_COLORS).map(([k, c]) => '<span class="series-key"><svg width="10" height="10"><rect width="10" height="10" fill="' + c + '"/></svg>' + k + "</span>").join("") + "</div>";
+  h += "</table></div>";
+  const items = jobs.flatMap((j) => j.phases.map((p) => ({ lane: j.name, start: p.start_ts, end: p.end_ts, label: j.name + ": " + p.phase, color: PHASE_COLORS[p.phase] || "#94a3b8" })));
+  h += '<div class="panel">' + chartDiv({ kind: "timeline", title: "Lifecycle (colour: phase)", items, x0: t0, x1: t1, height: 70 + 26 * jobs.length }) +
+    '<div class="keys">' + Object.entries(PHASE_COLORS).map(([k, c]) => '<span class="series-key"><i data-fill="' + c + '" data-ink="' + c + '"></i>' + k + "</span>").join("") + "</div></div>";
   h += '<div id="job-detail"></div>';
-  main.innerHTML = h;
+  setMain(h);
+  paintLevels(main);
   main.querySelectorAll("a[data-job]").forEach((a) => a.addEventListener("click", (ev) => { ev.preventDefault(); showJob(a.dataset.job); }));
   showJob(params.get("job") || jobs[0].job);
 }
@@ -388,12 +304,12 @@ async function showJob(id) {
   params.set("job", id);
   const d = await api("/api/job?points=240&id=" + encodeURIComponent(id));
   let h = "<h2>" + esc(d.summary.name) + "</h2><div class=grid2>";
-  h += '<div class="panel">' + lineChart({ title: "Step time", x: d.ts, series: [{ name: "step time", values: d.step_time_s }], yfmt: fmtS }) + "</div>";
-  h += '<div class="panel">' + lineChart({ title: "Throughput (tokens/s)", x: d.ts, series: [{ name: "tokens/s", values: d.tokens_per_s, color: COLORS[2] }], yfmt: (v) => fmtN(v, 0) }) + "</div>";
-  h += '<div class="panel">' + (d.power_w.length ? lineChart({ title: "Power profile (" + d.power_gpus + " labelled GPUs)", x: d.ts, series: [{ name: "power", values: d.power_w, color: COLORS[3] }], yfmt: fmtW })
+  h += '<div class="panel">' + lineChart({ title: "Step time", x: d.ts, series: [{ name: "step time", values: d.step_time_s }], unit: "s" }) + "</div>";
+  h += '<div class="panel">' + lineChart({ title: "Throughput (tokens/s)", x: d.ts, series: [{ name: "tokens/s", values: d.tokens_per_s, color: COLORS[2] }] }) + "</div>";
+  h += '<div class="panel">' + (d.power_w.length ? lineChart({ title: "Power profile (" + d.power_gpus + " labelled GPUs)", x: d.ts, series: [{ name: "power", values: d.power_w, color: COLORS[3] }], unit: "W" })
     : '<div class="chart-title">Power profile</div><p class="muted">No GPUs carry this job\'s label in the store.</p>') + "</div>";
-  h += '<div class="panel">' + lineChart({ title: "Lifecycle phase", x: d.ts, series: [{ name: "phase", values: d.phase, color: COLORS[4] }], yrange: [-0.3, 7.3], yticks: [0, 1, 2, 3, 4, 5, 6, 7], left: 78, height: 230, yfmt: (v) => PHASE_NAMES[Math.round(v)] || "" }) + "</div></div>";
-  document.getElementById("job-detail").innerHTML = h;
+  h += '<div class="panel">' + lineChart({ title: "Lifecycle phase", x: d.ts, series: [{ name: "phase", values: d.phase, color: COLORS[4] }], categories: PHASE_NAMES, height: 260, step: true }) + "</div></div>";
+  setHtml(document.getElementById("job-detail"), h);
 }
 
 async function decide(id, verb) {
@@ -406,6 +322,25 @@ async function decide(id, verb) {
   refresh();
 }
 
+// Twin runs record the faults they injected: name where each really was (a job-level straggler's GPU).
+const injectedNote = (list) => (list || []).map((f) => '<div class="small muted injected">injected: ' + esc(f.fault) + " at " + entityLink(f.entity) + "</div>").join("");
+
+const SEV_COLORS = { critical: "#dc2626", major: "#b45309", minor: "#eab308", info: "#64748b" };
+// One timeline per run (loop off and loop on apart), all on the same absolute time axis.
+function incidentTimelines(groups) {
+  const all = groups.flatMap((g) => g.incidents);
+  if (!all.length) return "";
+  const x0 = Math.min(...all.map((i) => i.start_ts)), x1 = Math.max(...all.map((i) => i.end_ts));
+  const runs = [...new Set(all.map((i) => i.run))];
+  return '<h2>Timeline</h2><div class="grid1">' + runs.map((run) => {
+    const mine = all.filter((i) => i.run === run);
+    const items = mine.map((i) => ({ lane: i.event_class, start: i.start_ts, end: i.end_ts, color: SEV_COLORS[i.severity] || "#64748b",
+      label: "#" + i.incident_id + " " + i.event_class + " at " + i.root + " (" + i.severity + ", " + i.status + ")" }));
+    const lanes = [...new Set(items.map((i) => i.lane))];
+    return '<div class="panel">' + chartDiv({ kind: "timeline", title: run + ": incidents by cause (colour: severity)", items, x0, x1, height: 60 + 26 * lanes.length }) + "</div>";
+  }).join("") + "</div>";
+}
+
 async function pageIncidents() {
   const run = params.get("run");
   const d = await api("/api/incidents" + (run ? "?run=" + encodeURIComponent(run) : ""));
@@ -414,25 +349,26 @@ async function pageIncidents() {
     d.runs.map((r) => '<button data-run="' + esc(r) + '" class="' + (r === run ? "active" : "") + '">' + esc(r) + "</button>").join(" ") + "</div>";
   h += "<h2>Pending actions" + (d.mode ? ' <span class="muted">(loop mode: ' + esc(d.mode) + ")</span>" : "") + "</h2>";
   if (d.pending.length) {
-    h += '<table id="pending"><tr><th>id</th><th>kind</th><th>target</th><th class=num>value</th><th>why</th><th></th></tr>' + d.pending.map((a) =>
+    h += '<div class="tw"><table id="pending"><tr><th>id</th><th>kind</th><th>target</th><th class=num>value</th><th>why</th><th></th></tr>' + d.pending.map((a) =>
       "<tr data-action=\"" + a.action_id + "\"><td>" + a.action_id + "</td><td>" + esc(a.kind) + "</td><td>" + esc(a.target) + "</td><td class=num>" + fmtN(a.value, 2) +
       "</td><td>" + esc(a.detail) + '</td><td><button class="approve" data-id="' + a.action_id + '">Approve</button> <button class="reject" data-id="' +
-      a.action_id + '">Reject</button></td></tr>').join("") + "</table>";
+      a.action_id + '">Reject</button></td></tr>').join("") + "</table></div>";
   } else h += '<p class="muted">' + (d.mode ? "Nothing waiting for approval." : "No loop attached to this server.") + "</p>";
+  h += incidentTimelines(d.groups);
   h += "<h2>By cause</h2>";
   if (!d.groups.length) h += '<p class="muted">No incidents recorded.</p>';
   for (const g of d.groups) {
     h += '<div class="panel"><h3>' + esc(g.event_class) + " " + sevPill(g.worst_severity) + ' <span class="muted">' + g.count + " incident(s)</span></h3>" +
-      "<table><tr><th>id</th><th>run</th><th>severity</th><th>root</th><th>from</th><th>to</th><th class=num>members</th><th>status</th><th>actions</th><th>effect</th></tr>";
+      '<div class="tw"><table><tr><th>id</th><th>run</th><th>severity</th><th>root</th><th>from</th><th>to</th><th class=num>members</th><th>status</th><th>actions</th><th>effect</th></tr>';
     for (const i of g.incidents) {
-      h += "<tr><td>" + i.incident_id + "</td><td>" + esc(i.run) + "</td><td>" + sevPill(i.severity) + "</td><td>" + esc(i.root) + "</td><td>" + fmtTs(i.start_ts) +
+      h += "<tr><td>" + i.incident_id + "</td><td>" + esc(i.run) + "</td><td>" + sevPill(i.severity) + "</td><td>" + entityLink(i.root) + injectedNote(i.injected) + "</td><td>" + fmtTs(i.start_ts) +
         "</td><td>" + fmtTs(i.end_ts) + "</td><td class=num>" + i.n_members + "</td><td>" + esc(i.status) + "</td><td>" +
         (i.actions.map((a) => esc(a.kind + " → " + a.target + (isNum(a.value) ? " = " + fmtN(a.value, 2) : "") + " [" + a.status + "]")).join("<br>") || '<span class="muted">none</span>') +
         "</td><td>" + esc(i.effect) + "</td></tr>";
     }
-    h += "</table></div>";
+    h += "</table></div></div>";
   }
-  main.innerHTML = h;
+  setMain(h);
   main.querySelectorAll("button[data-run]").forEach((b) => b.addEventListener("click", () => {
     if (b.dataset.run) params.set("run", b.dataset.run); else params.delete("run");
     history.replaceState(null, "", "/incidents" + (b.dataset.run ? "?run=" + encodeURIComponent(b.dataset.run) : ""));
@@ -464,7 +400,7 @@ async function pagePlanner() {
     field("batching", "batching", "<S>" + opts(o.batching, "continuous") + "</select>") + field("prompt_tokens", "prompt tokens", '<X type="number" min="1" value="1024">') +
     field("output_tokens", "output tokens", '<X type="number" min="1" value="256">') + field("rate_req_per_s", "rate req/s", '<X type="number" min="0" step="any" placeholder="capacity">') +
     '<button type="submit">Plan serving</button></form><div id="serve-out"></div></div>';
-  main.innerHTML = h;
+  setMain(h);
   main.dataset.ready = "1";
   document.getElementById("train-form").addEventListener("submit", (ev) => { ev.preventDefault(); planTrain(ev.target); });
   document.getElementById("serve-form").addEventListener("submit", (ev) => { ev.preventDefault(); planServe(ev.target); });
@@ -505,16 +441,16 @@ async function planTrain(form) {
     card("Power/GPU", fmtW(p.power_per_gpu_w), "peak " + fmtW(p.peak_power_per_gpu_w), "", null) + card("Train time", fmtN(p.train_days, 1) + " days", "$" + fmtN(p.cost_usd, 0), "", null) +
     card("Power knee", fmtW(p.knee_power_limit_w), "per GPU", "plan-knee", p.knee_power_limit_w) + "</div>";
   h += '<p class="muted">tp ' + c.tp + " · pp " + c.pp + " · dp " + c.dp + " · cp " + c.cp + " · ep " + c.ep + " · micro-batch " + c.micro_batch + " · ZeRO " + c.zero + " · recompute " + esc(c.recompute) + "</p>";
-  h += '<div class="panel">' + stackedBar(mem, fmtBytes, "Memory per GPU") + "</div>";
-  h += '<div class="panel">' + stackedBar(step, fmtS, "Step-time breakdown") + "</div>";
+  h += '<div class="panel">' + stackedBar(mem, "B", "Memory per GPU") + "</div>";
+  h += '<div class="panel">' + stackedBar(step, "s", "Step-time breakdown") + "</div>";
   const knee = sw.find((s) => s.knee);
   h += '<div class="grid2"><div class="panel" id="sweep-chart">' + lineChart({ title: "Power sweep: step time vs power limit", x: sw.map((s) => s.power_limit_w), dots: true,
-    series: [{ name: "step time", values: sw.map((s) => s.step_time_s) }], yfmt: fmtS, xfmt: (v) => v.toFixed(0) + " W",
+    series: [{ name: "step time", values: sw.map((s) => s.step_time_s) }], unit: "s", time: false, xunit: "W",
     marks: knee ? [{ x: knee.power_limit_w, label: "knee " + knee.power_limit_w.toFixed(0) + " W" }] : [] }) + "</div>";
   h += '<div class="panel">' + lineChart({ title: "Energy per step vs power limit", x: sw.map((s) => s.power_limit_w), dots: true,
-    series: [{ name: "energy/step", values: sw.map((s) => s.energy_per_step_j / 1e6), color: COLORS[3] }], yfmt: (v) => v.toFixed(2) + " MJ", xfmt: (v) => v.toFixed(0) + " W",
+    series: [{ name: "energy/step", values: sw.map((s) => s.energy_per_step_j), color: COLORS[3] }], unit: "J", time: false, xunit: "W",
     marks: knee ? [{ x: knee.power_limit_w, label: "knee" }] : [] }) + "</div></div>";
-  document.getElementById("train-out").innerHTML = h;
+  setHtml(document.getElementById("train-out"), h);
 }
 
 async function planServe(form) {
@@ -527,11 +463,11 @@ async function planServe(form) {
     card("Capacity", fmtN(p.capacity_req_per_s, 2) + " req/s", p.replicas + " replica(s)", "", null) +
     card("Max sequences", fmtN(p.max_concurrent_sequences, 0), "", "", null) + card("Power/GPU", fmtW(p.power_per_gpu_w), "", "", null) +
     card("Energy/token", isNum(p.energy_per_token_j) ? p.energy_per_token_j.toFixed(3) + " J" : "—", "$" + fmtN(p.cost_per_million_tokens_usd, 3) + " per M tokens", "", null) + "</div>";
-  h += '<div class="panel">' + stackedBar(mem, fmtBytes, "Memory per GPU") + "</div>";
-  h += '<div class="grid2"><div class="panel">' + stackedBar(parts(p.prefill, "prefill"), fmtS, "Prefill iteration (" + p.prefill.bound + "-bound, " + fmtS(p.prefill.iteration_s) + ")") + "</div>";
-  h += '<div class="panel">' + stackedBar(parts(p.decode, "decode"), fmtS, "Decode iteration (" + p.decode.bound + "-bound, " + fmtS(p.decode.iteration_s) + ")") + "</div></div>";
+  h += '<div class="panel">' + stackedBar(mem, "B", "Memory per GPU") + "</div>";
+  h += '<div class="grid2"><div class="panel">' + stackedBar(parts(p.prefill, "prefill"), "s", "Prefill iteration (" + p.prefill.bound + "-bound, " + fmtS(p.prefill.iteration_s) + ")") + "</div>";
+  h += '<div class="panel">' + stackedBar(parts(p.decode, "decode"), "s", "Decode iteration (" + p.decode.bound + "-bound, " + fmtS(p.decode.iteration_s) + ")") + "</div></div>";
   if (p.warnings.length) h += p.warnings.map((w) => '<p class="notice">' + esc(w) + "</p>").join("");
-  document.getElementById("serve-out").innerHTML = h;
+  setHtml(document.getElementById("serve-out"), h);
 }
 
 // ------------------------------------------------------------------------------------------- refresh and live

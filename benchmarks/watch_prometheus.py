@@ -1,0 +1,206 @@
+"""Fleet scale: twinloop's ``/metrics`` exporter for N GPUs → a real Prometheus → ``twinloop watch prometheus:URL``.
+
+For each fleet size the benchmark starts the exporter (``twinloop.telemetry.exporter``) with N GPUs of 5 DCGM fields
+(power, temperature, SM clock, power limit, clock-event reasons; values are a seeded random walk updated every
+second, not a simulation), a Prometheus (Debian package) on 127.0.0.1 scraping it every second, and the watcher
+(observe mode, no actuator) polling Prometheus every second with one PromQL instant query. It prints, per size:
+the exporter's scrape time as Prometheus reports it, the loop's achieved tick rate, GPU-field values per second
+through the whole loop, and the lag from a query's evaluation time to the end of the loop's step over it.
+
+It also times the watcher alone over 16,384 GPUs (frames handed in memory), to tell the loop's own cost apart from
+the exporter's and the HTTP path's.
+
+Run: PYTHONPATH=src python benchmarks/watch_prometheus.py [--gpus 256,1024] [--seconds 20] [--loop-only 16384]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from twinloop.ops.live.actuators import NoActuator
+from twinloop.ops.live.cluster import LiveOptions, SourceCluster
+from twinloop.ops.live.kinds import build_source
+from twinloop.ops.live.watcher import WatchConfig, Watcher
+from twinloop.ops.ports import Sample
+from twinloop.telemetry.exporter import Exporter, LatestValues
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.sources.twin import TwinConfig, TwinSource
+
+FIELDS = ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+          "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def fleet(n: int) -> list[str]:
+    """N GPU ids, 8 per node, 4 nodes per rack, 32 racks per row."""
+    return [f"dc/row{g // 1024}/rack{g // 32 % 32}/node{g // 8}/gpu{g % 8}" for g in range(n)]
+
+
+def feed(latest: LatestValues, gpus: list[str], stop: threading.Event, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    n = len(gpus)
+    power = rng.uniform(300, 650, n)
+    temp = rng.uniform(40, 70, n)
+    while not stop.is_set():
+        t = time.time()
+        power = np.clip(power + rng.normal(0, 5, n), 100, 690)
+        temp = np.clip(temp + rng.normal(0, 0.2, n), 30, 80)
+        cols = {"DCGM_FI_DEV_POWER_USAGE": power, "DCGM_FI_DEV_GPU_TEMP": temp,
+                "DCGM_FI_DEV_SM_CLOCK": np.full(n, 1755.0), "DCGM_FI_DEV_POWER_MGMT_LIMIT": np.full(n, 700.0),
+                "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": np.zeros(n)}  # fmt: skip
+        latest.update(Frame.from_dense(t, gpus, cols))
+        stop.wait(max(0.0, 1.0 - (time.time() - t)))
+
+
+def start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen[bytes], str]:
+    exe = shutil.which("prometheus")
+    if exe is None:
+        raise SystemExit("prometheus is not installed (Debian package 'prometheus')")
+    port = free_port()
+    (tmp / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: twinloop\n    honor_labels: true\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+    )
+    proc = subprocess.Popen(
+        [exe, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    proc.terminate()
+    raise SystemExit("prometheus did not become ready")
+
+
+def query(url: str, q: str) -> float | None:
+    try:
+        res = httpx.get(f"{url}/api/v1/query", params={"query": q}, timeout=10).json()["data"]["result"]
+    except (httpx.HTTPError, KeyError, ValueError):
+        return None
+    return float(res[0]["value"][1]) if res else None
+
+
+def measure(n: int, seconds: float) -> dict[str, float]:
+    gpus = fleet(n)
+    latest = LatestValues()
+    stop = threading.Event()
+    feeder = threading.Thread(target=feed, args=(latest, gpus, stop), daemon=True)
+    feeder.start()
+    with tempfile.TemporaryDirectory() as d, Exporter(latest, listen="127.0.0.1:0") as exporter:
+        proc, url = start_prometheus(Path(d), exporter.port)
+        try:
+            deadline = time.monotonic() + 120
+            while (query(url, "count(DCGM_FI_DEV_POWER_USAGE)") or 0) < n and time.monotonic() < deadline:
+                time.sleep(0.5)
+            built = build_source(f"prometheus:{url}", period_s=1.0)
+            cluster = SourceCluster(built.source, NoActuator(),
+                                    LiveOptions(cadence_s=1.0, whole_sweeps=True, discover_s=60))  # fmt: skip
+            lags: list[float] = []
+            values = [0]
+            poll = cluster.poll
+
+            def timed_poll() -> object:
+                s = poll()
+                if isinstance(s, Sample):
+                    values[0] += sum(int(np.isfinite(v).sum()) for v in s.gpu.values())
+                    pending.append(s.ts)
+                return s
+
+            pending: list[float] = []
+            cluster.poll = timed_poll  # type: ignore[method-assign]
+            w = Watcher(cluster, config=WatchConfig(mode="observe"))
+            w.start()
+            runner_step = w.loop.step
+
+            def timed_step(sample: Sample) -> object:
+                out = runner_step(sample)
+                lags.append(time.time() - sample.ts)
+                return out
+
+            w.loop.step = timed_step  # type: ignore[method-assign]
+            t0 = time.monotonic()
+            summary = w.run(stop=lambda: time.monotonic() - t0 >= seconds)
+            wall = time.monotonic() - t0
+            scrape_s = query(url, 'scrape_duration_seconds{job="twinloop"}')
+        finally:
+            stop.set()
+            proc.terminate()
+            proc.wait(timeout=30)
+    lag = np.array(lags) if lags else np.array([np.nan])
+    return {
+        "gpus": n,
+        "ticks": summary.samples,
+        "tick_rate_hz": (summary.samples - 1) / (summary.last_ts - summary.first_ts)
+        if summary.samples > 1 and summary.last_ts and summary.first_ts
+        else float("nan"),
+        "values_per_s": values[0] / max(wall, 1e-9),
+        "lag_p50_s": float(np.median(lag)),
+        "lag_p95_s": float(np.percentile(lag, 95)),
+        "scrape_s": float("nan") if scrape_s is None else scrape_s,
+        "wall_s": wall,
+    }
+
+
+def loop_only(n: int, ticks: int) -> dict[str, float]:
+    """The watcher alone over N GPUs (frames handed in memory, no HTTP): wall time per tick."""
+    gpus = fleet(n)
+    rng = np.random.default_rng(1)
+    frames = [Frame.from_dense(1.7e9 + k, gpus, {f: rng.uniform(100, 600, n) for f in FIELDS}) for k in range(ticks)]
+    source = TwinSource(TwinConfig(), frames=frames)
+    cluster = SourceCluster(source, NoActuator(), LiveOptions(cadence_s=1.0, whole_sweeps=True))
+    w = Watcher(cluster, config=WatchConfig(mode="observe"))
+    w.start()
+    t0 = time.perf_counter()
+    summary = w.run()
+    wall = time.perf_counter() - t0
+    return {"gpus": n, "ticks": summary.samples, "s_per_tick": wall / max(summary.samples, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", default="256,1024")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--loop-only", default="16384", help="GPU counts for the watcher alone (no HTTP)")
+    args = ap.parse_args()
+    print("| GPUs | watcher alone: wall s per tick (1 Hz needs < 1) |")
+    print("|---|---|")
+    for n in (int(x) for x in args.loop_only.split(",") if x):
+        r = loop_only(n, 30)
+        print(f"| {r['gpus']:,} | {r['s_per_tick']:.3f} ({r['ticks']} ticks) |", flush=True)
+    print()
+    head = "| GPUs | loop ticks | tick rate (Hz, target 1) | GPU-field values/s | lag p50 / p95 (s) "
+    head += "| exporter scrape (s) |"
+    print(head)
+    print("|---|---|---|---|---|---|")
+    for n in (int(x) for x in args.gpus.split(",")):
+        r = measure(n, args.seconds)
+        print(f"| {r['gpus']:,} | {r['ticks']} in {r['wall_s']:.0f} s | {r['tick_rate_hz']:.2f} | "
+              f"{r['values_per_s']:,.0f} | {r['lag_p50_s']:.2f} / {r['lag_p95_s']:.2f} | {r['scrape_s']:.2f} |",
+              flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

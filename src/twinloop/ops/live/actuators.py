@@ -1,0 +1,98 @@
+"""The actuators ``twinloop watch --actuator`` offers: none (the default), nvml, slurm, k8s.
+
+``none`` touches nothing: every action the loop would take is recorded as a dry run. The others act for real,
+but show each command as a dry run first (on the watcher's progress stream) and then run it; a failure comes
+back as a ``failed`` reply that the responder records, the guard rails back off from and the watcher raises to a
+person. Every action passes the responder's guard rails before it gets here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from twinloop.errors import InputError, unknown_name
+from twinloop.ops.events import Incident
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
+from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
+from twinloop.ops.respond.adapters.nvml import NvmlAdapter
+
+ACTUATORS = ("none", "nvml", "slurm", "k8s")
+
+
+class NoActuator(ActionAdapter):
+    """Records every action as a dry run and touches nothing (``--actuator none``)."""
+
+    name: ClassVar[str] = "none"
+    supported: ClassVar[frozenset[ActionKind]] = frozenset(ActionKind)
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        return AdapterReply("dry_run", f"actuator none: {request.kind} on {request.target} not carried out")
+
+
+class CordonAdapter(KubernetesAdapter):
+    """Kubernetes by cordon/uncordon: a drained node takes no new pods, and the running ones are left to the job
+    (``kubectl drain`` would evict them; the loop checkpoints and requeues jobs through its own actions)."""
+
+    def argv(self, request: ActionRequest) -> list[str]:
+        """``kubectl cordon|uncordon NODE``."""
+        node = request.target.rstrip("/").rsplit("/", 1)[-1]
+        return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]
+
+
+class DryRunFirst(ActionAdapter):
+    """Wraps a real adapter: shows the dry run of each request, then carries it out."""
+
+    name: ClassVar[str] = "dry-run-first"
+    supported: ClassVar[frozenset[ActionKind]] = frozenset(ActionKind)
+
+    def __init__(self, dry: ActionAdapter, real: ActionAdapter, show: Callable[[str], None]) -> None:
+        self.dry = dry
+        self.real = real
+        self.show = show
+        self.name = f"{real.name}"  # type: ignore[misc]
+
+    def resolve(self, selector: str, incident: Incident) -> list[str]:
+        """The real adapter's targets."""
+        return self.real.resolve(selector, incident)
+
+    def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
+        """The real adapter's hardware range."""
+        return self.real.limits(kind, target)
+
+    def current(self, kind: ActionKind, target: str) -> float | None:
+        """The real adapter's current setting."""
+        return self.real.current(kind, target)
+
+    def apply(self, request: ActionRequest) -> AdapterReply:
+        """Dry run (shown), then the real thing (the real adapter refuses kinds it does not support)."""
+        dry = self.dry.apply(request)
+        self.show(f"dry run: {dry.detail}")
+        return self.real.apply(request)
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:  # pragma: no cover - apply is overridden
+        return self.real.apply(request)
+
+
+def make_actuator(name: str, show: Callable[[str], None] = lambda _m: None) -> ActionAdapter:
+    """The adapter for ``--actuator NAME``.
+
+    Raises:
+        InputError: an unknown name, or NVML not available for ``nvml``.
+    """
+    if name == "none":
+        return NoActuator()
+    if name == "slurm":
+        return DryRunFirst(SlurmAdapter(dry_run=True), SlurmAdapter(dry_run=False), show)
+    if name == "k8s":
+        return DryRunFirst(CordonAdapter(dry_run=True), CordonAdapter(dry_run=False), show)
+    if name == "nvml":
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded...
+            raise InputError("--actuator", "nvml", f"NVML is not available on this machine: {exc}") from None
+        return DryRunFirst(NvmlAdapter(pynvml, dry_run=True), NvmlAdapter(pynvml, dry_run=False), show)
+    raise unknown_name("--actuator", "", "actuator", name, ACTUATORS)

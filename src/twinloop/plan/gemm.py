@@ -1,0 +1,139 @@
+"""Achieved GEMM throughput from shape and dtype, instead of one efficiency constant.
+
+The model (a fitted form, not a kernel simulator) for a GEMM ``C[M,N] = A[M,K]·B[K,N]``::
+
+    S_dtype(M, N, K) = E_inf(dtype) · tile(M, N, K) / (1 + a_dtype · (1/M + 1/N + 1/K))
+
+* ``E_inf``: the share of the dtype's dense peak a very large GEMM reaches;
+* ``a_dtype`` (elements): the small-dimension penalty. Each dimension pays a fixed pipeline fill/drain
+  (prologue, epilogue, scale handling) worth ``a`` elements of work, so a dimension of ``a`` elements halves
+  the throughput. FP8 pays more (its tiles are twice as deep in K and its per-GEMM scaling work is fixed);
+* ``tile``: tile quantization, ``d / (tile·⌈d/tile⌉)`` per dimension (128 in M and N, 64 in K, the CUTLASS /
+  cuBLAS Hopper tile shapes), which matters for per-expert GEMMs at a few hundred tokens.
+
+Fitted on the measured H100 SXM square GEMMs of ``shared/data/h100/precision_bf16_fp8.json`` (torch.matmul
+BF16 and ``torch._scaled_mm`` FP8 with per-tensor scales, 700 W limit; 2048³, 4096³, 8192³; reproduced
+by ``benchmarks/calibrate_gemm.py``): both dtypes within 5.3 % (BF16 within 0.6 %). Dimensions above 8192 count as 8192;
+below 2048 the curve extrapolates (per-expert GEMMs at ~128 tokens: GUESS, likely pessimistic).
+
+The planner uses it *relative to the training calibration*: the efficiency of a GEMM is
+``GEMM_EFFICIENCY · S_dtype(M,N,K) / S_bf16(8192³)``, so ``GEMM_EFFICIENCY`` (fitted on Korthikanti's A100
+table) is the large-BF16-GEMM efficiency and the shape and dtype only move it by what the H100 measurements
+show: FP8 reaches 0.90× BF16's share of peak at 8192³, 0.84× at 4096³ and 0.61× at 2048³. A GPU other than
+the H100 uses the same shape curve (GUESS: no other measurements were at hand).
+
+FP8 scaling granularity: per-tensor (Transformer Engine delayed scaling; what the measurements used) or
+block-wise (DeepSeek-V3's 1×128 activation tiles and 128×128 weight blocks, promoted to FP32 every 128 K
+elements on CUDA cores). Block-wise costs :data:`FP8_BLOCKWISE_FACTOR` (GUESS, see there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+Fp8Scaling = Literal["tensor", "block"]
+
+#: The measurements the curves are fitted on: (dtype, n for an n×n×n GEMM, achieved TFLOP/s, dense peak
+#: TFLOP/s of the catalog). Source: shared/data/h100/precision_bf16_fp8.json (H100 SXM 80GB, this project's
+#: own measurement, 700 W power limit).
+H100_SQUARE_GEMMS: tuple[tuple[str, int, float, float], ...] = (
+    ("bf16", 8192, 673.74, 989.0),
+    ("bf16", 4096, 636.92, 989.0),
+    ("bf16", 2048, 590.80, 989.0),
+    ("fp8", 8192, 1216.87, 1979.0),
+    ("fp8", 4096, 1076.09, 1979.0),
+    ("fp8", 2048, 726.23, 1979.0),
+)
+
+
+@dataclass(frozen=True)
+class GemmCurve:
+    """One dtype's fitted curve: ``e_inf`` (share of peak, 0..1] and ``penalty_elems`` (``a``, elements)."""
+
+    e_inf: float
+    penalty_elems: float
+
+
+#: FITTED on :data:`H100_SQUARE_GEMMS` by :func:`fit_curve` (``benchmarks/calibrate_gemm.py``).
+CURVES: dict[str, GemmCurve] = {
+    "bf16": GemmCurve(e_inf=0.7084, penalty_elems=127.0),
+    "fp8": GemmCurve(e_inf=0.8638, penalty_elems=920.0),
+}
+
+#: Largest dimension measured; larger dimensions count as this one in the penalty (no extrapolation).
+MAX_FITTED_DIM = 8192
+
+#: Reference shape at which ``GEMM_EFFICIENCY`` is taken to hold (BF16).
+REFERENCE_DIM = 8192
+
+#: Tile sizes for tile quantization (M, N, K): Hopper WGMMA kernels of cuBLAS/CUTLASS use 128×128 or
+#: 128×256 output tiles and K steps of 64 (BF16) / 128 (FP8); 128/128/64 is the common smallest.
+TILE_M, TILE_N, TILE_K = 128, 128, 64
+
+#: GUESS. Block-wise FP8 scaling (DeepSeek-V3 §3.3.2: fine-grained quantization, FP32 promotion every 128 K
+#: elements) costs time on CUDA cores beside the tensor cores; DeepGEMM's published H800 results reach
+#: roughly 1,350-1,550 of 1,979 TFLOP/s on large dense shapes, i.e. comparable to per-tensor cuBLAS FP8 at
+#: the best shapes; 0.95 charges a small residual cost.
+FP8_BLOCKWISE_FACTOR = 0.95
+
+#: Bytes of HBM traffic per FP8 GEMM-input activation element per training step for casts, amax and
+#: transposes (Transformer Engine's cast-transpose kernels): forward read BF16 (2) + write FP8 (1) + write the
+#: transposed FP8 copy for the weight gradient (1); backward the output gradient the same again (4). The
+#: amax reduction is fused into the cast. Derived, not fitted.
+FP8_CAST_BYTES_PER_ELEMENT = 8.0
+
+#: Dtypes that use each curve (narrower-than-FP8 formats use the FP8 curve: GUESS).
+_CURVE_OF = {"fp8": "fp8", "int8": "fp8", "fp4": "fp8", "fp6": "fp8"}
+
+
+def curve_name(dtype: str) -> str:
+    """The curve a dtype uses: ``fp8`` for 8-bit and narrower formats, ``bf16`` otherwise."""
+    return _CURVE_OF.get(dtype, "bf16")
+
+
+def _tile(d: F64, t: int) -> F64:
+    return d / (t * np.ceil(d / t))
+
+
+def shape_efficiency(dtype: str, m: F64 | float, n: F64 | float, k: F64 | float) -> F64:
+    """``S_dtype(M, N, K)``: absolute share of the dtype's dense peak (the H100-fitted curve)."""
+    c = CURVES[curve_name(dtype)]
+    mm, nn, kk = (np.maximum(np.asarray(x, dtype=np.float64), 1.0) for x in (m, n, k))
+    tile = _tile(mm, TILE_M) * _tile(nn, TILE_N) * _tile(kk, TILE_K)
+    # No extrapolation above the largest measured dimension: the FP8 curve's e_inf would otherwise let FP8
+    # reach a larger share of its peak than BF16 does, which no measurement shows.
+    pm, pn, pk = (np.minimum(x, MAX_FITTED_DIM) for x in (mm, nn, kk))
+    penalty = c.penalty_elems * (1 / pm + 1 / pn + 1 / pk)
+    return np.asarray(c.e_inf * tile / (1.0 + penalty), dtype=np.float64)
+
+
+def relative_efficiency(
+    dtype: str, m: F64 | float, n: F64 | float, k: F64 | float, fp8_scaling: Fp8Scaling = "tensor"
+) -> F64:
+    """``S_dtype(M,N,K) / S_bf16(8192³)``: the factor on the calibrated large-BF16 ``GEMM_EFFICIENCY``."""
+    ref = shape_efficiency("bf16", REFERENCE_DIM, REFERENCE_DIM, REFERENCE_DIM)
+    r = shape_efficiency(dtype, m, n, k) / ref
+    if curve_name(dtype) == "fp8" and fp8_scaling == "block":
+        r = r * FP8_BLOCKWISE_FACTOR
+    return np.asarray(r, dtype=np.float64)
+
+
+def fit_curve(points: list[tuple[int, float]]) -> tuple[GemmCurve, float]:
+    """Fit ``(e_inf, a)`` to square GEMMs ``[(n, achieved share of peak)]``: grid over ``a`` (1-element
+    steps), ``e_inf`` the geometric-mean match; returns the curve and the worst |relative error|."""
+    n = np.asarray([p[0] for p in points], dtype=np.float64)
+    e = np.asarray([p[1] for p in points], dtype=np.float64)
+    best: tuple[float, float, float] | None = None
+    for a in np.arange(0.0, 4000.0, 1.0):
+        s = n / (n + 3 * a)  # tile quantization is 1 for these power-of-two squares
+        e_inf = float(np.exp(np.mean(np.log(e / s))))
+        worst = float(np.max(np.abs(e_inf * s / e - 1)))
+        if best is None or worst < best[0]:
+            best = (worst, float(a), e_inf)
+    assert best is not None
+    return GemmCurve(e_inf=round(best[2], 4), penalty_elems=best[1]), best[0]

@@ -1,0 +1,104 @@
+"""Start-up: commands are imported only when used, and `--help` imports nothing heavy."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from twinloop.cli.app import COMMANDS, PLAN_COMMANDS, app, plan_app
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+# Packages that no part of `twinloop --help` may import (each costs 50-500 ms at start-up).
+HEAVY = ["numpy", "pandas", "duckdb", "pyarrow", "fastapi", "starlette", "uvicorn", "httpx", "river", "scipy",
+         "sklearn", "pydantic", "yaml", "pynvml", "prometheus_client", "rich.progress", "importlib.metadata",
+         "twinloop.plan", "twinloop.twin", "twinloop.ops", "twinloop.telemetry", "twinloop.web", "twinloop.report",
+         "twinloop.model", "twinloop.hardware"]  # fmt: skip
+# What `plan train` itself may not need: the twin, the store, the web app, the loop.
+NOT_FOR_PLANNING = ["duckdb", "pyarrow", "fastapi", "starlette", "uvicorn", "httpx", "river", "scipy", "sklearn",
+                    "pynvml", "prometheus_client", "twinloop.twin", "twinloop.ops", "twinloop.telemetry",
+                    "twinloop.web", "twinloop.report"]  # fmt: skip
+
+
+def _loaded_after(args: list[str], names: list[str]) -> list[str]:
+    """Run the CLI in a fresh interpreter; return which of ``names`` it imported."""
+    code = f"""
+import json, sys
+from twinloop.cli.main import app
+try:
+    app({args!r})
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps([m for m in {names!r} if m in sys.modules]))
+"""
+    env = {**os.environ, "PYTHONPATH": SRC, "COLUMNS": "80"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def test_help_imports_nothing_heavy() -> None:
+    assert _loaded_after(["--help"], HEAVY) == []
+
+
+@pytest.mark.parametrize("args", [["plan", "--help"], ["plan", "train", "--help"], ["--version"]])
+def test_group_help_and_version_import_nothing_heavy(args: list[str]) -> None:
+    # Typer (>= 0.29) itself validates option values with pydantic once a command's options are built.
+    own = {"pydantic", "importlib.metadata"}
+    assert _loaded_after(args, [m for m in HEAVY if m not in own]) == []
+
+
+def test_plan_train_imports_only_the_planner() -> None:
+    args = ["plan", "train", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8"]
+    assert _loaded_after(args, NOT_FOR_PLANNING) == []
+
+
+def test_version_prints_the_package_version() -> None:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    out = subprocess.run([sys.executable, "-m", "twinloop.cli.main", "--version"], capture_output=True, text=True,
+                         env=env, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and out.stdout.startswith("twinloop ") and len(out.stdout.split()) == 2
+
+
+@pytest.mark.parametrize(("group", "registry"), [(app, COMMANDS), (plan_app, PLAN_COMMANDS)])
+def test_registry_names_the_module_and_help_of_every_command(group: object, registry: dict) -> None:  # type: ignore[type-arg]
+    import typer.main
+
+    registry = {n: e for n, e in registry.items() if importlib.util.find_spec(e.module) is not None}
+    assert {"run", "plan", "train"} & set(registry)  # the core commands are always present
+    for entry in registry.values():
+        importlib.import_module(entry.module)
+    click_group = typer.main.get_command(group)  # type: ignore[arg-type]
+    import click
+
+    ctx = click.Context(click_group)  # type: ignore[arg-type]
+    for name, entry in registry.items():
+        cmd = click_group.get_command(ctx, name)  # type: ignore[attr-defined]
+        assert cmd is not None, f"{entry.module} does not register command {name!r}"
+        first = (cmd.help or "").strip().split("\n\n")[0].replace("\n", " ")
+        assert first == entry.help, f"{name}: help in cli/app.py differs from the command's docstring"
+    # Every registered command is listed (a command missing from the registry would not be lazy).
+    registered = {c.name or c.callback.__name__.replace("_", "-") for c in group.registered_commands}  # type: ignore[attr-defined, union-attr]
+    registered |= {g.name for g in group.registered_groups}  # type: ignore[attr-defined]
+    assert registered <= set(registry), f"commands missing from the registry: {registered - set(registry)}"
+
+
+def test_objectives_listed_in_the_cli_match_the_planner() -> None:
+    from twinloop.cli.plan_cmds import OBJECTIVES
+    from twinloop.plan.search import OBJECTIVES as PLANNER
+
+    assert tuple(OBJECTIVES) == tuple(PLANNER)
+
+
+def test_every_command_module_is_in_the_registry() -> None:
+    """A new ``cli/*_cmd.py`` must be listed in cli/app.py, or its command would silently not exist."""
+    listed = {e.module for e in [*COMMANDS.values(), *PLAN_COMMANDS.values()]}
+    cli_dir = Path(SRC) / "twinloop" / "cli"
+    modules = {f"twinloop.cli.{p.stem}" for p in cli_dir.glob("*_cmd*.py")}
+    assert modules <= listed, f"add to COMMANDS in cli/app.py: {sorted(modules - listed)}"

@@ -1,0 +1,117 @@
+"""Site files, job sources and actuators of the live watcher."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from twinloop.errors import InputError
+from twinloop.ops.live.actuators import make_actuator
+from twinloop.ops.live.jobs import JobMap, expand_hostlist, k8s_jobs, load_job_file, parse_squeue_json, slurm_jobs
+from twinloop.ops.live.site import load_site, place_gpus
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+
+GPUS = ("s/r/k/node01/gpu0", "s/r/k/node01/gpu1", "s/r/k/node02/gpu0", "s/r/k/node03/gpu0")
+
+
+def test_hostlist_expansion() -> None:
+    assert expand_hostlist("node[01-03,07],gpu-a1") == ["node01", "node02", "node03", "node07", "gpu-a1"]
+    assert expand_hostlist("a[1-2]b") == ["a1b", "a2b"]
+    with pytest.raises(ValueError):
+        expand_hostlist("node[01-")
+
+
+@given(st.text(max_size=40))
+def test_hostlist_never_crashes_otherwise(text: str) -> None:
+    with contextlib.suppress(ValueError):
+        expand_hostlist(text)
+
+
+def test_squeue_json_running_jobs_only() -> None:
+    doc = {"jobs": [{"job_id": 42, "job_state": ["RUNNING"], "nodes": "node[01-02]"},
+                    {"job_id": 43, "job_state": "PENDING", "nodes": ""}]}  # fmt: skip
+    jobs = slurm_jobs(GPUS, runner=lambda argv: json.dumps(doc))
+    assert jobs.job_ids == ("42",)
+    np.testing.assert_array_equal(jobs.job_index, [0, 0, 0, -1])
+    with pytest.raises(InputError, match="jobs"):
+        parse_squeue_json("{}")
+    with pytest.raises(InputError, match="not JSON"):
+        parse_squeue_json("nope")
+
+
+def test_job_file_and_k8s_labels(tmp_path: Path) -> None:
+    f = tmp_path / "jobs.yaml"
+    f.write_text("train: [node01]\neval: [node03/gpu0]\n")
+    jobs = load_job_file(f, GPUS)
+    assert jobs == JobMap(("eval", "train"), jobs.job_index)
+    np.testing.assert_array_equal(jobs.job_index, [1, 1, -1, 0])
+    f.write_text("train: node01\n")
+    with pytest.raises(InputError, match="train"):
+        load_job_file(f, GPUS)
+    k = k8s_jobs(GPUS, {GPUS[0]: {"pod": "p1", "namespace": "ml"}, GPUS[2]: {"pod": "p1", "namespace": "ml"}})
+    assert k.job_ids == ("ml.p1",)
+    np.testing.assert_array_equal(k.job_index, [0, -1, 0, -1])
+
+
+def test_site_file_places_hosts_and_validates(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text("site: dc1\nliquid_rows: [row1]\nhosts:\n  node01: {row: row1, rack: r1, cdu: cdu-a, pdu: p3}\n")
+    labels = {GPUS[0]: {"Hostname": "node01", "gpu": "0", "modelName": "NVIDIA H200"},
+              GPUS[2]: {"Hostname": "node02", "gpu": "0"}}  # fmt: skip
+    topo, mapping = place_gpus([GPUS[0], GPUS[2]], labels, load_site(site))
+    assert mapping[GPUS[0]] == "dc1/row1/r1/node01/gpu0" and mapping[GPUS[2]] == "dc1/row0/rack0/node02/gpu0"
+    assert topo.cdu_of_rack == {"dc1/row1/r1": "cdu-a"} and topo.pdu_of_node == {"dc1/row1/r1/node01": "p3"}
+    assert topo.liquid_rows == ("dc1/row1",)
+    assert topo.limits.tdp_w.shape == (2,)
+    site.write_text("site: dc1\nhosts:\n  node01: {rack: r1, colour: blue}\n")
+    with pytest.raises(InputError, match=r"hosts\.node01\.colour"):
+        load_site(site)
+    site.write_text("hosts: [1, 2\n")
+    with pytest.raises(InputError, match="malformed YAML"):
+        load_site(site)
+
+
+def test_actuators_show_the_dry_run_then_act_and_report_failures() -> None:
+    shown: list[str] = []
+    k8s = make_actuator("k8s", shown.append)
+    failing = subprocess.CompletedProcess(["kubectl"], 1, "", 'Error from server (NotFound): nodes "n9" not found')
+    k8s.real.dry_run = False  # type: ignore[attr-defined]
+    k8s.real._runner = lambda argv: failing  # type: ignore[attr-defined]
+    reply = k8s.apply(ActionRequest(ActionKind.DRAIN, "dc/r/k/n9"))
+    assert shown == ["dry run: kubectl cordon n9"]
+    assert reply.status == "failed" and "NotFound" in reply.detail
+    none = make_actuator("none")
+    assert none.apply(ActionRequest(ActionKind.POWER_CAP, "a/b/c/d/gpu0", 300.0)).status == "dry_run"
+    with pytest.raises(InputError, match="actuator"):
+        make_actuator("ipmi")
+    with pytest.raises(InputError, match="NVML"):
+        make_actuator("nvml")  # no GPU driver on this machine
+
+
+def test_learned_thresholds_resume_after_a_restart(tmp_path: Path) -> None:
+    from twinloop.ops.live.actuators import NoActuator
+    from twinloop.ops.live.cluster import LiveOptions, SourceCluster
+    from twinloop.ops.live.watcher import Watcher
+    from twinloop.ops.records import LiveRecords
+    from twinloop.telemetry.sources.files import FileConfig, FileSource
+
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    LiveRecords(con).set_state("threshold_scale", {"rule:power_throttle": 1.3, "not-a-source": 2.0})
+    fix = Path(__file__).resolve().parents[2] / "fixtures" / "h100" / "nvml_1hz_idle_to_caps.csv"
+    cluster = SourceCluster(FileSource(FileConfig(path=str(fix))), NoActuator(), LiveOptions(cadence_s=1.0))
+    w = Watcher(cluster, LiveRecords(con))
+    w.start()
+    assert dict(w.loop.pipeline.config.threshold_scale) == {"rule:power_throttle": 1.3}
+    assert w.tuner.multiplier("rule:power_throttle") == 1.3
+    (rule,) = [r for r in w.loop.pipeline.hw_rules if r.name == "power_throttle"]
+    assert type(rule).__name__ == "CappedPowerThrottleRule"
+    assert rule.clock_drop == pytest.approx(0.10 * 1.3)  # type: ignore[attr-defined]
+    cluster.close()
