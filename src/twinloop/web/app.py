@@ -22,7 +22,7 @@ from twinloop.web.api import files, floor, incidents, jobs, live, overview, plan
 from twinloop.web.api.deps import RunFactory, WebState
 from twinloop.web.auth import MIN_TOKEN_LENGTH, AuthSettings
 from twinloop.web.controller import LoopController
-from twinloop.web.db import TelemetryDB
+from twinloop.web.db import StoreUnavailable, TelemetryDB
 from twinloop.web.pages import SECURITY_HEADERS
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -112,6 +112,10 @@ def create_app(
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     # the chart library and its renderer: the very files the HTML reports inline
     app.mount("/vendor", StaticFiles(directory=ASSETS_DIR), name="vendor")
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "2"})
 
     @app.exception_handler(duckdb.Error)
     async def _store_error(request: Request, exc: duckdb.Error) -> JSONResponse:

@@ -47,12 +47,13 @@ def web_state(request: Request) -> WebState:
 
 def cursor(request: Request) -> Iterator[duckdb.DuckDBPyConnection | None]:
     """A store cursor for the request (``None`` when there is no store yet), closed afterwards."""
-    cur = web_state(request).db.cursor()
+    db = web_state(request).db
+    cur = db.cursor()
     try:
         yield cur
     finally:
         if cur is not None:
-            cur.close()
+            db.release(cur)
 
 
 def need_controller(state: WebState) -> LoopController:
