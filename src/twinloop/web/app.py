@@ -4,7 +4,7 @@ files). Building it has no side effects: nothing is opened until the first reque
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 
 import duckdb
@@ -23,6 +23,7 @@ from twinloop.web.api.deps import RunFactory, WebState
 from twinloop.web.auth import MIN_TOKEN_LENGTH, AuthSettings
 from twinloop.web.controller import LoopController
 from twinloop.web.db import StoreUnavailable, TelemetryDB
+from twinloop.web.guard import MAX_BODY_BYTES, RequestGuard
 from twinloop.web.pages import SECURITY_HEADERS
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -63,6 +64,8 @@ def create_app(
     connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
     now_window_s: float = 30.0,
     live_interval_s: float = 2.0,
+    allowed_hosts: Collection[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The twinloop dashboard and JSON API.
 
@@ -76,6 +79,8 @@ def create_app(
         connect: returns an open connection to the store, for a process that writes it itself.
         now_window_s: "now" is the newest sample of each entity within this many seconds of the newest one.
         live_interval_s: how often the live stream checks for new data, s.
+        allowed_hosts: ``Host`` names accepted besides the loopback ones (the bound host; DNS-rebinding guard).
+        max_body_bytes: the largest request body, bytes (413 above it; checked after the token, before parsing).
 
     Raises:
         InputError: a short token, a missing data directory or non-positive intervals.
@@ -136,4 +141,6 @@ def create_app(
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 
+    # outermost: Host, token of writes and body size are settled before anything reads the body
+    app.add_middleware(RequestGuard, auth=app.state.auth, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
     return app
