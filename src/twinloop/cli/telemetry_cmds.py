@@ -102,7 +102,10 @@ def ingest(
     def run() -> None:
         src = _build(source, target, _options(source, sets, query, period, duration, samples, speed))
         t0 = time.perf_counter()
-        with DuckDBStore(db, force=force) as store, progress(f"ingest {src.label}", total=0, enabled=not json_out) as advance:
+        with (
+            DuckDBStore(db, force=force) as store,
+            progress(f"ingest {src.label}", total=0, enabled=not json_out) as advance,
+        ):
             report = run_ingest(src, store, batch_rows=batch_rows, on_batch=advance)
         elapsed = time.perf_counter() - t0
         doc = {"source": src.label, "db": db, "elapsed_s": elapsed, **report.to_dict()}

@@ -4,12 +4,16 @@ files). Building it has no side effects: nothing is opened until the first reque
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.dependencies.models import Dependant
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
@@ -22,7 +26,7 @@ from twinloop.web.api import files, floor, incidents, jobs, live, overview, plan
 from twinloop.web.api.deps import RunFactory, WebState
 from twinloop.web.auth import MIN_TOKEN_LENGTH, AuthSettings
 from twinloop.web.controller import LoopController
-from twinloop.web.db import StoreUnavailable, TelemetryDB
+from twinloop.web.db import StoreUnavailableError, TelemetryDB
 from twinloop.web.guard import MAX_BODY_BYTES, RequestGuard
 from twinloop.web.pages import SECURITY_HEADERS
 
@@ -48,6 +52,17 @@ def _no_undeclared_query(request: Request) -> None:
         allowed = ", ".join(sorted(declared)) or "none"
         msg = f"unknown parameter (allowed: {allowed})"
         raise HTTPException(status_code=422, detail=[{"type": "value_error", "loc": ["query", unknown[0]], "msg": msg}])
+
+
+def _finite(doc: Any) -> Any:
+    """``doc`` with every non-finite float written as a string (``"nan"``, ``"inf"``)."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return str(doc)
+    if isinstance(doc, dict):
+        return {k: _finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_finite(v) for v in doc]
+    return doc
 
 
 def _query_error(name: str, msg: str) -> JSONResponse:
@@ -118,8 +133,13 @@ def create_app(
     # the chart library and its renderer: the very files the HTML reports inline
     app.mount("/vendor", StaticFiles(directory=ASSETS_DIR), name="vendor")
 
-    @app.exception_handler(StoreUnavailable)
-    async def _store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # the echoed input may hold NaN/inf (Python's JSON reads them): JSON out has no such numbers
+        return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _store_unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "2"})
 
     @app.exception_handler(duckdb.Error)

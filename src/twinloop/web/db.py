@@ -8,7 +8,7 @@ or many read it, not both, so the app holds the file only for short snapshots: a
 ``snapshot_s`` and is closed once its last request is done; the next request opens the file again through the
 store's gate (:mod:`twinloop.telemetry.store.lock`), waiting while a writer (``twinloop watch`` flushing every
 second or so) appends. While a writer holds the file longer than ``busy_wait_s``, or the file is corrupt, a
-request fails with :class:`StoreUnavailable` (HTTP 503 with the reason), never with an empty store. A process
+request fails with :class:`StoreUnavailableError` (HTTP 503 with the reason), never with an empty store. A process
 that writes the store itself (the loop runner serving its own run) passes ``connect`` instead, returning its
 own connection; cursors of it see the writer's committed data live.
 """
@@ -135,7 +135,7 @@ def natural_key(name: str) -> list[tuple[int, int | str]]:
 EMPTY_TOPOLOGY = build_topology([])
 
 
-class StoreUnavailable(RuntimeError):
+class StoreUnavailableError(RuntimeError):
     """The store exists but cannot be read now (a writer holds it, or it is corrupt): HTTP 503."""
 
 
@@ -197,15 +197,15 @@ class TelemetryDB:
         assert self.path is not None
         # the gate, shared: a writer that holds it is appending now; wait for it instead of starving it
         if not lock.acquire(self.path, exclusive=False, timeout_s=self.busy_wait_s):
-            raise StoreUnavailable(f"telemetry store busy: a writer holds {self.path.name} (retry shortly)")
+            raise StoreUnavailableError(f"telemetry store busy: a writer holds {self.path.name} (retry shortly)")
         try:
             self._file_id = self._stat()
             return lock.connect_retry(self.path, read_only=True, timeout_s=self.busy_wait_s)
-        except lock.StoreBusy:
-            raise StoreUnavailable(f"telemetry store busy: another process holds {self.path.name}") from None
+        except lock.StoreBusyError:
+            raise StoreUnavailableError(f"telemetry store busy: another process holds {self.path.name}") from None
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0][:200]
-            raise StoreUnavailable(f"telemetry store unreadable ({type(exc).__name__}: {first})") from None
+            raise StoreUnavailableError(f"telemetry store unreadable ({type(exc).__name__}: {first})") from None
         finally:
             lock.release(self.path)
 
@@ -213,7 +213,7 @@ class TelemetryDB:
         """A cursor for one request, or ``None`` when there is no store (yet); give it back with :meth:`release`.
 
         Raises:
-            StoreUnavailable: the file exists but a writer holds it or it cannot be read.
+            StoreUnavailableError: the file exists but a writer holds it or it cannot be read.
         """
         with self._lock:
             if self._con is not None and self._connect is None:
@@ -239,7 +239,7 @@ class TelemetryDB:
             tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         except duckdb.Error as exc:
             self.release(cur)
-            raise StoreUnavailable(f"telemetry store unreadable ({type(exc).__name__})") from None
+            raise StoreUnavailableError(f"telemetry store unreadable ({type(exc).__name__})") from None
         if not {"entities", "fields", "samples"} <= tables:
             self.release(cur)
             return None

@@ -25,10 +25,6 @@ LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-class _TooLarge(Exception):
-    pass
-
-
 def host_name(header: str) -> str:
     """The host of a ``Host`` header, without port or IPv6 brackets, lower case."""
     h = header.strip().lower()
@@ -85,29 +81,30 @@ class RequestGuard:
             if int(length) > self.max_body_bytes:
                 await _reply(send, 413, f"request body over {self.max_body_bytes} bytes")
                 return
-        received = 0
-        started = False
+        if length is None and scope.get("method", "GET") in _WRITES:
+            # no declared length (chunked): read at most the cap here, then hand the app what was read
+            body, more = bytearray(), True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                body += message.get("body", b"")
+                more = bool(message.get("more_body", False))
+                if len(body) > self.max_body_bytes:
+                    await _reply(send, 413, f"request body over {self.max_body_bytes} bytes")
+                    return
+            replayed = False
 
-        async def capped_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_body_bytes:
-                    raise _TooLarge
-            return message
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": bytes(body), "more_body": False}
+                return await receive()
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, capped_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await _reply(send, 413, f"request body over {self.max_body_bytes} bytes")
+            await self.app(scope, replay, send)
+            return
+        await self.app(scope, receive, send)
 
 
 async def _reply(send: Send, status: int, detail: str, extra: dict[str, str] | None = None) -> None:

@@ -98,7 +98,7 @@ class DuckDBStore:
                     self._check_foreign(self._con)
                     self._con.execute(_SCHEMA)
                 self._load_ids()
-            except (duckdb.Error, lock.StoreBusy, InputError) as exc:
+            except (duckdb.Error, lock.StoreBusyError, InputError) as exc:
                 self.close()
                 if isinstance(exc, InputError):
                     raise
@@ -117,7 +117,7 @@ class DuckDBStore:
             try:
                 lock.remove_store(self.path)
                 self.replace = False  # once: a reopen of this store keeps what this run wrote
-            except lock.StoreBusy:
+            except lock.StoreBusyError:
                 self.close()
                 raise InputError(self.path, "", "in use by another process; not replaced (stop it or use --out "
                                  "elsewhere)") from None  # fmt: skip

@@ -19,12 +19,14 @@ again (DuckDB shares one database instance inside a process).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 try:  # POSIX only; elsewhere the gate is a no-op and DuckDB's own lock is all there is
     import fcntl
@@ -37,7 +39,7 @@ import duckdb
 POLL_S = 0.02
 
 
-class StoreBusy(RuntimeError):
+class StoreBusyError(RuntimeError):
     """The store is held by another process (a writer, or a reader when replacing it)."""
 
 
@@ -113,12 +115,12 @@ def release(db: str | Path) -> None:
 
 
 def connect_retry(
-    db: str | Path, read_only: bool, timeout_s: float, config: dict[str, object] | None = None
+    db: str | Path, read_only: bool, timeout_s: float, config: dict[str, Any] | None = None
 ) -> duckdb.DuckDBPyConnection:
     """``duckdb.connect`` that waits up to ``timeout_s`` while another process holds the file.
 
     Raises:
-        StoreBusy: still held after ``timeout_s``.
+        StoreBusyError: still held after ``timeout_s``.
         duckdb.Error: any other failure (a corrupt file, not a DuckDB file).
     """
     deadline = time.monotonic() + max(0.0, timeout_s)
@@ -129,7 +131,7 @@ def connect_retry(
             if not is_lock_error(exc):
                 raise
             if time.monotonic() >= deadline:
-                raise StoreBusy(f"{db}: held by another process (DuckDB lock)") from None
+                raise StoreBusyError(f"{db}: held by another process (DuckDB lock)") from None
         time.sleep(POLL_S * 5)
 
 
@@ -140,14 +142,13 @@ def remove_store(db: str | Path, wait_readers_s: float = 3.0) -> None:
     the gate is held), then checks DuckDB's own lock once more, for processes that do not use the gate.
 
     Raises:
-        StoreBusy: another process still has the file open.
+        StoreBusyError: another process still has the file open.
     """
     path = Path(db)
     if not path.exists():
         return
-    try:
+    # not openable (corrupt, not DuckDB) but not held either: a fresh run replaces it
+    with contextlib.suppress(duckdb.Error):
         connect_retry(path, read_only=False, timeout_s=wait_readers_s).close()
-    except duckdb.Error:
-        pass  # not openable (corrupt, not DuckDB) but not held either: a fresh run replaces it
     path.unlink()
     Path(str(path) + ".wal").unlink(missing_ok=True)

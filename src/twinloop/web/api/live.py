@@ -18,9 +18,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from twinloop.web.db import StoreUnavailable
 from twinloop.web.api.deps import WebState, scalars, web_state
 from twinloop.web.auth import require_read
+from twinloop.web.db import StoreUnavailableError
 from twinloop.web.models import error_responses
 
 router = APIRouter(
@@ -33,7 +33,7 @@ def snapshot(state: WebState) -> dict[str, Any]:
     newest, samples, store = None, 0, "ok"
     try:
         cur = state.db.cursor()
-    except StoreUnavailable as exc:
+    except StoreUnavailableError as exc:
         cur, store = None, str(exc)
     if cur is not None:
         try:
