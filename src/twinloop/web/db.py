@@ -262,17 +262,14 @@ class TelemetryDB:
 
     def version(self, cur: duckdb.DuckDBPyConnection) -> tuple[object, ...]:
         """What changes whenever the store does: file identity, sample count, newest minute, loop rows."""
-        row = cur.execute(
-            "SELECT count(*), max(bucket), max(last_ts) FROM rollup_1m"
-            if self._has(cur, "rollup_1m")
-            else "SELECT count(*), NULL, max(ts) FROM samples"
-        ).fetchone()
+        tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        parts = ["(SELECT count(*) FROM samples)", "(SELECT max(ts) FROM samples)"]
+        if "rollup_1m" in tables:  # the rollups make the same answer cheaper to get
+            parts = ["(SELECT count(*) FROM rollup_1m)", "(SELECT max(last_ts) FROM rollup_1m)"]
+        # loop records are replaced by delete + insert: a new rowid tells a changed row even at the same count
+        parts += [f"(SELECT count(*) || ':' || max(rowid) FROM {t})" for t in sorted(tables) if t.startswith("loop_")]
+        row = cur.execute("SELECT " + ", ".join(parts)).fetchone()
         return (self._file_id, tuple(row) if row else None)
-
-    @staticmethod
-    def _has(cur: duckdb.DuckDBPyConnection, table: str) -> bool:
-        row = cur.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]).fetchone()
-        return bool(row and row[0])
 
     def cached(self, key: object, version: object, compute: Callable[[], object]) -> object:
         """``compute()``, cached under ``key`` until ``version`` changes (results of heavy queries)."""
