@@ -140,8 +140,9 @@ def run(db: Path, clients: int, duration_s: float, max_requests: int) -> dict[st
         "p50_ms": pct(every, 50),
         "p99_ms": pct(every, 99),
         "max_ms": pct(every, 100),
-        "by_endpoint": {k: {"n": len(v), "p50_ms": pct(np.array(v), 50), "p99_ms": pct(np.array(v), 99)}
-                        for k, v in lat.items()},  # fmt: skip
+        "by_endpoint": {
+            k: {"n": len(v), "p50_ms": pct(np.array(v), 50), "p99_ms": pct(np.array(v), 99)} for k, v in lat.items()
+        },  # fmt: skip
         "errors": errors,
         "loadavg_1m_5m_15m": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),

@@ -172,6 +172,7 @@ class TelemetryDB:
         self._range_key: int | None = None
         self._range: tuple[float | None, float | None] = (None, None)
         self._file_id: tuple[int, int] | None = None
+        self._generation = 0  # connections opened so far: the store cannot change while one stays open
         #: results cached until the store changes (see :meth:`cached`): key -> (store version, value)
         self._cache: dict[object, tuple[object, object]] = {}
 
@@ -200,6 +201,7 @@ class TelemetryDB:
             raise StoreUnavailableError(f"telemetry store busy: a writer holds {self.path.name} (retry shortly)")
         try:
             self._file_id = self._stat()
+            self._generation += 1
             return lock.connect_retry(self.path, read_only=True, timeout_s=self.busy_wait_s)
         except lock.StoreBusyError:
             raise StoreUnavailableError(f"telemetry store busy: another process holds {self.path.name}") from None
@@ -221,8 +223,15 @@ class TelemetryDB:
                 if replaced:
                     # a new run into the same directory: drop the old file and its caches
                     self._topo_key, self._range_key, self._cache = None, None, {}
-                if replaced or time.monotonic() - self._opened_at > self.snapshot_s:
+                if replaced:
                     self._retire()
+                elif time.monotonic() - self._opened_at > self.snapshot_s:
+                    if self.path is not None and lock.acquire(self.path, exclusive=False, timeout_s=0.0):
+                        # no writer waits (it would hold the gate): keep the connection, its caches stay warm
+                        lock.release(self.path)
+                        self._opened_at = time.monotonic()
+                    else:
+                        self._retire()
             if self._con is None:
                 if self._connect is not None:
                     self._con = self._connect()
@@ -261,7 +270,13 @@ class TelemetryDB:
                     parent.close()
 
     def version(self, cur: duckdb.DuckDBPyConnection) -> tuple[object, ...]:
-        """What changes whenever the store does: file identity, sample count, newest minute, loop rows."""
+        """What changes whenever the store does: file identity, sample count, newest minute, loop rows.
+
+        A file this object opened cannot change while its connection stays open (a writer needs the file to
+        itself), so then the connection's generation is the version, with no query at all.
+        """
+        if self._connect is None:
+            return (self._file_id, self._generation)
         tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         parts = ["(SELECT count(*) FROM samples)", "(SELECT max(ts) FROM samples)"]
         if "rollup_1m" in tables:  # the rollups make the same answer cheaper to get
