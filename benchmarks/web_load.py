@@ -142,7 +142,7 @@ def run(db: Path, clients: int, duration_s: float, max_requests: int) -> dict[st
         "max_ms": pct(every, 100),
         "by_endpoint": {
             k: {"n": len(v), "p50_ms": pct(np.array(v), 50), "p99_ms": pct(np.array(v), 99)} for k, v in lat.items()
-        },  # fmt: skip
+        },
         "errors": errors,
         "loadavg_1m_5m_15m": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
