@@ -53,7 +53,8 @@ def test_poll_steps_the_twin_and_ends_after_the_duration() -> None:
     # Every CDU's commanded setpoint is told once, then only when written again.
     assert set(first.commanded_setpoints) == {"dc1/r01", "dc1/r02"} and later.commanded_setpoints == {}
     assert first.commanded_setpoints["dc1/r01"] == later.gpu[CDU_SETPOINT][0]
-    assert cluster.max_gpu_temp_c == max(float(s.gpu[TEMP].max()) for s in samples)
+    # The harness figure is the exact die temperature; telemetry reports it in whole degrees.
+    assert abs(cluster.max_gpu_temp_c - max(float(s.gpu[TEMP].max()) for s in samples)) <= 0.5
 
 
 def test_a_written_setpoint_is_told_and_reads_follow_the_twin() -> None:
@@ -65,6 +66,6 @@ def test_a_written_setpoint_is_told_and_reads_follow_the_twin() -> None:
     sample = cluster.poll()
     assert isinstance(sample, Sample) and sample.commanded_setpoints == {"dc1/r01": 27.0}
     now = cluster.read(TEMP, "dc1/r01", "max")
-    assert now == float(sample.gpu[TEMP][:32].max())
+    assert now is not None and abs(now - float(sample.gpu[TEMP][:32].max())) <= 0.5  # sensor: whole degrees
     assert cluster.read(TEMP, "dc1/r01", ago_s=5.0) is not None  # a snapshot from 10 s
     assert cluster.read(TEMP, "dc1/nowhere") is None and cluster.now_s() == 13.0

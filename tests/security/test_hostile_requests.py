@@ -72,6 +72,17 @@ def test_writes_without_the_right_token_never_reach_the_endpoint(client: TestCli
     assert r.status_code in (401, 403)
 
 
+@pytest.mark.parametrize("open_read", [False, True])
+def test_the_planner_is_a_read_when_reads_are_open(tmp_path: Path, open_read: bool) -> None:
+    app = create_app(_store(tmp_path / "t.duckdb"), tmp_path, TOKEN, open_read=open_read)
+    with TestClient(app) as c:
+        r = c.post("/api/plan/train", json={"gpus": 256})
+        assert r.status_code == (200 if open_read else 401)
+        # Open reads do not open writes, and the body cap still holds for the planner.
+        assert c.post("/api/runs", json={"duration_s": 5}).status_code == 401
+        assert c.post("/api/plan/train", content=b" " * (MAX_BODY_BYTES + 1)).status_code in (401, 413)
+
+
 @pytest.mark.parametrize(
     ("host", "status"),
     [("evil.example", 400), ("evil.example:8000", 400), ("127.0.0.1.evil.example", 400), ("", 400),

@@ -236,7 +236,11 @@ class TwinCluster:
         return END
 
     def read(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
-        """A GPU field (temperature, power) over an entity's GPUs now or ``ago_s`` ago; a row's CDU supply now."""
+        """A GPU field (temperature, power) over an entity's GPUs now or ``ago_s`` ago; a row's CDU supply now.
+
+        The value is the twin's exact state, without the sensor model's noise and rounding (a real cluster's read
+        is its latest reading: within 0.5 °C of this, power within its noise).
+        """
         return self.reader(field, entity, aggregate, ago_s)
 
     def now_s(self) -> float:

@@ -23,6 +23,8 @@ MAX_BODY_BYTES = 1 << 20
 #: Host names always allowed (loopback); ``testserver`` is the name Starlette's in-process test client sends.
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "testserver"})
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: POSTs that change nothing (the planner computes an answer): with ``--open-read`` they are reads.
+_READ_POSTS = ("/api/plan/",)
 
 
 def host_name(header: str) -> str:
@@ -64,7 +66,8 @@ class RequestGuard:
             await _reply(send, 400, "invalid Host header (allowed: loopback names and the bound host)")
             return
         path: str = scope.get("path", "")
-        if scope.get("method", "GET") in _WRITES and path.startswith("/api/"):
+        is_read_post = self.auth.open_read and path.startswith(_READ_POSTS)
+        if scope.get("method", "GET") in _WRITES and path.startswith("/api/") and not is_read_post:
             auth = headers.get("authorization", "")
             scheme, _, token = auth.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
