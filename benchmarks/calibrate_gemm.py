@@ -2,8 +2,9 @@
 
     python benchmarks/calibrate_gemm.py
 
-Refits ``(e_inf, a)`` per dtype (:func:`twinloop.plan.gemm.fit_curve`), prints the shipped curves against each
-measured cell (all are *fitted on*), and the relative factors the planner applies at a few training shapes.
+Refits ``(e_inf, a)`` per dtype (:func:`twinloop.plan.gemm.fit_curve`) on the clock-normalised cells (achieved
+TFLOP/s over the peak at the clock each GEMM ran at), prints the shipped curves against each measured cell at its
+measured clock (all are *fitted on*), and the relative factors the planner applies at a few training shapes.
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ from twinloop.plan import gemm
 def main() -> None:
     print("fit (grid over a, geometric-mean e_inf):")
     for dtype in ("bf16", "fp8"):
-        pts = [(n, t / p) for d, n, t, p in gemm.H100_SQUARE_GEMMS if d == dtype]
+        pts = gemm.h100_points(dtype)
         curve, worst = gemm.fit_curve(pts)
         print(f"  {dtype}: e_inf={curve.e_inf:.4f} a={curve.penalty_elems:.0f} worst {100 * worst:.1f} %")
-    print("\nshipped curves vs measured (H100 SXM, 700 W; fitted on):")
-    print(f"  {'dtype':5s} {'n':>5s} {'measured':>9s} {'model':>7s} {'error':>7s}")
-    for dtype, n, tflops, peak in gemm.H100_SQUARE_GEMMS:
-        pred = float(gemm.shape_efficiency(dtype, n, n, n)) * peak
-        print(f"  {dtype:5s} {n:5d} {tflops:9.1f} {pred:7.1f} {100 * (pred / tflops - 1):+6.1f} %")
+    print("\nshipped curves vs measured (H100 SXM, 700 W, at each cell's measured clock; fitted on):")
+    print(f"  {'dtype':5s} {'n':>5s} {'MHz':>5s} {'share/clk':>9s} {'measured':>9s} {'model':>7s} {'error':>7s}")
+    cells = zip(gemm.H100_SQUARE_GEMMS, gemm.H100_SQUARE_GEMM_CLOCKS_MHZ, strict=True)
+    for (dtype, n, tflops, peak), mhz in cells:
+        share = gemm.clock_normalised_share(tflops, peak, mhz, gemm.H100_PEAK_CLOCK_MHZ)
+        pred = float(gemm.shape_efficiency(dtype, n, n, n)) * peak * mhz / gemm.H100_PEAK_CLOCK_MHZ
+        print(
+            f"  {dtype:5s} {n:5d} {mhz:5.0f} {share:9.3f} {tflops:9.1f} {pred:7.1f} {100 * (pred / tflops - 1):+6.1f} %"
+        )
     print("\nrelative factor on GEMM_EFFICIENCY (1 = BF16 8192^3):")
     shapes = [
         ("Llama-3-8B FFN up, 8K tokens, TP1", 8192, 28672, 4096),

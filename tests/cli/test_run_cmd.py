@@ -24,6 +24,9 @@ def test_run_compares_loop_off_and_on_and_writes_db_and_report(cli: Callable[...
     doc = json.loads(result.stdout)
     off, on = doc["loop_off"], doc["loop_on"]
     assert off["actions"] == [] and on["actions"]
+    # Audit trail (issue 14): every action says who asked for it, why, and what it expects.
+    assert all({"source", "reason", "expected", "incident_id", "judges_action"} <= set(a) for a in on["actions"])
+    assert {a["source"] for a in on["actions"]} <= {"incident", "optimizer", "rollback", "restore", "loop"}
     assert set(off["outcome"]) == set(on["outcome"]) >= {"thermal_throttled_gpu_s", "pue", "psu_trips"}
     (psu,) = [d for d in on["detection"] if d["fault"] == "psu_loss"]
     assert psu["recall"] == 1.0
@@ -33,6 +36,8 @@ def test_run_compares_loop_off_and_on_and_writes_db_and_report(cli: Callable[...
     runs = {r[0] for r in con.execute("SELECT DISTINCT run FROM loop_ground_truth").fetchall()}
     assert runs == {"loop-off", "loop-on"}
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] > 0  # type: ignore[index]
+    details = [r[0] for r in con.execute("SELECT detail FROM loop_actions WHERE run = 'loop-on'").fetchall()]
+    assert details and all("why" in d or "judges action" in d for d in details)
 
 
 def test_run_rejects_bad_mode_and_bad_scenario(cli: Callable[..., Any], tmp_path: Path) -> None:

@@ -80,3 +80,27 @@ def test_supply_limit_follows_the_working_psus_of_a_node() -> None:
     rating = float(twin.chain.psu_rating_w[index])
     assert one is not None and one < (rating * a.supply_margin) / 8  # the host's draw comes off first
     assert a.supply_limit_w("dc1/r01") is None and a.supply_limit_w("dc1/r01/k01/n01/g0") is None
+
+
+def test_checkpoint_done_follows_the_twin_job_state() -> None:
+    """The requeue gate reads the twin's job: not done while the triggered checkpoint is being written, done once
+    it completed after the request."""
+    site = {**SITE, "jobs": [{**SITE["jobs"][0], "checkpoint_write_s": 30, "checkpoint_interval_s": 3600}]}  # type: ignore[dict-item]
+    twin = Twin(scenario_from_dict(site, "t.yaml"), "t.yaml")
+    twin.run(60.0)
+    a = TwinAdapter(twin)
+    job = "dc1/jobs/train"
+    since = float(twin.t_s)
+    assert a.checkpoint_done(job, since) is False  # work since launch, no checkpoint after `since`
+    assert a.apply(ActionRequest(ActionKind.CHECKPOINT, job)).status == "applied"
+    twin.run(20.0)
+    assert a.checkpoint_done(job, since) is False  # still writing (30 s)
+    twin.run(15.0)
+    assert a.checkpoint_done(job, since) is True
+    assert a.checkpoint_done("dc1/jobs/nope", since) is None
+
+
+def test_is_serving_reads_the_twin_job_kind() -> None:
+    a = TwinAdapter(twin_running(5))
+    assert a.is_serving("dc1/jobs/train") is False
+    assert a.is_serving("dc1/jobs/nope") is None

@@ -35,3 +35,17 @@ def test_wrong_class_or_place_does_not_match() -> None:
     faults = [Label("sdc", "dc1/jobs/train", 100.0, 400.0)]
     report = evaluate_detection([inc(1, EventClass.SUSPECTED_SDC, "dc1/jobs/serve", 110.0)], faults)
     assert report.per_fault[0].recall == 0.0 and len(report.false_alarms) == 1
+
+
+def test_a_site_wide_fault_does_not_steal_a_local_faults_credit_by_list_order() -> None:
+    """Issue 14: the heat wave listed first took the credit of a GPU's thermal-interface fault."""
+    from twinloop.ops.events import EventClass, Incident, Severity
+
+    gpu = "dc1/r01/k01/n01/g3"
+    inc = Incident(1, EventClass.THERMAL_THROTTLE, gpu, (gpu,), 320.0, 400.0, Severity.MAJOR)
+    wave = Label("heat_wave", "dc1", 300.0, 900.0)
+    tim = Label("gpu_thermal_interface", gpu, 100.0, 900.0)
+    for faults in ([wave, tim], [tim, wave]):
+        report = evaluate_detection([inc], faults)
+        hit = {q.fault: q.n_true_incidents for q in report.per_fault}
+        assert hit == {"gpu_thermal_interface": 1, "heat_wave": 0}

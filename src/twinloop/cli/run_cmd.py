@@ -48,6 +48,11 @@ def _pass_doc(r: PassResult) -> dict[str, Any]:
                 "value": a.request.value,
                 "status": a.status,
                 "detail": a.detail,
+                "incident_id": a.request.incident_id,
+                "source": a.source,
+                "reason": a.request.reason,
+                "expected": a.expected,
+                "judges_action": int(a.extra["of_action"]) if "of_action" in a.extra else None,
             }
             for a in r.actions
         ],

@@ -99,5 +99,7 @@ def serve(
 
     # A `twinloop watch --db` on this store: approve/reject reach it through its control file.
     ctl = DbController(control_path(db)) if control_path(db).is_file() else None
-    web = guarded(lambda: create_app(db, folder, tok, open_read=open_read, controller=ctl))
+    # Host check (DNS rebinding): loopback names and the bound host; a wildcard bind names no host to check
+    hosts = ("*",) if host in ("0.0.0.0", "::") else (host,)
+    web = guarded(lambda: create_app(db, folder, tok, open_read=open_read, controller=ctl, allowed_hosts=hosts))
     uvicorn.run(web, host=host, port=port, log_level="warning")

@@ -90,6 +90,7 @@ def ingest(
     speed: float | None = typer.Option(None, "--speed", help=SPEED_HELP),
     batch_rows: int = typer.Option(1_000_000, "--batch-rows", min=1, help="Samples per store transaction."),
     sets: list[str] | None = SET_OPTION,
+    force: bool = typer.Option(False, "--force", help="Add twinloop tables to a DuckDB file that has others."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Read telemetry from SOURCE into the DuckDB store; every bad row is counted and reported.
@@ -102,7 +103,10 @@ def ingest(
     def run() -> None:
         src = _build(source, target, _options(source, sets, query, period, duration, samples, speed))
         t0 = time.perf_counter()
-        with DuckDBStore(db) as store, progress(f"ingest {src.label}", total=0, enabled=not json_out) as advance:
+        with (
+            DuckDBStore(db, force=force) as store,
+            progress(f"ingest {src.label}", total=0, enabled=not json_out) as advance,
+        ):
             report = run_ingest(src, store, batch_rows=batch_rows, on_batch=advance)
         require_rows_kept(report, src.label)  # every row dropped is an error (exit 2), never a quiet 0
         elapsed = time.perf_counter() - t0

@@ -82,9 +82,10 @@ def watch(
         from twinloop.ops.live.control import ControlChannel, control_path
         from twinloop.ops.live.watcher import WatchConfig, Watcher
         from twinloop.ops.records import LiveRecords
-        from twinloop.telemetry.store.duckdb_store import DuckDBStore
+        from twinloop.telemetry.store.session import SessionStore
 
-        store = DuckDBStore(db) if db is not None else None
+        # the store is opened only in short sessions (append, close), so `twinloop serve --db` reads it live
+        store = SessionStore(db) if db is not None else None
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)
         cluster = SourceCluster(
@@ -95,7 +96,7 @@ def watch(
             jobs=job_source,
             on_frame=store.append if store is not None else None,
         )
-        records = LiveRecords(store.con, run_name) if store is not None else None
+        records = LiveRecords(store, run_name) if store is not None else None
         control = ControlChannel(control_path(db), run_name) if db is not None else None
         alerts = AlertmanagerClient(alertmanager) if alertmanager else None
         config = WatchConfig(mode=mode, run=run_name, policy=pol)  # type: ignore[arg-type]
@@ -107,8 +108,6 @@ def watch(
         say(f"watching {source} in {mode} mode, actuator {actuator}" + (f", recording to {db}" if db else ""))
         summary = watcher.run(duration, stop.is_set)
         incidents, actions = records.summary() if records is not None else _in_memory(watcher)
-        if store is not None:
-            store.close()
         doc = {
             "source": source,
             "mode": mode,

@@ -25,6 +25,7 @@ from twinloop.twin.actions import (
     SetPowerLimit,
     TriggerCheckpoint,
 )
+from twinloop.twin.jobs import Phase
 
 if TYPE_CHECKING:
     from twinloop.twin.engine import Twin
@@ -85,6 +86,28 @@ class TwinAdapter(ActionAdapter):
         except KeyError:
             return None
         return index if level == "row" else None
+
+    def is_serving(self, job: str) -> bool | None:
+        """From the twin's job kind."""
+        j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
+        return None if j is None else j.kind == "serving"
+
+    def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
+        """From the twin's job state: a training job back in its sustained phase whose last checkpoint (or restart
+        from one) completed at or after ``since_ts``; a job holding no unsaved work (serving, queued, ramping up
+        from its checkpoint, done) is done too. A job writing its checkpoint, or hung, is not."""
+        if _JOBS not in job:
+            return None
+        j = self.twin.job_by_name(job.split(_JOBS, 1)[1])
+        if j is None:
+            return None
+        if j.kind != "training" or j.phase in (Phase.QUEUED, Phase.RAMP_UP, Phase.LAUNCH, Phase.COOLDOWN, Phase.DONE):
+            return True
+        if j.phase != Phase.SUSTAINED:
+            return False
+        # Completing a checkpoint (or launching from one) sets the next one an interval ahead.
+        saved_at_s = j.next_checkpoint_s - j.spec.checkpoint_interval_s
+        return saved_at_s >= since_ts or j.iterations <= j.iterations_at_checkpoint
 
     # ----- settings -------------------------------------------------------------------------------------
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:

@@ -43,6 +43,11 @@ class GpuSpec(BaseModel):
     gemm_clock_at_tdp_mhz: float | None = Field(
         default=None, gt=0, description="SM clock a dense BF16 GEMM sustains at TDP (None: the H100's share of f_max)"
     )
+    peak_tflops_clock_mhz: float | None = Field(
+        default=None,
+        gt=0,
+        description="SM clock at which dense_tflops holds (None: sm_clock_max_mhz); H100 SXM: 989 TFLOP/s at 1,830 MHz",
+    )
     sources: dict[str, str]
 
     @model_validator(mode="after")
@@ -59,9 +64,18 @@ class GpuSpec(BaseModel):
             self.sm_clock_min_mhz < self.gemm_clock_at_tdp_mhz <= self.sm_clock_max_mhz
         ):
             raise ValueError("need sm_clock_min_mhz < gemm_clock_at_tdp_mhz <= sm_clock_max_mhz")
+        if self.peak_tflops_clock_mhz is not None and not (
+            self.sm_clock_min_mhz < self.peak_tflops_clock_mhz <= self.sm_clock_max_mhz
+        ):
+            raise ValueError("need sm_clock_min_mhz < peak_tflops_clock_mhz <= sm_clock_max_mhz")
         if "bf16" not in self.dense_tflops:
             raise ValueError("dense_tflops needs at least bf16")
         return self
+
+    @property
+    def peak_clock_mhz(self) -> float:
+        """SM clock at which ``dense_tflops`` holds; the tensor rate scales with the clock from there."""
+        return self.peak_tflops_clock_mhz if self.peak_tflops_clock_mhz is not None else self.sm_clock_max_mhz
 
     def tflops(self, dtype: str) -> float:
         """Dense TFLOP/s for ``dtype``; a dtype the GPU lacks runs at the next wider one it has."""

@@ -87,6 +87,11 @@ def _touches(incident: Incident, label: Label) -> bool:
     return any(e.startswith(label.entity) or label.entity.startswith(e + "/") or e == label.entity for e in ents)
 
 
+def _depth(label: Label) -> int:
+    """How local a fault is: entity depth (site 1 ... gpu 5); a job's fault counts as a node's."""
+    return 4 if label.job is not None or "/jobs/" in label.entity else label.entity.count("/") + 1
+
+
 def _covers_root(incident: Incident, label: Label) -> bool:
     root = incident.root
     return root == label.entity or root.startswith(label.entity + "/") or (label.job is not None and root == label.job)
@@ -115,8 +120,19 @@ def evaluate_detection(
         if not candidates:
             continue
         # A fault whose entity covers the incident's root explains it better than one that a member merely
-        # touches (a site-wide incident touches every GPU fault in the hall).
-        k = min(candidates, key=lambda c: (not _covers_root(inc, faults[c]), c))
+        # touches (a site-wide incident touches every GPU fault in the hall); among those, the most local one (a
+        # GPU's fault over the heat wave that covers the whole site), then the one that began closest before
+        # the incident. The order of the scenario's fault list never decides.
+        k = min(
+            candidates,
+            key=lambda c: (
+                not _covers_root(inc, faults[c]),
+                -_depth(faults[c]),
+                abs(inc.start_ts - faults[c].start_s),
+                faults[c].kind,
+                faults[c].entity,
+            ),
+        )
         matched[inc.incident_id] = faults[k].kind
         per_fault_hits[k] = per_fault_hits.get(k, 0) + 1
         first_seen.setdefault(k, inc.start_ts - faults[k].start_s)

@@ -18,7 +18,8 @@ restart needs: learned thresholds, incidents it closed on restart).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ import duckdb
 
 from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import ActionResult
+from twinloop.telemetry.store.session import SessionStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS loop_incidents(run VARCHAR, incident_id BIGINT, event_class VARCHAR, root VARCHAR,
@@ -61,7 +63,7 @@ def write_run(
         for i in incidents
     ]  # fmt: skip
     act_rows = [
-        (run, a.action_id, a.ts, str(a.request.kind), a.request.target, a.request.value, a.status, a.detail,
+        (run, a.action_id, a.ts, str(a.request.kind), a.request.target, a.request.value, a.status, a.audit_detail,
          a.request.incident_id, a.clamped)
         for a in actions
     ]  # fmt: skip
@@ -134,31 +136,64 @@ class StoredAction:
     reason: str
 
 
+def _schema(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(_SCHEMA)
+    con.execute(_LIVE_SCHEMA)
+
+
+def _run_tx(con: duckdb.DuckDBPyConnection, statements: list[tuple[str, list[Any]]]) -> None:
+    _schema(con)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for sql, params in statements:
+            con.execute(sql, params)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+
+
 class LiveRecords:
     """Writes a watcher's incidents and actions as they happen, each in its own transaction, and reads back what
-    a previous run of the same ``run`` left (open incidents, pending approvals, actions taken, state)."""
+    a previous run of the same ``run`` left (open incidents, pending approvals, actions taken, state).
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, run: str = "watch") -> None:
-        self.con = con
+    Args:
+        target: an open connection (written at once), or a :class:`SessionStore` (writes queue and go to the file
+            in its next short session, so that other processes, the dashboard among them, can read it between).
+        run: the run name.
+    """
+
+    def __init__(self, target: duckdb.DuckDBPyConnection | SessionStore, run: str = "watch") -> None:
+        self.target = target
         self.run = run
         self._ready = False
 
-    def _schema(self) -> None:
+    @contextmanager
+    def _con(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection for reading (a session of the store: the queued writes go first)."""
+        if isinstance(self.target, SessionStore):
+            with self.target.session(wait_s=10.0) as con:
+                _schema(con)
+                yield con
+            return
         if not self._ready:
-            self.con.execute(_SCHEMA)
-            self.con.execute(_LIVE_SCHEMA)
+            _schema(self.target)
             self._ready = True
+        yield self.target
 
     def _tx(self, statements: list[tuple[str, list[Any]]]) -> None:
-        self._schema()
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            for sql, params in statements:
-                self.con.execute(sql, params)
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
+        if isinstance(self.target, SessionStore):
+            self.target.write(lambda con: _run_tx(con, statements))
+        else:
+            _run_tx(self.target, statements)
+
+    def flush_due(self) -> bool:
+        """Write queued records when their period is due (session stores); True when nothing is left queued."""
+        return self.target.maybe_flush() if isinstance(self.target, SessionStore) else True
+
+    def flush(self) -> bool:
+        """Write queued records now, waiting for the file if another process holds it (session stores)."""
+        return self.target.flush(wait_s=10.0) if isinstance(self.target, SessionStore) else True
 
     def incident(self, i: Incident, pipeline_id: int | None = None) -> None:
         """Insert or replace one incident (its latest version)."""
@@ -218,64 +253,64 @@ class LiveRecords:
 
     def state(self, key: str, default: Any = None) -> Any:
         """A value remembered by :meth:`set_state`, or ``default``."""
-        self._schema()
-        row = self.con.execute("SELECT value FROM loop_state WHERE run = ? AND key = ?", [self.run, key]).fetchone()
+        with self._con() as con:
+            row = con.execute("SELECT value FROM loop_state WHERE run = ? AND key = ?", [self.run, key]).fetchone()
         return default if row is None else json.loads(row[0])
 
     def max_ids(self) -> tuple[int, int]:
         """The largest stored incident and action ids of this run (-1 when none)."""
-        self._schema()
-        i = self.con.execute("SELECT max(incident_id) FROM loop_incidents WHERE run = ?", [self.run]).fetchone()
-        a = self.con.execute("SELECT max(action_id) FROM loop_actions WHERE run = ?", [self.run]).fetchone()
+        with self._con() as con:
+            i = con.execute("SELECT max(incident_id) FROM loop_incidents WHERE run = ?", [self.run]).fetchone()
+            a = con.execute("SELECT max(action_id) FROM loop_actions WHERE run = ?", [self.run]).fetchone()
         return (-1 if not i or i[0] is None else int(i[0])), (-1 if not a or a[0] is None else int(a[0]))
 
     def open_incidents(self) -> list[dict[str, Any]]:
         """This run's incidents still open, with their entities."""
-        self._schema()
-        cur = self.con.execute(
-            "SELECT i.incident_id, i.event_class, i.root, i.severity, i.start_ts, i.end_ts, e.entities "
-            "FROM loop_incidents i LEFT JOIN loop_incident_entities e USING (run, incident_id) "
-            "WHERE i.run = ? AND i.status = 'open' ORDER BY i.incident_id",
-            [self.run],
-        )
-        cols = [d[0] for d in cur.description]
-        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        with self._con() as con:
+            cur = con.execute(
+                "SELECT i.incident_id, i.event_class, i.root, i.severity, i.start_ts, i.end_ts, e.entities "
+                "FROM loop_incidents i LEFT JOIN loop_incident_entities e USING (run, incident_id) "
+                "WHERE i.run = ? AND i.status = 'open' ORDER BY i.incident_id",
+                [self.run],
+            )
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
     def actions(self) -> list[StoredAction]:
         """This run's actions in id order."""
-        self._schema()
-        rows = self.con.execute(
-            "SELECT a.action_id, a.ts, a.kind, a.target, a.value, a.status, a.incident_id, n.rule, n.reason "
-            "FROM loop_actions a LEFT JOIN loop_action_notes n USING (run, action_id) WHERE a.run = ? "
-            "ORDER BY a.action_id",
-            [self.run],
-        ).fetchall()
+        with self._con() as con:
+            rows = con.execute(
+                "SELECT a.action_id, a.ts, a.kind, a.target, a.value, a.status, a.incident_id, n.rule, n.reason "
+                "FROM loop_actions a LEFT JOIN loop_action_notes n USING (run, action_id) WHERE a.run = ? "
+                "ORDER BY a.action_id",
+                [self.run],
+            ).fetchall()
         return [StoredAction(int(r[0]), float(r[1]), str(r[2]), str(r[3]), r[4], str(r[5]), int(r[6]),
                              str(r[7] or ""), str(r[8] or "")) for r in rows]  # fmt: skip
 
     def summary(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Every incident (``opened_ts``, ``closed_ts``, ``class``, ``severity``, ``root``, ``entities``) and every
         action (with ``rule``, ``reason``, ``verification``) of this run."""
-        self._schema()
-        cur = self.con.execute(
-            "SELECT i.incident_id, i.start_ts, e.closed_ts, i.event_class, i.severity, i.root, e.entities, i.status,"
-            " i.end_ts FROM loop_incidents i LEFT JOIN loop_incident_entities e USING (run, incident_id) "
-            "WHERE i.run = ? ORDER BY i.incident_id",
-            [self.run],
-        )
+        with self._con() as con:
+            inc_rows = con.execute(
+                "SELECT i.incident_id, i.start_ts, e.closed_ts, i.event_class, i.severity, i.root, e.entities, "
+                "i.status, i.end_ts FROM loop_incidents i LEFT JOIN loop_incident_entities e "
+                "USING (run, incident_id) WHERE i.run = ? ORDER BY i.incident_id",
+                [self.run],
+            ).fetchall()
+            act_rows = con.execute(
+                "SELECT a.action_id, a.ts, a.kind, a.target, a.value, a.status, a.detail, a.incident_id, n.rule, "
+                "n.reason, n.verification FROM loop_actions a LEFT JOIN loop_action_notes n USING (run, action_id) "
+                "WHERE a.run = ? ORDER BY a.action_id",
+                [self.run],
+            ).fetchall()
         incidents = [
             {"incident_id": int(r[0]), "opened_ts": r[1], "closed_ts": r[2] if r[7] != "open" else None,
              "class": r[3], "severity": r[4], "root": r[5], "entities": json.loads(r[6] or "[]"), "status": r[7],
              "last_ts": r[8]}
-            for r in cur.fetchall()
+            for r in inc_rows
         ]  # fmt: skip
-        cur = self.con.execute(
-            "SELECT a.action_id, a.ts, a.kind, a.target, a.value, a.status, a.detail, a.incident_id, n.rule, "
-            "n.reason, n.verification FROM loop_actions a LEFT JOIN loop_action_notes n USING (run, action_id) "
-            "WHERE a.run = ? ORDER BY a.action_id",
-            [self.run],
-        )
         cols = ["action_id", "ts", "kind", "target", "value", "status", "detail", "incident_id", "rule", "reason",
                 "verification"]  # fmt: skip
-        actions = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        actions = [dict(zip(cols, r, strict=True)) for r in act_rows]
         return incidents, actions

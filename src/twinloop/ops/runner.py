@@ -48,12 +48,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
-from twinloop.ops.events import Incident
+from twinloop.ops.events import EventClass, Incident
 from twinloop.ops.learn.precool import RowHeatForecast
 from twinloop.ops.ports import END, Cluster, Sample, Topology
 from twinloop.ops.respond.actions import ActionRequest, ActionResult
+from twinloop.ops.respond.adapters.base import ancestor
 from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
-from twinloop.ops.respond.policy import Mode, Policy, default_policy
+from twinloop.ops.respond.policy import Mode, Policy, default_policy, root_level
 from twinloop.ops.respond.responder import Responder
 
 OnSample = Callable[[Sample], None]
@@ -93,6 +94,10 @@ class RunSummary:
     first_ts: float | None
     last_ts: float | None
     stopped: str
+
+
+#: Incident classes during which the cooling optimizer relaxes nothing they cover (their rules tighten cooling).
+_HOLDING_CLASSES = frozenset({EventClass.COOLING_DEGRADATION, EventClass.THERMAL_THROTTLE})
 
 
 class LoopRunner:
@@ -172,6 +177,8 @@ class LoopRunner:
                 config,
                 forecast=heat.rise_w if heat else None,
                 load=heat.load_w if heat else None,
+                hold=self._cooling_hold,
+                local=self._local_thermal_fault,
             )
 
     @property
@@ -297,6 +304,27 @@ class LoopRunner:
     def open_incidents(self) -> list[Incident]:
         """Incidents open now."""
         return self.pipeline.open_incidents
+
+    def _cooling_hold(self, row: str) -> str | None:
+        """An open cooling incident (a heat wave at the site, a row's coolant) covering ``row``: the optimizer must
+        not relax that row while its rule holds it tightened. A single GPU's or node's thermal fault holds
+        nothing: its rule acts on that GPU, not on the row."""
+        for inc in self.pipeline.open_incidents:
+            if inc.event_class not in _HOLDING_CLASSES:
+                continue
+            level = root_level(inc.root)
+            if level == "site" or (level in ("row", "rack") and ancestor(inc.root, 2) == ancestor(row, 2)):
+                return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
+        return None
+
+    def _local_thermal_fault(self, row: str) -> str | None:
+        """An open cooling or thermal incident rooted at one GPU or node of ``row`` (a thermal-interface fault):
+        its own rule acts on that GPU, so the optimizer does not chill the whole row for it."""
+        for inc in self.pipeline.open_incidents:
+            local = inc.event_class in _HOLDING_CLASSES and root_level(inc.root) in ("gpu", "node")
+            if local and ancestor(inc.root, 2) == ancestor(row, 2):
+                return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
+        return None
 
     def _responder(self) -> Responder:
         self.start()

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: FITTED. Achieved fraction of the dense tensor-core peak (``GpuSpec.tflops(dtype)``) of a large (8192³)
-#: BF16/FP16 training GEMM at the clock DVFS allows; each GEMM's shape and dtype scale it by
-#: :func:`twinloop.plan.gemm.relative_efficiency` (the unfused QK^T and softmax·V use it unscaled). Fitted on
-#: Korthikanti Table 5 (A100 FP16) together with ELEMENTWISE_HBM_PASSES.
-GEMM_EFFICIENCY = 0.81
+#: FITTED. Clock-normalised achieved fraction of the dense tensor-core peak of a large (8192³) BF16/FP16
+#: training GEMM: the GEMM runs at ``GpuSpec.tflops(dtype) · f / GpuSpec.peak_clock_mhz · GEMM_EFFICIENCY``
+#: with ``f`` the clock DVFS allows under the power limit (applied once, in plan/train_power.py). Each GEMM's
+#: shape and dtype scale it by :func:`twinloop.plan.gemm.relative_efficiency` (the unfused QK^T and softmax·V
+#: use it unscaled). Fitted on Korthikanti Table 5 (A100 FP16, 312 TFLOP/s stated at its 1,410 MHz f_max)
+#: together with ELEMENTWISE_HBM_PASSES. For scale, the measured H100 BF16 8192³ GEMM reaches 0.90 per clock.
+GEMM_EFFICIENCY = 0.92
 
 #: FITTED. HBM passes per stored activation byte over one training step (forward + backward) for the
 #: memory-bound element-wise work (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free

@@ -6,7 +6,7 @@ Model (interruptions of one job, Poisson, events per hour)::
                    + r_infra · min(N_nodes, N_sat)        # job-scale infrastructure / software term
 
 * Per-component rates are the Llama 3 54-day table (Llama Team 2024, §3.3.4, Table 5: 466 interruptions,
-  47 planned, on 16,384 H100s = 2,048 servers), reused from :data:`twinloop.twin.failures.CAUSES`: GPU-scope
+  47 planned, on 16,384 H100s = 2,048 servers), reused from :data:`twinloop.hardware.failure_rates.CAUSES`: GPU-scope
   causes (faulty GPU, HBM3, SRAM, GSP, SDC, thermal) per GPU, node-scope (host, NIC, SSD, PSU, ...) and the
   network per server, job-scope (software, NCCL, planned) per job-GPU. At 16K GPUs this part alone gives
   Llama 3's 466 / 54 days.
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from twinloop.errors import InputError
-from twinloop.twin.failures import CAUSES
+from twinloop.hardware.failure_rates import CAUSES
 
 #: FITTED (see module doc): job-scale infrastructure/software failures per node-hour, and the node count at
 #: which the term saturates.

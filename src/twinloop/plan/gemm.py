@@ -11,16 +11,30 @@ The model (a fitted form, not a kernel simulator) for a GEMM ``C[M,N] = A[M,K]·
 * ``tile``: tile quantization, ``d / (tile·⌈d/tile⌉)`` per dimension (128 in M and N, 64 in K, the CUTLASS /
   cuBLAS Hopper tile shapes), which matters for per-expert GEMMs at a few hundred tokens.
 
-Fitted on the measured H100 SXM square GEMMs of ``shared/data/h100/precision_bf16_fp8.json`` (torch.matmul
-BF16 and ``torch._scaled_mm`` FP8 with per-tensor scales, 700 W limit; 2048³, 4096³, 8192³; reproduced
-by ``benchmarks/calibrate_gemm.py``): both dtypes within 5.3 % (BF16 within 0.6 %). Dimensions above 8192 count as 8192;
-below 2048 the curve extrapolates (per-expert GEMMs at ~128 tokens: GUESS, likely pessimistic).
+**Clock-normalised.** The measured H100 SXM square GEMMs of ``shared/data/h100/precision_bf16_fp8.json``
+(torch.matmul BF16 and ``torch._scaled_mm`` FP8 with per-tensor scales; 2048³, 4096³, 8192³) ran at the 700 W
+limit, power-capped: BF16 8192³ at 1,380 MHz, FP8 8192³ at 1,260 MHz, 2048³ near 1,900 MHz. Their TFLOP/s
+therefore contain the power cap. The curve is fitted on the share of the peak *at the clock each ran at*::
+
+    share = achieved TFLOP/s / (peak TFLOP/s · f_measured / f_peak)
+
+where ``f_peak`` is the clock at which the datasheet peak is stated (``GpuSpec.peak_clock_mhz``: 1,830 MHz for
+989 TFLOP/s on the H100 SXM, not its 1,980 MHz f_max). The planner then runs the GPU at
+``peak · f/f_peak · efficiency`` with ``f`` the clock its power limit allows, from the shared power model
+(:mod:`twinloop.plan.train_power`): DVFS applies once. (Before this, the power-capped TFLOP/s were used as
+if at full clock and DVFS slowed the same work a second time.) Reproduced by ``benchmarks/calibrate_gemm.py``:
+BF16 within 0.4 %, FP8 within 9.7 %. Dimensions above 8192 count as 8192; below 2048 the curve extrapolates
+(per-expert GEMMs at ~128 tokens: GUESS, likely pessimistic).
 
 The planner uses it *relative to the training calibration*: the efficiency of a GEMM is
 ``GEMM_EFFICIENCY · S_dtype(M,N,K) / S_bf16(8192³)``, so ``GEMM_EFFICIENCY`` (fitted on Korthikanti's A100
-table) is the large-BF16-GEMM efficiency and the shape and dtype only move it by what the H100 measurements
-show: FP8 reaches 0.90× BF16's share of peak at 8192³, 0.84× at 4096³ and 0.61× at 2048³. A GPU other than
-the H100 uses the same shape curve (GUESS: no other measurements were at hand).
+table, where the A100's 312 TFLOP/s are stated at its f_max of 1,410 MHz and a GEMM at 400 W holds it) is the
+clock-normalised large-BF16-GEMM efficiency, and the shape and dtype only move it by what the H100
+measurements show: per clock, FP8 reaches 0.99× BF16's share of peak at 8192³, 0.81× at 4096³ and 0.66× at
+2048³ (the FP8 GEMM's lower clock at the same power is the power model's ``fp8_tensor_power``, not this
+curve's). A GPU other than the H100 uses the same shape curve (GUESS: no other measurements were at hand).
+Known limit: the planner's DVFS takes one clock for a step's compute phase, from its GEMM time share; it does
+not give small GEMMs (lower tensor activity, higher clock at the same power) their own clock.
 
 FP8 scaling granularity: per-tensor (Transformer Engine delayed scaling; what the measurements used) or
 block-wise (DeepSeek-V3's 1×128 activation tiles and 128×128 weight blocks, promoted to FP32 every 128 K
@@ -50,19 +64,51 @@ H100_SQUARE_GEMMS: tuple[tuple[str, int, float, float], ...] = (
     ("fp8", 2048, 726.23, 1979.0),
 )
 
+#: Mean SM clock (MHz) during each of :data:`H100_SQUARE_GEMMS`, same order (``sm_mhz`` in the same file). At
+#: the 700 W limit every cell was power-capped, and smaller GEMMs (less tensor activity) ran faster.
+H100_SQUARE_GEMM_CLOCKS_MHZ: tuple[float, ...] = (1380.0, 1530.0, 1860.0, 1260.0, 1440.0, 1905.0)
+
+#: SM clock at which the H100 SXM's datasheet TFLOP/s hold: 989.4 TFLOP/s = 132 SMs × 4,096 dense BF16 FLOP per
+#: SM per clock × 1,830 MHz (NVIDIA's boost clock; the GPU's f_max is 1,980 MHz). Catalog
+#: ``peak_tflops_clock_mhz``.
+H100_PEAK_CLOCK_MHZ = 1830.0
+
+
+def clock_normalised_share(tflops: float, peak_tflops: float, clock_mhz: float, peak_clock_mhz: float) -> float:
+    """Achieved TFLOP/s over the peak *at the clock it ran at*: ``tflops / (peak · clock / peak_clock)``.
+
+    This is the share of the tensor cores' per-cycle capacity a GEMM uses, independent of the power limit:
+    the clock is the power model's business (:mod:`twinloop.hardware.power`), applied once by the planner.
+    """
+    return tflops / (peak_tflops * clock_mhz / peak_clock_mhz)
+
+
+def h100_points(dtype: str) -> list[tuple[int, float]]:
+    """``[(n, clock-normalised share of peak)]`` of the measured H100 GEMMs of one curve."""
+    return [
+        (n, clock_normalised_share(t, p, f, H100_PEAK_CLOCK_MHZ))
+        for (d, n, t, p), f in zip(H100_SQUARE_GEMMS, H100_SQUARE_GEMM_CLOCKS_MHZ, strict=True)
+        if d == dtype
+    ]
+
 
 @dataclass(frozen=True)
 class GemmCurve:
-    """One dtype's fitted curve: ``e_inf`` (share of peak, 0..1] and ``penalty_elems`` (``a``, elements)."""
+    """One dtype's fitted curve: ``e_inf`` and ``penalty_elems`` (``a``, elements).
+
+    ``e_inf`` is a fit parameter, not a reachable share: dimensions count as at most :data:`MAX_FITTED_DIM`, so
+    the largest share the curve gives is ``S(8192³)`` (BF16 0.91, FP8 0.90 of the clock-normalised peak)."""
 
     e_inf: float
     penalty_elems: float
 
 
-#: FITTED on :data:`H100_SQUARE_GEMMS` by :func:`fit_curve` (``benchmarks/calibrate_gemm.py``).
+#: FITTED on the clock-normalised :data:`H100_SQUARE_GEMMS` (:func:`h100_points`) by :func:`fit_curve`
+#: (``benchmarks/calibrate_gemm.py``): BF16 within 0.4 %, FP8 within 9.7 % (the measured FP8 curve falls
+#: faster from 4096³ to 2048³ than this two-parameter form allows; minimax puts ±9.7 % on all three cells).
 CURVES: dict[str, GemmCurve] = {
-    "bf16": GemmCurve(e_inf=0.7084, penalty_elems=127.0),
-    "fp8": GemmCurve(e_inf=0.8638, penalty_elems=920.0),
+    "bf16": GemmCurve(e_inf=1.1062, penalty_elems=602.0),
+    "fp8": GemmCurve(e_inf=1.6215, penalty_elems=2181.0),
 }
 
 #: Largest dimension measured; larger dimensions count as this one in the penalty (no extrapolation).

@@ -87,16 +87,17 @@ def compute_activity(
     return tensor, sm, dram
 
 
-def fp8_tensor_share(w: TrainWorkload) -> float:
+def fp8_tensor_share(w: TrainWorkload, clock_x: float = 1.0) -> float:
     """Share of the GEMMs' tensor-core time spent in FP8 (0 for BF16): from the GEMMs' rate over the BF16 peak.
 
     A share ``φ`` of the FLOPs at twice the BF16 rate gives a rate ``r = 1/(1 − φ/2)`` times BF16, and FP8 then
-    takes ``r − 1`` of the GEMM time.
+    takes ``r − 1`` of the GEMM time. ``clock_x`` = f_max / the clock the peak is stated at (the workload's
+    rates are at f_max).
     """
     gemm_s = w.fwd_layers_s + w.fwd_experts_s + w.fwd_head_s
     if gemm_s <= 0 or w.peak_bf16_flops_per_s <= 0:
         return 0.0
-    rate = w.fwd_param_flops / gemm_s / w.peak_bf16_flops_per_s
+    rate = w.fwd_param_flops / gemm_s / (w.peak_bf16_flops_per_s * clock_x)
     return float(np.clip(rate - 1.0, 0.0, 1.0))
 
 
@@ -125,7 +126,7 @@ def time_and_power(
     """
     full_clock = step_time(w, c, topo, global_batch, imbalance, 1.0, eff)
     share = full_clock.gemm_share
-    weight = model.tensor_weight(fp8_tensor_share(w))
+    weight = model.tensor_weight(fp8_tensor_share(w, model.gpu.sm_clock_max_mhz / model.gpu.peak_clock_mhz))
     temp = np.full(share.shape, effc.TRAIN_DIE_TEMP_C)
     limit = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), share.shape).copy()
     f_max = model.gpu.sm_clock_max_mhz

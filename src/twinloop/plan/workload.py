@@ -58,8 +58,8 @@ class TrainWorkload:
         act_score_bytes: bytes stored per head per (query, key) pair by an unfused attention core (0 for flash).
         act_input_bytes: bytes of one layer's input per token (what full recompute keeps).
         fwd_layers_s / fwd_experts_s / fwd_attn_s / fwd_head_s: forward compute seconds per token on one GPU
-            at the policy dtype's *peak* (efficiency is applied by the time model): non-expert layer GEMMs
-            (shared experts and router included), routed experts, attention core, LM head.
+            at the policy dtype's *peak* scaled to f_max (efficiency is applied by the time model): non-expert
+            layer GEMMs (shared experts and router included), routed experts, attention core, LM head.
         attention_kernel: ``flash`` or ``unfused``.
         fwd_model_flops: forward FLOPs per token of the whole model at the context the attention kernel
             computes (flash: causal, ``seq/2`` keys on average; unfused: all ``seq``), for MFU.
@@ -191,8 +191,12 @@ def build_workload(
     shared_flops = 2.0 * arch.n_moe_layers * shared_expert_params_per_layer(arch)
     routed_flops = fl.expert_ffn - shared_flops
 
+    # The datasheet TFLOP/s hold at ``peak_clock_mhz``; the time model's full clock is f_max, from which DVFS
+    # slows compute-bound work (plan/gemm.py: efficiencies are clock-normalised, DVFS applies once).
+    clock_x = gpu.sm_clock_max_mhz / gpu.peak_clock_mhz
+
     def rate(op_class: str) -> float:
-        return gpu.tflops(policy.dtype(op_class)) * 1e12
+        return gpu.tflops(policy.dtype(op_class)) * 1e12 * clock_x
 
     fwd_attn_proj_s = fl.attn_proj / rate("attn_proj")
     fwd_dense_ffn_s = fl.dense_ffn / rate("dense_ffn") + fl.router / rate("router")

@@ -37,9 +37,9 @@ class TelemetryWriter:
             from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
             self.path = self.out_dir / "telemetry.duckdb"
-            if self.path.exists():
-                self.path.unlink()
-            self.store: Any = DuckDBStore(self.path)
+            # never delete a store another process holds (a serve, an ingest, a second run): refused in one line
+            self.store: Any = DuckDBStore(self.path, replace=True)
+            _ = self.store.con
         except ImportError:
             self.store = None
             self.path = self.out_dir / "telemetry"

@@ -4,12 +4,16 @@ files). Building it has no side effects: nothing is opened until the first reque
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.dependencies.models import Dependant
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
@@ -22,7 +26,8 @@ from twinloop.web.api import files, floor, incidents, jobs, live, overview, plan
 from twinloop.web.api.deps import RunFactory, WebState
 from twinloop.web.auth import MIN_TOKEN_LENGTH, AuthSettings
 from twinloop.web.controller import LoopController
-from twinloop.web.db import TelemetryDB
+from twinloop.web.db import StoreUnavailableError, TelemetryDB
+from twinloop.web.guard import MAX_BODY_BYTES, RequestGuard
 from twinloop.web.pages import SECURITY_HEADERS
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -49,6 +54,17 @@ def _no_undeclared_query(request: Request) -> None:
         raise HTTPException(status_code=422, detail=[{"type": "value_error", "loc": ["query", unknown[0]], "msg": msg}])
 
 
+def _finite(doc: Any) -> Any:
+    """``doc`` with every non-finite float written as a string (``"nan"``, ``"inf"``)."""
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return str(doc)
+    if isinstance(doc, dict):
+        return {k: _finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_finite(v) for v in doc]
+    return doc
+
+
 def _query_error(name: str, msg: str) -> JSONResponse:
     return JSONResponse({"detail": [{"type": "value_error", "loc": ["query", name], "msg": msg}]}, status_code=422)
 
@@ -63,6 +79,8 @@ def create_app(
     connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
     now_window_s: float = 30.0,
     live_interval_s: float = 2.0,
+    allowed_hosts: Collection[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The twinloop dashboard and JSON API.
 
@@ -76,6 +94,8 @@ def create_app(
         connect: returns an open connection to the store, for a process that writes it itself.
         now_window_s: "now" is the newest sample of each entity within this many seconds of the newest one.
         live_interval_s: how often the live stream checks for new data, s.
+        allowed_hosts: ``Host`` names accepted besides the loopback ones (the bound host; DNS-rebinding guard).
+        max_body_bytes: the largest request body, bytes (413 above it; checked after the token, before parsing).
 
     Raises:
         InputError: a short token, a missing data directory or non-positive intervals.
@@ -113,6 +133,15 @@ def create_app(
     # the chart library and its renderer: the very files the HTML reports inline
     app.mount("/vendor", StaticFiles(directory=ASSETS_DIR), name="vendor")
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # the echoed input may hold NaN/inf (Python's JSON reads them): JSON out has no such numbers
+        return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _store_unavailable(request: Request, exc: StoreUnavailableError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "2"})
+
     @app.exception_handler(duckdb.Error)
     async def _store_error(request: Request, exc: duckdb.Error) -> JSONResponse:
         # a store being rewritten or locked by a writer is a temporary condition, not a server bug
@@ -132,4 +161,6 @@ def create_app(
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 
+    # outermost: Host, token of writes and body size are settled before anything reads the body
+    app.add_middleware(RequestGuard, auth=app.state.auth, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
     return app

@@ -4,7 +4,11 @@ cached topology (entity id → level, rack, row) so aggregation over 16k GPUs is
 The file is opened read-only (several readers may share it). When it does not exist yet (a run that has
 not written anything), every query sees an empty store and the app retries on the next request; when it is
 replaced (a new run written to the same directory), the app reopens it. DuckDB lets one process write a file
-or many read it, not both: to watch a run live, the process that writes it serves it (``connect``). A process
+or many read it, not both, so the app holds the file only for short snapshots: a connection lives at most
+``snapshot_s`` and is closed once its last request is done; the next request opens the file again through the
+store's gate (:mod:`twinloop.telemetry.store.lock`), waiting while a writer (``twinloop watch`` flushing every
+second or so) appends. While a writer holds the file longer than ``busy_wait_s``, or the file is corrupt, a
+request fails with :class:`StoreUnavailableError` (HTTP 503 with the reason), never with an empty store. A process
 that writes the store itself (the loop runner serving its own run) passes ``connect`` instead, returning its
 own connection; cursors of it see the writer's committed data live.
 """
@@ -15,6 +19,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.report.levels import gpu_spec_of
+from twinloop.telemetry.store import lock
 
 #: Hierarchy depth of each level in ``site/row/rack/node/gpu``.
 DEPTH = {"site": 1, "row": 2, "rack": 3, "node": 4, "gpu": 5}
@@ -129,18 +135,36 @@ def natural_key(name: str) -> list[tuple[int, int | str]]:
 EMPTY_TOPOLOGY = build_topology([])
 
 
+class StoreUnavailableError(RuntimeError):
+    """The store exists but cannot be read now (a writer holds it, or it is corrupt): HTTP 503."""
+
+
 class TelemetryDB:
     """Read access to one telemetry store file for the web app.
 
     Args:
         path: the DuckDB file (may not exist yet); ``None`` for an app without telemetry.
         connect: returns an open connection to use instead of opening ``path`` (in-process writers).
+        snapshot_s: how long one read-only connection is kept before the file is let go, s.
+        busy_wait_s: how long a request waits for a writer to let go of the file before a 503, s.
     """
 
-    def __init__(self, path: Path | None, connect: Callable[[], duckdb.DuckDBPyConnection] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        connect: Callable[[], duckdb.DuckDBPyConnection] | None = None,
+        snapshot_s: float = 1.0,
+        busy_wait_s: float = 3.0,
+    ) -> None:
         self.path = path
         self._connect = connect
+        self.snapshot_s = snapshot_s
+        self.busy_wait_s = busy_wait_s
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._opened_at = 0.0
+        self._users: dict[int, int] = {}  # id(parent connection) -> cursors in use
+        self._parent_of: dict[int, duckdb.DuckDBPyConnection] = {}  # id(cursor) -> its parent
+        self._retired: dict[int, duckdb.DuckDBPyConnection] = {}  # expired parents still serving cursors
         self._lock = threading.Lock()
         self._topo_key: tuple[int, int] | None = None
         self._topo = EMPTY_TOPOLOGY
@@ -148,6 +172,9 @@ class TelemetryDB:
         self._range_key: int | None = None
         self._range: tuple[float | None, float | None] = (None, None)
         self._file_id: tuple[int, int] | None = None
+        self._generation = 0  # connections opened so far: the store cannot change while one stays open
+        #: results cached until the store changes (see :meth:`cached`): key -> (store version, value)
+        self._cache: dict[object, tuple[object, object]] = {}
 
     def _stat(self) -> tuple[int, int] | None:
         try:
@@ -156,30 +183,121 @@ class TelemetryDB:
             return None
         return None if st is None else (st.st_dev, st.st_ino)
 
+    def _retire(self) -> None:
+        """Let go of the current connection (closed now, or when its last cursor is released)."""
+        con, self._con = self._con, None
+        if con is None:
+            return
+        if self._users.get(id(con), 0) == 0:
+            self._users.pop(id(con), None)
+            con.close()
+        else:
+            self._retired[id(con)] = con
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        assert self.path is not None
+        # the gate, shared: a writer that holds it is appending now; wait for it instead of starving it
+        if not lock.acquire(self.path, exclusive=False, timeout_s=self.busy_wait_s):
+            raise StoreUnavailableError(f"telemetry store busy: a writer holds {self.path.name} (retry shortly)")
+        try:
+            self._file_id = self._stat()
+            self._generation += 1
+            return lock.connect_retry(self.path, read_only=True, timeout_s=self.busy_wait_s)
+        except lock.StoreBusyError:
+            raise StoreUnavailableError(f"telemetry store busy: another process holds {self.path.name}") from None
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0][:200]
+            raise StoreUnavailableError(f"telemetry store unreadable ({type(exc).__name__}: {first})") from None
+        finally:
+            lock.release(self.path)
+
     def cursor(self) -> duckdb.DuckDBPyConnection | None:
-        """A cursor for one request, or ``None`` when there is no store (yet)."""
+        """A cursor for one request, or ``None`` when there is no store (yet); give it back with :meth:`release`.
+
+        Raises:
+            StoreUnavailableError: the file exists but a writer holds it or it cannot be read.
+        """
         with self._lock:
-            if self._con is not None and self._connect is None and self._stat() != self._file_id:
-                # the file was replaced (a new run into the same directory): drop the old one and its caches
-                self._con.close()
-                self._con, self._topo_key, self._range_key = None, None, None
+            if self._con is not None and self._connect is None:
+                replaced = self._stat() != self._file_id
+                if replaced:
+                    # a new run into the same directory: drop the old file and its caches
+                    self._topo_key, self._range_key, self._cache = None, None, {}
+                if replaced:
+                    self._retire()
+                elif time.monotonic() - self._opened_at > self.snapshot_s:
+                    if self.path is not None and lock.acquire(self.path, exclusive=False, timeout_s=0.0):
+                        # no writer waits (it would hold the gate): keep the connection, its caches stay warm
+                        lock.release(self.path)
+                        self._opened_at = time.monotonic()
+                    else:
+                        self._retire()
             if self._con is None:
                 if self._connect is not None:
                     self._con = self._connect()
                 elif self.path is not None and self.path.is_file():
-                    try:
-                        self._file_id = self._stat()
-                        self._con = duckdb.connect(str(self.path), read_only=True)
-                    except duckdb.Error:
-                        return None
+                    self._con = self._open()
+                    self._opened_at = time.monotonic()
                 else:
                     return None
-            cur = self._con.cursor()
-        tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            parent = self._con
+            cur = parent.cursor()
+            self._users[id(parent)] = self._users.get(id(parent), 0) + 1
+            self._parent_of[id(cur)] = parent
+        try:
+            tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        except duckdb.Error as exc:
+            self.release(cur)
+            raise StoreUnavailableError(f"telemetry store unreadable ({type(exc).__name__})") from None
         if not {"entities", "fields", "samples"} <= tables:
-            cur.close()
+            self.release(cur)
             return None
         return cur
+
+    def release(self, cur: duckdb.DuckDBPyConnection) -> None:
+        """Close a cursor from :meth:`cursor`; the last one of an expired connection closes it (file let go)."""
+        cur.close()
+        with self._lock:
+            parent = self._parent_of.pop(id(cur), None)
+            if parent is None:
+                return
+            left = self._users.get(id(parent), 1) - 1
+            self._users[id(parent)] = left
+            if left <= 0 and id(parent) in self._retired:
+                del self._retired[id(parent)]
+                self._users.pop(id(parent), None)
+                if self._connect is None:
+                    parent.close()
+
+    def version(self, cur: duckdb.DuckDBPyConnection) -> tuple[object, ...]:
+        """What changes whenever the store does: file identity, sample count, newest minute, loop rows.
+
+        A file this object opened cannot change while its connection stays open (a writer needs the file to
+        itself), so then the connection's generation is the version, with no query at all.
+        """
+        if self._connect is None:
+            return (self._file_id, self._generation)
+        tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        parts = ["(SELECT count(*) FROM samples)", "(SELECT max(ts) FROM samples)"]
+        if "rollup_1m" in tables:  # the rollups make the same answer cheaper to get
+            parts = ["(SELECT count(*) FROM rollup_1m)", "(SELECT max(last_ts) FROM rollup_1m)"]
+        # loop records are replaced by delete + insert: a new rowid tells a changed row even at the same count
+        parts += [f"(SELECT count(*) || ':' || max(rowid) FROM {t})" for t in sorted(tables) if t.startswith("loop_")]
+        row = cur.execute("SELECT " + ", ".join(parts)).fetchone()
+        return (self._file_id, tuple(row) if row else None)
+
+    def cached(self, key: object, version: object, compute: Callable[[], object]) -> object:
+        """``compute()``, cached under ``key`` until ``version`` changes (results of heavy queries)."""
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = compute()
+        with self._lock:
+            if len(self._cache) > 256:  # bounded: distinct query parameters would grow it without end
+                self._cache.clear()
+            self._cache[key] = (version, value)
+        return value
 
     def close(self) -> None:
         """Close the shared connection (only one this object opened)."""

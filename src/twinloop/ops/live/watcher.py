@@ -125,6 +125,7 @@ class Watcher:
         self._relist: list[tuple[int, ActionRequest]] = []
         self._last_beat = -float("inf")
         self._last_refresh = time.monotonic()
+        self._busy_warned = -float("inf")
         self._deferred: dict[int, Incident] = {}  # updates of held steps, for the responder at the next clean step
 
     # ------------------------------------------------------------------ set-up and restart
@@ -290,7 +291,21 @@ class Watcher:
             self.control.settle(stored_id, result.status)
         return result
 
+    def _flush_records(self, final: bool = False) -> None:
+        """Write queued records and telemetry in a short session of the store (other processes read it between);
+        a store held by another process keeps them queued, with a warning once a minute."""
+        if self.records is None:
+            return
+        done = self.records.flush() if final else self.records.flush_due()
+        target = self.records.target
+        busy_since = getattr(target, "busy_since", None)
+        if not done and busy_since is not None and time.monotonic() - self._busy_warned >= 60.0:
+            self._busy_warned = time.monotonic()
+            queued = getattr(target, "queued", 0)
+            self._warn(f"store held by another process: {queued} writes queued, written when it lets go")
+
     def _exchange(self, force: bool = False) -> None:
+        self._flush_records(final=force)
         now = time.monotonic()
         if not force and now - self._last_beat < self.config.heartbeat_s:
             return
@@ -364,8 +379,8 @@ class Watcher:
                 self.summary.first_ts = sample.ts if self.summary.first_ts is None else self.summary.first_ts
                 self.summary.last_ts = sample.ts
         finally:
-            self._exchange(force=True)
             self.cluster.close()
+            self._exchange(force=True)
             if self.alerts is not None:
                 self.summary.alerts_sent, self.summary.alerts_failed = self.alerts.sent, self.alerts.failed
             if self.cluster._assembler is not None:

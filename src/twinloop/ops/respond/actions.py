@@ -131,3 +131,40 @@ class ActionResult:
     previous_value: float | None = None
     clamped: bool = False
     extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        """Who asked for it: ``incident`` (a policy rule on an incident), ``optimizer`` (the cooling optimizer's
+        routine move), ``rollback`` or ``restore`` (the responder undoing an earlier action), else ``loop``."""
+        reason = self.request.reason
+        if reason.startswith("rollback of action"):
+            return "rollback"
+        if reason.startswith("incident ") and "restore after action" in reason:
+            return "restore"
+        if reason.startswith("cooling optimizer"):
+            return "optimizer"
+        return "incident" if self.request.incident_id >= 0 else "loop"
+
+    @property
+    def expected(self) -> str:
+        """The effect the action is expected to have, in words ('' when none is checked)."""
+        e = self.request.expect
+        if e is None:
+            return ""
+        against = " against its pre-action trend" if e.relative_to == "trend" else ""
+        return f"{e.aggregate} {e.field} {e.direction} by >= {e.min_change:g} within {e.within_s:g}s{against}"
+
+    @property
+    def audit_detail(self) -> str:
+        """One line for an operator: what happened (``detail``), why (source and reason), the expected effect, and
+        which earlier action a verification, rollback or restore judged."""
+        parts = [self.detail] if self.detail else []
+        if self.request.reason and self.request.reason not in self.detail:
+            parts.append(f"why ({self.source}): {self.request.reason}")
+        elif not self.request.reason:
+            parts.append(f"why: {self.source}")
+        if self.expected and self.status not in ("verified", "rolled_back", "failed"):
+            parts.append(f"expects: {self.expected}")
+        if "of_action" in self.extra:
+            parts.append(f"judges action {int(self.extra['of_action'])}")
+        return " | ".join(parts)

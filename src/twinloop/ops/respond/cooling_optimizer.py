@@ -4,10 +4,13 @@ Incident rules push cooling to its maximum when a row is in trouble; this contro
 relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at each row's hottest GPU:
 
 * above ``target_gpu_temp_c``: tighten the row (more flow; a colder CDU setpoint, unless the CDU already cannot
-  hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing);
+  hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing). While a GPU or node
+  of the row has its own open thermal fault (``local``; its rule caps it), only if the row's mean GPU is within
+  ``band_c`` of the target: one hot GPU never drives a row's coolant;
 * below ``target - band_c`` with no heat forecast to arrive (a rise under ``precool_fraction`` of the row's load
-  now): relax one notch (a warmer CDU setpoint first, up to
-  ``supply_max_c``; then less pump flow, down to ``flow_floor``, as pump power goes with the cube of the flow);
+  now) and no open heat-wave or cooling incident holding the row (``hold``: relaxing would undo its rule's
+  move): relax one notch (a warmer CDU setpoint first, up to ``supply_max_c``; then less pump flow, down to
+  ``flow_floor``, as pump power goes with the cube of the flow);
 * heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner; see
   :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now: precool by one
   tightening notch per period until it arrives, but no colder (no faster) than the row's setpoint (flow) when
@@ -34,6 +37,11 @@ from twinloop.ops.respond.responder import Reader, Responder
 
 #: ``forecast(row) -> W``: the heat load the row is expected to gain within the forecast horizon (0 if none).
 HeatForecast = Callable[[str], float]
+#: ``hold(row) -> reason``: why the row's cooling must not be relaxed now (an open heat-wave or cooling incident
+#: whose rule tightened it), or None.
+RelaxHold = Callable[[str], str | None]
+#: ``local(row) -> reason``: an open thermal fault of one GPU or node in the row (its own rule caps that GPU), or None.
+LocalFault = Callable[[str], str | None]
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,8 @@ class CoolingOptimizer:
         config: CoolingOptimizerConfig | None = None,
         forecast: HeatForecast | None = None,
         load: Callable[[str], float] | None = None,
+        hold: RelaxHold | None = None,
+        local: LocalFault | None = None,
     ) -> None:
         self.responder = responder
         self.site = site
@@ -76,6 +86,8 @@ class CoolingOptimizer:
         self.config = config or CoolingOptimizerConfig()
         self.forecast = forecast
         self.load = load
+        self.hold = hold
+        self.local = local
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
@@ -105,6 +117,11 @@ class CoolingOptimizer:
             # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
             precool = rise_w > c.precool_fraction * max(load_w, 1.0)
             hot = hottest > c.target_gpu_temp_c
+            if hot and self.local is not None and self.local(row):
+                # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
+                # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
+                mean = read(GPU_TEMP, row, "mean")
+                hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
             if hot or precool:
                 why = f"hottest GPU {hottest:.1f} C" if not precool else f"{rise_w / 1e3:.0f} kW forecast to arrive"
                 supply = read(CDU_SUPPLY, row)
@@ -117,7 +134,7 @@ class CoolingOptimizer:
                 sp = setpoint - c.setpoint_step_c
                 if holding and (hot or sp >= self._design[row][0] - 1e-9):
                     out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, f"tighten: {why}", now, read))
-            elif hottest < c.target_gpu_temp_c - c.band_c:
+            elif hottest < c.target_gpu_temp_c - c.band_c and not self._held(row):
                 why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
                 if setpoint + c.setpoint_step_c <= c.supply_max_c:
                     out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
@@ -125,6 +142,9 @@ class CoolingOptimizer:
                     out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
         out.extend(self._facility_water(now, read))
         return out
+
+    def _held(self, row: str) -> str | None:
+        return self.hold(row) if self.hold is not None else None
 
     def _facility_water(self, now: float, read: Reader) -> list[ActionResult]:
         """Facility water at the coldest CDU setpoint minus the approach (no CDU floored above its setpoint)."""
@@ -139,5 +159,7 @@ class CoolingOptimizer:
             want = min(max(want, limits[0]), limits[1])
         if abs(want - fw) < 1e-6:
             return []
+        if want > fw and any(self._held(row) for row in self.rows):
+            return []  # a warmer facility water relaxes every row: not while an incident holds one tightened
         why = f"follow the coldest CDU setpoint {min(known):.1f} C minus {self.config.approach_c:.1f} C approach"
         return [self._move(ActionKind.FACILITY_WATER, self.site, want, why, now, read)]

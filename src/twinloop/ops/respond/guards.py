@@ -41,6 +41,10 @@ class GuardConfig:
         max_step: largest change of a setting in one action away from its safe direction (``SAFE_DIRECTION``),
             per kind (units of the kind's value).
         failure_backoff_s: a refused or failed (kind, target) is not tried again before this.
+        incident_reserve: actions of each window kept for incident responses: a routine move (one no incident
+            asked for: the cooling optimizer's) is refused once the window holds ``max_actions_per_window -
+            incident_reserve`` actions (at least one is left to routine moves), and a routine move never starts
+            ``min_interval_s`` for an incident's.
     """
 
     min_interval_s: float = 30.0
@@ -48,10 +52,13 @@ class GuardConfig:
     max_actions_per_window: int = 50
     max_step: dict[ActionKind, float] = field(default_factory=_default_max_step)
     failure_backoff_s: float = 900.0
+    incident_reserve: int = 10
 
     def __post_init__(self) -> None:
         if self.min_interval_s < 0 or self.window_s <= 0 or self.max_actions_per_window < 1:
             raise ValueError("guard config: need min_interval_s >= 0, window_s > 0, max_actions_per_window >= 1")
+        if self.incident_reserve < 0:
+            raise ValueError("guard config: need incident_reserve >= 0")
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class GuardDecision:
     request: ActionRequest
     refusal: str = ""
     clamped: bool = False
+    retry_at_s: float | None = None  # a rate-limit refusal: when the budget frees again
 
     @property
     def allowed(self) -> bool:
@@ -73,7 +81,8 @@ class GuardRails:
 
     def __init__(self, config: GuardConfig | None = None) -> None:
         self.config = config or GuardConfig()
-        self._last: dict[tuple[ActionKind, str], float] = {}
+        self._last: dict[tuple[ActionKind, str], float] = {}  # any action
+        self._last_incident: dict[tuple[ActionKind, str], float] = {}  # actions an incident asked for
         self._blocked_until: dict[tuple[ActionKind, str], float] = {}
         self._recent: deque[float] = deque()
 
@@ -96,17 +105,25 @@ class GuardRails:
             return GuardDecision(
                 request, f"backing off after an earlier refusal/failure until t={self._blocked_until[key]:.0f}s"
             )
-        last = self._last.get(key)
+        incident = request.incident_id >= 0
+        last = (self._last_incident if incident else self._last).get(key)
         if last is not None and now - last < cfg.min_interval_s:
             return GuardDecision(
                 request,
                 f"rate limit: last {request.kind} on {request.target} {now - last:.0f}s ago"
                 f" (min {cfg.min_interval_s:.0f}s)",
+                retry_at_s=last + cfg.min_interval_s,
             )
         while self._recent and now - self._recent[0] > cfg.window_s:
             self._recent.popleft()
-        if len(self._recent) >= cfg.max_actions_per_window:
-            return GuardDecision(request, f"rate limit: {cfg.max_actions_per_window} actions in {cfg.window_s:.0f}s")
+        reserve = 0 if incident else min(cfg.incident_reserve, cfg.max_actions_per_window - 1)
+        budget = cfg.max_actions_per_window - reserve
+        if len(self._recent) >= budget:
+            return GuardDecision(
+                request,
+                f"rate limit: {budget} actions in {cfg.window_s:.0f}s",
+                retry_at_s=self._recent[len(self._recent) - budget] + cfg.window_s + 1e-6,
+            )
         if request.value is None:
             return GuardDecision(request)
         if limits is None:
@@ -128,6 +145,8 @@ class GuardRails:
         key = (result.request.kind, result.request.target)
         if result.status in ("applied", "dry_run", "rolled_back", "restored"):
             self._last[key] = result.ts
+            if result.request.incident_id >= 0:
+                self._last_incident[key] = result.ts
             self._recent.append(result.ts)
         elif result.status in ("refused", "failed"):
             self._blocked_until[key] = result.ts + self.config.failure_backoff_s

@@ -53,6 +53,12 @@ class ActionTemplate(_Frozen):
     )
     duration_s: float = Field(default=0.0, ge=0)
     after_s: float = Field(default=0.0, ge=0, le=86400, description="delay after the incident's first action")
+    after_checkpoint: bool = Field(
+        default=False,
+        description="wait (at least after_s) until the job's checkpoint is reported complete, so a requeue throws"
+        " no work away; with no confirmation by checkpoint_timeout_s the action goes to a person",
+    )
+    checkpoint_timeout_s: float = Field(default=300.0, gt=0, le=86400)
 
     @model_validator(mode="after")
     def _one_value(self) -> ActionTemplate:
@@ -73,9 +79,15 @@ class ExpectTemplate(_Frozen):
     relative_to: Literal["level", "trend"] = "level"
 
 
+SupplyCondition = Literal["short", "carried"]
+
+
 class Rule(_Frozen):
     """Incidents of these classes at or above ``min_severity`` (rooted at one of ``at``, when given) get these
-    actions, once per incident; with ``until_closed`` the settings are restored when the incident closes."""
+    actions, once per incident; with ``until_closed`` the settings are restored when the incident closes.
+    ``supply`` (power-delivery rules) picks the rule by what the root node's working power supplies carry:
+    ``short`` when they carry less than its GPUs' maximum power limit, ``carried`` when they carry it all (lost
+    redundancy only: no cap binds, so no urgent action is proportionate)."""
 
     name: str
     when: tuple[EventClass, ...] = Field(min_length=1)
@@ -85,6 +97,7 @@ class Rule(_Frozen):
     expect: ExpectTemplate | None = None
     until_closed: bool = False
     mode: Mode | None = Field(default=None, description="a stricter mode for this rule (e.g. approve for requeues)")
+    supply: SupplyCondition | None = Field(default=None, description="only when the node's supplies are short/carry")
 
     @property
     def severity_floor(self) -> Severity:

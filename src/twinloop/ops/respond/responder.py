@@ -18,14 +18,18 @@ from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import (
     INVERSE,
     SETTING_KINDS,
+    ActionKind,
     ActionRequest,
     ActionResult,
     ActionStatus,
     Expectation,
 )
 from twinloop.ops.respond.adapters.base import ActionAdapter
-from twinloop.ops.respond.guards import GuardRails
-from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule
+from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardRails
+from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
+
+#: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
+_COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
 
 #: Seconds of history before an action from which a ``trend`` expectation takes the pre-action slope.
 TREND_WINDOW_S = 60.0
@@ -72,6 +76,19 @@ class _Watch:
         return max(level, sign * (rate_after - self.slope_per_s) * e.within_s)
 
 
+@dataclass(frozen=True)
+class _Gate:
+    """An action waiting for its jobs' checkpoints to be reported complete (a requeue must not throw work away)."""
+
+    request: ActionRequest
+    until_closed: bool
+    mode: Mode
+    jobs: tuple[str, ...]
+    since_ts: float
+    earliest_ts: float
+    deadline_ts: float
+
+
 class Responder:
     """Turns incidents into actions under a policy, through guard rails, on one adapter."""
 
@@ -89,6 +106,7 @@ class Responder:
         self._watches: list[_Watch] = []
         self._held: dict[int, list[ActionResult]] = {}  # incident id -> applied actions to restore on closing
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
+        self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
 
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
@@ -99,6 +117,7 @@ class Responder:
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
             out.append(self._submit_for(request, until_closed, now, read, mode))
+        out.extend(self._open_gates(now, read))
         for incident in incidents:
             iid = incident.incident_id
             if incident.status == "merged" and incident.merged_into is not None:
@@ -106,11 +125,20 @@ class Responder:
                 for i, (t, req, hold, mode) in enumerate(self._delayed):
                     if req.incident_id == iid:
                         self._delayed[i] = (t, replace(req, incident_id=incident.merged_into), hold, mode)
+                self._gates = [
+                    replace(g, request=replace(g.request, incident_id=incident.merged_into))
+                    if g.request.incident_id == iid
+                    else g
+                    for g in self._gates
+                ]
             if incident.status != "open":
                 self._delayed = [d for d in self._delayed if d[1].incident_id != iid]
+                self._gates = [g for g in self._gates if g.request.incident_id != iid]
                 out.extend(self._restore(iid, now))
                 continue
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
+                if rule.supply is not None and self._supply(incident) != rule.supply:
+                    continue
                 key = (iid, rule.name)
                 if key in self._fired:
                     continue
@@ -123,11 +151,69 @@ class Responder:
                         detail = f"cannot resolve target: no {template.target} for {incident.root}"
                         out.append(self._record(unresolved, "refused", now, detail, guard=False))
                     for request in requests:
-                        if template.after_s > 0:
+                        if self._fleet_requeue(request, incident):
+                            detail = (
+                                f"no action: {request.target} is a serving fleet; a fault at {incident.root} takes"
+                                " out that node's replica (its drain), not the whole fleet"
+                            )
+                            out.append(self._record(request, "refused", now, detail, guard=False))
+                            continue
+                        if template.after_checkpoint:
+                            jobs = tuple(self.adapter.resolve("job", incident))
+                            self._gates.append(
+                                _Gate(
+                                    request,
+                                    rule.until_closed,
+                                    mode,
+                                    jobs,
+                                    now,
+                                    now + template.after_s,
+                                    now + max(template.after_s, template.checkpoint_timeout_s),
+                                )
+                            )
+                        elif template.after_s > 0:
                             self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
                         else:
                             out.append(self._submit_for(request, rule.until_closed, now, read, mode))
         return out
+
+    def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
+        """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
+        if request.kind != ActionKind.REQUEUE or root_level(incident.root) not in ("gpu", "node"):
+            return False
+        return self.adapter.is_serving(request.target) is True
+
+    def _open_gates(self, now: float, read: Reader) -> list[ActionResult]:
+        """Submit the gated actions whose jobs reported their checkpoint; at the timeout, hand them to a person."""
+        out: list[ActionResult] = []
+        keep: list[_Gate] = []
+        for g in self._gates:
+            if now < g.earliest_ts:
+                keep.append(g)
+                continue
+            done = [self.adapter.checkpoint_done(job, g.since_ts) for job in g.jobs]
+            if all(d is True for d in done):
+                why = f"{g.request.reason}; checkpoint of {', '.join(g.jobs) or 'no job'} confirmed"
+                out.append(self._submit_for(replace(g.request, reason=why), g.until_closed, now, read, g.mode))
+            elif now >= g.deadline_ts:
+                state = "unknown" if any(d is None for d in done) else "not complete"
+                why = f"{g.request.reason}; checkpoint {state} after {now - g.since_ts:.0f}s: escalated to a person"
+                mode = min(g.mode, "approve", key=MODE_ORDER.index)
+                out.append(self._submit_for(replace(g.request, reason=why), g.until_closed, now, read, mode))
+            else:
+                keep.append(g)
+        self._gates = keep
+        return out
+
+    def _supply(self, incident: Incident) -> str:
+        """``short`` when the incident's node's working supplies carry less than its GPUs' maximum power limit,
+        ``carried`` when they carry it (an adapter that cannot tell gets ``short``)."""
+        for node in self.adapter.resolve("node", incident):
+            carried_w = self.adapter.supply_limit_w(node)
+            limits = self.adapter.limits(ActionKind.POWER_CAP, node)
+            if carried_w is None or limits is None or carried_w < limits[1]:
+                return "short"  # unknown is taken as short: the cautious rule
+        return "carried"
 
     def _mode_for(self, rule: Rule) -> Mode:
         """The stricter of the responder's mode and the rule's own."""
@@ -140,6 +226,11 @@ class Responder:
     ) -> ActionResult:
         """Submit an incident's request; remember it for restoring when its incident closes (``until_closed``)."""
         result = self.submit(request, now, read, mode)
+        retry_at_s = result.extra.get("retry_at_s")
+        if result.status == "refused" and retry_at_s is not None and request.incident_id >= 0:
+            # The budget was spent (by an earlier action or the cooling optimizer): try again once it frees,
+            # unless the incident closes first.
+            self._delayed.append((max(retry_at_s, now), request, until_closed, mode))
         if until_closed and result.status == "applied":
             self._held.setdefault(request.incident_id, []).append(result)
         elif until_closed and result.status == "pending":
@@ -188,7 +279,13 @@ class Responder:
         current = self.adapter.current(request.kind, request.target)
         decision = self.guards.check(request, now, limits, current)
         if not decision.allowed:
-            return self._record(decision.request, "refused", now, decision.refusal, guard=False)
+            extra = {} if decision.retry_at_s is None else {"retry_at_s": decision.retry_at_s}
+            return self._record(decision.request, "refused", now, decision.refusal, guard=False, extra=extra)
+        value = decision.request.value
+        unchanged = value is not None and current is not None and abs(value - current) <= 1e-6 * max(1.0, abs(current))
+        if request.kind in SETTING_KINDS and unchanged:
+            detail = f"no action: {request.kind} of {request.target} is already {current:g}"
+            return self._record(decision.request, "refused", now, detail, guard=False)
         if mode == "observe":
             return self._record(decision.request, "recommended", now, clamped=decision.clamped)
         if mode == "approve":
@@ -250,13 +347,38 @@ class Responder:
             if moved is not None and moved >= w.expect.min_change:
                 against = "its pre-action trend" if w.expect.relative_to == "trend" else "the action"
                 detail = f"{w.expect.aggregate} {w.expect.field} {moved:+.2f} {w.expect.direction} against {against}"
-                out.append(self._record(w.request, "verified", now, detail))
+                out.append(self._record(w.request, "verified", now, detail, extra={"of_action": w.action_id}))
                 continue
-            out.append(
-                self._rollback(w, now, "no effect" if moved is None else f"{w.expect.field} moved only {moved:+.2f}")
-            )
+            why = "no effect" if moved is None else f"{w.expect.field} moved only {moved:+.2f}"
+            if self._keep(w, now, read):
+                # Undoing a cooling or safety move while the problem it met is still there makes it worse (a
+                # rollback once cut coolant flow with the GPU 12.5 C above its trend): keep it and say so.
+                detail = f"expected effect missing ({why}); kept: undoing it would cut cooling or protection while"
+                detail += f" {w.expect.field} keeps getting worse"
+                judged = {"of_action": float(w.action_id)}
+                out.append(self._record(w.request, "failed", now, detail, guard=False, extra=judged))
+                continue
+            out.append(self._rollback(w, now, why))
         self._watches = keep
         return out
+
+    def _keep(self, w: _Watch, now: float, read: Reader) -> bool:
+        """A move toward safety (more coolant flow, a colder coolant, less power or clock) while its watched field
+        is worse than when it was made (``trend`` expectations: than its pre-action trend would have taken it) by
+        more than ``max(min_change, 1)``: the problem is growing faster than before,
+        and undoing the move would add to it. A move that merely had no effect is rolled back as before."""
+        req, prev = w.request, w.previous_value
+        if req.value is None or prev is None:
+            return False
+        safe = SAFE_DIRECTION.get(req.kind, -1 if req.kind in _COLDER_KINDS else 0)
+        if safe == 0 or (req.value - prev) * safe <= 0:
+            return False
+        value = read(w.expect.field, req.target, w.expect.aggregate)
+        if value is None:
+            return True  # blind: do not cut cooling on no evidence
+        expected = w.baseline + (w.slope_per_s * (now - w.start_ts) if w.expect.relative_to == "trend" else 0.0)
+        worse = value - expected if w.expect.direction == "down" else expected - value
+        return worse > max(w.expect.min_change, 1.0)
 
     def _restore(self, incident_id: int, now: float) -> list[ActionResult]:
         """Undo the held actions of a closed incident, newest first; a setting changed since is left alone."""
@@ -279,7 +401,7 @@ class Responder:
                 continue  # a checkpoint or requeue has nothing to restore
             reply = self.adapter.apply(undo)
             status: ActionStatus = "restored" if reply.status in ("applied", "dry_run") else "failed"
-            out.append(self._record(undo, status, now, reply.detail))
+            out.append(self._record(undo, status, now, reply.detail, extra={"of_action": result.action_id}))
         return out
 
     def _rollback(self, w: _Watch, now: float, why: str) -> ActionResult:
@@ -296,12 +418,13 @@ class Responder:
                 reason=f"rollback of action {w.action_id}",
             )
         else:
-            return self._record(w.request, "failed", now, f"expected effect missing ({why}) and no way to undo it")
+            detail = f"expected effect missing ({why}) and no way to undo it"
+            return self._record(w.request, "failed", now, detail, extra={"of_action": w.action_id})
         reply = self.adapter.apply(undo)
         status: ActionStatus = "rolled_back" if reply.status in ("applied", "dry_run") else "failed"
         for held in self._held.values():  # nothing left to restore when its incident closes
             held[:] = [r for r in held if r.action_id != w.action_id]
-        return self._record(undo, status, now, f"{why}; {reply.detail}")
+        return self._record(undo, status, now, f"{why}; {reply.detail}", extra={"of_action": w.action_id})
 
     def _record(
         self,
@@ -312,8 +435,9 @@ class Responder:
         previous: float | None = None,
         clamped: bool = False,
         guard: bool = True,
+        extra: dict[str, float] | None = None,
     ) -> ActionResult:
-        result = ActionResult(len(self.log), request, status, now, detail, previous, clamped)
+        result = ActionResult(len(self.log), request, status, now, detail, previous, clamped, dict(extra or {}))
         self.log.append(result)
         if guard:  # only what reached a target (or its adapter) counts: a guard refusal must not back off itself
             self.guards.record(result)

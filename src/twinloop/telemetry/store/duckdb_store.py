@@ -35,6 +35,7 @@ import pyarrow as pa
 from twinloop.errors import InputError, unknown_name
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.store import lock
 from twinloop.telemetry.store.rollup import BUCKET_S, ROLLUP_DDL, full_minutes, rollup
 from twinloop.telemetry.validate import MAX_SANE_TS_S
 
@@ -60,12 +61,28 @@ class DuckDBStore:
         path: the database file; created with its schema when missing.
         threads: DuckDB worker threads (``None`` = DuckDB's default, all cores).
         read_only: open without write access (several readers may share a file).
+        lock_timeout_s: how long a writer waits for another process to let go of the file (see
+            :mod:`~twinloop.telemetry.store.lock`) before refusing, s.
+        replace: delete an existing store first (a fresh run), only if no other process holds it.
+        force: add the twinloop tables to a DuckDB file that holds other tables (without it: refused).
     """
 
-    def __init__(self, path: str | Path = "twinloop.duckdb", threads: int | None = None, read_only: bool = False):
+    def __init__(
+        self,
+        path: str | Path = "twinloop.duckdb",
+        threads: int | None = None,
+        read_only: bool = False,
+        lock_timeout_s: float = 10.0,
+        replace: bool = False,
+        force: bool = False,
+    ):
         self.path = str(path)
         self.threads = threads
         self.read_only = read_only
+        self.lock_timeout_s = lock_timeout_s
+        self.replace = replace
+        self.force = force
+        self._gated = False
         self._con: duckdb.DuckDBPyConnection | None = None
         self._entity_ids: dict[str, int] = {}
         self._labels: dict[str, str] = {}
@@ -82,14 +99,46 @@ class DuckDBStore:
                 config["threads"] = self.threads
             if self.read_only and not Path(self.path).exists():
                 raise FileNotFoundError(2, "no such database", self.path)
-            try:
-                self._con = duckdb.connect(self.path, read_only=self.read_only, config=config)
-            except duckdb.Error as exc:
-                raise InputError(self.path, "", f"cannot open DuckDB store: {exc}") from None
             if not self.read_only:
-                self._con.execute(_SCHEMA)
-            self._load_ids()
+                self._open_gate()
+            try:
+                self._con = lock.connect_retry(self.path, self.read_only, self.lock_timeout_s, config)
+                if not self.read_only:
+                    self._check_foreign(self._con)
+                    self._con.execute(_SCHEMA)
+                self._load_ids()
+            except (duckdb.Error, lock.StoreBusyError, InputError) as exc:
+                self.close()
+                if isinstance(exc, InputError):
+                    raise
+                raise InputError(self.path, "", f"cannot open DuckDB store: {exc}") from None
         return self._con
+
+    def _open_gate(self) -> None:
+        """Hold the store's gate exclusively while writing; delete the old store first when replacing."""
+        if not lock.acquire(self.path, exclusive=True, timeout_s=self.lock_timeout_s):
+            raise InputError(
+                self.path, "", f"in use by another process (it holds {lock.lock_path(self.path).name}); "
+                "stop it or use another file"
+            )  # fmt: skip
+        self._gated = True
+        if self.replace:
+            try:
+                lock.remove_store(self.path)
+                self.replace = False  # once: a reopen of this store keeps what this run wrote
+            except lock.StoreBusyError:
+                self.close()
+                raise InputError(self.path, "", "in use by another process; not replaced (stop it or use --out "
+                                 "elsewhere)") from None  # fmt: skip
+
+    def _check_foreign(self, con: duckdb.DuckDBPyConnection) -> None:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if tables and "entities" not in tables and not self.force:
+            shown = ", ".join(sorted(tables)[:5])
+            raise InputError(
+                self.path, "", f"not a twinloop store (it holds tables {shown}); refusing to add twinloop tables "
+                "to it without --force"
+            )  # fmt: skip
 
     def _load_ids(self) -> None:
         con = self._con
@@ -107,6 +156,9 @@ class DuckDBStore:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._gated:
+            self._gated = False
+            lock.release(self.path)
 
     def __enter__(self) -> DuckDBStore:
         return self

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 from fastapi import HTTPException, Request
@@ -47,12 +48,13 @@ def web_state(request: Request) -> WebState:
 
 def cursor(request: Request) -> Iterator[duckdb.DuckDBPyConnection | None]:
     """A store cursor for the request (``None`` when there is no store yet), closed afterwards."""
-    cur = web_state(request).db.cursor()
+    db = web_state(request).db
+    cur = db.cursor()
     try:
         yield cur
     finally:
         if cur is not None:
-            cur.close()
+            db.release(cur)
 
 
 def need_controller(state: WebState) -> LoopController:
@@ -65,3 +67,27 @@ def need_controller(state: WebState) -> LoopController:
 def scalars(doc: dict[str, Any]) -> dict[str, str | float | int | bool | None]:
     """Only the JSON scalars of a status dict (the schema promises scalars)."""
     return {str(k): v for k, v in doc.items() if v is None or isinstance(v, str | float | int | bool)}
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_cached(fn: F) -> F:
+    """Cache an endpoint's answer until the store changes (:meth:`TelemetryDB.version`).
+
+    For endpoints whose answer depends only on their query parameters and the store (not on the attached loop):
+    16 dashboards polling the same page then cost one computation per change of the store, not 16 per poll.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        state, cur = kwargs.get("state"), kwargs.get("cur")
+        params = {k: v for k, v in kwargs.items() if k not in ("state", "cur")}
+        if not isinstance(state, WebState) or cur is None or args:
+            return fn(*args, **kwargs)
+        if not all(v is None or isinstance(v, str | int | float | bool) for v in params.values()):
+            return fn(*args, **kwargs)
+        key = (fn.__module__, fn.__name__, tuple(sorted(params.items())))
+        return state.db.cached(key, state.db.version(cur), lambda: fn(*args, **kwargs))
+
+    return wrapper  # type: ignore[return-value]

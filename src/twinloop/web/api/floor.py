@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 
 from twinloop.report.levels import POWER_FRACTION_LEVELS, TEMP_HEADROOM_LEVELS, Level, default_slowdown_temp_c
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
-from twinloop.web.api.deps import WebState, cursor, web_state
+from twinloop.web.api.deps import WebState, cursor, store_cached, web_state
 from twinloop.web.auth import require_read
 from twinloop.web.db import DEPTH
 from twinloop.web.models import (
@@ -68,6 +68,7 @@ def _range(values: list[float | None]) -> tuple[float, float] | None:
 
 
 @router.get("/floor", response_model=Floor, summary="Rows and racks with GPU temperature and power now")
+@store_cached
 def floor(state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnection | None = Depends(cursor)) -> Floor:
     """Every rack, grouped by row, with max/mean GPU temperature, power and throttled GPUs now."""
     levels = {
@@ -102,6 +103,7 @@ def _spark(b: Buckets, eid: int) -> Sparkline:
 
 
 @router.get("/rack", response_model=RackDetail, summary="A rack's nodes and GPUs with sparklines")
+@store_cached
 def rack(
     id: RackId,
     since_s: SinceS = None,
@@ -189,6 +191,7 @@ def _reason_spans(ts: list[float], width: float, masks: list[int | None]) -> lis
 
 
 @router.get("/gpu", response_model=GpuHistory, summary="A GPU's history with clock-event reasons")
+@store_cached
 def gpu(
     id: EntityId,
     since_s: SinceS = None,
@@ -245,6 +248,7 @@ def gpu(
 
 
 @router.get("/series", response_model=Series, summary="One field of one entity over time")
+@store_cached
 def series(
     entity: EntityId,
     field: Annotated[str, Query(pattern=FIELD_PATTERN, description="field name, e.g. TWINLOOP_FI_PUE")],

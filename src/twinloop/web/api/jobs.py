@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 from fastapi import APIRouter, Depends, HTTPException
 
-from twinloop.web.api.deps import WebState, cursor, web_state
+from twinloop.web.api.deps import WebState, cursor, store_cached, web_state
 from twinloop.web.auth import require_read
 from twinloop.web.job_queries import job_detail, job_summaries
 from twinloop.web.models import JobDetail, JobSummary, error_responses
@@ -17,6 +17,7 @@ router = APIRouter(
 
 
 @router.get("/jobs", response_model=list[JobSummary], summary="Jobs: phase, step time, goodput, checkpoints")
+@store_cached
 def jobs(
     state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnection | None = Depends(cursor)
 ) -> list[JobSummary]:
@@ -25,6 +26,7 @@ def jobs(
 
 
 @router.get("/job", response_model=JobDetail, summary="One job's step time, throughput, phase and power")
+@store_cached
 def job(
     id: EntityId,
     since_s: SinceS = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -19,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from twinloop.web.api.deps import WebState, scalars, web_state
 from twinloop.web.auth import require_read
+from twinloop.web.db import StoreUnavailableError
 from twinloop.web.models import error_responses
 
 router = APIRouter(
@@ -28,19 +30,24 @@ router = APIRouter(
 
 def snapshot(state: WebState) -> dict[str, Any]:
     """What the live stream compares between ticks."""
-    newest, samples = None, 0
-    cur = state.db.cursor()
+    newest, samples, store = None, 0, "ok"
+    try:
+        cur = state.db.cursor()
+    except StoreUnavailableError as exc:
+        cur, store = None, str(exc)
     if cur is not None:
         try:
             _, newest = state.db.time_range(cur)
             row = cur.execute("SELECT count(*) FROM samples").fetchone()
             samples = int(row[0]) if row else 0
         finally:
-            cur.close()
+            state.db.release(cur)
     ctl = state.controller
     return {
-        "newest_ts": newest,
+        # an older store may hold a non-finite timestamp: JSON has no NaN
+        "newest_ts": newest if newest is None or math.isfinite(newest) else None,
         "samples": samples,
+        "store": store,
         "pending": len(ctl.pending_actions()) if ctl is not None else 0,
         "controller": scalars(ctl.status()) if ctl is not None else None,
     }

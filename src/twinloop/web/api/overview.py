@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 from fastapi import APIRouter, Depends, Request
 
-from twinloop.web.api.deps import WebState, cursor, scalars, web_state
+from twinloop.web.api.deps import WebState, cursor, scalars, store_cached, web_state
 from twinloop.web.auth import require_read
 from twinloop.web.db import DEPTH, JOB_LEVEL
 from twinloop.web.loop_queries import open_incidents
@@ -52,6 +52,14 @@ def overview(state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnectio
             pending_actions=pending_count(state),
             live=live,
         )
+    now = _overview_now(state=state, cur=cur)
+    # the attached loop's figures are not the store's: never cached
+    return now.model_copy(update={"pending_actions": pending_count(state), "live": live})
+
+
+@store_cached
+def _overview_now(state: WebState, cur: duckdb.DuckDBPyConnection) -> Overview:
+    """The overview from the store alone (cached until the store changes; precomputed once per change)."""
     db = state.db
     topo = db.topology(cur)
     oldest, newest = db.time_range(cur)
@@ -79,8 +87,8 @@ def overview(state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnectio
         throttling=stats.throttling,
         open_incidents=incidents[:MAX_OPEN_LISTED],
         open_incident_count=len(incidents),
-        pending_actions=pending_count(state),
-        live=live,
+        pending_actions=0,
+        live=False,
     )
 
 

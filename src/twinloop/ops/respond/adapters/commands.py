@@ -7,12 +7,29 @@ import shlex
 import subprocess
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import ClassVar
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+#: ``marker(job) -> t``: when the job last reported a completed checkpoint (the loop's clock, s), None if never.
+CheckpointMarker = Callable[[str], float | None]
+
+
+def heartbeat_file_marker(directory: str | Path) -> CheckpointMarker:
+    """A job heartbeat convention: the job touches ``<directory>/<job>.checkpoint`` when a checkpoint is
+    complete; its modification time (Unix time, the live loop's clock) is the marker."""
+    root = Path(directory)
+
+    def marker(job: str) -> float | None:
+        try:
+            return (root / f"{_leaf(job)}.checkpoint").stat().st_mtime
+        except OSError:
+            return None
+
+    return marker
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -27,10 +44,21 @@ def _leaf(entity: str) -> str:
 class CommandAdapter(ActionAdapter):
     """Common part: build argv per action, show it (dry run) or run it and report failures with stderr."""
 
-    def __init__(self, dry_run: bool = True, runner: Runner | None = None) -> None:
+    def __init__(
+        self, dry_run: bool = True, runner: Runner | None = None, checkpoint_marker: CheckpointMarker | None = None
+    ) -> None:
         self.dry_run = dry_run
         self._runner = runner or _run
+        self.checkpoint_marker = checkpoint_marker
         self.issued: list[list[str]] = []
+
+    def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
+        """From ``checkpoint_marker`` (e.g. :func:`heartbeat_file_marker`); None without one (then a requeue
+        waiting on the checkpoint goes to a person at its timeout)."""
+        if self.checkpoint_marker is None:
+            return None
+        t = self.checkpoint_marker(job)
+        return t is not None and t >= since_ts
 
     @abstractmethod
     def argv(self, request: ActionRequest) -> list[str]:
