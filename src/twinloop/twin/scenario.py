@@ -417,6 +417,10 @@ def node_nameplate_w(node: NodeSpec, gpu: GpuSpec) -> float:
 
 def check_scenario(spec: ScenarioSpec, source: str = "scenario") -> None:
     """Cross-field checks the schema cannot express; raises :class:`InputError` naming the field."""
+    n_gpus = sum(r.count * r.racks * r.nodes_per_rack * r.node.gpus for r in spec.rows)
+    if n_gpus > MAX_GPUS:
+        # Bound what a small file may cost: the twin holds several float arrays per GPU and steps them all.
+        raise InputError(source, "rows", f"{n_gpus} GPUs in all (allowed: 1..{MAX_GPUS})")
     catalog = gpu_catalog()
     for i, row in enumerate(spec.rows):
         where = f"rows.{i}"
@@ -454,10 +458,6 @@ def check_scenario(spec: ScenarioSpec, source: str = "scenario") -> None:
                 f"{cdu.supply_temp_c} C outside the CDU setpoint range "
                 f"(allowed: {cdu.setpoint_min_c}..{cdu.setpoint_max_c} C)",
             )
-    n_gpus = sum(r.count * r.racks * r.nodes_per_rack * r.node.gpus for r in spec.rows)
-    if n_gpus > MAX_GPUS:
-        # Bound what a small file may cost: the twin holds several float arrays per GPU and steps them all.
-        raise InputError(source, "rows", f"{n_gpus} GPUs in all (allowed: 1..{MAX_GPUS})")
     names: set[str] = set()
     for j, job in enumerate(spec.jobs):
         if job.name in names:
