@@ -102,7 +102,8 @@ NumberOrRange = Annotated[float | tuple[float, float] | None, BeforeValidator(pa
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: no NaN or inf in any float field of a scenario (issue 19).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class CduSpec(_Frozen):
