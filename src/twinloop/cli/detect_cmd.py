@@ -15,7 +15,7 @@ from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.base import REGISTRY
-from twinloop.ops.detect.offline import DEFAULT_DETECTORS, detect_blocks, pipeline_incidents, read_series
+from twinloop.ops.detect.offline import DEFAULT_DETECTORS, detect_blocks, detect_steps, pipeline_incidents, read_series
 from twinloop.ops.events import Detection, Incident
 
 _EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, below as seconds
@@ -79,7 +79,16 @@ def detect(
         n_samples = max(b.ts.size for b in blocks)
         if n_samples < 2:
             raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
-        detections = detect_blocks(blocks, names)
+        if json_out:
+            detections = detect_blocks(blocks, names)
+        else:
+            # The detectors step through time in Python: a long single series takes a while, so show how far.
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            columns = (TextColumn("detect"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
+            with Progress(*columns, console=stderr, transient=True) as bar:
+                task = bar.add_task("detect", total=detect_steps(blocks, len(names)))
+                detections = detect_blocks(blocks, names, progress=lambda n: bar.advance(task, n))
         incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity", "nvidia-smi") else []
         summary = {
             "file": str(file),

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from twinloop.errors import InputError, pydantic_error
+from twinloop.safeio import load_yaml
 
 Mode = Literal["observe", "approve", "auto"]
 
@@ -182,12 +182,7 @@ def _resolve(source: str, base_dir: str, name: str, field: str) -> Path:
 def load_sweep(path: str | Path) -> SweepSpec:
     """Load and validate a sweep YAML; every error is one :class:`InputError` naming file, field and range."""
     p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise InputError(str(p), "", "file not found") from None
-    except yaml.YAMLError as exc:
-        raise InputError(str(p), "", f"malformed YAML: {exc}".splitlines()[0]) from None
+    raw = load_yaml(p)
     return sweep_from_dict(raw, str(p), str(p.resolve().parent))
 
 
@@ -230,10 +225,7 @@ def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
     bases: list[tuple[dict[str, Any], str, str]] = []
     for i, e in enumerate(spec.scenarios):
         p = DEFAULT_SCENARIO if e.file is None else _resolve(source, spec.base_dir, e.file, f"scenarios.{i}.file")
-        try:
-            raw = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as exc:
-            raise InputError(str(p), "", f"malformed YAML: {exc}".splitlines()[0]) from None
+        raw = load_yaml(p)
         if not isinstance(raw, dict):
             raise InputError(str(p), "", "expected a mapping at the top level")
         merged = deep_merge(deep_merge(raw, spec.overrides), e.overrides)

@@ -30,7 +30,11 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from twinloop.errors import InputError
+
 LABELS_META_KEY = b"twinloop.labels"
+#: Most distinct field names one frame may hold (``field_idx`` is int16).
+MAX_FIELDS = int(np.iinfo(np.int16).max)
 
 LONG_SCHEMA = pa.schema(
     [
@@ -67,6 +71,15 @@ class Frame:
     labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     source: str = ""
     lines: NDArray[np.int64] | None = None
+
+    def __post_init__(self) -> None:
+        # field_idx is int16 (the store's dictionary type): more names would wrap and mislabel samples silently.
+        if len(self.fields) > MAX_FIELDS:
+            raise InputError(
+                self.source or "telemetry",
+                "field",
+                f"{len(self.fields)} distinct field names (allowed: <= {MAX_FIELDS})",
+            )
 
     def __len__(self) -> int:
         return int(self.ts_s.shape[0])

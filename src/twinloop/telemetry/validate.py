@@ -28,6 +28,8 @@ from twinloop.telemetry.report import IngestReport
 MAX_SANE_TS_S = 4_102_444_800.0
 #: Default tolerance for timestamps ahead of the wall clock (clock skew, a twin run whose clock starts ahead).
 DEFAULT_MAX_FUTURE_S = 366 * 86_400.0
+#: Series key = entity id x this + field id (field ids stay far below 2**31; entity ids below 2**32).
+_FIELD_SPAN = np.int64(2**31)
 
 
 class Validator:
@@ -45,19 +47,36 @@ class Validator:
         self.now_s = now_s
         self._entity_ids: dict[str, int] = {}
         self._field_ids: dict[str, int] = {}
-        self._last_ts = np.full((0, 0), -np.inf)
+        # Last timestamp per (entity, field) series, sparse: sorted int64 keys and their values. A dense
+        # entity x field matrix cost 12.7 GB on a 1.2 MB CSV of distinct entities and fields (issue 19).
+        self._keys = np.empty(0, dtype=np.int64)
+        self._last = np.empty(0, dtype=np.float64)
 
     def _gids(self, names: tuple[str, ...], table: dict[str, int]) -> NDArray[np.int64]:
         return np.array([table.setdefault(n, len(table)) for n in names], dtype=np.int64)
 
-    def _grow(self) -> None:
-        n_e, n_f = len(self._entity_ids), len(self._field_ids)
-        old = self._last_ts
-        if old.shape[0] >= n_e and old.shape[1] >= n_f:
+    def _lookup(self, key: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Last stored timestamp per series key (-inf for a series not seen yet)."""
+        idx = np.searchsorted(self._keys, key)
+        idx_c = np.minimum(idx, max(len(self._keys) - 1, 0))
+        found = (idx < len(self._keys)) & (self._keys[idx_c] == key) if len(self._keys) else np.zeros(len(key), bool)
+        return np.where(found, self._last[idx_c] if len(self._keys) else -np.inf, -np.inf)
+
+    def _update(self, key: NDArray[np.int64], ts: NDArray[np.float64]) -> None:
+        """Raise each series' last timestamp to the newest of ``ts`` (vectorized merge of sorted keys)."""
+        if not len(key):
             return
-        new = np.full((max(n_e, 2 * old.shape[0]), max(n_f, old.shape[1])), -np.inf)
-        new[: old.shape[0], : old.shape[1]] = old
-        self._last_ts = new
+        order = np.lexsort((ts, key))
+        k_s, t_s = key[order], ts[order]
+        last = np.ones(len(k_s), dtype=bool)
+        last[:-1] = k_s[1:] != k_s[:-1]
+        u_key, u_ts = k_s[last], t_s[last]
+        u_ts = np.maximum(u_ts, self._lookup(u_key))
+        keep_old = ~np.isin(self._keys, u_key, assume_unique=True)
+        keys = np.concatenate([self._keys[keep_old], u_key])
+        vals = np.concatenate([self._last[keep_old], u_ts])
+        srt = np.argsort(keys, kind="stable")
+        self._keys, self._last = keys[srt], vals[srt]
 
     def _report(self, report: IngestReport, frame: Frame, kind: str, bad: NDArray[np.bool_], what: str) -> None:
         n = int(bad.sum())
@@ -118,11 +137,9 @@ class Validator:
     def _order(self, frame: Frame, report: IngestReport) -> Frame:
         e_g = self._gids(frame.entities, self._entity_ids)[frame.entity_idx]
         f_g = self._gids(frame.fields, self._field_ids)[frame.field_idx]
-        self._grow()
-        n_f = self._last_ts.shape[1]
-        key = e_g * n_f + f_g
+        key = e_g * _FIELD_SPAN + f_g
         ts = frame.ts_s
-        prev = self._last_ts.reshape(-1)[key]
+        prev = self._lookup(key)
         # Stable sort by key keeps arrival order within each (entity, field) series.
         order = np.argsort(key, kind="stable")
         k_s, t_s = key[order], ts[order]
@@ -154,8 +171,7 @@ class Validator:
         late_rows[order] = late
         self._report(report, frame, "duplicate", dup_rows, "duplicate timestamp for this entity and field")
         self._report(report, frame, "out_of_order", late_rows, "timestamp earlier than a previous sample (kept)")
-        flat = self._last_ts.reshape(-1)
-        np.maximum.at(flat, key[~dup_rows], ts[~dup_rows])
+        self._update(key[~dup_rows], ts[~dup_rows])
         return frame.take(~dup_rows) if dup_rows.any() else frame
 
 

@@ -111,8 +111,17 @@ def _check_magnitude(kind: str, magnitude: float | None, source: str, field: str
         raise InputError(source, field, f"{magnitude} (allowed: remaining fraction 0 < m <= 1)")
     if kind in ("gpu_thermal_interface",) and not 1 <= magnitude <= 20:
         raise InputError(source, field, f"{magnitude} (allowed: R multiplier 1..20)")
-    if kind == "facility_power_cap" and magnitude <= 0:
-        raise InputError(source, field, f"{magnitude} (allowed: budget > 0 W)")
+    if kind == "facility_power_cap" and not 0 < magnitude <= 1e10:
+        raise InputError(source, field, f"{magnitude} (allowed: budget 0 < W <= 1e10)")
+    # PSUs lost: a negative count would leave more PSUs alive than installed (issue 19); 16 is the most a node has.
+    if kind == "psu_loss" and not 0 < magnitude <= 16:
+        raise InputError(source, field, f"{magnitude} (allowed: PSUs lost 0 < m <= 16)")
+    if kind == "heat_wave" and not -30 <= magnitude <= 30:
+        raise InputError(source, field, f"{magnitude} (allowed: C added to ambient -30..30)")
+    if kind == "cooling_setpoint_drift" and not -100 <= magnitude <= 100:
+        raise InputError(source, field, f"{magnitude} (allowed: drift -100..100 C per hour)")
+    if kind == "sdc" and not 0 < magnitude <= 100:
+        raise InputError(source, field, f"{magnitude} (allowed: loss perturbation 0 < m <= 100 nats)")
 
 
 def _draw_time(rng: np.random.Generator, value: float | tuple[float, float], step_s: float) -> float:

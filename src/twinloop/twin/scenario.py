@@ -16,15 +16,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from twinloop.errors import InputError, pydantic_error, unknown_name
 from twinloop.hardware.gpu import GpuSpec, gpu_catalog
+from twinloop.safeio import load_yaml
 from twinloop.twin.from_plan import job_profile
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.yaml"
+
+#: The most GPUs a scenario may describe (~1 GB of twin state; the largest packaged hall has 16,384).
+MAX_GPUS = 1_000_000
 
 _UNITS_S = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z]*)\s*$")
@@ -99,7 +102,8 @@ NumberOrRange = Annotated[float | tuple[float, float] | None, BeforeValidator(pa
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: no NaN or inf in any float field of a scenario (issue 19).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class CduSpec(_Frozen):
@@ -385,13 +389,13 @@ class ScenarioSpec(_Frozen):
     duration_s: DurationS = 3600.0
     step_s: DurationS = 1.0
     seed: int = Field(0, ge=0)
-    rows: tuple[RowSpec, ...] = Field(min_length=1)
+    rows: tuple[RowSpec, ...] = Field(min_length=1, max_length=1000)
     power_chain: PowerChainSpec = PowerChainSpec()
     cooling: CoolingPlantSpec = CoolingPlantSpec()
     weather: WeatherSpec = WeatherSpec()
-    jobs: tuple[JobSpec, ...] = ()
+    jobs: tuple[JobSpec, ...] = Field((), max_length=10_000)
     scheduler: SchedulerSpec = SchedulerSpec()
-    faults: tuple[FaultSpec, ...] = ()
+    faults: tuple[FaultSpec, ...] = Field((), max_length=10_000)
     failures: Literal["off", "on"] | dict[str, Any] = "off"
     straggler_fraction: float = Field(0.0, ge=0, le=1, description="GPUs drawn as background stragglers at reset")
     straggler_speed_range: tuple[float, float] = Field((0.5, 0.9), description="their speed factor (low, high)")
@@ -414,6 +418,10 @@ def node_nameplate_w(node: NodeSpec, gpu: GpuSpec) -> float:
 
 def check_scenario(spec: ScenarioSpec, source: str = "scenario") -> None:
     """Cross-field checks the schema cannot express; raises :class:`InputError` naming the field."""
+    n_gpus = sum(r.count * r.racks * r.nodes_per_rack * r.node.gpus for r in spec.rows)
+    if n_gpus > MAX_GPUS:
+        # Bound what a small file may cost: the twin holds several float arrays per GPU and steps them all.
+        raise InputError(source, "rows", f"{n_gpus} GPUs in all (allowed: 1..{MAX_GPUS})")
     catalog = gpu_catalog()
     for i, row in enumerate(spec.rows):
         where = f"rows.{i}"
@@ -451,7 +459,6 @@ def check_scenario(spec: ScenarioSpec, source: str = "scenario") -> None:
                 f"{cdu.supply_temp_c} C outside the CDU setpoint range "
                 f"(allowed: {cdu.setpoint_min_c}..{cdu.setpoint_max_c} C)",
             )
-    n_gpus = sum(r.count * r.racks * r.nodes_per_rack * r.node.gpus for r in spec.rows)
     names: set[str] = set()
     for j, job in enumerate(spec.jobs):
         if job.name in names:
@@ -496,10 +503,7 @@ def load_scenario(path: str | Path | None = None, **overrides: Any) -> ScenarioS
     ``overrides`` (e.g. ``duration_s="6h"``, ``seed=3``) replace top-level fields before validation.
     """
     p = Path(path) if path is not None else DEFAULT_SCENARIO
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(str(p), "", f"malformed YAML: {exc}".splitlines()[0]) from None
+    raw = load_yaml(p)
     if isinstance(raw, dict):
         raw.update({k: v for k, v in overrides.items() if v is not None})
     return scenario_from_dict(raw, str(p), str(p.resolve().parent))

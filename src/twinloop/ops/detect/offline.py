@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,12 +49,20 @@ from numpy.typing import NDArray
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import make_detector
 from twinloop.ops.events import Detection, EventClass, Incident
+from twinloop.safeio import check_regular_file
 
 F64 = NDArray[np.float64]
 
 TS_NAMES = ("ts", "timestamp", "time", "t", "t_s", "time_s", "date", "datetime")
 LONG_COLUMNS = ("ts", "entity", "field", "value")
 DEFAULT_DETECTORS = ("ewma_zscore", "cusum")
+
+
+#: Largest magnitude a sample may have (above: counted as ``absurd_value`` and treated as missing). Far above any
+#: physical reading or counter (a GPU's lifetime energy in mJ is ~1e13), far below where squares overflow (1e154).
+MAX_ABS_VALUE = 1e18
+#: Largest input file detect reads.
+MAX_FILE_BYTES = 4 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -224,10 +232,33 @@ def read_series(path: str | Path, fields: Sequence[str] | None = None) -> tuple[
         FileNotFoundError: no such file.
     """
     p = Path(path)
+    if p.exists():
+        # A directory, /dev/zero or a FIFO would hang or crash the readers below.
+        check_regular_file(p, max_bytes=MAX_FILE_BYTES)
     try:
-        return _read_series(p, fields)
+        blocks, report = _read_series(p, fields)
     except UnicodeDecodeError:
         raise InputError(str(p), "", "not UTF-8 text (allowed: a UTF-8 CSV or a Parquet file)") from None
+    return [_drop_absurd(b, report) for b in blocks], report
+
+
+def _drop_absurd(block: SeriesBlock, report: InputReport) -> SeriesBlock:
+    """The block with infinite and absurd values (|v| > :data:`MAX_ABS_VALUE`) as missing, counted in
+    ``report.problems``: ±1e300 overflowed the detectors' squares into inf/NaN and silenced every alarm."""
+    v = block.values
+    with np.errstate(invalid="ignore"):
+        inf = np.isinf(v)
+        absurd = np.isfinite(v) & (np.abs(v) > MAX_ABS_VALUE)
+    n_inf, n_abs = int(inf.sum()), int(absurd.sum())
+    if not n_inf and not n_abs:
+        return block
+    if n_inf:
+        report.problems["non_finite_value"] = report.problems.get("non_finite_value", 0) + n_inf
+    if n_abs:
+        report.problems["absurd_value"] = report.problems.get("absurd_value", 0) + n_abs
+    report.rows -= n_inf + n_abs
+    clean = np.where(inf | absurd, np.nan, v)
+    return SeriesBlock(block.field, block.ts, block.names, clean)
 
 
 def _header(p: Path) -> list[str]:
@@ -439,7 +470,10 @@ def _for_detectors(block: SeriesBlock) -> SeriesBlock | None:
 
 
 def detect_blocks(
-    blocks: Sequence[SeriesBlock], detectors: Sequence[str] = DEFAULT_DETECTORS, **params: Any
+    blocks: Sequence[SeriesBlock],
+    detectors: Sequence[str] = DEFAULT_DETECTORS,
+    progress: Callable[[int], None] | None = None,
+    **params: Any,
 ) -> list[Detection]:
     """Run each detector over each block (vectorized across its series); alarms' onsets as detections.
 
@@ -449,6 +483,8 @@ def detect_blocks(
     Args:
         blocks: from :func:`read_series`.
         detectors: registered detector names.
+        progress: called with the number of time steps done since the last call (for a progress bar); the total
+            is :func:`detect_steps`.
         **params: parameter overrides passed to every detector.
 
     Returns:
@@ -466,6 +502,8 @@ def detect_blocks(
                 alarm = det.update(float(block.ts[i]), block.values[i])
                 onset = alarm & ~prev if det.kind == "anomaly" else alarm
                 prev = alarm
+                if progress is not None and (i + 1) % _PROGRESS_EVERY == 0:
+                    progress(_PROGRESS_EVERY)
                 for j in np.flatnonzero(onset).tolist():
                     out.append(
                         Detection(
@@ -478,8 +516,18 @@ def detect_blocks(
                             detector=name,
                         )
                     )
+            if progress is not None:
+                progress(block.ts.size % _PROGRESS_EVERY)
     out.sort(key=lambda d: (d.ts, d.entity, d.detector))
     return out
+
+
+_PROGRESS_EVERY = 1000
+
+
+def detect_steps(blocks: Sequence[SeriesBlock], n_detectors: int) -> int:
+    """Time steps :func:`detect_blocks` walks (the total of its ``progress`` calls)."""
+    return n_detectors * sum(b.ts.size for b in blocks if _for_detectors(b) is not None)
 
 
 def pipeline_incidents(blocks: Sequence[SeriesBlock]) -> list[Incident]:

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
+from twinloop.safeio import load_yaml
 
 I64 = NDArray[np.int64]
 
@@ -52,12 +52,7 @@ class JobMap:
 def load_job_file(path: str | Path, gpu_ids: Sequence[str]) -> JobMap:
     """A job file (see the module docstring); errors name the file and the job."""
     p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise InputError(str(p), "", f"cannot read job file: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(str(p), "", f"malformed YAML/JSON: {str(exc).splitlines()[0]}") from None
+    raw = load_yaml(p)
     if not isinstance(raw, dict):
         raise InputError(str(p), "", "expected a mapping job id → list of hosts or host/gpuN")
     jobs: dict[str, list[str]] = {}

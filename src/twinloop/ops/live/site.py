@@ -23,13 +23,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from twinloop.errors import InputError, pydantic_error
 from twinloop.hardware.gpu import get_gpu
 from twinloop.ops.detect.rules import GpuLimits
 from twinloop.ops.ports import Topology
+from twinloop.safeio import load_yaml
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 
@@ -77,12 +77,7 @@ class SiteFile(BaseModel):
 def load_site(path: str | Path) -> SiteFile:
     """Load and validate a site file; errors name the file and the dotted field."""
     p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise InputError(str(p), "", f"cannot read site file: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(str(p), "", f"malformed YAML: {str(exc).splitlines()[0]}") from None
+    raw = load_yaml(p)
     try:
         site = SiteFile.model_validate(raw or {})
     except ValidationError as exc:

@@ -8,6 +8,7 @@ until ``failure_backoff_s`` has passed.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -85,6 +86,7 @@ class GuardRails:
         self._last_incident: dict[tuple[ActionKind, str], float] = {}  # actions an incident asked for
         self._blocked_until: dict[tuple[ActionKind, str], float] = {}
         self._recent: deque[float] = deque()
+        self._clock = -math.inf  # latest finite time seen: stands in for a non-finite result time in record()
 
     def check(
         self,
@@ -92,15 +94,28 @@ class GuardRails:
         now: float,
         limits: tuple[float, float] | None,
         current: float | None,
+        undo: bool = False,
     ) -> GuardDecision:
         """Decide on ``request`` at time ``now`` given the target's hardware ``limits`` and ``current`` setting.
 
         A value outside the limits is clamped into them; a step larger than ``max_step`` from ``current`` against
         the kind's safe direction is shortened to ``max_step``. A value kind with unknown limits is refused (the
         guard will not guess).
+
+        Unknowable inputs refuse rather than pass: a non-finite ``now``, value, limit or current setting, and an
+        unknown ``current`` for a kind with a step limit when the move could go against its safe direction.
+        ``undo``: a restore or rollback toward an earlier setting: bounded by the hardware range and the step
+        limit like any action, but not rate-limited (a rollback must not wait behind the actions it undoes).
         """
         key = (request.kind, request.target)
         cfg = self.config
+        if not math.isfinite(now):
+            return GuardDecision(request, f"clock not finite (now={now!r}): no action without a valid time")
+        self._clock = max(self._clock, now)
+        if request.value is not None and not math.isfinite(request.value):
+            return GuardDecision(request, f"value {request.value!r} not finite (allowed: a finite number)")
+        if undo:
+            return self._bound(request, limits, current)
         if now < self._blocked_until.get(key, -float("inf")):
             return GuardDecision(
                 request, f"backing off after an earlier refusal/failure until t={self._blocked_until[key]:.0f}s"
@@ -124,15 +139,34 @@ class GuardRails:
                 f"rate limit: {budget} actions in {cfg.window_s:.0f}s",
                 retry_at_s=self._recent[len(self._recent) - budget] + cfg.window_s + 1e-6,
             )
+        return self._bound(request, limits, current)
+
+    def _bound(
+        self, request: ActionRequest, limits: tuple[float, float] | None, current: float | None
+    ) -> GuardDecision:
+        """Clamp a value into the hardware range and the step limit (see :meth:`check`)."""
         if request.value is None:
             return GuardDecision(request)
         if limits is None:
             return GuardDecision(request, f"no hardware limits known for {request.kind} on {request.target}")
+        if not all(math.isfinite(x) for x in limits) or limits[0] > limits[1]:
+            return GuardDecision(request, f"hardware limits {limits} of {request.target} not a finite range")
         lo, hi = limits
         value = min(max(request.value, lo), hi)
-        step = cfg.max_step.get(request.kind)
-        if step is not None and current is not None:
-            safe = SAFE_DIRECTION.get(request.kind, 0)
+        step = self.config.max_step.get(request.kind)
+        if current is not None and not math.isfinite(current):
+            current = None
+        safe = SAFE_DIRECTION.get(request.kind, 0)
+        if step is not None and current is None:
+            # Without the current setting the step limit cannot be checked: only a kind with a safe direction may
+            # go on, and only to the safe end of its range (for a power cap: the hardware minimum is never a
+            # dangerous raise, whatever the present cap is).
+            if safe == 0 or value != (lo if safe < 0 else hi):
+                return GuardDecision(
+                    request, f"current {request.kind} on {request.target} unknown: the {step:g} step limit cannot be"
+                    " checked (allowed: a known current setting)",
+                )  # fmt: skip
+        elif step is not None and current is not None:
             down = float("inf") if safe < 0 else step
             up = float("inf") if safe > 0 else step
             value = min(max(value, current - down), current + up)
@@ -143,6 +177,11 @@ class GuardRails:
     def record(self, result: ActionResult) -> None:
         """Remember an outcome: issued actions count against rate limits; refusals and failures back off."""
         key = (result.request.kind, result.request.target)
+        # A record with a NaN/inf time would never leave the window nor end its back-off: use the guard's clock.
+        ts = result.ts if math.isfinite(result.ts) else self._clock
+        if not math.isfinite(ts):
+            ts = 0.0
+        result = replace(result, ts=ts)
         if result.status in ("applied", "dry_run", "rolled_back", "restored"):
             self._last[key] = result.ts
             if result.request.incident_id >= 0:

@@ -11,13 +11,13 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, cast
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from twinloop.errors import InputError, pydantic_error
 from twinloop.ops.events import EventClass, Severity
 from twinloop.ops.respond.actions import ActionKind
 from twinloop.ops.respond.adapters.base import LEVEL_DEPTH
+from twinloop.safeio import load_yaml
 
 POLICY_DIR = Path(__file__).resolve().parent / "policies"
 
@@ -37,7 +37,8 @@ def root_level(entity: str) -> RootLevel | None:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # allow_inf_nan=False: a policy with `value: .nan` must not load (issue 19); every float field is finite.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ActionTemplate(_Frozen):
@@ -125,9 +126,7 @@ class Policy(_Frozen):
 def load_policy(path: Path) -> Policy:
     """Load and validate a policy YAML file; errors name the file and the field."""
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), "", f"malformed YAML: {str(exc).splitlines()[0]}") from None
+        raw = load_yaml(path)
     except OSError as exc:
         raise InputError(str(path), "", f"cannot read policy: {exc.strerror}") from None
     try:

@@ -25,7 +25,7 @@ from twinloop.ops.respond.actions import (
     Expectation,
 )
 from twinloop.ops.respond.adapters.base import ActionAdapter
-from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardRails
+from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
@@ -399,10 +399,26 @@ class Responder:
                 undo = replace(req, kind=INVERSE[req.kind], value=None, expect=None, reason=why)
             else:
                 continue  # a checkpoint or requeue has nothing to restore
+            decision = self._guard_undo(undo, now)
+            if not decision.allowed:
+                detail = f"{why}: {decision.refusal}"
+                extra = {"of_action": result.action_id}
+                out.append(self._record(undo, "refused", now, detail, guard=False, extra=extra))
+                continue
+            undo = decision.request
             reply = self.adapter.apply(undo)
             status: ActionStatus = "restored" if reply.status in ("applied", "dry_run") else "failed"
-            out.append(self._record(undo, status, now, reply.detail, extra={"of_action": result.action_id}))
+            out.append(self._record(undo, status, now, reply.detail, clamped=decision.clamped,
+                                    extra={"of_action": result.action_id}))  # fmt: skip
         return out
+
+    def _guard_undo(self, undo: ActionRequest, now: float) -> GuardDecision:
+        """Restores and rollbacks pass the guard too (hardware range, step limit, finite values; issue 19: a
+        restore once raised a node's cap 200 -> 700 W in one step). A clamped undo is partial: the setting moves
+        by one step toward the earlier value and stays there (the safe side for a power cap)."""
+        limits = self.adapter.limits(undo.kind, undo.target)
+        current = self.adapter.current(undo.kind, undo.target) if undo.value is not None else None
+        return self.guards.check(undo, now, limits, current, undo=True)
 
     def _rollback(self, w: _Watch, now: float, why: str) -> ActionResult:
         if w.request.kind in SETTING_KINDS and w.previous_value is not None:
@@ -420,6 +436,11 @@ class Responder:
         else:
             detail = f"expected effect missing ({why}) and no way to undo it"
             return self._record(w.request, "failed", now, detail, extra={"of_action": w.action_id})
+        decision = self._guard_undo(undo, now)
+        if not decision.allowed:
+            detail = f"rollback of action {w.action_id} refused: {decision.refusal}"
+            return self._record(undo, "refused", now, detail, guard=False, extra={"of_action": w.action_id})
+        undo = decision.request
         reply = self.adapter.apply(undo)
         status: ActionStatus = "rolled_back" if reply.status in ("applied", "dry_run") else "failed"
         for held in self._held.values():  # nothing left to restore when its incident closes

@@ -156,6 +156,19 @@ def _ts_array(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
+def _cast(batch: pa.RecordBatch, name: str, to: pa.DataType, path: str) -> pa.Array:
+    """Column ``name`` cast to ``to``, or one :class:`InputError` naming the column and its type (a value column
+    of strings, lists or structs would otherwise end in a pyarrow traceback)."""
+    col = batch.column(name)
+    try:
+        return col.cast(to)
+    except (pa.ArrowException, ValueError) as exc:
+        allowed = "numbers" if pa.types.is_floating(to) else "text"
+        detail = str(exc).splitlines()[0][:120]
+        msg = f"column of type {col.type} cannot be read as {to} ({detail}; allowed: {allowed})"
+        raise InputError(path, name, msg) from None
+
+
 def read_parquet(path: str, report: IngestReport, batch_rows: int) -> Iterator[Frame]:
     """Frames from a long or wide Parquet file; null cells count as missing (wide) or parse errors (long)."""
     import pyarrow.parquet as pq
@@ -178,10 +191,10 @@ def read_parquet(path: str, report: IngestReport, batch_rows: int) -> Iterator[F
         except (pa.ArrowException, ValueError) as exc:
             report.add("parse_error", path, int(line[0]), f"bad ts column: {exc}", count=n)
             continue
-        entity = np.asarray(batch.column("entity").cast(pa.string()).to_pylist(), dtype=object)
+        entity = np.asarray(_cast(batch, "entity", pa.string(), path).to_pylist(), dtype=object)
         if long:
-            value = batch.column("value").cast(pa.float64()).to_numpy(zero_copy_only=False)
-            field = np.asarray(batch.column("field").cast(pa.string()).to_pylist(), dtype=object)
+            value = _cast(batch, "value", pa.float64(), path).to_numpy(zero_copy_only=False)
+            field = np.asarray(_cast(batch, "field", pa.string(), path).to_pylist(), dtype=object)
             nulls = np.asarray(batch.column("value").is_null()) | (entity == None) | (field == None)  # noqa: E711
             nulls |= np.isnan(ts)
             if nulls.any():
@@ -193,7 +206,7 @@ def read_parquet(path: str, report: IngestReport, batch_rows: int) -> Iterator[F
         parts = []
         for name in names[2:]:
             col = batch.column(name)
-            vals = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+            vals = _cast(batch, name, pa.float64(), path).to_numpy(zero_copy_only=False)
             present = ~np.asarray(col.is_null()) & (entity != None) & ~np.isnan(ts)  # noqa: E711
             parts.append(Frame.from_long(ts[present], entity[present], [name] * int(present.sum()), vals[present],
                                          source=path, lines=line[present]))  # fmt: skip

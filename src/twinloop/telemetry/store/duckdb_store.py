@@ -179,6 +179,14 @@ class DuckDBStore:
         """
         if not len(frame):
             return 0
+        # Writers that bypass the Validator (the live watcher, replays) must not store times that break every
+        # reader and the minute rollup (NaN, inf, 1e23): keep only times in [0, MAX_SANE_TS_S].
+        with np.errstate(invalid="ignore"):
+            sane = np.isfinite(frame.ts_s) & (frame.ts_s >= 0.0) & (frame.ts_s <= MAX_SANE_TS_S)
+        if not sane.all():
+            frame = frame.take(sane)
+            if not len(frame):
+                return 0
         con = self.con
         if source_key is not None:
             frame = self._not_yet_stored(frame, source_key)
