@@ -219,6 +219,12 @@ class ReplicaRoofline:
             out = out + np.asarray(coll.p2p_s(act / self.tp, link))
         return out
 
+    def _gemm_ideal_per_token(self, moe: MoeLoad | None) -> Any:
+        """Ideal GEMM time per token: the rank's routed experts run ``load_factor`` × their balanced share."""
+        if moe is None:
+            return self.gemm_ideal_s_per_token
+        return self.gemm_ideal_s_per_token + (np.asarray(moe.load_factor) - 1.0) * self.routed_gemm_ideal_s_per_token
+
     def iteration(self, tokens: Any, attn_pairs: Any, kv_read_tokens: Any, micro_batches: int = 1) -> PhaseRoofline:
         """One iteration over all stages (per-GPU figures of the GPU the arrays describe).
 
@@ -241,9 +247,7 @@ class ReplicaRoofline:
         n = self.gpus
         e = self.eff
         # Tensor-pipe cycles: a GEMM with fewer rows than the smallest MMA tile costs as many as a full tile.
-        gemm_per_token: Any = self.gemm_ideal_s_per_token
-        if moe is not None:  # the rank's routed experts run load_factor × their balanced share
-            gemm_per_token = gemm_per_token + (np.asarray(moe.load_factor) - 1.0) * self.routed_gemm_ideal_s_per_token
+        gemm_per_token = self._gemm_ideal_per_token(moe)
         tensor_ideal = (gemm_per_token * np.maximum(t, MMA_MIN_ROWS) + self.attn_ideal_s_per_token_key * pairs) / n
         # Two kernel classes, each its own roofline: GEMMs stream the weights, attention streams the KV cache.
         gemm_full = gemm_per_token * t / e.gemm / n
