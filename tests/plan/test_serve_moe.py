@@ -118,8 +118,8 @@ def test_routing_that_cannot_apply_is_one_input_error(kw: dict[str, Any], needle
 
 def test_cli_routing_file_from_plan_moe_out(tmp_path: Path) -> None:
     moe = ["plan", "moe", "--model", "mixtral-8x7b", "--gpus", "8", "--ep", "8", "--gpu", "h200-sxm", "--steps", "4",
-           "--tokens", "256",
-           "--router", "topk", "--router", "adaptive", "--placement", "contiguous", "--out", str(tmp_path), "--json"]  # fmt: skip
+           "--tokens", "256", "--router", "topk", "--router", "adaptive", "--placement", "contiguous",
+           "--out", str(tmp_path), "--json"]  # fmt: skip
     res = CliRunner().invoke(app, moe)
     assert res.exit_code == 0, res.output
     saved = tmp_path / "moe_routing.json"

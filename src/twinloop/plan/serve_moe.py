@@ -109,13 +109,16 @@ def simulate_routing(
 def moe_load(m: StepMetrics, tokens: int, top_k: int, ranks_per_node: int) -> MoeLoad:
     """Per-(step, rank) :class:`MoeLoad` of a routing run of ``tokens`` tokens per step (ratios per token)."""
     ep = m.rank_load.shape[1]
-    per_token = 1.0 / max(tokens, 1)
     r = m.ranks
+
+    def per_token(copies: NDArray[np.int64]) -> F64:
+        return np.asarray(copies / max(tokens, 1), dtype=np.float64)
+
     return MoeLoad(
-        load_factor=m.rank_load / (tokens * top_k / ep),
+        load_factor=np.asarray(m.rank_load / (tokens * top_k / ep), dtype=np.float64),
         touched=np.asarray(r.touched * ep, dtype=np.float64),
-        send_intra=r.send_intra * per_token, send_inter=r.send_inter * per_token,
-        recv_intra=r.recv_intra * per_token, recv_inter=r.recv_inter * per_token,
+        send_intra=per_token(r.send_intra), send_inter=per_token(r.send_inter),
+        recv_intra=per_token(r.recv_intra), recv_inter=per_token(r.recv_inter),
         ranks_per_node=ranks_per_node,
     )  # fmt: skip
 

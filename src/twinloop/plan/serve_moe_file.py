@@ -26,7 +26,7 @@ _RANK_FIELDS = ("touched", "send_intra", "send_inter", "recv_intra", "recv_inter
 
 def _array(path: str, where: str, value: Any, dtype: type, ndim: int) -> np.ndarray:
     try:
-        a = np.asarray(value, dtype=dtype)
+        a: np.ndarray = np.asarray(value, dtype=dtype)
     except (TypeError, ValueError):
         raise InputError(path, where, "must be an array of numbers") from None
     if a.ndim != ndim or a.size == 0:
