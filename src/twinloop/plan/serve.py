@@ -1,12 +1,14 @@
 """The serving planner: model + GPUs + parallelism + batching + workload → memory, latency, throughput,
 power, energy, money and warm-up (``twinloop plan serve``).
 
-:func:`plan_serve` validates a :class:`ServeRequest`, builds the replica roofline
-(:mod:`~twinloop.plan.serve_roofline`), sizes the paged KV cache and its offload tier
-(:mod:`~twinloop.plan.kv_offload`), runs the batching strategy's queueing model
+:func:`plan_serve` runs the stages of :mod:`~twinloop.plan.serve_stages` on a :class:`ServeRequest`: it
+validates it and builds the replica roofline (:mod:`~twinloop.plan.serve_roofline`), sizes the paged KV cache
+and its offload tier (:mod:`~twinloop.plan.kv_offload`), runs the batching strategy's queueing model
 (:mod:`~twinloop.plan.batching`), optionally with speculative decoding (:mod:`~twinloop.plan.speculative`),
 and prices the result (:mod:`~twinloop.plan.serve_power`, :mod:`~twinloop.plan.cost`,
-:mod:`~twinloop.plan.warmup`).
+:mod:`~twinloop.plan.warmup`). For an MoE model with expert parallelism, ``moe_imbalance`` is the static
+hottest-rank factor the roofline times every iteration with; ``router`` (or ``routing_file``) adds the routed
+slowest-rank steps beside it (:mod:`~twinloop.plan.serve_moe`, ``ServePlan.moe_routing``).
 
 Memory per GPU: ``HBM × GPU_MEMORY_UTILIZATION − weights/(tp·pp) − activation workspace − runtime`` is
 left for the KV cache. Throughput and energy count *output* tokens; ``throughput_total_tokens_per_s`` adds
