@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from twinloop.cli.main import app
@@ -109,6 +112,7 @@ def test_same_seed_same_result_and_seed_changes_it() -> None:
         (dict(**MIXTRAL, router="topk", placement="zig"), "unknown placement 'zig'"),
         (dict(**MIXTRAL, router="topk", draft_model="llama-3-8b"), "speculative decoding"),
         (dict(model="llama-3-8b", tp=1, gpus=1, moe_imbalance=1.5), "has no experts"),
+        (dict(model="mixtral-8x7b", tp=8, ep=1, moe_imbalance=1.5), "ep=1 leaves no rank hotter"),
     ],
 )
 def test_routing_that_cannot_apply_is_one_input_error(kw: dict[str, Any], needle: str) -> None:
@@ -149,3 +153,37 @@ def test_cli_router_json_shows_static_beside_routed() -> None:
         app, ["plan", "serve", "--model", "llama-3-8b", "--tp", "1", "--gpus", "1", "--router", "topk"]
     )
     assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "is dense" in bad.output
+
+
+_STEP_KEYS = ("imbalance", "load_factor", "dropped", "redirected", "a2a_intra_bytes", "a2a_inter_bytes", "quality",
+              "served_true", "mean_k", "burst")  # fmt: skip
+_RANK_KEYS = ("rank_load", "touched", "send_intra", "send_inter", "recv_intra", "recv_inter")
+_LEAF = st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats() | st.text(max_size=4)
+_ARRAYS = st.lists(_LEAF, max_size=3) | st.lists(st.lists(st.integers(0, 50), min_size=8, max_size=8), max_size=3)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    doc=st.recursive(
+        _LEAF,
+        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=12), kids, max_size=4),
+        max_leaves=12,
+    ),
+    per_step=st.dictionaries(st.sampled_from(_STEP_KEYS), _ARRAYS, max_size=len(_STEP_KEYS)),
+    ranks=st.dictionaries(st.sampled_from(_RANK_KEYS), _ARRAYS, max_size=len(_RANK_KEYS)),
+    shaped=st.booleans(),
+)
+def test_routing_file_parser_never_crashes(
+    tmp_path: Path, doc: Any, per_step: dict[str, Any], ranks: dict[str, Any], shaped: bool
+) -> None:
+    from twinloop.model.arch import load_model
+    from twinloop.plan.serve_moe_file import load_routing_file
+
+    if shaped:  # past the header checks, into one row's arrays
+        row = {"router": "topk", "placement": "contiguous", "per_step": per_step, "ranks": ranks}
+        doc = {"model": "mixtral-8x7b", "ep": 8, "tokens_per_step": 4, "ranks_per_node": 8, "rows": [row]}
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(doc))
+    req = build_request(**MIXTRAL, routing_file=str(f))
+    with contextlib.suppress(InputError):
+        load_routing_file(req, load_model("mixtral-8x7b"), 8, [])

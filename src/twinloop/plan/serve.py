@@ -62,6 +62,9 @@ class ServeRequest(BaseModel):
 
     ``rate_req_per_s`` is the total arrival rate (None: offline, plan at capacity); with a ``trace`` it
     rescales the trace's own rate. ``kv_offload_gb`` is the offload tier's capacity over the deployment.
+    MoE with ``ep > 1``: ``moe_imbalance`` is the static hottest-rank factor; ``router`` / ``placement`` /
+    ``routing_steps`` / ``routing_seed`` / ``routing_burst_share`` simulate routing, ``routing_file`` reads a
+    ``plan moe --out`` run instead (``router`` then picks its row).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

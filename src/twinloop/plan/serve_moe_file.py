@@ -22,22 +22,32 @@ if TYPE_CHECKING:
     from twinloop.plan.serve import ServeRequest
 
 _RANK_FIELDS = ("touched", "send_intra", "send_inter", "recv_intra", "recv_inter")
+#: StepMetrics' per-step series, in its field order, with their dtypes.
+_STEP_FIELDS: tuple[tuple[str, type], ...] = (
+    ("imbalance", float), ("load_factor", float), ("dropped", np.int64), ("redirected", np.int64),
+    ("a2a_intra_bytes", float), ("a2a_inter_bytes", float), ("quality", float), ("served_true", float),
+    ("mean_k", float), ("burst", bool),
+)  # fmt: skip
 
 
 def _array(path: str, where: str, value: Any, dtype: type, ndim: int) -> np.ndarray:
     try:
         a: np.ndarray = np.asarray(value, dtype=dtype)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(path, where, "must be an array of numbers") from None
     if a.ndim != ndim or a.size == 0:
         raise InputError(path, where, f"must be a non-empty {ndim}-d array, got shape {a.shape}")
+    if dtype is not bool and not (np.all(np.isfinite(a)) and np.all(a >= 0)):
+        raise InputError(path, where, "must hold finite numbers >= 0")
     return a
 
 
 def _metrics(path: str, row: dict[str, Any], i: int) -> StepMetrics:
     ps, rk = row.get("per_step"), row.get("ranks")
     if not isinstance(ps, dict) or not isinstance(rk, dict):
-        raise InputError(path, f"rows[{i}].ranks", "missing: save the run again with `twinloop plan moe --out DIR`")
+        raise InputError(
+            path, f"rows[{i}].per_step/ranks", "missing: save the run again with `twinloop plan moe --out DIR`"
+        )
 
     def step(name: str, dtype: type = float) -> np.ndarray:
         return _array(path, f"rows[{i}].per_step.{name}", ps.get(name), dtype, 1)
@@ -50,11 +60,11 @@ def _metrics(path: str, row: dict[str, Any], i: int) -> StepMetrics:
     shapes = {a.shape for a in (load, *(getattr(traffic, f) for f in _RANK_FIELDS))}
     if len(shapes) != 1:
         raise InputError(path, f"rows[{i}].ranks", f"arrays of different shapes {sorted(shapes)}")
-    return StepMetrics(
-        step("imbalance"), step("load_factor"), step("dropped", np.int64), step("redirected", np.int64),
-        step("a2a_intra_bytes"), step("a2a_inter_bytes"), step("quality"), step("served_true"), step("mean_k"),
-        step("burst", bool), load, traffic,
-    )  # fmt: skip
+    series = {name: step(name, dtype) for name, dtype in _STEP_FIELDS}
+    for name, a in series.items():
+        if a.shape[0] != load.shape[0]:
+            raise InputError(path, f"rows[{i}].per_step.{name}", f"has {a.shape[0]} steps, ranks have {load.shape[0]}")
+    return StepMetrics(**series, rank_load=load, ranks=traffic)
 
 
 def load_routing_file(

@@ -226,13 +226,14 @@ def setup(req: ServeRequest) -> ServeSetup:
     if req.kv_offload not in OFFLOAD_TIERS:
         raise InputError("--kv-offload", "", f"unknown tier {req.kv_offload!r} (allowed: {', '.join(OFFLOAD_TIERS)})")
     validate_parallel(arch, req.gpus, req.tp, req.pp, req.ep)
-    if req.moe_imbalance != 1.0 and not arch.is_moe:
-        raise InputError("--moe-imbalance", "", f"{arch.name} has no experts (allowed: 1)")
+    if req.moe_imbalance != 1.0 and (not arch.is_moe or req.ep < 2):
+        why = f"{arch.name} has no experts" if not arch.is_moe else "ep=1 leaves no rank hotter than another"
+        raise InputError("--moe-imbalance", "", f"{why} (allowed: 1)")
     wl, info = _workload(req)
     seq_tokens = wl.prompt_tokens + wl.output_tokens
     # sliding-window layers (Gemma 2/3, Llama 4) hold at most their window: KV per token at the mean length
     kv_ctx = float(np.mean(seq_tokens))
-    moe = MoeLoad.static(req.moe_imbalance) if req.moe_imbalance != 1.0 and req.ep > 1 else None
+    moe = MoeLoad.static(req.moe_imbalance) if req.moe_imbalance != 1.0 else None
     roof = build_roofline(
         arch, gpu, req.tp, req.pp, req.ep, req.weight_dtype, req.kv_dtype, kv_context_len=kv_ctx, moe=moe
     )
