@@ -187,3 +187,15 @@ def test_routing_file_parser_never_crashes(
     req = build_request(**MIXTRAL, routing_file=str(f))
     with contextlib.suppress(InputError):
         load_routing_file(req, load_model("mixtral-8x7b"), 8, [])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=200) | st.just(b"[" * 100_000) | st.just(b"\xff\xfe{"))
+def test_routing_file_of_any_bytes_is_an_input_error(tmp_path: Path, data: bytes) -> None:
+    from twinloop.model.arch import load_model
+    from twinloop.plan.serve_moe_file import load_routing_file
+
+    f = tmp_path / "r.json"
+    f.write_bytes(data)
+    with pytest.raises(InputError):
+        load_routing_file(build_request(**MIXTRAL, routing_file=str(f)), load_model("mixtral-8x7b"), 8, [])

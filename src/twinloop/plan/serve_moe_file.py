@@ -77,11 +77,13 @@ def load_routing_file(
     """
     path = str(req.routing_file)
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(Path(path).read_bytes())
     except OSError as exc:
         raise InputError(path, "", f"cannot read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise InputError(path, f"line {exc.lineno}", f"not JSON: {exc.msg}") from None
+    except (UnicodeDecodeError, RecursionError):
+        raise InputError(path, "", "not JSON: undecodable bytes or nesting too deep") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise InputError(path, "rows", "missing: expected the output of `twinloop plan moe --json` or --out")
     if doc.get("model") != arch.name:
