@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,7 +92,10 @@ def moe(
     tokens: int = typer.Option(8192, "--tokens", min=1, max=1_048_576, help="Tokens per step (one MoE layer)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the token stream."),
     out: Path | None = typer.Option(
-        None, "--out", help="Directory for moe_routing.html (imbalance and step time over time)."
+        None,
+        "--out",
+        help="Directory for moe_routing.html (imbalance and step time over time) and moe_routing.json "
+        "(the --json document, which `plan serve --routing` reads).",
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:
@@ -120,8 +124,10 @@ def moe(
             )
         )
     html = write_plot(study, out) if out is not None else None
+    doc = study_json(study)
+    if out is not None:
+        (out / "moe_routing.json").write_text(json.dumps(doc) + "\n")
     if json_out:
-        doc = study_json(study)
         doc["html"] = str(html) if html else None
         print_json(doc)
         return
@@ -132,4 +138,4 @@ def moe(
         f"(config {study.config}); quality: share of each token's true top-k experts that served it."
     )
     if html:
-        stdout.print(f"wrote {html}")
+        stdout.print(f"wrote {html} and {html.parent / 'moe_routing.json'}")

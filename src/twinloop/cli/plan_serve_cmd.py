@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import typer
 
@@ -63,10 +64,40 @@ def _print_plan(p: ServePlan) -> None:
     ]  # fmt: skip
     cols = [Col("per GPU", "left"), Col("prefill"), Col("decode"), Col("idle")]
     print_table(stdout, "Per phase", cols, phases)
+    if p.moe_routing is not None:
+        _print_routing(p.moe_routing)
     for w in p.warnings:
         stdout.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     if p.workload.get("attribution"):
         stdout.print(f"trace: {p.workload['source']} ({p.workload['attribution']})", highlight=False)
+
+
+def _print_routing(r: dict[str, Any]) -> None:
+    """The static-factor figures beside the routed p50/p99 over the routing steps."""
+    st, ro = r["static"], r["routed"]
+    rows: list[list[Cell]] = [
+        [label, _s(st[key]), _s(ro[key]["p50"]), _s(ro[key]["p99"]), _s(ro[key]["max"])]
+        for label, key in (("decode step", "decode_step_s"), ("TPOT", "tpot_s"),
+                           ("prefill step", "prefill_step_s"), ("TTFT", "ttft_s"))
+    ]  # fmt: skip
+    for phase in ("decode", "prefill"):
+        lf = r[phase]["load_factor_max"]
+        rows.append([f"{phase} hottest-rank load", f"{st['moe_imbalance']:.2f}", f"{lf['p50']:.2f}",
+                     f"{lf['p99']:.2f}", f"{lf['max']:.2f}"])  # fmt: skip
+    cols = [Col("", "left"), Col("static"), Col("routed p50"), Col("routed p99"), Col("routed max")]
+    title = (
+        f"MoE routing: {r['router']}/{r['placement']}, {r['steps']} steps ({r['source']}; decode "
+        f"{r['decode_tokens_per_step']}, prefill {r['prefill_tokens_per_step']} tokens per step)"
+    )
+    print_table(stdout, title, cols, rows)
+    d = r["decode"]
+    stdout.print(
+        f"decode: dropped {100 * d['dropped_share']:.1f} %, redirected {100 * d['redirected_share']:.1f} %, "
+        f"quality (true top-k recall) {d['quality']:.3f}; slowest rank's all-to-all per layer p99: "
+        f"{d['a2a_intra_bytes_slowest_rank']['p99'] / 1e6:.2f} MB NVLink, "
+        f"{d['a2a_inter_bytes_slowest_rank']['p99'] / 1e6:.2f} MB network",
+        highlight=False,
+    )
 
 
 @plan_app.command("serve")
@@ -101,6 +132,21 @@ def serve(
     price_gpu_hour: float = typer.Option(2.0, "--price-gpu-hour", help="USD per GPU-hour."),
     price_kwh: float = typer.Option(0.10, "--price-kwh", help="USD per kWh of facility energy."),
     pue: float = typer.Option(DEFAULT_PUE, "--pue", help="Facility PUE applied to GPU energy."),
+    moe_imbalance: float = typer.Option(
+        1.0, "--moe-imbalance", help="Static MoE factor: hottest EP rank's routed load / balanced (ep > 1)."
+    ),
+    router: str | None = typer.Option(
+        None, "--router", help="Simulate MoE routing with this router (topk, capacity, bias, adaptive, ...)."
+    ),
+    placement: str = typer.Option("contiguous", "--placement", help="Expert placement: contiguous or affinity."),
+    routing_steps: int = typer.Option(32, "--routing-steps", help="Routing steps to simulate."),
+    routing: str | None = typer.Option(
+        None, "--routing", help="Routing run saved by `plan moe --out` (moe_routing.json) instead of --router."
+    ),
+    routing_seed: int = typer.Option(0, "--routing-seed", help="Seed of the routed token stream."),
+    routing_burst_share: float = typer.Option(
+        0.2, "--routing-burst-share", help="Share of tokens in the hot-expert burst, 0..1 (0: none)."
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Plan LLM serving: KV cache, concurrency, prefill/decode roofline, TTFT, TPOT, throughput, power, cost."""
@@ -112,7 +158,9 @@ def serve(
             rate_req_per_s=rate, block_size=block_size, max_seqs=max_seqs, chunk_tokens=chunk_tokens,
             kv_offload=kv_offload, kv_offload_gb=kv_offload_gb, draft_model=draft_model, spec_tokens=spec_tokens,
             acceptance=acceptance, gds=gds, node_profile=node_profile, price_gpu_hour_usd=price_gpu_hour,
-            price_kwh_usd=price_kwh, pue=pue,
+            price_kwh_usd=price_kwh, pue=pue, moe_imbalance=moe_imbalance, router=router, placement=placement,
+            routing_steps=routing_steps, routing_file=routing, routing_seed=routing_seed,
+            routing_burst_share=routing_burst_share,
         )  # fmt: skip
         plan = plan_serve(request)
         if json_out:

@@ -56,6 +56,7 @@ class Study:
     tokens_per_step: int
     config: dict[str, Any]
     rows: list[StudyRow]
+    ranks_per_node: int = 1
 
 
 def _summary(m: StepMetrics, step_s: np.ndarray, copies: float) -> dict[str, float]:
@@ -135,16 +136,16 @@ def run_study(
             )  # fmt: skip
             step_s = np.asarray(a.time.step_s, dtype=np.float64)
             rows.append(StudyRow(rname, pname, m, step_s, _summary(m, step_s, drift.tokens_per_step * k * steps)))
-    return Study(
-        arch.name, ctx.gpu.name, gpus, ep, steps, drift.tokens_per_step, dataclasses.asdict(configs.config(0)), rows
-    )
+    config = dataclasses.asdict(configs.config(0))
+    return Study(arch.name, ctx.gpu.name, gpus, ep, steps, drift.tokens_per_step, config, rows, per_node)
 
 
 def study_json(s: Study) -> dict[str, Any]:
-    """The study as a JSON-able document (per-step series included)."""
+    """The study as a JSON-able document (per-step series included; ``ranks`` holds the per-(step, rank)
+    traffic ``plan serve --routing`` reads)."""
     return {
         "model": s.model, "gpu": s.gpu, "gpus": s.gpus, "ep": s.ep, "steps": s.steps,
-        "tokens_per_step": s.tokens_per_step, "config": s.config,
+        "tokens_per_step": s.tokens_per_step, "ranks_per_node": s.ranks_per_node, "config": s.config,
         "rows": [
             {
                 "router": r.router, "placement": r.placement, "summary": r.summary,
@@ -154,6 +155,10 @@ def study_json(s: Study) -> dict[str, Any]:
                     "a2a_intra_bytes": r.metrics.a2a_intra_bytes.tolist(),
                     "a2a_inter_bytes": r.metrics.a2a_inter_bytes.tolist(), "quality": r.metrics.quality.tolist(),
                     "step_s": r.step_s.tolist(), "burst": r.metrics.burst.tolist(),
+                    "served_true": r.metrics.served_true.tolist(), "mean_k": r.metrics.mean_k.tolist(),
+                },
+                "ranks": {"rank_load": r.metrics.rank_load.tolist()} | {
+                    f.name: getattr(r.metrics.ranks, f.name).tolist() for f in dataclasses.fields(r.metrics.ranks)
                 },
             }
             for r in s.rows

@@ -1,12 +1,14 @@
 """The serving planner: model + GPUs + parallelism + batching + workload → memory, latency, throughput,
 power, energy, money and warm-up (``twinloop plan serve``).
 
-:func:`plan_serve` validates a :class:`ServeRequest`, builds the replica roofline
-(:mod:`~twinloop.plan.serve_roofline`), sizes the paged KV cache and its offload tier
-(:mod:`~twinloop.plan.kv_offload`), runs the batching strategy's queueing model
+:func:`plan_serve` runs the stages of :mod:`~twinloop.plan.serve_stages` on a :class:`ServeRequest`: it
+validates it and builds the replica roofline (:mod:`~twinloop.plan.serve_roofline`), sizes the paged KV cache
+and its offload tier (:mod:`~twinloop.plan.kv_offload`), runs the batching strategy's queueing model
 (:mod:`~twinloop.plan.batching`), optionally with speculative decoding (:mod:`~twinloop.plan.speculative`),
 and prices the result (:mod:`~twinloop.plan.serve_power`, :mod:`~twinloop.plan.cost`,
-:mod:`~twinloop.plan.warmup`).
+:mod:`~twinloop.plan.warmup`). For an MoE model with expert parallelism, ``moe_imbalance`` is the static
+hottest-rank factor the roofline times every iteration with; ``router`` (or ``routing_file``) adds the routed
+slowest-rank steps beside it (:mod:`~twinloop.plan.serve_moe`, ``ServePlan.moe_routing``).
 
 Memory per GPU: ``HBM × GPU_MEMORY_UTILIZATION − weights/(tp·pp) − activation workspace − runtime`` is
 left for the KV cache. Throughput and energy count *output* tokens; ``throughput_total_tokens_per_s`` adds
@@ -23,39 +25,36 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from twinloop.errors import InputError, pydantic_error
-from twinloop.hardware.gpu import GpuSpec, get_gpu
-from twinloop.model.arch import ModelArch, load_model
+from twinloop.hardware.gpu import GpuSpec
 from twinloop.model.params import param_counts
-from twinloop.model.precision import DTYPES
-from twinloop.plan.batching import BATCHING_STRATEGIES, DEFAULT_CHUNK_TOKENS, ChunkedPrefill, Workload, get_strategy
-from twinloop.plan.cost import Prices, cost_usd
+from twinloop.plan.batching import BATCHING_STRATEGIES, DEFAULT_CHUNK_TOKENS, BatchingResult
 from twinloop.plan.efficiency import DEFAULT_PUE
-from twinloop.plan.kv_offload import OFFLOAD_TIERS, kv_capacity, offload_path, offload_read_s
-from twinloop.plan.serve_power import idle_power_w, serve_energy
-from twinloop.plan.serve_roofline import PhaseRoofline, ReplicaRoofline, build_roofline
-from twinloop.plan.speculative import SpeculativeDecoder, expected_tokens_per_step, validate_spec
-from twinloop.plan.trace import AZURE_ATTRIBUTION, load_azure_trace
-from twinloop.plan.warmup import WarmupPlan, plan_warmup
-from twinloop.probe.profile import load_node_profile
-
-#: vLLM's default ``gpu_memory_utilization`` (share of HBM the engine may use).
-GPU_MEMORY_UTILIZATION = 0.90
-#: GUESS: CUDA context, NCCL buffers and CUDA graphs outside the weights/KV/activations (~1 GB per GPU).
-RUNTIME_BYTES = 1.0e9
-#: vLLM's default ``max_num_seqs``: the scheduler's cap on sequences in one batch.
-DEFAULT_MAX_SEQS = 256
-#: vLLM's default paged-KV block size, tokens.
-DEFAULT_BLOCK_SIZE = 16
-#: GUESS: CPU time to tokenize one prompt token. Hugging Face fast (Rust) tokenizers encode ~0.25-1 M
-#: tokens/s per core (tiktoken's README benchmark: a few MB/s of text per thread, ~4 bytes/token).
-TOKENIZE_S_PER_TOKEN = 2.0e-6
-#: GUESS: CPU time to detokenize one output token incrementally (Python-side incremental detokenization in
-#: vLLM/TGI; tens of microseconds per batch row have been reported as a CPU bottleneck at large batches).
-DETOKENIZE_S_PER_TOKEN = 5.0e-6
+from twinloop.plan.serve_moe import routed_serving, validate_routing
+from twinloop.plan.serve_roofline import PhaseRoofline
+from twinloop.plan.serve_stages import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_SEQS,
+    DETOKENIZE_S_PER_TOKEN,
+    GPU_MEMORY_UTILIZATION,
+    RUNTIME_BYTES,
+    TOKENIZE_S_PER_TOKEN,
+    Economics,
+    MemorySizing,
+    OperatingPhases,
+    ServeSetup,
+    activation_workspace_bytes,
+    economics,
+    operating_phases,
+    run_batching,
+    setup,
+    size_memory,
+    validate_parallel,
+)
+from twinloop.plan.speculative import expected_tokens_per_step
+from twinloop.plan.warmup import WarmupPlan
 
 
 class ServeRequest(BaseModel):
@@ -63,6 +62,9 @@ class ServeRequest(BaseModel):
 
     ``rate_req_per_s`` is the total arrival rate (None: offline, plan at capacity); with a ``trace`` it
     rescales the trace's own rate. ``kv_offload_gb`` is the offload tier's capacity over the deployment.
+    MoE with ``ep > 1``: ``moe_imbalance`` is the static hottest-rank factor; ``router`` / ``placement`` /
+    ``routing_steps`` / ``routing_seed`` / ``routing_burst_share`` simulate routing, ``routing_file`` reads a
+    ``plan moe --out`` run instead (``router`` then picks its row).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -93,6 +95,13 @@ class ServeRequest(BaseModel):
     price_gpu_hour_usd: float = Field(2.0, ge=0)
     price_kwh_usd: float = Field(0.10, ge=0)
     pue: float = Field(DEFAULT_PUE, ge=1.0, le=5.0)
+    moe_imbalance: float = Field(1.0, gt=0, le=100)  # static: hottest EP rank's routed load / balanced
+    router: str | None = None
+    placement: str = "contiguous"
+    routing_steps: int = Field(32, ge=1, le=10_000)
+    routing_file: str | None = None
+    routing_seed: int = 0
+    routing_burst_share: float = Field(0.2, ge=0, le=1)  # share of tokens in the hot-expert burst (0: none)
 
 
 @dataclass(frozen=True)
@@ -185,93 +194,7 @@ class ServePlan:
     speculative: dict[str, Any] | None
     workload: dict[str, Any]
     warnings: tuple[str, ...]
-
-
-def _check_dtype(value: str, flag: str) -> None:
-    if value not in DTYPES:
-        raise InputError(flag, "", f"unknown dtype {value!r} (allowed: {', '.join(DTYPES)})")
-
-
-def validate_parallel(arch: ModelArch, gpus: int, tp: int, pp: int, ep: int, source: str = "--tp") -> None:
-    """Raise :class:`InputError` when tp/pp/ep cannot shard ``arch`` on ``gpus`` GPUs."""
-    if gpus % (tp * pp):
-        raise InputError("--gpus", "", f"{gpus} GPUs are not a multiple of tp·pp = {tp}·{pp} = {tp * pp}")
-    if arch.n_heads % tp:
-        raise InputError(source, "", f"tp={tp} does not divide the {arch.n_heads} attention heads of {arch.name}")
-    if arch.attention != "mla" and arch.n_kv_heads % tp and tp % arch.n_kv_heads:
-        raise InputError(
-            source, "", f"tp={tp} and the {arch.n_kv_heads} KV heads of {arch.name}: neither divides the other"
-        )
-    n_layers = arch.n_dense_layers + arch.n_moe_layers
-    if pp > n_layers:
-        raise InputError("--pp", "", f"pp={pp} exceeds the {n_layers} layers of {arch.name}")
-    if ep > 1:
-        if not arch.is_moe:
-            raise InputError("--ep", "", f"ep={ep} but {arch.name} has no experts (allowed: 1)")
-        if tp % ep:
-            raise InputError("--ep", "", f"ep={ep} must divide tp={tp} (experts are spread over the TP group)")
-        if arch.n_routed_experts % ep:
-            raise InputError("--ep", "", f"ep={ep} does not divide the {arch.n_routed_experts} routed experts")
-
-
-def activation_workspace_bytes(arch: ModelArch, tp: int, tokens: float, max_seqs: int) -> float:
-    """Peak activation memory of one forward pass over ``tokens`` tokens on one GPU (bytes, BF16): the
-    residual stream and attention buffers (~4·hidden per token) plus the FFN intermediates split by TP, and
-    FP32 logits of ``max_seqs`` sampled rows. An estimate in the spirit of vLLM's profiling run."""
-    ffn = max(arch.ffn_hidden, arch.experts_per_token * arch.moe_ffn_hidden + arch.shared_ffn_hidden)
-    per_token = 4 * arch.hidden + 3 * ffn / tp
-    return tokens * per_token * 2.0 + max_seqs * arch.vocab / tp * 4.0
-
-
-@dataclass(frozen=True)
-class _ReplicaSteps:
-    """The :class:`~twinloop.plan.batching.StepModel` of one replica: roofline + speculation + offload + CPU."""
-
-    roof: ReplicaRoofline
-    spec: SpeculativeDecoder | None
-    offload: Any
-    hbm_sequences: int
-    prefill_context: float
-    same_node: bool
-    token_budget: float
-
-    def decode_phase(self, batch: float, context_tokens: float) -> PhaseRoofline:
-        return self.spec.decode(batch, context_tokens) if self.spec else self.roof.decode(batch, context_tokens)
-
-    def decode_s(self, batch: float, context_tokens: float) -> float:
-        gpu = float(self.decode_phase(batch, context_tokens).time_s)
-        per_cycle = self.spec.tokens_per_cycle if self.spec else 1.0
-        kv_read = batch * context_tokens * self.roof.kv_bytes_per_token_per_gpu
-        gpu += float(offload_read_s(float(batch), self.hbm_sequences, kv_read, self.offload)) / per_cycle
-        # Detokenization runs in its own CPU process, overlapped with the GPU: the slower one paces tokens.
-        return max(gpu, batch * DETOKENIZE_S_PER_TOKEN)
-
-    def _prefill_total(self, prompt: Any, n: Any = 1.0) -> NDArray[np.float64]:
-        t = np.asarray(self.roof.prefill(prompt, n).time_s, dtype=np.float64)
-        if self.spec:
-            t = t + np.asarray(self.spec.draft.prefill(prompt, n).time_s, dtype=np.float64)
-        return t
-
-    def prefill_latency_s(self, prompt_tokens: NDArray[np.float64]) -> NDArray[np.float64]:
-        return self._prefill_total(prompt_tokens)
-
-    def prefill_busy_s(self, prompt_tokens: NDArray[np.float64]) -> NDArray[np.float64]:
-        # Queued prompts are prefilled together up to the token budget, sharing one read of the weights:
-        # a prompt occupies the replica for its share of such a batch.
-        p = np.asarray(prompt_tokens, dtype=np.float64)
-        k = np.maximum(1.0, np.floor(self.token_budget / np.maximum(p, 1.0)))
-        return self._prefill_total(p, k) / k / self.roof.pp
-
-    def batch_prefill_s(self, n_prompts: float, prompt_tokens: float) -> float:
-        return float(self._prefill_total(prompt_tokens, n_prompts))
-
-    def mixed_s(self, batch: float, context_tokens: float, prefill_tokens: float) -> float:
-        base = self.roof.mixed(batch, context_tokens, 0.0, self.prefill_context)
-        mixed = self.roof.mixed(batch, context_tokens, prefill_tokens, self.prefill_context)
-        return self.decode_s(batch, context_tokens) + max(0.0, float(mixed.time_s) - float(base.time_s))
-
-    def kv_transfer_s(self, prompt_tokens: float) -> float:
-        return self.roof.kv_transfer_s(prompt_tokens, self.same_node)
+    moe_routing: dict[str, Any] | None = None
 
 
 def _summary(phase: PhaseRoofline, gpu: GpuSpec, tokens: float, fraction: float, dtype_tflops: float) -> PhaseSummary:
@@ -293,177 +216,52 @@ def _summary(phase: PhaseRoofline, gpu: GpuSpec, tokens: float, fraction: float,
     )
 
 
-def _storage_profile(path: str | None) -> tuple[float | None, float | None, str | None]:
-    """(storage read bytes/s per node, PCIe bytes/s per GPU, label) from a probe node profile, if given."""
-    if path is None:
-        return None, None, None
-    profile = load_node_profile(path)
-    if profile.storage_read_bytes_per_s is None:
-        raise InputError(
-            path, "node_profile.storage_read_bytes_per_s", "missing: run `twinloop probe` with the I/O benchmark"
-        )
-    links = [g.link_bandwidth_bytes_per_s for g in profile.pcie_gpus if g.link_bandwidth_bytes_per_s]
-    return profile.storage_read_bytes_per_s, (min(links) if links else None), f"node profile {path}"
-
-
-def _workload(req: ServeRequest) -> tuple[Workload, dict[str, Any]]:
-    if req.trace is None:
-        p = np.array([float(req.prompt_tokens)])
-        o = np.array([float(req.output_tokens)])
-        info: dict[str, Any] = {"source": "fixed lengths", "n_requests": None, "bad_rows": 0}
-        return Workload(p, o, req.rate_req_per_s), info
-    trace = load_azure_trace(req.trace)
-    if req.rate_req_per_s is not None:
-        trace = trace.with_rate(req.rate_req_per_s)
-    stats = trace.stats()
-    info = {
-        "source": trace.source,
-        "n_requests": stats.n_requests,
-        "bad_rows": stats.bad_rows,
-        "duration_s": stats.duration_s,
-        "prompt_p50": stats.prompt_p50,
-        "prompt_p99": stats.prompt_p99,
-        "output_p50": stats.output_p50,
-        "output_p99": stats.output_p99,
-        "attribution": AZURE_ATTRIBUTION,
-    }
-    wl = Workload(trace.prompt_tokens.astype(np.float64), trace.output_tokens.astype(np.float64), stats.rate_req_per_s)
-    return wl, info
-
-
 def plan_serve(request: ServeRequest) -> ServePlan:
-    """Plan a serving deployment; see the module docstring.
+    """Plan a serving deployment; see the module docstring (the stages are :mod:`~twinloop.plan.serve_stages`).
 
     Raises:
         InputError: unknown model/GPU/dtype/strategy/tier, parallelism that cannot shard the model, weights
-            that do not fit the GPUs, or a sequence whose KV does not fit.
+            that do not fit the GPUs, a sequence whose KV does not fit, or routing options that do not apply.
     """
     req = request
-    arch = load_model(req.model)
-    gpu = get_gpu(req.gpu)
-    _check_dtype(req.weight_dtype, "--weight-dtype")
-    _check_dtype(req.kv_dtype, "--kv-dtype")
-    strategy = ChunkedPrefill(req.chunk_tokens) if req.batching == "chunked" else get_strategy(req.batching)
-    if req.kv_offload not in OFFLOAD_TIERS:
-        raise InputError("--kv-offload", "", f"unknown tier {req.kv_offload!r} (allowed: {', '.join(OFFLOAD_TIERS)})")
-    validate_parallel(arch, req.gpus, req.tp, req.pp, req.ep)
-    replicas = req.gpus // (req.tp * req.pp)
-    warnings: list[str] = []
+    s = setup(req)
+    if req.router is not None or req.routing_file is not None:
+        validate_routing(req, s.arch)
+    mem = size_memory(req, s)
+    steps, result = run_batching(req, s, mem)
+    phases = operating_phases(s, steps, result)
+    econ = economics(req, s, phases, result)
+    routing = None
+    if req.router is not None or req.routing_file is not None:
+        routing = routed_serving(req, s.arch, steps, result, s.wl, s.warnings)
+    return _assemble(req, s, mem, result, phases, econ, routing)
 
-    wl, info = _workload(req)
-    seq_tokens = wl.prompt_tokens + wl.output_tokens
-    # sliding-window layers (Gemma 2/3, Llama 4) hold at most their window: KV per token at the mean length
-    kv_ctx = float(np.mean(seq_tokens))
-    roof = build_roofline(arch, gpu, req.tp, req.pp, req.ep, req.weight_dtype, req.kv_dtype, kv_context_len=kv_ctx)
-    spec: SpeculativeDecoder | None = None
-    draft_kv_per_gpu = 0.0
-    if req.draft_model is not None:
-        validate_spec(req.spec_tokens, req.acceptance)
-        draft_arch = load_model(req.draft_model, source="--draft-model")
-        validate_parallel(draft_arch, req.gpus, req.tp, req.pp, 1, source="--draft-model (same tp as the target)")
-        draft = build_roofline(
-            draft_arch, gpu, req.tp, req.pp, 1, req.weight_dtype, req.kv_dtype, kv_context_len=kv_ctx
-        )
-        spec = SpeculativeDecoder(roof, draft, req.spec_tokens, req.acceptance)
-        draft_kv_per_gpu = draft.kv_bytes_per_token_per_gpu
 
-    too_long = int(np.sum(seq_tokens > arch.max_position))
-    if too_long:
-        warnings.append(f"{too_long} request(s) exceed the model's context window of {arch.max_position} tokens")
-
-    weights_per_gpu = roof.weight_bytes / roof.gpus + (spec.draft_memory_bytes_per_gpu() if spec else 0.0)
-    usable = gpu.hbm_bytes * GPU_MEMORY_UTILIZATION
-    budget_tokens = float(
-        req.chunk_tokens if req.batching == "chunked" else max(req.chunk_tokens, np.max(wl.prompt_tokens))
-    )
-    activations = activation_workspace_bytes(arch, req.tp, budget_tokens, req.max_seqs)
-    if weights_per_gpu + RUNTIME_BYTES > usable:
-        raise InputError(
-            "--gpus",
-            "",
-            f"{arch.name} weights need {weights_per_gpu / 1e9:.1f} GB per GPU ({roof.weight_bytes / 1e9:.1f} GB in "
-            f"{req.weight_dtype} over tp·pp={roof.gpus}) plus {RUNTIME_BYTES / 1e9:.1f} GB runtime, "
-            f"but {gpu.name} offers {usable / 1e9:.1f} GB ({GPU_MEMORY_UTILIZATION:.0%} of "
-            f"{gpu.hbm_bytes / 1e9:.0f} GB HBM); use more GPUs per replica (tp/pp) or a narrower --weight-dtype",
-        )
-    if weights_per_gpu + RUNTIME_BYTES + activations > usable:
-        raise InputError(
-            "--prompt-tokens" if req.trace is None else req.trace,
-            "",
-            f"prefill activations for {budget_tokens:.0f} tokens need {activations / 1e9:.1f} GB per GPU but only "
-            f"{(usable - weights_per_gpu - RUNTIME_BYTES) / 1e9:.1f} GB is left after the weights; "
-            "use --batching chunked or more GPUs",
-        )
-    free = usable - weights_per_gpu - RUNTIME_BYTES - activations
-    kv_per_gpu = roof.kv_bytes_per_token_per_gpu + draft_kv_per_gpu
-    path = offload_path(req.kv_offload, gpu, req.kv_offload_gb * 1e9 / replicas)
-    cap = kv_capacity(free, kv_per_gpu, seq_tokens, req.block_size, path, roof.gpus)
-    if cap.max_sequences < 1:
-        raise InputError(
-            "--prompt-tokens" if req.trace is None else req.trace,
-            "",
-            f"one sequence of {float(np.mean(seq_tokens)):.0f} tokens needs "
-            f"{cap.bytes_per_sequence_per_gpu / 1e9:.2f} GB of KV per GPU but only {free / 1e9:.2f} GB is free "
-            "after the weights",
-        )
-    batch_cap = min(cap.max_sequences, req.max_seqs)
-
-    steps = _ReplicaSteps(
-        roof, spec, path, cap.hbm_sequences, wl.prompt_mean / 2, req.gpus <= gpu.gpus_per_node, req.chunk_tokens
-    )
-    result = strategy.plan(steps, wl, batch_cap, replicas)
-    hbm_cap = min(cap.hbm_sequences, req.max_seqs)
-    if 1 <= hbm_cap < batch_cap:
-        hbm_only = strategy.plan(steps, wl, hbm_cap, replicas)
-        if hbm_only.capacity_req_per_s > result.capacity_req_per_s:
-            result = hbm_only
-            warnings.append(
-                f"the {path.tier} KV offload tier lowers capacity here (streaming the offloaded KV costs more than "
-                "the larger batch gains); planned with the HBM-only batch"
-            )
+def _assemble(
+    req: ServeRequest,
+    s: ServeSetup,
+    mem: MemorySizing,
+    result: BatchingResult,
+    phases: OperatingPhases,
+    econ: Economics,
+    routing: dict[str, Any] | None,
+) -> ServePlan:
+    """The :class:`ServePlan` from the stages' results."""
+    arch, gpu, roof, wl, spec, cap, energy = s.arch, s.gpu, s.roof, s.wl, s.spec, mem.cap, econ.energy
     cpu_tokenize = wl.prompt_mean * TOKENIZE_S_PER_TOKEN
     ttft = result.ttft_s + cpu_tokenize + DETOKENIZE_S_PER_TOKEN
-
-    ctx = wl.decode_context_mean
-    b = max(result.decode_batch, 1.0)
-    decode_phase = steps.decode_phase(b, ctx)
-    # Prefill activity while busy: a full pipeline (pp prompts in flight) so every stage works.
-    n_pre = result.prefill_prompts_per_batch * roof.pp
-    p_mean = wl.prompt_mean
-    prefill_phase = roof.iteration(n_pre * p_mean, n_pre * p_mean * (p_mean + 1) / 2, 0.0, micro_batches=roof.pp)
-    prefill_latency = roof.prefill(p_mean, result.prefill_prompts_per_batch)
-    prefill_phase = _with_time(prefill_phase, prefill_latency)
-    idle = idle_power_w(gpu)
-    energy = serve_energy(
-        prefill_phase.power_w, decode_phase.power_w, idle, result.prefill_fraction, result.decode_fraction,
-        req.gpus, result.output_tokens_per_s, result.throughput_req_per_s,
-    )  # fmt: skip
-    prices = Prices(per_gpu_hour_usd=req.price_gpu_hour_usd, per_kwh_usd=req.price_kwh_usd, pue=req.pue)
-    seconds_per_million = 1e6 / result.output_tokens_per_s if result.output_tokens_per_s > 0 else float("inf")
-    cost = cost_usd(req.gpus * seconds_per_million / 3600.0, energy.energy_per_token_j * 1e6, prices)
-
-    storage, host, label = _storage_profile(req.node_profile)
-    warm = plan_warmup(
-        roof.weight_bytes, roof.gpus, req.gpus, gpu,
-        storage_read_bytes_per_s_per_node=storage, host_link_bytes_per_s=host, storage_source=label,
-    )  # fmt: skip
     counts = param_counts(arch)
     tflops = gpu.tflops(roof.policy.dtype("dense_ffn" if arch.n_dense_layers else "expert_ffn"))
-    if result.saturated:
-        warnings.append(
-            f"rate {wl.rate_req_per_s:g} req/s exceeds the capacity {result.capacity_req_per_s:.3g} req/s: "
-            "the queue grows without bound (TTFT infinite)"
-        )
     return ServePlan(
-        model=arch.name, gpu=gpu.name, gpus=req.gpus, tp=req.tp, pp=req.pp, ep=req.ep, replicas=replicas,
-        batching=strategy.name, weight_dtype=req.weight_dtype, kv_dtype=req.kv_dtype,
+        model=arch.name, gpu=gpu.name, gpus=req.gpus, tp=req.tp, pp=req.pp, ep=req.ep, replicas=s.replicas,
+        batching=s.strategy.name, weight_dtype=req.weight_dtype, kv_dtype=req.kv_dtype,
         params_total=counts.total, params_active=counts.active, weight_bytes_total=roof.weight_bytes,
-        weight_bytes_per_gpu=weights_per_gpu, hbm_bytes_per_gpu=gpu.hbm_bytes, kv_free_bytes_per_gpu=free,
-        kv_cache_bytes_per_token=roof.kv_bytes_per_token, kv_cache_bytes_per_token_per_gpu=kv_per_gpu,
+        weight_bytes_per_gpu=mem.weights_per_gpu, hbm_bytes_per_gpu=gpu.hbm_bytes, kv_free_bytes_per_gpu=mem.free,
+        kv_cache_bytes_per_token=roof.kv_bytes_per_token, kv_cache_bytes_per_token_per_gpu=mem.kv_per_gpu,
         block_size=req.block_size, kv_fragmentation_fraction=cap.fragmentation_fraction,
-        max_concurrent_sequences=cap.max_sequences * replicas,
-        max_concurrent_sequences_hbm=cap.hbm_sequences * replicas,
-        max_concurrent_sequences_offload=cap.offload_sequences * replicas,
+        max_concurrent_sequences=cap.max_sequences * s.replicas,
+        max_concurrent_sequences_hbm=cap.hbm_sequences * s.replicas,
+        max_concurrent_sequences_offload=cap.offload_sequences * s.replicas,
         decode_batch_per_replica=result.decode_batch, prompt_tokens_mean=wl.prompt_mean,
         output_tokens_mean=wl.output_mean, rate_req_per_s=wl.rate_req_per_s,
         ttft_s=ttft, tpot_s=result.tpot_s, queue_wait_s=result.queue_wait_s,
@@ -473,33 +271,23 @@ def plan_serve(request: ServeRequest) -> ServePlan:
         throughput_req_per_s=result.throughput_req_per_s, capacity_req_per_s=result.capacity_req_per_s,
         saturated=result.saturated, offline=result.offline,
         prefill_replicas=result.prefill_replicas, decode_replicas=result.decode_replicas,
-        prefill=_summary(prefill_phase, gpu, n_pre * p_mean / roof.pp, result.prefill_fraction, tflops),
-        decode=_summary(decode_phase, gpu, b, result.decode_fraction, tflops),
-        idle_power_w=idle, idle_fraction=result.idle_fraction,
+        prefill=_summary(phases.prefill, gpu, phases.prefill_tokens, result.prefill_fraction, tflops),
+        decode=_summary(phases.decode, gpu, phases.decode_batch, result.decode_fraction, tflops),
+        idle_power_w=econ.idle_w, idle_fraction=result.idle_fraction,
         power_per_gpu_w=energy.power_per_gpu_w, energy_per_token_j=energy.energy_per_token_j,
-        energy_per_request_j=energy.energy_per_request_j, cost_per_million_tokens_usd=float(cost),
+        energy_per_request_j=energy.energy_per_request_j, cost_per_million_tokens_usd=econ.cost_per_million_tokens_usd,
         cpu_tokenize_s_per_request=cpu_tokenize,
         cpu_detokenize_s_per_request=wl.output_mean * DETOKENIZE_S_PER_TOKEN,
-        warmup_s=warm.warmup_s_with_gds if req.gds else warm.warmup_s_without_gds, warmup=warm,
+        warmup_s=econ.warmup.warmup_s_with_gds if req.gds else econ.warmup.warmup_s_without_gds, warmup=econ.warmup,
         kv_offload={
-            "tier": path.tier, "capacity_bytes_per_replica": path.capacity_bytes,
-            "read_bytes_per_s_per_gpu": path.read_bytes_per_s, "links": list(path.links),
+            "tier": mem.path.tier, "capacity_bytes_per_replica": mem.path.capacity_bytes,
+            "read_bytes_per_s_per_gpu": mem.path.read_bytes_per_s, "links": list(mem.path.links),
         },
         speculative=None if spec is None else {
             "draft_model": spec.draft.arch.name, "spec_tokens": spec.tokens, "acceptance": spec.acceptance,
             "tokens_per_step": expected_tokens_per_step(spec.tokens, spec.acceptance),
         },
-        workload=info, warnings=tuple(warnings),
-    )  # fmt: skip
-
-
-def _with_time(busy: PhaseRoofline, latency: PhaseRoofline) -> PhaseRoofline:
-    """The busy-pipeline activity of ``busy`` with the iteration time and parts of ``latency``."""
-    return PhaseRoofline(
-        time_s=latency.time_s, compute_s=latency.compute_s, memory_s=latency.memory_s, comm_s=latency.comm_s,
-        overhead_s=latency.overhead_s, flops=latency.flops, bytes=latency.bytes,
-        tensor_active=busy.tensor_active, sm_active=busy.sm_active, dram_active=busy.dram_active,
-        clock_mhz=busy.clock_mhz, power_w=busy.power_w, bound=latency.bound,
+        workload=s.info, warnings=tuple(s.warnings), moe_routing=routing,
     )  # fmt: skip
 
 
@@ -517,7 +305,21 @@ _FLAGS = {
     "rate_req_per_s": "--rate",
     "price_gpu_hour_usd": "--price-gpu-hour",
     "price_kwh_usd": "--price-kwh",
+    "routing_file": "--routing",
 }
 
 
-__all__ = ["BATCHING_STRATEGIES", "PhaseSummary", "ServePlan", "ServeRequest", "build_request", "plan_serve"]
+__all__ = [
+    "BATCHING_STRATEGIES",
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_MAX_SEQS",
+    "GPU_MEMORY_UTILIZATION",
+    "RUNTIME_BYTES",
+    "PhaseSummary",
+    "ServePlan",
+    "ServeRequest",
+    "activation_workspace_bytes",
+    "build_request",
+    "plan_serve",
+    "validate_parallel",
+]

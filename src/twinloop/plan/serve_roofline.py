@@ -48,6 +48,7 @@ from twinloop.plan.efficiency import (
     NETWORK_EFFICIENCY,
     NVLINK_EFFICIENCY,
 )
+from twinloop.plan.serve_moe_load import MoeLoad, routed_all_to_all_s
 from twinloop.plan.serve_power import SERVE_DIE_TEMP_C
 from twinloop.plan.train_power import DVFS_ITERATIONS
 
@@ -167,21 +168,27 @@ class ReplicaRoofline:
     embedding_row_bytes: float
     topo: coll.Topology
     fp8_gemm_share: float = 0.0  # share of the ideal GEMM time in FP8 (weights FP8 tensor activity, power model)
+    # the routed experts' part of gemm_ideal_s_per_token (what an EP rank's load factor stretches), s
+    routed_gemm_ideal_s_per_token: float = 0.0
+    # the EP ranks' load every iteration runs under (a static factor or routed traffic); None: balanced
+    moe: MoeLoad | None = None
 
     @property
     def gpus(self) -> int:
         """GPUs of one replica."""
         return self.tp * self.pp
 
-    def weights_read_bytes(self, tokens: Arr) -> Arr:
-        """Weight bytes one iteration of ``tokens`` tokens reads from HBM (whole replica)."""
+    def weights_read_bytes(self, tokens: Arr, touched: Arr | None = None) -> Arr:
+        """Weight bytes one iteration of ``tokens`` tokens reads from HBM (whole replica); ``touched``: distinct
+        experts per MoE layer (default: the uniform-routing expectation)."""
         t = np.asarray(tokens, dtype=np.float64)
-        touched = np.vectorize(lambda x: expected_experts_touched(self.arch, float(x)), otypes=[float])(t)
+        if touched is None:
+            touched = np.vectorize(lambda x: expected_experts_touched(self.arch, float(x)), otypes=[float])(t)
         rows = np.minimum(t, self.arch.vocab) * self.embedding_row_bytes
         return np.asarray(self.base_weight_read_bytes + touched * self.expert_bytes_per_layer_expert + rows)
 
-    def _comm_s(self, tokens: Arr) -> Arr:
-        """Communication of one stage for a micro-batch of ``tokens`` tokens, s."""
+    def _comm_s(self, tokens: Arr, moe: MoeLoad | None = None) -> Arr:
+        """Communication of one stage for a micro-batch of ``tokens`` tokens, s (``moe``: the EP ranks' load)."""
         a = self.arch
         t = np.asarray(tokens, dtype=np.float64)
         act: Arr = t * (a.hidden * self.policy.bytes("tp_comm"))
@@ -196,19 +203,30 @@ class ReplicaRoofline:
             out = out + ar * (a.n_dense_layers + a.n_moe_layers + ffn_all_reduces) * stage
         if self.ep > 1 and a.n_moe_layers:
             k = min(self.ep, self.gpu.gpus_per_node)
-            per_rank = t / self.ep * a.experts_per_token * a.hidden
-            send: Arr = per_rank * (self.policy.bytes("moe_dispatch") + self.policy.bytes("moe_combine"))
-            a2a = np.asarray(
-                coll.hierarchical_all_to_all_s(send, np.full_like(send, self.ep), np.full_like(send, k), self.topo)
-            )
+            per_copy = a.hidden * (self.policy.bytes("moe_dispatch") + self.policy.bytes("moe_combine"))
+            if moe is not None and moe.routed:
+                a2a = routed_all_to_all_s(t, moe, self.ep, per_copy, self.topo)
+            else:
+                send: Arr = t / self.ep * a.experts_per_token * per_copy
+                if moe is not None:  # a static factor: the hottest rank sends and receives that much more
+                    send = send * moe.load_factor
+                a2a = np.asarray(
+                    coll.hierarchical_all_to_all_s(send, np.full_like(send, self.ep), np.full_like(send, k), self.topo)
+                )
             out = out + a2a * a.n_moe_layers * stage
         if self.pp > 1:
             link = self.topo.intra if self.gpus <= self.gpu.gpus_per_node else self.topo.inter
             out = out + np.asarray(coll.p2p_s(act / self.tp, link))
         return out
 
+    def _gemm_ideal_per_token(self, moe: MoeLoad | None) -> Any:
+        """Ideal GEMM time per token: the rank's routed experts run ``load_factor`` × their balanced share."""
+        if moe is None:
+            return self.gemm_ideal_s_per_token
+        return self.gemm_ideal_s_per_token + (np.asarray(moe.load_factor) - 1.0) * self.routed_gemm_ideal_s_per_token
+
     def iteration(self, tokens: Any, attn_pairs: Any, kv_read_tokens: Any, micro_batches: int = 1) -> PhaseRoofline:
-        """One iteration over all stages (per-GPU figures).
+        """One iteration over all stages (per-GPU figures of the GPU the arrays describe).
 
         Args:
             tokens: new tokens the iteration processes (replica total).
@@ -216,7 +234,12 @@ class ReplicaRoofline:
             kv_read_tokens: cached tokens whose KV is read from HBM (decode: Σ contexts).
             micro_batches: micro-batches in the pipeline (``pp`` for decode rounds, 1 for a single prompt);
                 each stage runs every micro-batch, and the weights are read once per micro-batch.
+
+        With :attr:`moe` set, the EP ranks' load (:class:`~twinloop.plan.serve_moe_load.MoeLoad`) stretches the
+        routed experts and the all-to-all; per-rank arrays give per-rank figures (ranks on the last axis,
+        broadcast against ``tokens``; the all-to-all waits for the slowest rank).
         """
+        moe = self.moe
         m = float(micro_batches)
         t = np.asarray(tokens, dtype=np.float64) / m
         pairs = np.asarray(attn_pairs, dtype=np.float64) / m
@@ -224,19 +247,18 @@ class ReplicaRoofline:
         n = self.gpus
         e = self.eff
         # Tensor-pipe cycles: a GEMM with fewer rows than the smallest MMA tile costs as many as a full tile.
-        tensor_ideal = (
-            self.gemm_ideal_s_per_token * np.maximum(t, MMA_MIN_ROWS) + self.attn_ideal_s_per_token_key * pairs
-        ) / n
+        gemm_per_token = self._gemm_ideal_per_token(moe)
+        tensor_ideal = (gemm_per_token * np.maximum(t, MMA_MIN_ROWS) + self.attn_ideal_s_per_token_key * pairs) / n
         # Two kernel classes, each its own roofline: GEMMs stream the weights, attention streams the KV cache.
-        gemm_full = self.gemm_ideal_s_per_token * t / e.gemm / n
+        gemm_full = gemm_per_token * t / e.gemm / n
         attn_full = self.attn_ideal_s_per_token_key * pairs / e.attention / n
-        weight_bytes = self.weights_read_bytes(t) / n
+        weight_bytes = self.weights_read_bytes(t, None if moe is None else moe.touched) / n
         kv_bytes = (kv_read + t) * self.kv_bytes_per_token_per_gpu
         nbytes = weight_bytes + kv_bytes
         bw = self.gpu.hbm_bandwidth_bytes_per_s * e.hbm
         gemm_mem, attn_mem = weight_bytes / bw, kv_bytes / bw
         memory = gemm_mem + attn_mem
-        comm = self._comm_s(t)
+        comm = self._comm_s(t, moe)
         # Time: a micro-batch crosses pp stages, and with m = pp micro-batches in flight every stage runs
         # each of them once per round, so both a lone prompt and a full decode round take pp stage times.
         # Activity: each GPU is busy m stage times of that round (a lone prompt leaves it idle (pp-1)/pp).
@@ -336,12 +358,13 @@ def build_roofline(
     kv_dtype: str = "bf16",
     eff: ServeEfficiency = DEFAULT_EFFICIENCY,
     kv_context_len: float | None = None,
+    moe: MoeLoad | None = None,
 ) -> ReplicaRoofline:
     """Precompute a replica's per-token costs (validation of tp/pp/ep is the caller's: see ``plan_serve``).
 
     ``kv_context_len``: the sequence length the KV cache per token is averaged at, which matters only for
     models with sliding-window or chunked layers (Gemma 2/3, Llama 4): those hold at most their window per
-    sequence. None counts every layer as global (an upper bound).
+    sequence. None counts every layer as global (an upper bound). ``moe``: the EP ranks' load (None: balanced).
     """
     policy = serving_policy(weight_dtype)
     f0 = forward_flops_per_token(arch, 0.0)
@@ -354,6 +377,8 @@ def build_roofline(
     attn_key_flops = f1.attn_core - f0.attn_core
     attn_ideal = attn_key_flops / (gpu.tflops(policy.dtype("attn_core")) * 1e12)
     counts = param_counts(arch)
+    routed_flops = 2.0 * arch.n_moe_layers * arch.experts_per_token * counts.expert if arch.is_moe else 0.0
+    routed_ideal = routed_flops / (gpu.tflops(policy.dtype("expert_ffn")) * 1e12)
     expert_bytes = arch.n_moe_layers * counts.expert * policy.bytes("expert_ffn")
     kv = kv_cache_bytes_per_token(arch, kv_dtype, context_len=kv_context_len)
     return ReplicaRoofline(
@@ -364,5 +389,6 @@ def build_roofline(
         flops_per_token=f0.total, attn_flops_per_token_key=attn_key_flops,
         base_weight_read_bytes=decode_weight_bytes(arch, policy, 0.0),
         expert_bytes_per_layer_expert=expert_bytes, embedding_row_bytes=arch.hidden * policy.bytes("embedding"),
-        topo=_comm_link(gpu, eff), fp8_gemm_share=fp8_share,
+        topo=_comm_link(gpu, eff), fp8_gemm_share=fp8_share, routed_gemm_ideal_s_per_token=routed_ideal,
+        moe=moe,
     )  # fmt: skip

@@ -12,7 +12,10 @@ measure:
   crosses to each remote *node* once (DeepEP-style: one network copy per node, forwarded over NVLink
   there), and to each other rank on its own node once;
 * ``quality``: mean share of a token's true top-K experts (by its unbiased affinities, at the model's K)
-  that serve it, and ``served_true``: share of tokens served by at least one of their true top-K.
+  that serve it, and ``served_true``: share of tokens served by at least one of their true top-K;
+* per rank (:class:`RankTraffic`, what the serving planner times the slowest rank with): distinct expert
+  instances the rank runs, and copies it sends and receives over NVLink and over the network (every copy
+  counted, no per-node deduplication: the serving roofline's all-to-all sends each copy).
 
 Tokens are sourced evenly over the EP ranks. Everything is vectorized over tokens; the Python loop is
 over steps only.
@@ -20,6 +23,7 @@ over steps only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -36,12 +40,53 @@ I64 = NDArray[np.int64]
 
 
 @dataclass(frozen=True)
+class RankTraffic:
+    """Per step and EP rank (arrays of shape (steps, ep)) what the rank does in one MoE layer.
+
+    Attributes:
+        touched: distinct expert instances on the rank that receive at least one copy (weights it reads).
+        send_intra / send_inter: copies the rank sends to other ranks on its node / on other nodes.
+        recv_intra / recv_inter: copies the rank receives from other ranks on its node / from other nodes.
+    """
+
+    touched: I64
+    send_intra: I64
+    send_inter: I64
+    recv_intra: I64
+    recv_inter: I64
+
+    @classmethod
+    def zeros(cls, steps: int, ep: int) -> RankTraffic:
+        """All-zero arrays for ``steps`` steps on ``ep`` ranks (filled in place by the simulator)."""
+        return cls(*(np.zeros((steps, ep), dtype=np.int64) for _ in range(5)))
+
+
+def rank_traffic(experts: I64, dest: I64, valid: NDArray[np.bool_], ctx: RoutingContext) -> tuple[I64, ...]:
+    """(touched, send_intra, send_inter, recv_intra, recv_inter) per rank for one step's copies."""
+    p = ctx.placement
+    ep = p.ep_ranks
+    src = np.broadcast_to(ctx.source_rank[:, None], dest.shape)
+    node_src, node_dst = src // p.ranks_per_node, dest // p.ranks_per_node
+    intra = valid & (node_src == node_dst) & (src != dest)
+    inter = valid & (node_src != node_dst)
+    mark = np.zeros(p.n_experts * ep, dtype=bool)
+    mark[(experts * ep + dest)[valid]] = True
+    touched = mark.reshape(p.n_experts, ep).sum(axis=0)
+
+    def count(ranks: I64, mask: NDArray[np.bool_]) -> I64:
+        return np.bincount(ranks[mask], minlength=ep).astype(np.int64)
+
+    return touched, count(src, intra), count(src, inter), count(dest, intra), count(dest, inter)
+
+
+@dataclass(frozen=True)
 class StepMetrics:
     """Per-step metrics, one entry per step (see the module docstring for definitions).
 
     Attributes:
         imbalance / load_factor / dropped / redirected / a2a_intra_bytes / a2a_inter_bytes / quality /
         served_true / mean_k: arrays of length ``steps``; burst: whether the step is in the burst window.
+        rank_load: copies per (step, rank); ranks: per-rank traffic (:class:`RankTraffic`).
     """
 
     imbalance: F64
@@ -55,6 +100,7 @@ class StepMetrics:
     mean_k: F64
     burst: NDArray[np.bool_]
     rank_load: NDArray[np.int64] = field(repr=False)
+    ranks: RankTraffic = field(repr=False)
 
 
 def source_ranks(tokens: int, ep_ranks: int) -> I64:
@@ -123,6 +169,7 @@ def simulate(
     dropped = np.zeros(steps, dtype=np.int64)
     redirected = np.zeros(steps, dtype=np.int64)
     rank_load = np.zeros((steps, ep), dtype=np.int64)
+    traffic = RankTraffic.zeros(steps, ep)
     burst = np.array([stream.spec.in_burst(s) for s in range(steps)])
     for s in range(steps):
         logits = stream.logits(s)
@@ -139,6 +186,9 @@ def simulate(
         out["imb"][s] = loads.max() / mean if mean > 0 else 1.0
         out["lf"][s] = loads.max() / nominal if nominal > 0 else 0.0
         out["intra"][s], out["inter"][s] = a2a_bytes(dest, valid, ctx, bytes_per_copy)
+        per_rank = rank_traffic(experts, dest, valid, ctx)
+        for f, row in zip(dataclasses.fields(traffic), per_rank, strict=True):
+            getattr(traffic, f.name)[s] = row
         out["q"][s] = hits.mean()
         out["served"][s] = hits.any(axis=1).mean()
         out["k"][s] = valid.sum() / tokens
@@ -147,7 +197,7 @@ def simulate(
             on_step(s)
     return StepMetrics(
         out["imb"], out["lf"], dropped, redirected, out["intra"], out["inter"], out["q"], out["served"],
-        out["k"], burst, rank_load,
+        out["k"], burst, rank_load, traffic,
     )  # fmt: skip
 
 
