@@ -141,3 +141,17 @@ def test_busbw_saturates_below_the_fitted_peaks(size: float, nk: tuple[int, int]
     t = TOPOS[topo]
     peak = 2 * t.intra.bandwidth_per_direction_bytes_per_s  # nothing NCCL-like beats twice the wire rate
     assert float(nccl.bus_bandwidth_bytes_per_s(size, n, k, t)) < peak
+
+
+@pytest.mark.parametrize(("gpu", "nvls"), [("h100-sxm", True), ("a100-sxm-80gb", False)])
+def test_plan_train_reports_the_collectives_it_charged(gpu: str, nvls: bool) -> None:
+    from twinloop.plan.train import plan_train
+    from twinloop.plan.train_request import make_request
+
+    plan = plan_train(make_request(model="llama-3-8b", gpu=gpu, gpus=16, tp=8, pp=1, dp=2, cp=1, zero=1,
+                                   micro_batch=1, seq_len=8192, global_batch=64))  # fmt: skip
+    tp = plan.collectives["tp_all_reduce"]
+    assert plan.collectives["model"] == "nccl" and tp["ranks"] == 8 and tp["ranks_per_node"] == 8
+    assert (tp["algorithm"] == "NVLS") is nvls
+    dp = plan.collectives["dp_grads"]
+    assert (dp["collective"], dp["ranks"], dp["ranks_per_node"]) == ("reduce_scatter", 2, 1)

@@ -21,6 +21,7 @@ from twinloop.plan.failures import job_reliability
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig, validate_config
 from twinloop.plan.search import search
 from twinloop.plan.train_request import TrainContext, TrainRequest, resolve
+from twinloop.plan.train_time import collective_summary
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class TrainPlan:
         reliability: job_mttf_h, interruptions_per_day, rate_by_component_per_h, checkpoint_write_s,
             checkpoint_interval_h (Young/Daly) and expected_ettr for the job's GPU count
             (:mod:`twinloop.plan.failures`).
+        collectives: the collective model and, for the TP all-reduce and the data-parallel gradient
+            collective, bytes, ranks, time and the algorithm/protocol the NCCL-like model picks.
     """
 
     model: str
@@ -126,6 +129,7 @@ class TrainPlan:
     phases: TrainPhases
     efficiency: dict[str, Any] = field(default_factory=dict)
     reliability: dict[str, Any] = field(default_factory=dict)
+    collectives: dict[str, Any] = field(default_factory=dict)
 
 
 def _user_config(ctx: TrainContext) -> ParallelConfig | None:
@@ -312,4 +316,5 @@ def plan_train(request: TrainRequest) -> TrainPlan:
         phases=_phases(a, ctx.power_limit_w),
         efficiency={"framework": request.framework, **dataclasses.asdict(ctx.efficiency)},
         reliability=dataclasses.asdict(job_reliability(request.gpus, float(w.params_total), ctx.gpu.gpus_per_node)),
+        collectives=collective_summary(w, configs, ctx.topology, ctx.efficiency),
     )

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 
 from twinloop.plan import collectives as coll
 from twinloop.plan import gemm as gemm_mod
+from twinloop.plan import nccl
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
 from twinloop.plan.memory import activation_bytes_per_layer, micro_batches, params_per_gpu, stage_layers
@@ -359,3 +360,31 @@ def step_time(
         micro_batch_s=micro,
         hardware_flops=hw_flops,
     )
+
+
+def collective_summary(w: TrainWorkload, c: ConfigArrays, topo: Topology, eff: TrainEfficiency) -> dict[str, object]:
+    """The per-micro-batch TP all-reduce and the per-step data-parallel gradient collective of the first
+    configuration in ``c``: message bytes, group, ranks per node, time and (NCCL model) the algorithm/protocol
+    chosen, for ``plan train --json``."""
+    t = _topology(topo, eff)
+    tp, dp = int(c.tp[0]), int(c.dp[0] * c.cp[0])
+    k_tp = int(np.asarray(t.ranks_per_node(tp, 1)))
+    k_dp = int(np.asarray(t.ranks_per_node(dp, tp)))
+    tp_bytes = float(c.micro_batch[0] * (w.seq_len / c.cp[0]) * w.hidden * w.bytes_tp_comm)
+    dense, _ = params_per_gpu(w, c)
+    dp_bytes = float(dense[0]) * w.bytes_dp_comm
+    dp_kind = "all_reduce" if int(c.zero[0]) == 0 else "reduce_scatter"
+    out: dict[str, object] = {"model": t.algorithms}
+    for name, size, n, k, kind in (
+        ("tp_all_reduce", tp_bytes, tp, k_tp, "all_reduce"),
+        ("dp_grads", dp_bytes, dp, k_dp, dp_kind),
+    ):
+        if n <= 1:
+            continue
+        fn = coll.hierarchical_all_reduce_s if kind == "all_reduce" else coll.hierarchical_reduce_scatter_s
+        entry: dict[str, object] = {"collective": kind, "bytes": size, "ranks": n, "ranks_per_node": k}
+        entry["time_s"] = float(fn(size, float(n), float(k), t))
+        if t.algorithms == "nccl":
+            entry["algorithm"] = nccl.choice(size, n, k, t, kind)  # type: ignore[arg-type]
+        out[name] = entry
+    return out
