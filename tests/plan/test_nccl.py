@@ -148,10 +148,18 @@ def test_plan_train_reports_the_collectives_it_charged(gpu: str, nvls: bool) -> 
     from twinloop.plan.train import plan_train
     from twinloop.plan.train_request import make_request
 
-    plan = plan_train(make_request(model="llama-3-8b", gpu=gpu, gpus=16, tp=8, pp=1, dp=2, cp=1, zero=1,
-                                   micro_batch=1, seq_len=8192, global_batch=64))  # fmt: skip
-    tp = plan.collectives["tp_all_reduce"]
-    assert plan.collectives["model"] == "nccl" and tp["ranks"] == 8 and tp["ranks_per_node"] == 8
-    assert (tp["algorithm"] == "NVLS") is nvls
-    dp = plan.collectives["dp_grads"]
+    def plan(sp: bool):  # type: ignore[no-untyped-def]
+        return plan_train(make_request(model="llama-3-8b", gpu=gpu, gpus=16, tp=8, pp=1, dp=2, cp=1, zero=1,
+                                       micro_batch=1, seq_len=8192, global_batch=64, sequence_parallel=sp))  # fmt: skip
+
+    no_sp, sp = plan(False), plan(True)
+    tp = no_sp.collectives["tp"]
+    assert no_sp.collectives["model"] == "nccl" and tp["ranks"] == 8 and tp["ranks_per_node"] == 8
+    assert tp["collective"] == "all_reduce" and (tp["algorithm"] == "NVLS") is nvls
+    # with SP Megatron reduce-scatters and all-gathers: the ring, and the planner charges that
+    assert (sp.collectives["tp"]["collective"], sp.collectives["tp"]["algorithm"]) == ("reduce_scatter", "ring/Simple")
+    layers = 32 * 4  # 4 TP collectives per layer (fwd + bwd), no recompute
+    expected = layers * 2 * sp.collectives["tp"]["time_s"] * sp.micro_batches
+    assert sp.step_breakdown_s["tp_comm"] == pytest.approx(expected * sp.efficiency["tp_comm_exposed"], rel=1e-9)
+    dp = no_sp.collectives["dp_grads"]
     assert (dp["collective"], dp["ranks"], dp["ranks_per_node"]) == ("reduce_scatter", 2, 1)

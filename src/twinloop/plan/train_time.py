@@ -7,8 +7,8 @@ One micro-batch on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers + 
   forward again; selective: the attention core's forward);
 * element-wise work, memory-bound: ``elementwise_hbm_passes`` × the activation bytes the layers store /
   usable HBM bandwidth (full recompute repeats the forward third; selective the attention-core third);
-* TP/SP communication: per layer 2 all-reduces forward and 2 backward (with SP: the same volume as
-  reduce-scatter + all-gather pairs), 2 more with full recompute; ``tp_comm_exposed`` of it exposed;
+* TP/SP communication: per layer 2 all-reduces forward and 2 backward (with SP: reduce-scatter +
+  all-gather pairs, the same ring volume), 2 more with full recompute; ``tp_comm_exposed`` of it exposed;
 * CP ring attention: ``cp-1`` K/V exchanges forward, twice that backward, hidden behind the attention core;
 * EP all-to-all per MoE layer: dispatch (``moe_dispatch`` dtype) + combine (``moe_combine``), forward and
   backward (+ forward again with full recompute), scaled by the routing imbalance; each of a token's
@@ -212,11 +212,20 @@ def _compute(st: _Stage) -> _Compute:
 
 
 def _tp_comm(st: _Stage) -> F64:
-    """Tensor/sequence-parallel collectives of one micro-batch (TP stays inside a node), before overlap."""
+    """Tensor/sequence-parallel collectives of one micro-batch (TP stays inside a node), before overlap.
+
+    Without SP Megatron all-reduces the activation; with SP it reduce-scatters and all-gathers it (the same
+    ring volume). The α–β model charges both as all-reduces; the NCCL model charges what runs: an all-reduce
+    may use NVLS, the reduce-scatter/all-gather pair the ring (NVLS for them is not modelled).
+    """
     w, c = st.w, st.c
     tp_bytes = st.tokens * w.hidden * w.bytes_tp_comm
+    tpf = c.tp.astype(np.float64)
     k_tp, _ = _link_for(st.topo, c.tp, np.ones_like(c.tp))
-    one = np.asarray(coll.hierarchical_all_reduce_s(tp_bytes, c.tp.astype(np.float64), k_tp, st.topo))
+    one = np.asarray(coll.hierarchical_all_reduce_s(tp_bytes, tpf, k_tp, st.topo))
+    if st.topo.algorithms == "nccl":
+        pair = 2 * np.asarray(coll.hierarchical_reduce_scatter_s(tp_bytes, tpf, k_tp, st.topo))
+        one = np.where(c.sequence_parallel == 1, pair, one)
     return np.where(c.tp > 1, st.layers * (4 + 2 * st.full) * one, 0.0)
 
 
@@ -363,21 +372,22 @@ def step_time(
 
 
 def collective_summary(w: TrainWorkload, c: ConfigArrays, topo: Topology, eff: TrainEfficiency) -> dict[str, object]:
-    """The per-micro-batch TP all-reduce and the per-step data-parallel gradient collective of the first
-    configuration in ``c``: message bytes, group, ranks per node, time and (NCCL model) the algorithm/protocol
-    chosen, for ``plan train --json``."""
+    """The per-micro-batch TP collective and the per-step data-parallel gradient collective of the first
+    configuration in ``c``: kind, message bytes, group, ranks per node, time of one call and (NCCL model) the
+    algorithm/protocol chosen, for ``plan train --json``. With SP under the NCCL model the TP collective is a
+    reduce-scatter (and an all-gather of the same cost), as :func:`step_time` charges it."""
     t = _topology(topo, eff)
     tp, dp = int(c.tp[0]), int(c.dp[0] * c.cp[0])
     k_tp = int(np.asarray(t.ranks_per_node(tp, 1)))
     k_dp = int(np.asarray(t.ranks_per_node(dp, tp)))
     tp_bytes = float(c.micro_batch[0] * (w.seq_len / c.cp[0]) * w.hidden * w.bytes_tp_comm)
+    tp_kind = "reduce_scatter" if t.algorithms == "nccl" and int(c.sequence_parallel[0]) == 1 else "all_reduce"
     dense, _ = params_per_gpu(w, c)
-    dp_bytes = float(dense[0]) * w.bytes_dp_comm
     dp_kind = "all_reduce" if int(c.zero[0]) == 0 else "reduce_scatter"
     out: dict[str, object] = {"model": t.algorithms}
     for name, size, n, k, kind in (
-        ("tp_all_reduce", tp_bytes, tp, k_tp, "all_reduce"),
-        ("dp_grads", dp_bytes, dp, k_dp, dp_kind),
+        ("tp", tp_bytes, tp, k_tp, tp_kind),
+        ("dp_grads", float(dense[0]) * w.bytes_dp_comm, dp, k_dp, dp_kind),
     ):
         if n <= 1:
             continue
