@@ -14,7 +14,13 @@ from twinloop.model.arch import load_model
 from twinloop.model.params import param_counts
 from twinloop.model.precision import get_policy
 from twinloop.plan import efficiency as eff
-from twinloop.plan.memory import activation_bytes_per_layer, activation_memory, memory_per_gpu, stage_layers
+from twinloop.plan.memory import (
+    activation_bytes_per_layer,
+    activation_memory,
+    in_flight_chunks,
+    memory_per_gpu,
+    stage_layers,
+)
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig
 from twinloop.plan.workload import TrainWorkload, build_workload
 
@@ -155,3 +161,54 @@ def test_more_gpus_never_raise_memory_at_fixed_global_batch(d: dict[str, object]
     fewer = memory_per_gpu(w, _cfg(d, dp=dp, micro_batch=mb), global_batch=64).total[0]
     more = memory_per_gpu(w, _cfg(d, dp=2 * dp, micro_batch=mb), global_batch=64).total[0]
     assert more <= fewer
+
+
+def test_korthikanti_table2_remaining_rows() -> None:
+    """Table 2: TP + selective recompute without SP ``sbh(10 + 24/t)``; full recompute with SP ``2sbh/t``."""
+    w = gpt22b()
+    s, b, h, t, L, V = 2048, 1, 6144, 8, 48, 51200
+    output = 4 * s * b * h / t * (1 + V / h)
+    selective = activation_memory(w, one(tp=t, recompute="selective"), global_batch=1)[0]
+    assert float(selective) == pytest.approx(L * s * b * h * (10 + 24 / t) + output + s * b * h, rel=1e-12)
+    full_sp = activation_memory(w, one(tp=t, recompute="full", sequence_parallel=True), global_batch=1)[0]
+    assert float(full_sp) == pytest.approx(L * 2 * s * b * h / t + output + s * b * h / t, rel=1e-12)
+
+
+def test_interleaved_in_flight_follows_megatrons_warmup() -> None:
+    """Rank 0 of Megatron's interleaved schedule: 2(p-1) + (v-1)p warm-up chunks + 1, capped by m·v."""
+    pp, v = np.array([4, 4, 16, 16, 8]), np.array([1, 2, 4, 4, 1])
+    m = np.array([16, 16, 64, 8, 3])
+    got = in_flight_chunks(pp, v, m)
+    assert list(got) == [4, 2 * 3 + 1 * 4 + 1, 2 * 15 + 3 * 16 + 1, 8 * 4, 3]
+    # with m >= p it is Korthikanti's L(1 + (p-1)/(pv)) layers (chunks of L/(pv) layers)
+    assert got[2] / (16 * 4) == pytest.approx(1 + 15 / 64)
+
+
+@settings(max_examples=80, deadline=None)
+@given(configs, st.sampled_from(["gpt", "llama"]), st.sampled_from([1, 2, 4]))
+def test_stronger_recompute_never_needs_more_activation_memory(d: dict[str, object], which: str, mb: int) -> None:
+    w = gpt22b() if which == "gpt" else llama()
+    acts = [
+        float(activation_memory(w, _cfg({**d, "recompute": r}, micro_batch=mb), global_batch=64)[0])
+        for r in ("none", "selective", "full")
+    ]
+    assert acts[0] >= acts[1] >= acts[2] > 0
+    totals = [
+        float(memory_per_gpu(w, _cfg({**d, "recompute": r}, micro_batch=mb), global_batch=64).total[0])
+        for r in ("none", "selective", "full")
+    ]
+    assert totals[0] >= totals[1] >= totals[2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(configs)
+def test_sequence_parallel_never_adds_activations_and_interleaving_never_removes_them(d: dict[str, object]) -> None:
+    w = llama()
+    if d["tp"] != 1:
+        plain = activation_memory(w, _cfg({**d, "sp": False}), global_batch=64)[0]
+        sp = activation_memory(w, _cfg({**d, "sp": True}), global_batch=64)[0]
+        assert sp <= plain
+    if d["pp"] != 1:
+        v1 = activation_memory(w, _cfg({**d, "interleave": 1}), global_batch=64)[0]
+        v2 = activation_memory(w, _cfg({**d, "interleave": 2}), global_batch=64)[0]
+        assert v2 >= v1 * (1 - 1e-12)

@@ -58,3 +58,17 @@ def test_energy_search_prefers_no_more_energy_than_throughput_best() -> None:
     frugal = search(c, "energy").ranked
     assert frugal.energy_per_token_j[0] <= fast.energy_per_token_j[0]
     assert fast.tokens_per_s[0] >= frugal.tokens_per_s[0]
+
+
+@pytest.mark.parametrize(("seq_len", "cp", "dp"), [(8192, 1, 128), (131072, 16, 8)])
+def test_search_finds_llama3_405b_published_layouts_feasible(seq_len: int, cp: int, dp: int) -> None:
+    """Dubey et al. 2024, Table 4: Llama 3 405B on 16,384 H100 with TP 8, PP 16 and CP 1 (8K sequences,
+    DP 128) or CP 16 (131K context, DP 8), 16M tokens per batch: the full search must keep them among the
+    configurations that fit in 80 GB."""
+    c = resolve(make_request(model="llama-3-405b", gpu="h100-sxm", gpus=16384, seq_len=seq_len,
+                             tokens_per_batch=16_777_216))  # fmt: skip
+    r = search(c, "throughput")
+    cfg = r.ranked.configs
+    published = (cfg.tp == 8) & (cfg.pp == 16) & (cfg.cp == cp) & (cfg.dp == dp)
+    assert published.any()
+    assert np.all(r.ranked.fits[published]) and np.all(r.ranked.memory.total[published] <= c.gpu.hbm_bytes)

@@ -12,6 +12,7 @@ from twinloop.hardware.gpu import get_gpu
 from twinloop.model.arch import load_model
 from twinloop.model.precision import get_policy
 from twinloop.plan import collectives as coll
+from twinloop.plan import nccl
 from twinloop.plan.collectives import default_topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig
@@ -65,10 +66,22 @@ def test_tp_comm_is_four_all_reduces_per_layer() -> None:
     tp = 4
     t = step_time(w, arr(ParallelConfig(tp=tp)), TOPO, global_batch=1)
     intra = dataclasses.replace(TOPO.intra, efficiency=DEFAULT_EFFICIENCY.nvlink)
-    one = coll.all_reduce_s(4096 * w.hidden * 2.0, tp, intra)
+    inter = dataclasses.replace(TOPO.inter, efficiency=DEFAULT_EFFICIENCY.network)
+    nccl_topo = coll.Topology(intra, inter, GPU.gpus_per_node, "nccl")
+    one = float(nccl.all_reduce_s(4096 * w.hidden * 2.0, tp, tp, nccl_topo))
     assert float(t.tp_comm_s[0]) == pytest.approx(w.n_layers * 4 * one)
     full = step_time(w, arr(ParallelConfig(tp=tp, recompute="full")), TOPO, global_batch=1)
     assert float(full.tp_comm_s[0]) == pytest.approx(w.n_layers * 6 * one)
+
+
+def test_alpha_beta_mode_keeps_the_textbook_tp_cost() -> None:
+    w = wl()
+    ab = dataclasses.replace(DEFAULT_EFFICIENCY, collectives="alpha-beta", nvlink=0.78, network=0.9)
+    t = step_time(w, arr(ParallelConfig(tp=4)), TOPO, global_batch=1, eff=ab)
+    one = coll.all_reduce_s(4096 * w.hidden * 2.0, 4, dataclasses.replace(TOPO.intra, efficiency=0.78))
+    assert float(t.tp_comm_s[0]) == pytest.approx(w.n_layers * 4 * one)
+    # NVLS (H100's NVSwitch) makes the large TP all-reduce cheaper than the α-β ring at 78 % of NVLink
+    assert float(step_time(w, arr(ParallelConfig(tp=4)), TOPO, global_batch=1).tp_comm_s[0]) < float(t.tp_comm_s[0])
 
 
 def test_recompute_costs_time() -> None:

@@ -22,6 +22,10 @@ class LinkSpec(BaseModel):
     bandwidth_per_direction_bytes_per_s: float = Field(gt=0)
     latency_s: float = Field(ge=0)
     source: str
+    #: The scale-up switch reduces in-network (NVLink SHARP, "NVLS": NVSwitch gen3+ in HGX H100/H200/H800/B200).
+    nvls: bool = False
+    #: The scale-out fabric reduces in-network (InfiniBand SHARP; NCCL's CollNet algorithms).
+    sharp: bool = False
 
 
 @cache

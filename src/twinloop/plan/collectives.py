@@ -27,7 +27,7 @@ Algorithms (the textbook α–β costs; Thakur, Rabenseifner & Gropp 2005; NCCL'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -52,17 +52,23 @@ class LinkTier:
         bandwidth_per_direction_bytes_per_s: wire rate per GPU per direction (bytes/s).
         latency_s: α, the start-up cost of one message step (s).
         efficiency: achievable fraction of the wire rate for large messages (0..1].
+        nvls: the switch of this tier reduces in-network (NVLink SHARP; only used by the NCCL model).
+        sharp: the fabric of this tier reduces in-network (InfiniBand SHARP; only used by the NCCL model).
     """
 
     name: str
     bandwidth_per_direction_bytes_per_s: float
     latency_s: float
     efficiency: float = 1.0
+    nvls: bool = False
+    sharp: bool = False
 
     @classmethod
     def from_link(cls, link: LinkSpec, efficiency: float = 1.0) -> LinkTier:
         """A tier from a catalog :class:`LinkSpec` with the given achievable-bandwidth efficiency."""
-        return cls(link.name, link.bandwidth_per_direction_bytes_per_s, link.latency_s, efficiency)
+        return cls(
+            link.name, link.bandwidth_per_direction_bytes_per_s, link.latency_s, efficiency, link.nvls, link.sharp
+        )
 
     @property
     def effective_bytes_per_s(self) -> float:
@@ -78,11 +84,15 @@ class Topology:
         intra: the scale-up tier (NVLink) between GPUs of one node.
         inter: the scale-out tier (InfiniBand/RoCE) between nodes, per GPU (one NIC per GPU).
         gpus_per_node: GPUs joined by ``intra``.
+        algorithms: ``"alpha-beta"`` (the textbook costs of this module) or ``"nccl"`` (NCCL-like algorithm
+            and protocol choice per message size, NVLS/SHARP where the links have them:
+            :mod:`twinloop.plan.nccl`); the all-reduce, reduce-scatter and all-gather functions dispatch on it.
     """
 
     intra: LinkTier
     inter: LinkTier
     gpus_per_node: int
+    algorithms: Literal["alpha-beta", "nccl"] = "alpha-beta"
 
     def ranks_per_node(self, n: Num, stride: Num) -> Num:
         """Ranks of a group that share one node.
@@ -95,7 +105,11 @@ class Topology:
 
 
 def default_topology(
-    gpu: GpuSpec, scaleout: str | None = None, intra_eff: float = 1.0, inter_eff: float = 1.0
+    gpu: GpuSpec,
+    scaleout: str | None = None,
+    intra_eff: float = 1.0,
+    inter_eff: float = 1.0,
+    algorithms: Literal["alpha-beta", "nccl"] = "alpha-beta",
 ) -> Topology:
     """The topology of a node of ``gpu``: its scale-up link and ``scaleout`` (default per link generation).
 
@@ -104,11 +118,12 @@ def default_topology(
         scaleout: catalog name of the network link; ``None`` picks ib-hdr for NVLink3 (A100) nodes and
             ib-ndr otherwise.
         intra_eff / inter_eff: achievable-bandwidth efficiencies of the two tiers.
+        algorithms: the collective cost model (see :class:`Topology`).
     """
     name = scaleout or DEFAULT_SCALEOUT_BY_SCALEUP.get(gpu.scaleup_link, DEFAULT_SCALEOUT)
     intra = LinkTier.from_link(get_link(gpu.scaleup_link), intra_eff)
     inter = LinkTier.from_link(get_link(name, source="--scaleout"), inter_eff)
-    return Topology(intra=intra, inter=inter, gpus_per_node=gpu.gpus_per_node)
+    return Topology(intra=intra, inter=inter, gpus_per_node=gpu.gpus_per_node, algorithms=algorithms)
 
 
 def _as(result: Any, *inputs: Any) -> Any:
@@ -169,6 +184,10 @@ def hierarchical_all_reduce_s(size_bytes: Num, n: Num, ranks_per_node: Num, topo
     network all-reduce (best of ring and tree). Across nodes the cheaper of the two-tier algorithm and a flat
     network all-reduce is taken (for small messages the extra intra-node latency steps do not pay off).
     """
+    if topo.algorithms == "nccl":
+        from twinloop.plan import nccl
+
+        return _as(nccl.all_reduce_s(size_bytes, n, ranks_per_node, topo), size_bytes, n, ranks_per_node)
     nn, k = _steps(n), np.clip(_steps(ranks_per_node), 1, _steps(n))
     s = np.asarray(size_bytes, dtype=np.float64)
     intra_only = all_reduce_s(s, nn, topo.intra)
@@ -183,6 +202,10 @@ def hierarchical_all_reduce_s(size_bytes: Num, n: Num, ranks_per_node: Num, topo
 
 def hierarchical_reduce_scatter_s(size_bytes: Num, n: Num, ranks_per_node: Num, topo: Topology) -> Num:
     """Two-tier reduce-scatter (or all-gather, same cost): intra-node step over ``k``, then ``S/k`` across nodes."""
+    if topo.algorithms == "nccl":
+        from twinloop.plan import nccl
+
+        return _as(nccl.reduce_scatter_s(size_bytes, n, ranks_per_node, topo), size_bytes, n, ranks_per_node)
     nn, k = _steps(n), np.clip(_steps(ranks_per_node), 1, _steps(n))
     s = np.asarray(size_bytes, dtype=np.float64)
     nodes = np.maximum(nn / k, 1.0)

@@ -42,6 +42,22 @@ NVLINK_EFFICIENCY = 0.78
 #: NCCL bus bandwidth / NIC wire rate across nodes (nccl-tests over InfiniBand HDR/NDR reach ~90 %).
 NETWORK_EFFICIENCY = 0.9
 
+#: FITTED (one cited point). NCCL Simple-protocol bus bandwidth / NVLink wire rate, used by the training
+#: planner's NCCL-like collectives (:mod:`twinloop.plan.nccl`): "450GB/s is the line rate. With the protocol
+#: overhead (~20%) NCCL can get an effective NVLink bandwidth of 370GB/s" (S. Jeaugey, NCCL maintainer, on
+#: 8x H100; github.com/NVIDIA/nccl-tests/issues/212): 370/450. (NVLINK_EFFICIENCY above stays the serving
+#: planner's α–β value.)
+NCCL_NVLINK_BUS_EFFICIENCY = 0.822
+
+#: FITTED (one cited point). NCCL Simple bus bandwidth / NIC wire rate: "For NDR @ 400Gbps you should see
+#: 46-48GB/s per NIC" (NCCL maintainer, github.com/NVIDIA/nccl-tests/issues/290): 47/50.
+NCCL_NETWORK_BUS_EFFICIENCY = 0.94
+
+#: FITTED (one cited point). NVLink SHARP (NVLS) all-reduce algorithm bandwidth / NVLink wire rate: "On 8
+#: GPUs, you should reach a peak busBw of ~480GB/s (algbw ~275GB/s)" (S. Jeaugey on H100,
+#: github.com/NVIDIA/nccl-tests/issues/212; GTC S62129 quotes 480 GB/s): 274.3/450 (busbw = algbw·2·7/8).
+NVLS_ALGBW_FRACTION = 0.6095
+
 #: Fraction of tensor/sequence-parallel communication left on the critical path. Megatron-LM 2022 (the
 #: calibration runs) ran it synchronously between GEMMs: 1.0. The planner takes the value of the chosen
 #: framework profile (:mod:`twinloop.plan.frameworks`); these three constants are the ``megatron-2022`` ones.
@@ -88,14 +104,18 @@ class TrainEfficiency:
     """The efficiency factors the training time model uses, defaulting to the constants above.
 
     A frozen value so a calibration can try other values (``dataclasses.replace``) without touching globals.
+    ``collectives`` picks the collective cost model: ``"nccl"`` (algorithm/protocol per message size, NVLS and
+    SHARP; :mod:`twinloop.plan.nccl`) or ``"alpha-beta"`` (the textbook costs, with NVLINK_EFFICIENCY and
+    NETWORK_EFFICIENCY to reproduce the model before issue 20's NCCL part).
     """
 
     gemm: float = GEMM_EFFICIENCY
     elementwise_hbm_passes: float = ELEMENTWISE_HBM_PASSES
     flash_attention: float = FLASH_ATTENTION_EFFICIENCY
     hbm: float = HBM_EFFICIENCY
-    nvlink: float = NVLINK_EFFICIENCY
-    network: float = NETWORK_EFFICIENCY
+    nvlink: float = NCCL_NVLINK_BUS_EFFICIENCY
+    network: float = NCCL_NETWORK_BUS_EFFICIENCY
+    collectives: str = "nccl"
     tp_comm_exposed: float = TP_COMM_EXPOSED_FRACTION
     pp_p2p_exposed: float = PP_P2P_EXPOSED_FRACTION
     ep_a2a_exposed: float = EP_A2A_EXPOSED_FRACTION

@@ -11,7 +11,8 @@ Per GPU on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers plus the e
   ``tokens·(repl/(tp if SP else 1) + shard/tp) + b·(s/cp)·s·a/tp·score`` bytes
   (see :mod:`twinloop.plan.workload`); selective recompute drops the attention-core term; full recompute
   keeps only each layer's input (``d·h`` per token, ``/tp`` with SP). 1F1B keeps ``min(pp, m)``
-  micro-batches in flight on the first stage, interleaving multiplies by ``1 + (pp-1)/(pp·v)``; with
+  micro-batches in flight on the first stage, the interleaved schedule ``min(pp·v + pp - 1, m·v)`` model
+  chunks of ``L/(pp·v)`` layers (:func:`in_flight_chunks`, Megatron-LM's warm-up counts); with
   ``pp == 1`` the output layer adds ``2·d·tokens·(h + V)/tp`` (Korthikanti's ``4sbh/t·(1 + V/h)``).
 * communication buffers: the gathered sequence-parallel input, MoE dispatch/combine buffers (×imbalance),
   ZeRO-3's prefetch of two layers, plus RESERVED_BYTES (CUDA context, NCCL, fragmentation). Data-parallel
@@ -83,12 +84,28 @@ def activation_memory(w: TrainWorkload, c: ConfigArrays, global_batch: int) -> F
     per_layer = np.select(
         [c.recompute == 0, c.recompute == 1], [activation_bytes_per_layer(w, c), no_scores], default=full
     )
-    m = micro_batches(global_batch, c)
-    in_flight = np.minimum(c.pp, m) * np.where(c.interleave > 1, 1 + (c.pp - 1) / (c.pp * c.interleave), 1.0)
-    layers = stage_layers(w.n_layers, c.pp, c.interleave)
+    chunks = in_flight_chunks(c.pp, c.interleave, micro_batches(global_batch, c))
+    chunk_layers = stage_layers(w.n_layers, c.pp, c.interleave) / c.interleave
     output = np.where(c.pp == 1, 2 * w.bytes_act * tokens * (w.hidden + w.vocab) / c.tp, 0.0)
-    emb_dropout = tokens * w.hidden / repl_div * in_flight if w.dropout else 0.0
-    return layers * per_layer * in_flight + output + emb_dropout
+    # the embedding's dropout mask lives once per micro-batch in flight (Korthikanti: sbhp/t on stage one)
+    emb_dropout = tokens * w.hidden / repl_div * chunks / c.interleave if w.dropout else 0.0
+    return chunk_layers * chunks * per_layer + output + emb_dropout
+
+
+def in_flight_chunks(pp: NDArray[np.int64], interleave: NDArray[np.int64], m: NDArray[np.int64]) -> F64:
+    """Model chunks (``L/(pp·v)`` layers × one micro-batch) whose activations the first pipeline stage holds at
+    its peak, as Megatron-LM's schedules run them.
+
+    1F1B (``v == 1``): the first stage runs ``pp - 1`` warm-up forwards and one more before its first
+    backward, so ``min(pp, m)`` micro-batches are in flight. Interleaved (``v > 1``): Megatron's warm-up on
+    rank 0 is ``2(pp-1) + (v-1)·pp`` chunk forwards, plus the one of its first 1F1B step, so
+    ``min(pp·v + pp - 1, m·v)`` chunks; with ``m ≥ pp`` that is Korthikanti et al.'s ``L·(1 + (p-1)/(p·v))``
+    layers (§4.2.3).
+    """
+    p, v, mm = (np.asarray(x, dtype=np.float64) for x in (pp, interleave, m))
+    one_f_one_b = np.minimum(p, mm)
+    interleaved = np.minimum(p * v + p - 1, mm * v)
+    return np.asarray(np.where(v > 1, interleaved, one_f_one_b), dtype=np.float64)
 
 
 def memory_per_gpu(w: TrainWorkload, c: ConfigArrays, global_batch: int, imbalance: F64 | float = 1.0) -> MemoryArrays:

@@ -21,6 +21,7 @@ from twinloop.plan.failures import job_reliability
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig, validate_config
 from twinloop.plan.search import search
 from twinloop.plan.train_request import TrainContext, TrainRequest, resolve
+from twinloop.plan.train_time import TimeArrays, collective_summary
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class TrainPlan:
         reliability: job_mttf_h, interruptions_per_day, rate_by_component_per_h, checkpoint_write_s,
             checkpoint_interval_h (Young/Daly) and expected_ettr for the job's GPU count
             (:mod:`twinloop.plan.failures`).
+        collectives: the collective model and, for the TP all-reduce and the data-parallel gradient
+            collective, bytes, ranks, time and the algorithm/protocol the NCCL-like model picks.
     """
 
     model: str
@@ -126,6 +129,7 @@ class TrainPlan:
     phases: TrainPhases
     efficiency: dict[str, Any] = field(default_factory=dict)
     reliability: dict[str, Any] = field(default_factory=dict)
+    collectives: dict[str, Any] = field(default_factory=dict)
 
 
 def _user_config(ctx: TrainContext) -> ParallelConfig | None:
@@ -221,6 +225,26 @@ def evaluate_one(ctx: TrainContext, configs: ConfigArrays) -> TrainArrays:
     )
 
 
+_MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "comm_buffers", "total")
+
+
+def _breakdown(t: TimeArrays) -> dict[str, float]:
+    """The first configuration's step-time parts (the first eight sum to the step) plus the DP sync and the
+    communication hidden behind compute."""
+    return {
+        "compute": float(t.compute_s[0]),
+        "tp_comm": float(t.tp_comm_s[0]),
+        "cp_comm": float(t.cp_comm_s[0]),
+        "ep_comm": float(t.ep_comm_s[0]),
+        "pp_p2p": float(t.pp_p2p_s[0]),
+        "bubble": float(t.bubble_s[0]),
+        "dp_sync_exposed": float(t.dp_exposed_s[0]),
+        "optimizer": float(t.optimizer_s[0]),
+        "dp_sync_total": float(t.dp_sync_s[0]),
+        "overlapped": float(t.overlapped_s[0]),
+    }
+
+
 def plan_train(request: TrainRequest) -> TrainPlan:
     """Plan a training job: choose missing parallelism, then report memory, time, power, energy and cost.
 
@@ -242,27 +266,9 @@ def plan_train(request: TrainRequest) -> TrainPlan:
     train_energy_j = energy_step * steps
     cost_gpu = gpu_hours * ctx.prices.per_gpu_hour_usd
     total_cost = float(cost_usd(gpu_hours, train_energy_j, ctx.prices))
-    breakdown = {
-        "compute": float(t.compute_s[0]),
-        "tp_comm": float(t.tp_comm_s[0]),
-        "cp_comm": float(t.cp_comm_s[0]),
-        "ep_comm": float(t.ep_comm_s[0]),
-        "pp_p2p": float(t.pp_p2p_s[0]),
-        "bubble": float(t.bubble_s[0]),
-        "dp_sync_exposed": float(t.dp_exposed_s[0]),
-        "optimizer": float(t.optimizer_s[0]),
-        "dp_sync_total": float(t.dp_sync_s[0]),
-        "overlapped": float(t.overlapped_s[0]),
-    }
+    breakdown = _breakdown(t)
     exposed = sum(breakdown[k] for k in ("tp_comm", "cp_comm", "ep_comm", "pp_p2p", "dp_sync_exposed"))
-    memory = {
-        "weights": float(m.weights[0]),
-        "gradients": float(m.gradients[0]),
-        "optimizer": float(m.optimizer[0]),
-        "activations": float(m.activations[0]),
-        "comm_buffers": float(m.comm_buffers[0]),
-        "total": float(m.total[0]),
-    }
+    memory = {k: float(getattr(m, k)[0]) for k in _MEMORY_PARTS}
     return TrainPlan(
         model=ctx.arch.name,
         gpu=ctx.gpu.name,
@@ -312,4 +318,5 @@ def plan_train(request: TrainRequest) -> TrainPlan:
         phases=_phases(a, ctx.power_limit_w),
         efficiency={"framework": request.framework, **dataclasses.asdict(ctx.efficiency)},
         reliability=dataclasses.asdict(job_reliability(request.gpus, float(w.params_total), ctx.gpu.gpus_per_node)),
+        collectives=collective_summary(w, configs, ctx.topology, ctx.efficiency),
     )

@@ -7,8 +7,8 @@ One micro-batch on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers + 
   forward again; selective: the attention core's forward);
 * element-wise work, memory-bound: ``elementwise_hbm_passes`` × the activation bytes the layers store /
   usable HBM bandwidth (full recompute repeats the forward third; selective the attention-core third);
-* TP/SP communication: per layer 2 all-reduces forward and 2 backward (with SP: the same volume as
-  reduce-scatter + all-gather pairs), 2 more with full recompute; ``tp_comm_exposed`` of it exposed;
+* TP/SP communication: per layer 2 all-reduces forward and 2 backward (with SP: reduce-scatter +
+  all-gather pairs, the same ring volume), 2 more with full recompute; ``tp_comm_exposed`` of it exposed;
 * CP ring attention: ``cp-1`` K/V exchanges forward, twice that backward, hidden behind the attention core;
 * EP all-to-all per MoE layer: dispatch (``moe_dispatch`` dtype) + combine (``moe_combine``), forward and
   backward (+ forward again with full recompute), scaled by the routing imbalance; each of a token's
@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.plan import collectives as coll
 from twinloop.plan import gemm as gemm_mod
+from twinloop.plan import nccl
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
 from twinloop.plan.memory import activation_bytes_per_layer, micro_batches, params_per_gpu, stage_layers
@@ -142,6 +144,173 @@ def _link_for(topo: Topology, n: NDArray[np.int64], stride: NDArray[np.int64]) -
     return k, (k >= n).astype(np.float64)
 
 
+def _topology(topo: Topology, eff: TrainEfficiency) -> Topology:
+    """``topo`` with the efficiency factors' link efficiencies and collective model (NCCL-like or α–β)."""
+    intra = dataclasses.replace(topo.intra, efficiency=eff.nvlink)
+    inter = dataclasses.replace(topo.inter, efficiency=eff.network)
+    algorithms: Literal["alpha-beta", "nccl"] = "nccl" if eff.collectives == "nccl" else "alpha-beta"
+    return Topology(intra, inter, topo.gpus_per_node, algorithms)
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """What every stage of one micro-batch on the heaviest pipeline stage needs."""
+
+    w: TrainWorkload
+    c: ConfigArrays
+    topo: Topology
+    eff: TrainEfficiency
+    imbalance: F64 | float
+    layers: F64
+    lf: F64
+    tokens: F64
+    full: NDArray[np.bool_]
+    selective: NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class _Compute:
+    gemm: F64
+    attn: F64
+    compute_mb: F64
+    hbm_bytes_per_s: float
+
+
+def _compute(st: _Stage) -> _Compute:
+    """GEMMs, attention and memory-bound element-wise work of one micro-batch (before DVFS ``slowdown``)."""
+    w, c, eff, tokens, layers, lf, full, selective = (
+        st.w,
+        st.c,
+        st.eff,
+        st.tokens,
+        st.layers,
+        st.lf,
+        st.full,
+        st.selective,
+    )
+    tp = c.tp
+    attn_eff = eff.flash_attention if w.attention_kernel == "flash" else eff.gemm
+    g = gemm_factors(w, c, tokens, eff)  # each GEMM class at its own shape's efficiency
+    layer_gemm = tokens / tp * lf * (w.fwd_attn_proj_s / g.proj + w.fwd_dense_ffn_s / g.ffn + w.fwd_shared_s / g.shared)
+    layer_gemm = layer_gemm / eff.gemm + tokens / tp * lf * st.imbalance * w.fwd_experts_s / (eff.gemm * g.experts)
+    head_gemm = tokens / tp * w.fwd_head_s / (eff.gemm * g.head)
+    attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
+    gemm = 3 * (layer_gemm + head_gemm + attn) + np.where(full, layer_gemm + attn, np.where(selective, attn, 0.0))
+    hbm = eff.hbm * w.hbm_bytes_per_s
+    act_layer = activation_bytes_per_layer(w, c)
+    scores = c.micro_batch * (w.seq_len / c.cp) * w.seq_len * w.n_heads / tp * w.act_score_bytes
+    output_bytes = 2 * w.bytes_act * tokens * (w.hidden + w.vocab) / tp
+    ew = eff.elementwise_hbm_passes * (layers * act_layer + output_bytes) / hbm
+    # FP8 casts, amax and transposes of every FP8 GEMM input (forward and backward), memory-bound
+    fp8_elems = np.where(c.sequence_parallel == 1, w.fp8_cast_elems_repl / tp, w.fp8_cast_elems_repl)
+    fp8_elems = fp8_elems + w.fp8_cast_elems_shard / tp
+    ew = ew + eff.fp8_cast_overhead * gemm_mod.FP8_CAST_BYTES_PER_ELEMENT * tokens * layers * fp8_elems / hbm
+    ew_extra = np.where(full, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew
+    ew_scores = eff.elementwise_hbm_passes * layers * scores / hbm
+    ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew_scores
+    return _Compute(gemm=gemm, attn=attn, compute_mb=gemm + ew + ew_extra, hbm_bytes_per_s=hbm)
+
+
+def _tp_comm(st: _Stage) -> F64:
+    """Tensor/sequence-parallel collectives of one micro-batch (TP stays inside a node), before overlap.
+
+    Without SP Megatron all-reduces the activation; with SP it reduce-scatters and all-gathers it (the same
+    ring volume). The α–β model charges both as all-reduces; the NCCL model charges what runs: an all-reduce
+    may use NVLS, the reduce-scatter/all-gather pair the ring (NVLS for them is not modelled).
+    """
+    w, c = st.w, st.c
+    tp_bytes = st.tokens * w.hidden * w.bytes_tp_comm
+    tpf = c.tp.astype(np.float64)
+    k_tp, _ = _link_for(st.topo, c.tp, np.ones_like(c.tp))
+    one = np.asarray(coll.hierarchical_all_reduce_s(tp_bytes, tpf, k_tp, st.topo))
+    if st.topo.algorithms == "nccl":
+        pair = 2 * np.asarray(coll.hierarchical_reduce_scatter_s(tp_bytes, tpf, k_tp, st.topo))
+        one = np.where(c.sequence_parallel == 1, pair, one)
+    return np.where(c.tp > 1, st.layers * (4 + 2 * st.full) * one, 0.0)
+
+
+def _cp_comm(st: _Stage, attn: F64) -> tuple[F64, F64]:
+    """Context-parallel ring attention K/V exchanges of one micro-batch: (total, exposed beyond the core)."""
+    w, c, topo, full = st.w, st.c, st.topo, st.full
+    kv_heads = np.maximum(w.n_kv_heads / c.tp, 1.0)
+    kv_chunk = 2 * st.tokens * kv_heads * w.head_dim * w.bytes_act
+    _, inside_cp = _link_for(topo, c.cp, c.tp)
+    hop = np.where(inside_cp == 1, coll.p2p_s(kv_chunk, topo.intra), coll.p2p_s(kv_chunk, topo.inter))
+    cp_total = np.where(c.cp > 1, st.layers * (3 + full) * (c.cp - 1) * hop, 0.0)
+    attn_time = attn * (3 + full + st.selective) / 3
+    return cp_total, np.maximum(cp_total - attn_time, 0.0)
+
+
+def _ep_comm(st: _Stage) -> F64:
+    """Expert-parallel dispatch/combine all-to-alls of one micro-batch, before overlap."""
+    w, c, topo = st.w, st.c, st.topo
+    if not w.is_moe:
+        return np.zeros_like(st.tokens)
+    k_ep, _ = _link_for(topo, c.ep, c.tp)
+    epf = c.ep.astype(np.float64)
+
+    def a2a(bytes_per_elem: float) -> F64:
+        one = st.tokens * w.hidden * st.imbalance * bytes_per_elem
+        if st.eff.a2a_dedup:
+            copies = np.full_like(one, float(w.experts_per_token))
+            t = coll.dedup_all_to_all_s(one, copies, epf, k_ep, topo, w.node_limit)
+        else:
+            t = coll.hierarchical_all_to_all_s(one * w.experts_per_token, epf, k_ep, topo)
+        return np.asarray(t, dtype=np.float64)
+
+    fwd = a2a(w.bytes_dispatch) + a2a(w.bytes_combine)
+    bwd = 2 * a2a(w.bytes_combine)
+    return np.where(c.ep > 1, w.n_moe_layers * st.lf * (fwd * (1 + st.full) + bwd), 0.0)
+
+
+def _pp_comm(st: _Stage) -> F64:
+    """Pipeline sends of one micro-batch (scatter-gather: each TP rank sends 1/tp of the boundary activation)."""
+    w, c, topo = st.w, st.c, st.topo
+    p2p_bytes = st.tokens * w.hidden * w.bytes_act / c.tp
+    _, inside_pp = _link_for(topo, c.pp, c.tp * c.cp * c.dp)
+    p2p_one = np.where(inside_pp == 1, coll.p2p_s(p2p_bytes, topo.intra), coll.p2p_s(p2p_bytes, topo.inter))
+    return np.where(c.pp > 1, 2 * c.interleave * p2p_one, 0.0)
+
+
+def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
+    """Data-parallel gradient sync / ZeRO over a step: (total, exposed after overlap with ``busy_mb`` compute)."""
+    w, c, topo, eff = st.w, st.c, st.topo, st.eff
+    dense, experts = params_per_gpu(w, c)
+    n_dp = c.dp * c.cp
+    n_edp = n_dp // c.ep
+    k_dp, _ = _link_for(topo, n_dp, c.tp)
+    k_edp, _ = _link_for(topo, n_edp, c.tp * c.ep)
+
+    def sync(params: F64, n: NDArray[np.int64], k: F64) -> tuple[F64, F64, F64]:
+        nf = n.astype(np.float64)
+        ar = coll.hierarchical_all_reduce_s(params * w.bytes_dp_comm, nf, k, topo)
+        rs = coll.hierarchical_reduce_scatter_s(params * w.bytes_dp_comm, nf, k, topo)
+        ag = coll.hierarchical_reduce_scatter_s(params * w.bytes_weights, nf, k, topo)
+        return np.asarray(ar), np.asarray(rs), np.asarray(ag)
+
+    ar_d, rs_d, ag_d = sync(dense, n_dp, k_dp)
+    ar_e, rs_e, ag_e = sync(experts, n_edp, k_edp)
+    ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
+    bwd_window, fwd_window = (2.0 / 3.0) * busy_mb, (1.0 / 3.0) * busy_mb
+    z0 = np.maximum(eff.dp_last_bucket * ar, ar - bwd_window)
+    z12 = np.maximum(eff.dp_last_bucket * rs, rs - bwd_window) + np.maximum(eff.dp_last_bucket * ag, ag - fwd_window)
+    z3_total = m * (2 * ag + rs)
+    z3 = np.maximum(eff.dp_last_bucket * z3_total, z3_total - m * busy_mb)
+    total = np.select([c.zero == 0, c.zero == 3], [ar, z3_total], default=rs + ag)
+    exposed = np.select([c.zero == 0, c.zero == 3], [z0, z3], default=z12)
+    return np.where(n_dp > 1, total, 0.0), np.where(n_dp > 1, exposed, 0.0)
+
+
+def _optimizer_s(st: _Stage, hbm_bytes_per_s: float) -> F64:
+    """Adam update (memory-bound): read+write master and both moments, read grads, write weights."""
+    w, c = st.w, st.c
+    dense, experts = params_per_gpu(w, c)
+    n_dp = c.dp * c.cp
+    shard = np.where(c.zero >= 1, dense / n_dp + experts / (n_dp // c.ep), dense + experts)
+    opt_bytes = 2 * w.bytes_master + 4 * w.bytes_opt_state + w.bytes_grads + w.bytes_weights
+    return np.asarray(shard * opt_bytes / hbm_bytes_per_s, dtype=np.float64)
+
+
 def step_time(
     w: TrainWorkload,
     c: ConfigArrays,
@@ -156,143 +325,38 @@ def step_time(
     Args:
         w: model-side scalars.
         c: configurations.
-        topo: link tiers; its tiers' own ``efficiency`` is ignored in favour of ``eff.nvlink``/``eff.network``.
+        topo: link tiers; its tiers' own ``efficiency`` is ignored in favour of ``eff.nvlink``/``eff.network``,
+            and ``eff.collectives`` picks the collective model.
         global_batch: sequences per step.
         imbalance: MoE routing imbalance (hottest EP rank / mean), stretches expert compute and all-to-all.
         slowdown: compute stretch from DVFS (1 = full clock).
         eff: efficiency factors.
     """
-    intra = dataclasses.replace(topo.intra, efficiency=eff.nvlink)
-    inter = dataclasses.replace(topo.inter, efficiency=eff.network)
-    topo = Topology(intra, inter, topo.gpus_per_node)
+    layers = stage_layers(w.n_layers, c.pp, c.interleave)
+    st = _Stage(
+        w, c, _topology(topo, eff), eff, imbalance, layers, layers / w.n_layers,
+        c.micro_batch * (w.seq_len / c.cp), c.recompute == 2, c.recompute == 1,
+    )  # fmt: skip
     sigma = np.asarray(slowdown, dtype=np.float64)
-    tp, pp, cp, dp, ep, v = c.tp, c.pp, c.cp, c.dp, c.ep, c.interleave
-    layers = stage_layers(w.n_layers, pp, v)
-    lf = layers / w.n_layers
-    tokens = c.micro_batch * (w.seq_len / cp)
-    full, selective = c.recompute == 2, c.recompute == 1
-    attn_eff = eff.flash_attention if w.attention_kernel == "flash" else eff.gemm
+    comp = _compute(st)
+    tp_total, (cp_total, cp_mb), ep_total, pp_total = _tp_comm(st), _cp_comm(st, comp.attn), _ep_comm(st), _pp_comm(st)
+    tp_mb, ep_mb, pp_mb = eff.tp_comm_exposed * tp_total, eff.ep_a2a_exposed * ep_total, eff.pp_p2p_exposed * pp_total
 
-    # --- compute of one micro-batch on the heaviest stage; each GEMM class at its own shape's efficiency
-    g = gemm_factors(w, c, tokens, eff)
-    layer_gemm = (
-        tokens
-        / tp
-        * lf
-        * (w.fwd_attn_proj_s / g.proj + w.fwd_dense_ffn_s / g.ffn + w.fwd_shared_s / g.shared)
-        / eff.gemm
-    )
-    layer_gemm = layer_gemm + tokens / tp * lf * imbalance * w.fwd_experts_s / (eff.gemm * g.experts)
-    head_gemm = tokens / tp * w.fwd_head_s / (eff.gemm * g.head)
-    attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
-    gemm = 3 * (layer_gemm + head_gemm + attn) + np.where(full, layer_gemm + attn, np.where(selective, attn, 0.0))
-    hbm = eff.hbm * w.hbm_bytes_per_s
-    act_layer = activation_bytes_per_layer(w, c)
-    scores = c.micro_batch * (w.seq_len / cp) * w.seq_len * w.n_heads / tp * w.act_score_bytes
-    output_bytes = 2 * w.bytes_act * tokens * (w.hidden + w.vocab) / tp
-    ew = eff.elementwise_hbm_passes * (layers * act_layer + output_bytes) / hbm
-    # FP8 casts, amax and transposes of every FP8 GEMM input (forward and backward), memory-bound
-    fp8_elems = np.where(c.sequence_parallel == 1, w.fp8_cast_elems_repl / tp, w.fp8_cast_elems_repl)
-    fp8_elems = fp8_elems + w.fp8_cast_elems_shard / tp
-    ew = ew + eff.fp8_cast_overhead * gemm_mod.FP8_CAST_BYTES_PER_ELEMENT * tokens * layers * fp8_elems / hbm
-    ew_extra = np.where(full, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew
-    ew_scores = eff.elementwise_hbm_passes * layers * scores / hbm
-    ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew_scores
-    compute_mb = gemm + ew + ew_extra
-    gemm_share = gemm / compute_mb
-
-    # --- tensor / sequence parallel communication (TP stays inside a node)
-    tp_bytes = tokens * w.hidden * w.bytes_tp_comm
-    rounds = 4 + 2 * full
-    one = np.asarray(coll.all_reduce_s(tp_bytes, tp.astype(np.float64), intra))
-    tp_total = np.where(tp > 1, layers * rounds * one, 0.0)
-    tp_mb = eff.tp_comm_exposed * tp_total
-
-    # --- context parallel ring attention, hidden behind the attention core
-    kv_heads = np.maximum(w.n_kv_heads / tp, 1.0)
-    kv_chunk = 2 * tokens * kv_heads * w.head_dim * w.bytes_act
-    _, inside_cp = _link_for(topo, cp, tp)
-    hop = np.where(inside_cp == 1, coll.p2p_s(kv_chunk, intra), coll.p2p_s(kv_chunk, inter))
-    cp_total = np.where(cp > 1, layers * (3 + full) * (cp - 1) * hop, 0.0)
-    attn_time = attn * (3 + full + selective) / 3
-    cp_mb = np.maximum(cp_total - attn_time, 0.0)
-
-    # --- expert parallel all-to-all
-    ep_total = np.zeros_like(tokens)
-    if w.is_moe:
-        moe_layers = w.n_moe_layers * lf
-        k_ep, _ = _link_for(topo, ep, tp)
-        buf = tokens * w.experts_per_token * w.hidden * imbalance
-        epf = ep.astype(np.float64)
-
-        def a2a(bytes_per_elem: float) -> F64:
-            if eff.a2a_dedup:
-                one = tokens * w.hidden * imbalance * bytes_per_elem
-                copies = np.full_like(one, float(w.experts_per_token))
-                t = coll.dedup_all_to_all_s(one, copies, epf, k_ep, topo, w.node_limit)
-            else:
-                t = coll.hierarchical_all_to_all_s(buf * bytes_per_elem, epf, k_ep, topo)
-            return np.asarray(t, dtype=np.float64)
-
-        fwd = a2a(w.bytes_dispatch) + a2a(w.bytes_combine)
-        bwd = 2 * a2a(w.bytes_combine)
-        ep_total = np.where(ep > 1, moe_layers * (fwd * (1 + full) + bwd), 0.0)
-    ep_mb = eff.ep_a2a_exposed * ep_total
-
-    # --- pipeline point-to-point (scatter-gather: each TP rank sends 1/tp of the boundary activation)
-    p2p_bytes = tokens * w.hidden * w.bytes_act / tp
-    _, inside_pp = _link_for(topo, pp, tp * cp * dp)
-    p2p_one = np.where(inside_pp == 1, coll.p2p_s(p2p_bytes, intra), coll.p2p_s(p2p_bytes, inter))
-    pp_total = np.where(pp > 1, 2 * v * p2p_one, 0.0)
-    pp_mb = eff.pp_p2p_exposed * pp_total
-
-    micro = sigma * compute_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    micro = sigma * comp.compute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     m = micro_batches(global_batch, c).astype(np.float64)
-    bubble = np.where(pp > 1, eff.bubble_scale * (pp - 1) / v * micro, 0.0)
-
-    # --- data parallel gradient sync / ZeRO
-    dense, experts = params_per_gpu(w, c)
-    n_dp = dp * cp
-    n_edp = n_dp // ep
-    k_dp, _ = _link_for(topo, n_dp, tp)
-    k_edp, _ = _link_for(topo, n_edp, tp * ep)
-
-    def sync(params: F64, n: NDArray[np.int64], k: F64) -> tuple[F64, F64, F64]:
-        nf = n.astype(np.float64)
-        ar = coll.hierarchical_all_reduce_s(params * w.bytes_dp_comm, nf, k, topo)
-        rs = coll.hierarchical_reduce_scatter_s(params * w.bytes_dp_comm, nf, k, topo)
-        ag = coll.hierarchical_reduce_scatter_s(params * w.bytes_weights, nf, k, topo)
-        return np.asarray(ar), np.asarray(rs), np.asarray(ag)
-
-    ar_d, rs_d, ag_d = sync(dense, n_dp, k_dp)
-    ar_e, rs_e, ag_e = sync(experts, n_edp, k_edp)
-    ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
-    bwd_window = (2.0 / 3.0) * sigma * compute_mb
-    fwd_window = (1.0 / 3.0) * sigma * compute_mb
-    z0 = np.maximum(eff.dp_last_bucket * ar, ar - bwd_window)
-    z12 = np.maximum(eff.dp_last_bucket * rs, rs - bwd_window) + np.maximum(eff.dp_last_bucket * ag, ag - fwd_window)
-    z3_total = m * (2 * ag + rs)
-    z3 = np.maximum(eff.dp_last_bucket * z3_total, z3_total - m * sigma * compute_mb)
-    dp_total = np.select([c.zero == 0, c.zero == 3], [ar, z3_total], default=rs + ag)
-    dp_exposed = np.select([c.zero == 0, c.zero == 3], [z0, z3], default=z12)
-    dp_total = np.where(n_dp > 1, dp_total, 0.0)
-    dp_exposed = np.where(n_dp > 1, dp_exposed, 0.0)
-
-    # --- optimizer (Adam, memory-bound): read+write master and both moments, read grads, write weights
-    shard = np.where(c.zero >= 1, dense / n_dp + experts / n_edp, dense + experts)
-    opt_bytes = 2 * w.bytes_master + 4 * w.bytes_opt_state + w.bytes_grads + w.bytes_weights
-    optimizer = shard * opt_bytes / hbm
+    bubble = np.where(c.pp > 1, eff.bubble_scale * (c.pp - 1) / c.interleave * micro, 0.0)
+    dp_total, dp_exposed = _dp_sync(st, m, sigma * comp.compute_mb)
+    optimizer = _optimizer_s(st, comp.hbm_bytes_per_s)
 
     step = m * micro + bubble + dp_exposed + optimizer
-    overlapped = (dp_total - dp_exposed) + (cp_total - cp_mb) * m + (tp_total - tp_mb) * m
-    overlapped += (ep_total - ep_mb) * m + (pp_total - pp_mb) * m
-    rc_flops = np.where(full, w.fwd_model_flops - w.fwd_head_flops, np.where(selective, w.fwd_attn_flops, 0.0))
-    tokens_step = float(global_batch * w.seq_len)
-    hw_flops = tokens_step * (3 * w.fwd_model_flops + rc_flops) / (tp * pp * dp * cp)
+    overlapped = (dp_total - dp_exposed) + m * ((cp_total - cp_mb) + (tp_total - tp_mb) + (ep_total - ep_mb))
+    overlapped += m * (pp_total - pp_mb)
+    rc_flops = np.where(st.full, w.fwd_model_flops - w.fwd_head_flops, np.where(st.selective, w.fwd_attn_flops, 0.0))
+    hw_flops = float(global_batch * w.seq_len) * (3 * w.fwd_model_flops + rc_flops) / (c.tp * c.pp * c.dp * c.cp)
     return TimeArrays(
         step_s=step,
-        compute_s=m * sigma * compute_mb,
-        gemm_share=gemm_share,
+        compute_s=m * sigma * comp.compute_mb,
+        gemm_share=comp.gemm / comp.compute_mb,
         tp_comm_s=m * tp_mb,
         cp_comm_s=m * cp_mb,
         ep_comm_s=m * ep_mb,
@@ -305,3 +369,32 @@ def step_time(
         micro_batch_s=micro,
         hardware_flops=hw_flops,
     )
+
+
+def collective_summary(w: TrainWorkload, c: ConfigArrays, topo: Topology, eff: TrainEfficiency) -> dict[str, object]:
+    """The per-micro-batch TP collective and the per-step data-parallel gradient collective of the first
+    configuration in ``c``: kind, message bytes, group, ranks per node, time of one call and (NCCL model) the
+    algorithm/protocol chosen, for ``plan train --json``. With SP under the NCCL model the TP collective is a
+    reduce-scatter (and an all-gather of the same cost), as :func:`step_time` charges it."""
+    t = _topology(topo, eff)
+    tp, dp = int(c.tp[0]), int(c.dp[0] * c.cp[0])
+    k_tp = int(np.asarray(t.ranks_per_node(tp, 1)))
+    k_dp = int(np.asarray(t.ranks_per_node(dp, tp)))
+    tp_bytes = float(c.micro_batch[0] * (w.seq_len / c.cp[0]) * w.hidden * w.bytes_tp_comm)
+    tp_kind = "reduce_scatter" if t.algorithms == "nccl" and int(c.sequence_parallel[0]) == 1 else "all_reduce"
+    dense, _ = params_per_gpu(w, c)
+    dp_kind = "all_reduce" if int(c.zero[0]) == 0 else "reduce_scatter"
+    out: dict[str, object] = {"model": t.algorithms}
+    for name, size, n, k, kind in (
+        ("tp", tp_bytes, tp, k_tp, tp_kind),
+        ("dp_grads", float(dense[0]) * w.bytes_dp_comm, dp, k_dp, dp_kind),
+    ):
+        if n <= 1:
+            continue
+        fn = coll.hierarchical_all_reduce_s if kind == "all_reduce" else coll.hierarchical_reduce_scatter_s
+        entry: dict[str, object] = {"collective": kind, "bytes": size, "ranks": n, "ranks_per_node": k}
+        entry["time_s"] = float(fn(size, float(n), float(k), t))
+        if t.algorithms == "nccl":
+            entry["algorithm"] = nccl.choice(size, n, k, t, kind)  # type: ignore[arg-type]
+        out[name] = entry
+    return out
