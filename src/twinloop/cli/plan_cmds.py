@@ -145,6 +145,14 @@ def train(
     top: int = typer.Option(10, "--top", help="Rows to show with --search."),
     use_ray: bool = typer.Option(False, "--ray", help="Run --search's evaluation as Ray tasks (same ranking)."),
     sweep: bool = typer.Option(False, "--power-sweep", help="Sweep power limits and mark the knee."),
+    moe_imbalance: float | None = typer.Option(
+        None, "--moe-imbalance", help="MoE: hottest EP rank's routed load / balanced (default: drawn from Zipf)."
+    ),
+    routing: str | None = typer.Option(
+        None, "--routing", help="MoE: routing run saved by `plan moe --out` (moe_routing.json); needs --ep."
+    ),
+    router: str | None = typer.Option(None, "--router", help="With --routing: the router's row (default: the one)."),
+    placement: str = typer.Option("contiguous", "--placement", help="With --routing: the placement's row."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Plan LLM training: memory per GPU, step time, MFU, power, energy, time and cost to train."""
@@ -157,6 +165,14 @@ def train(
             raise InputError("--search", "", f"unknown objective {search_by!r} (allowed: {', '.join(OBJECTIVES)})")
         if top < 1:
             raise InputError("--top", "", f"must be >= 1, got {top}")
+        routed = None
+        if routing is not None:
+            from twinloop.model.arch import load_model
+            from twinloop.plan.train_routing import training_routing
+
+            if moe_imbalance is not None:
+                raise InputError("--routing", "", "give either --routing or --moe-imbalance, not both")
+            routed = training_routing(routing, load_model(model).name, ep, router, placement)
         fields: dict[str, Any] = dict(
             model=model, gpu=gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, zero=zero, recompute=recompute,
             sequence_parallel=sequence_parallel, micro_batch=micro_batch, global_batch=global_batch,
@@ -164,6 +180,7 @@ def train(
             price_per_gpu_hour=price_gpu_hour, price_per_kwh=price_kwh, pue=pue, train_tokens=train_tokens,
             power_limit_w=power_limit, scaleout=scaleout, attention_kernel=attention, dropout=dropout,
             framework=framework,
+            moe_imbalance=routed.mean_load_factor if routed is not None else moe_imbalance,
         )  # fmt: skip
         request = make_request(**fields)
         out: dict[str, Any] = {}
@@ -183,6 +200,8 @@ def train(
             request = make_request(**{**fields, **dataclasses.asdict(best)})
         plan = plan_train(request)
         out = dataclasses.asdict(plan)
+        if routed is not None:
+            out["moe_routing"] = dataclasses.asdict(routed)
         if result is not None:
             out["search"] = {
                 "objective": result.objective,
@@ -211,6 +230,12 @@ def train(
         print_json(out)
         return
     _print_plan(plan)
+    if "moe_routing" in out:
+        r = out["moe_routing"]
+        stdout.print(
+            f"MoE imbalance {r['mean_load_factor']:.2f} (mean of {r['steps']} routed steps, {r['router']}/"
+            f"{r['placement']} from {r['source']}; p99 {r['p99_load_factor']:.2f}, max {r['max_load_factor']:.2f})"
+        )
     if result is not None:
         _print_search(result, top)
     if sweep_result is not None:

@@ -67,15 +67,11 @@ def _metrics(path: str, row: dict[str, Any], i: int) -> StepMetrics:
     return StepMetrics(**series, rank_load=load, ranks=traffic)
 
 
-def load_routing_file(
-    req: ServeRequest, arch: ModelArch, ranks_per_node: int, warnings: list[str]
-) -> tuple[str, StepMetrics, int, StepMetrics, int, tuple[str, str]]:
-    """(source, decode metrics, their tokens per step, prefill metrics, their tokens, (router, placement)).
-
-    The row is the one with ``req.placement`` and, when given, ``req.router`` (InputError naming the rows
-    otherwise); the file must be for the same model and EP degree.
-    """
-    path = str(req.routing_file)
+def read_routing_row(
+    path: str, model: str, ep: int, router: str | None, placement: str
+) -> tuple[dict[str, Any], int, dict[str, Any], StepMetrics]:
+    """(document, row index, row, its metrics) of the one row of a saved routing run with ``placement`` and, when
+    given, ``router``; the file must be for ``model`` at expert parallelism ``ep`` (InputError otherwise)."""
     try:
         doc = json.loads(Path(path).read_bytes())
     except OSError as exc:
@@ -86,24 +82,37 @@ def load_routing_file(
         raise InputError(path, "", "not JSON: undecodable bytes or nesting too deep") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         raise InputError(path, "rows", "missing: expected the output of `twinloop plan moe --json` or --out")
-    if doc.get("model") != arch.name:
-        raise InputError(path, "model", f"routing of {doc.get('model')!r}, but the plan serves {arch.name!r}")
-    if doc.get("ep") != req.ep:
-        raise InputError(path, "ep", f"routed on ep={doc.get('ep')}, but --ep is {req.ep}")
-    tokens = doc.get("tokens_per_step")
-    if not isinstance(tokens, int) or tokens < 1:
-        raise InputError(path, "tokens_per_step", f"must be an integer >= 1, got {tokens!r}")
+    if doc.get("model") != model:
+        raise InputError(path, "model", f"routing of {doc.get('model')!r}, but the plan is for {model!r}")
+    if doc.get("ep") != ep:
+        raise InputError(path, "ep", f"routed on ep={doc.get('ep')}, but --ep is {ep}")
     rows = [
         (i, r) for i, r in enumerate(doc["rows"])
-        if isinstance(r, dict) and r.get("placement") == req.placement and req.router in (None, r.get("router"))
+        if isinstance(r, dict) and r.get("placement") == placement and router in (None, r.get("router"))
     ]  # fmt: skip
     if len(rows) != 1:
         have = ", ".join(f"{r.get('router')}/{r.get('placement')}" for r in doc["rows"] if isinstance(r, dict))
         raise InputError(path, "rows", f"{len(rows)} rows match --router/--placement (rows: {have})")
     i, row = rows[0]
     m = _metrics(path, row, i)
-    if m.rank_load.shape[1] != req.ep:
-        raise InputError(path, f"rows[{i}].ranks.rank_load", f"has {m.rank_load.shape[1]} ranks, --ep is {req.ep}")
+    if m.rank_load.shape[1] != ep:
+        raise InputError(path, f"rows[{i}].ranks.rank_load", f"has {m.rank_load.shape[1]} ranks, --ep is {ep}")
+    return doc, i, row, m
+
+
+def load_routing_file(
+    req: ServeRequest, arch: ModelArch, ranks_per_node: int, warnings: list[str]
+) -> tuple[str, StepMetrics, int, StepMetrics, int, tuple[str, str]]:
+    """(source, decode metrics, their tokens per step, prefill metrics, their tokens, (router, placement)).
+
+    The row is the one with ``req.placement`` and, when given, ``req.router`` (InputError naming the rows
+    otherwise); the file must be for the same model and EP degree.
+    """
+    path = str(req.routing_file)
+    doc, _, row, m = read_routing_row(path, arch.name, req.ep, req.router, req.placement)
+    tokens = doc.get("tokens_per_step")
+    if not isinstance(tokens, int) or tokens < 1:
+        raise InputError(path, "tokens_per_step", f"must be an integer >= 1, got {tokens!r}")
     if doc.get("ranks_per_node") != ranks_per_node:
         warnings.append(
             f"{path} split the all-to-all over {doc.get('ranks_per_node')} ranks per node; this plan has "
