@@ -10,18 +10,15 @@ stream of the scenario seed, and resolves its target at load (an unknown entity 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from twinloop.errors import InputError
 from twinloop.twin.events import Event, FaultLabel
+from twinloop.twin.operations import ClusterOps
 from twinloop.twin.scenario import ScenarioSpec
 from twinloop.twin.seeds import stream
 from twinloop.twin.topology import Topology
-
-if TYPE_CHECKING:
-    from twinloop.twin.engine import Twin
 
 # kind → (allowed target levels, default magnitude)
 FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float | None]] = {
@@ -190,7 +187,7 @@ def timeline(faults: list[ResolvedFault]) -> list[tuple[float, int, bool]]:
     return sorted(items, key=lambda e: (e[0], e[2], e[1]))
 
 
-def apply_fault(twin: Twin, fault: ResolvedFault, on: bool) -> None:
+def apply_fault(twin: ClusterOps, fault: ResolvedFault, on: bool) -> None:
     """Switch a fault on or off in the twin's state."""
     kind, i, m = fault.label.kind, fault.index, fault.magnitude
     cs = twin.cooling.state

@@ -18,17 +18,16 @@ pump speed, fraction of nominal), ``TWINLOOP_FI_CDU_HEAT_LOAD`` (heat rejected t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import Phase
+from twinloop.twin.operations import ClusterOps
 from twinloop.twin.seeds import stream
 from twinloop.twin.sensors import Sensors, quantise
-
-if TYPE_CHECKING:
-    from twinloop.twin.engine import StepResult, Twin
 
 EPOCH_START_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: telemetry timestamps = this + simulated time
 MIB = 1024.0 * 1024.0
@@ -71,7 +70,7 @@ EXTRA_FIELDS = (
 class TelemetryRecorder:
     """Builds the per-step blocks for a :class:`~twinloop.twin.engine.Twin` (held by the twin)."""
 
-    def __init__(self, twin: Twin) -> None:
+    def __init__(self, twin: ClusterOps) -> None:
         self.twin = twin
         spec = twin.spec.telemetry
         dt = twin.dt_s
@@ -305,7 +304,14 @@ class TelemetryRecorder:
         return out
 
 
-def frames_of(twin: Twin, result: StepResult) -> list[Any]:
+class Recorded(Protocol):
+    """What :func:`frames_of` needs of a twin: its recorder."""
+
+    @property
+    def telemetry(self) -> TelemetryRecorder: ...
+
+
+def frames_of(twin: Recorded, result: StepResult) -> list[Any]:
     """The step's blocks as :class:`twinloop.telemetry.frame.Frame` objects (one per level)."""
     from twinloop.telemetry.frame import Frame
 
