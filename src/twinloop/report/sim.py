@@ -24,18 +24,26 @@ from twinloop.report.charts import SEVERITY_COLORS, TimelineItem, fmt_si
 from twinloop.report.html import Section, comparison_table, heatmap, table, timeline, timeseries_chart, write_report
 from twinloop.report.levels import TEMP_HEADROOM_LEVELS, default_slowdown_temp_c, slowdown_temps_c
 from twinloop.report.timebase import EPOCH_MIN_S, record_offset_s
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_GPU_TEMP,
+    TWINLOOP_FI_CONVERSION_LOSS,
+    TWINLOOP_FI_COOLING_POWER,
+    TWINLOOP_FI_FACILITY_POWER,
+    TWINLOOP_FI_IT_POWER,
+    TWINLOOP_FI_PUE,
+)
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
 #: Most time buckets per chart.
 MAX_POINTS = 600
 SITE_POWER_FIELDS = {
-    "facility": "TWINLOOP_FI_FACILITY_POWER",
-    "IT": "TWINLOOP_FI_IT_POWER",
-    "cooling": "TWINLOOP_FI_COOLING_POWER",
-    "losses": "TWINLOOP_FI_CONVERSION_LOSS",
+    "facility": TWINLOOP_FI_FACILITY_POWER,
+    "IT": TWINLOOP_FI_IT_POWER,
+    "cooling": TWINLOOP_FI_COOLING_POWER,
+    "losses": TWINLOOP_FI_CONVERSION_LOSS,
 }
-PUE_FIELD = "TWINLOOP_FI_PUE"
-GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+PUE_FIELD = TWINLOOP_FI_PUE
+GPU_TEMP = DCGM_FI_DEV_GPU_TEMP
 
 
 def _grid(t0: float, t1: float, points: int = MAX_POINTS) -> float:
