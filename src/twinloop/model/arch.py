@@ -142,7 +142,8 @@ class ModelArch:
 
     def attended_keys(self, context_len: float) -> float:
         """Keys one query attends to, summed over layers: global layers see ``context_len``, sliding ones
-        at most ``sliding_window``."""
+        at most ``sliding_window``.
+        """
         local = min(context_len, float(self.sliding_window)) if self.sliding_window else context_len
         return self.n_global_layers * context_len + (self.n_layers - self.n_global_layers) * local
 

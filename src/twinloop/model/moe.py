@@ -93,7 +93,8 @@ def _choose_experts(
     p: NDArray[np.float32], n: int, shape: MoeShape, experts_per_node: int, rng: np.random.Generator
 ) -> NDArray[np.int64]:
     """Top-k experts for ``n`` tokens, shape (n, top_k): an exponential race, ``affinity = p / Exp(1)``,
-    whose top-k is a sample without replacement ∝ p (the Gumbel-top-k trick without the logarithms)."""
+    whose top-k is a sample without replacement ∝ p (the Gumbel-top-k trick without the logarithms).
+    """
     affinity = rng.standard_exponential((n, p.size), dtype=np.float32)
     np.maximum(affinity, np.float32(1e-30), out=affinity)  # an exact 0 would make inf, then 0·inf = nan
     np.divide(p[None, :], affinity, out=affinity)

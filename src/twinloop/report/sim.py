@@ -65,7 +65,8 @@ def _site_series(store: DuckDBStore, field: str, t0: float, every_s: float) -> t
 
 def rack_headroom(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray, int]:
     """Least headroom to slowdown temperature among each rack's GPUs per time bucket (°C; each GPU against its
-    own catalog slowdown temperature): (bucket ts, rack ids, racks × buckets, GPUs of unknown model)."""
+    own catalog slowdown temperature): (bucket ts, rack ids, racks × buckets, GPUs of unknown model).
+    """
     fid = store.field_id(GPU_TEMP)
     if fid is None:
         return np.zeros(0), [], np.zeros((0, 0)), 0
@@ -189,7 +190,8 @@ def loop_sections(
     con: duckdb.DuckDBPyConnection, run: str | None = None, t0_s: float | None = None, t1_s: float | None = None
 ) -> list[Section]:
     """One incident timeline per run (loop off and loop on apart, on one shared time axis) and the action log
-    from the loop's records (empty list when there are none). ``t0_s``/``t1_s``: the telemetry's time range."""
+    from the loop's records (empty list when there are none). ``t0_s``/``t1_s``: the telemetry's time range.
+    """
     incidents = read_table(con, "loop_incidents", run)
     actions = read_table(con, "loop_actions", run)
     out = []

@@ -156,7 +156,8 @@ class SetFacilityWater(Action):
 @dataclass(frozen=True)
 class SchedulePrecool(Action):
     """Lower a row's setpoint to ``setpoint_c`` from ``start_s`` for ``duration_s``, then ramp back to the
-    scenario setpoint over ``ramp_down_s`` (in ``RAMP_STEPS`` equal steps)."""
+    scenario setpoint over ``ramp_down_s`` (in ``RAMP_STEPS`` equal steps).
+    """
 
     name: ClassVar[str] = "schedule_precool"
     RAMP_STEPS: ClassVar[int] = 5

@@ -1,5 +1,6 @@
 """Events the twin emits (what happened, where, when), the ground-truth labels of injected faults, and what one
-step produced (:class:`StepResult`: its events and telemetry blocks)."""
+step produced (:class:`StepResult`: its events and telemetry blocks).
+"""
 
 from __future__ import annotations
 

@@ -123,7 +123,8 @@ def _check_magnitude(kind: str, magnitude: float | None, source: str, field: str
 
 def _draw_time(rng: np.random.Generator, value: float | tuple[float, float], step_s: float) -> float:
     """The time itself, or a uniform draw on the step grid inside ``[low, high]`` (the range itself when no grid
-    point falls inside it)."""
+    point falls inside it).
+    """
     if not isinstance(value, tuple):
         return float(value)
     lo, hi = value

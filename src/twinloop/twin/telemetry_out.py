@@ -356,7 +356,9 @@ class Recorded(Protocol):
     """What :func:`frames_of` needs of a twin: its recorder."""
 
     @property
-    def telemetry(self) -> TelemetryRecorder: ...
+    def telemetry(self) -> TelemetryRecorder:
+        """The twin's telemetry recorder (entity ids and labels of the kept entities)."""
+        ...
 
 
 def frames_of(twin: Recorded, result: StepResult) -> list[Any]:
