@@ -1,4 +1,4 @@
-"""The twin's modules import each other without a cycle (built from the source with ``ast``, no import run).
+"""No import cycle among the twin's modules, nor in the package but for a listed few (``ast``, no import run).
 
 Every import counts: module level, inside functions (lazy) and under ``TYPE_CHECKING`` — a cycle that only the
 type checker sees is still two modules that cannot be read, tested or replaced apart. The engine imports its
@@ -12,8 +12,6 @@ import ast
 import graphlib
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
@@ -25,7 +23,12 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path, module: str, known: set[str]) -> set[str]:
-    """Modules of ``known`` that ``path`` imports (``from pkg import mod`` counts as importing ``pkg.mod``)."""
+    """Modules of ``known`` that ``path`` imports (``from pkg import mod`` counts as importing ``pkg.mod``).
+
+    A package's ``__init__`` imported only because one of its modules is (the import system's implicit parent
+    import) is no edge: every module of a package would otherwise sit in a cycle with an ``__init__`` that
+    re-exports it.
+    """
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -37,8 +40,11 @@ def _imports(path: Path, module: str, known: set[str]) -> set[str]:
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)
+            # ``from pkg import mod`` imports the module ``pkg.mod``; ``from mod import name`` the module ``mod``
+            subs = {f"{target}.{alias.name}" for alias in node.names} & known
+            found.update(subs or {target})
+            if len(subs) < len(node.names):
+                found.add(target)
     return (found & known) - {module}
 
 
@@ -72,10 +78,72 @@ def test_find_cycle_finds_one() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
 
 
-@pytest.mark.parametrize("package", ["twinloop.twin"])
-def test_no_import_cycle(package: str) -> None:
-    graph = import_graph(package)
-    # the package's __init__ re-exports its modules; a module importing its own package is no design cycle
-    graph = {mod: deps - {package} for mod, deps in graph.items()}
-    cycle = find_cycle(graph)
+def test_no_import_cycle_in_the_twin() -> None:
+    cycle = find_cycle(import_graph("twinloop.twin"))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+#: Imports (all inside a function, run on first use) that still close a cycle elsewhere in the package, issue 18.
+#: Each is a layer reaching up or a registry filling itself; remove an entry when its cycle is gone.
+ALLOWED_BACK_EDGES = {
+    ("twinloop.plan.search", "twinloop.sweep.chunked"),  # the planner's search on Ray uses the sweep layer
+    ("twinloop.model.arch", "twinloop.model.hf_config"),  # the parsers import ModelArch from arch
+    ("twinloop.model.routing.base", "twinloop.model.routing.routers"),  # registry filled on first lookup
+    ("twinloop.ops.detect.base", "twinloop.ops.detect"),  # registry filled on first lookup
+}
+
+
+def test_no_import_cycle_in_the_package_but_the_listed_ones() -> None:
+    graph = import_graph("twinloop")
+    for src, dst in ALLOWED_BACK_EDGES:
+        graph.get(src, set()).discard(dst)
+    cycles = _cycles(graph)
+    assert not cycles, f"import cycles: {[sorted(c) for c in cycles]}"
+
+
+def test_cycle_search_agrees_with_graphlib() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": set()}
+    assert sorted(map(sorted, _cycles(graph))) == [["a", "b", "c"], ["d", "e"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, deps = work[-1]
+            for dep in deps:
+                if dep not in index:
+                    index[dep] = low[dep] = len(index)
+                    stack.append(dep)
+                    on_stack.add(dep)
+                    work.append((dep, iter(sorted(graph.get(dep, ())))))
+                    break
+                if dep in on_stack:
+                    low[node] = min(low[node], index[dep])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        comp.add(member)
+                        if member == node:
+                            break
+                    if len(comp) > 1:
+                        out.append(comp)
+    return out
