@@ -11,7 +11,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from twinloop.model.arch import ModelArch, catalog_model_names, load_config_file, load_model
+    from twinloop.model.arch import catalog_model_names, load_config_file, load_model
+    from twinloop.model.architecture import ModelArch
     from twinloop.model.flops import FlopBreakdown, forward_flops_per_token, training_flops_per_token, weight_bytes
     from twinloop.model.hf_config import parse_hf_config
     from twinloop.model.kv_cache import kv_cache_bytes, kv_cache_bytes_per_token
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from twinloop.model.precision import PrecisionPolicy, get_policy
 
 _WHERE = {
-    "ModelArch": "arch",
+    "ModelArch": "architecture",
     "catalog_model_names": "arch",
     "load_config_file": "arch",
     "load_model": "arch",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from twinloop.errors import InputError
-from twinloop.model.arch import SUPPORTED_MODEL_TYPES, ModelArch
+from twinloop.model.architecture import SUPPORTED_MODEL_TYPES, ModelArch
 from twinloop.model.hf_fields import (
     EXPERTS_MAX,
     HEADS_MAX,
