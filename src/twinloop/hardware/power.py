@@ -123,7 +123,8 @@ REF_GEMM_CLOCK_FRACTION = 1367.0 / 1980.0
 def coefficients_for(gpu: GpuSpec, base: PowerCoefficients = DEFAULT_COEFFICIENTS) -> PowerCoefficients:
     """The H100 fit scaled to ``gpu``: every term relative to its ``tdp − idle`` and ``f_max``, and the tensor
     term set so that a dense GEMM at TDP runs at the catalog's ``gemm_clock_at_tdp_mhz`` (None: at the H100's
-    measured share of f_max, 1,367/1,980)."""
+    measured share of f_max, 1,367/1,980).
+    """
     if gpu.gemm_clock_at_tdp_mhz is None:
         return base
     x = gpu.gemm_clock_at_tdp_mhz / gpu.sm_clock_max_mhz
@@ -229,7 +230,8 @@ def _grid(coeff: PowerCoefficients) -> tuple[NDArray, NDArray]:
 
 def relative_speed(clock_mhz: ArrayOrFloat, clock_max_mhz: float, compute_fraction: ArrayOrFloat) -> ArrayOrFloat:
     """Work rate at ``clock_mhz`` relative to full clock for a step whose compute-bound share is
-    ``compute_fraction`` (0 = purely memory/communication bound, 1 = purely compute bound)."""
+    ``compute_fraction`` (0 = purely memory/communication bound, 1 = purely compute bound).
+    """
     x = np.maximum(np.asarray(clock_mhz, dtype=np.float64) / clock_max_mhz, 1e-6)
     speed = 1.0 / (np.asarray(compute_fraction) / x + (1.0 - np.asarray(compute_fraction)))
     return speed if speed.ndim else float(speed)  # type: ignore[return-value]

@@ -82,7 +82,8 @@ def _fit_linear_per_tau(
     drives: Sequence[NDArray[np.float64]],
 ) -> tuple[float, NDArray[np.float64], float]:
     """Best ``τ`` and the coefficients of ``drives`` for ``observed`` over ``windows`` (each starts at its
-    first measured value)."""
+    first measured value).
+    """
     dt = float(np.median(np.diff(trace.t_s)))
     best: tuple[float, NDArray[np.float64], float] = (np.nan, np.zeros(len(drives)), np.inf)
     idx = _windows(trace, windows)

@@ -83,7 +83,8 @@ def _layer_flops(
     arch: ModelArch, context_len: float, n_dense: int, n_moe: int, active_only: bool, keys: float | None = None
 ) -> FlopBreakdown:
     """FLOPs of ``n_dense`` + ``n_moe`` blocks; ``keys`` is the attended keys summed over those blocks
-    (default: every block attends to ``context_len``)."""
+    (default: every block attends to ``context_len``).
+    """
     w = _no_bias(arch)
     n_layers = n_dense + n_moe
     experts = arch.experts_per_token if active_only else arch.n_routed_experts
@@ -177,7 +178,8 @@ def weight_bytes(arch: ModelArch, policy: PrecisionPolicy, include_mtp: bool = F
 
 def expected_experts_touched(arch: ModelArch, batch_tokens: float) -> float:
     """Expected distinct routed experts per MoE layer hit by ``batch_tokens`` tokens under uniform routing:
-    ``E · (1 − (1 − k/E)^B)`` (a guess for real, skewed routers, which touch fewer)."""
+    ``E · (1 − (1 − k/E)^B)`` (a guess for real, skewed routers, which touch fewer).
+    """
     if not arch.is_moe:
         return 0.0
     e, k = arch.n_routed_experts, arch.experts_per_token

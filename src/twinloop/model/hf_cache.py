@@ -29,7 +29,8 @@ def looks_like_hub_id(name: str) -> bool:
 
 def hub_cache_dirs() -> list[Path]:
     """Hub cache folders to search, in huggingface_hub's order of precedence (first set one wins, but a
-    set ``HF_HUB_CACHE`` that lacks the model still falls back to the default location)."""
+    set ``HF_HUB_CACHE`` that lacks the model still falls back to the default location).
+    """
     env = os.environ
     dirs: list[Path] = []
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):

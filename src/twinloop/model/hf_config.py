@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from twinloop.errors import InputError
-from twinloop.model.arch import SUPPORTED_MODEL_TYPES, ModelArch
+from twinloop.model.architecture import SUPPORTED_MODEL_TYPES, ModelArch
 from twinloop.model.hf_fields import (
     EXPERTS_MAX,
     HEADS_MAX,
@@ -211,7 +211,8 @@ def _qwen_sliding(r: ConfigReader, n_layers: int) -> dict[str, int]:
 
 def _gemma(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     """Gemma 1-3: tied embeddings, GeGLU, head_dim 256; Gemma 2/3 norm before and after attention and FFN
-    (4 norms a block), Gemma 2 soft-caps logits (no parameters), Gemma 3 adds per-head QK-norm."""
+    (4 norms a block), Gemma 2 soft-caps logits (no parameters), Gemma 3 adds per-head QK-norm.
+    """
     a = _core(r, name, model_type)
     attn_bias = r.boolean("attention_bias", False)
     a.update(mlp="gated", norm="rmsnorm", position="rope", qkv_bias=attn_bias, o_bias=attn_bias)
@@ -240,7 +241,8 @@ def _gemma(r: ConfigReader, name: str, model_type: str) -> ModelArch:
 
 def _cohere(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     """Command R / R+: one bias-free LayerNorm per parallel block, tied embeddings, optional QK-norm with
-    per-head weights (R+: ``use_qk_norm``)."""
+    per-head weights (R+: ``use_qk_norm``).
+    """
     a = _core(r, name, model_type)
     attn_bias = r.boolean("attention_bias", False)
     qk = r.boolean("use_qk_norm", False)
@@ -253,7 +255,8 @@ def _cohere(r: ConfigReader, name: str, model_type: str) -> ModelArch:
 
 def _falcon(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     """Falcon 7B (multi-query, one LayerNorm per parallel block) and 40B/180B (``new_decoder_architecture``:
-    grouped KV heads, two LayerNorms per block); ``bias`` applies to every linear layer."""
+    grouped KV heads, two LayerNorms per block); ``bias`` applies to every linear layer.
+    """
     hidden = r.integer("hidden_size", "n_embd")
     n_layers = r.integer("num_hidden_layers", "n_layer", hi=LAYERS_MAX)
     n_heads = r.integer("num_attention_heads", "n_head", hi=HEADS_MAX)
@@ -374,7 +377,8 @@ def _qwen_moe(r: ConfigReader, name: str, model_type: str) -> ModelArch:
 def _llama4(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     """Llama 4 text model: MoE every ``interleave_moe_layer_step``-th layer (Scout: all, Maverick: every
     other) with one shared expert; dense layers use ``intermediate_size_mlp``; QK-norm is a weightless L2
-    norm (no parameters); RoPE layers (3 of 4) use chunked attention, which bounds their KV cache."""
+    norm (no parameters); RoPE layers (3 of 4) use chunked attention, which bounds their KV cache.
+    """
     a = _core(r, name, model_type)
     attn_bias = r.boolean("attention_bias", False)
     a.update(mlp="gated", norm="rmsnorm", position="rope", qkv_bias=attn_bias, o_bias=attn_bias)
@@ -399,7 +403,8 @@ def _llama4(r: ConfigReader, name: str, model_type: str) -> ModelArch:
 
 def _deepseek(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     """DeepSeek V2/V3 (and Kimi K2): MLA attention, ``first_k_dense_replace`` dense layers, then MoE every
-    ``moe_layer_freq``-th layer with shared experts; V3's router has a score-correction bias."""
+    ``moe_layer_freq``-th layer with shared experts; V3's router has a score-correction bias.
+    """
     hidden = r.integer("hidden_size")
     n_layers = r.integer("num_hidden_layers", hi=LAYERS_MAX)
     n_heads = r.integer("num_attention_heads", hi=HEADS_MAX)

@@ -93,7 +93,8 @@ def _choose_experts(
     p: NDArray[np.float32], n: int, shape: MoeShape, experts_per_node: int, rng: np.random.Generator
 ) -> NDArray[np.int64]:
     """Top-k experts for ``n`` tokens, shape (n, top_k): an exponential race, ``affinity = p / Exp(1)``,
-    whose top-k is a sample without replacement ∝ p (the Gumbel-top-k trick without the logarithms)."""
+    whose top-k is a sample without replacement ∝ p (the Gumbel-top-k trick without the logarithms).
+    """
     affinity = rng.standard_exponential((n, p.size), dtype=np.float32)
     np.maximum(affinity, np.float32(1e-30), out=affinity)  # an exact 0 would make inf, then 0·inf = nan
     np.divide(p[None, :], affinity, out=affinity)
@@ -158,12 +159,8 @@ def route_tokens(
     e, k = shape.n_experts, shape.top_k
     experts_per_rank = e // ep_ranks
     ranks_per_node = min(ranks_per_node, ep_ranks)
+    _check_nodes(shape, ep_ranks, ranks_per_node, experts_per_rank)
     experts_per_node = experts_per_rank * ranks_per_node
-    if ep_ranks % ranks_per_node:
-        raise InputError("ranks_per_node", "", f"must divide ep_ranks {ep_ranks}, got {ranks_per_node}")
-    n_nodes = ep_ranks // ranks_per_node
-    if shape.node_limit and shape.node_limit < n_nodes and shape.node_limit * experts_per_node < k:
-        raise InputError("node_limit", "", f"{shape.node_limit} nodes hold fewer than top_k={k} experts")
 
     rng = np.random.default_rng(seed)
     popularity = expert_popularity(e, zipf_s, rng).astype(np.float32)
@@ -176,25 +173,10 @@ def route_tokens(
     routed_per_expert = np.bincount(flat, minlength=e).astype(np.int64)
     keep = np.ones(flat.size, dtype=bool)
     if capacity_factor is not None:
-        capacity = int(np.ceil(capacity_factor * tokens * k / e))
-        order = np.argsort(flat, kind="stable")  # token order within each expert: first come, first kept
-        starts = np.cumsum(routed_per_expert) - routed_per_expert
-        position = np.empty(flat.size, dtype=np.int64)
-        position[order] = np.arange(flat.size) - np.repeat(starts, routed_per_expert)
-        keep = position < capacity
+        keep = _within_capacity(flat, routed_per_expert, int(np.ceil(capacity_factor * tokens * k / e)))
     tokens_per_expert = np.bincount(flat[keep], minlength=e).astype(np.int64)
     tokens_per_rank = tokens_per_expert.reshape(ep_ranks, experts_per_rank).sum(axis=1)
-
-    # Dispatch: one copy per (token, destination rank), kept copies only; tokens are sourced evenly.
-    token_idx = np.repeat(np.arange(tokens), k)[keep]
-    dest_rank = flat[keep] // experts_per_rank
-    source_rank = (np.arange(tokens) * ep_ranks) // max(tokens, 1)
-    sent = np.zeros((tokens, ep_ranks), dtype=bool)
-    sent[token_idx, dest_rank] = True
-    sent[np.arange(tokens), source_rank] = False
-    recv = sent.sum(axis=0).astype(np.int64)
-    sent_nodes: NDArray[np.bool_] = np.asarray(sent.reshape(tokens, n_nodes, ranks_per_node).any(axis=2))
-    sent_nodes[np.arange(tokens), source_rank // ranks_per_node] = False
+    recv, sent_nodes = _dispatch(flat, keep, tokens, k, ep_ranks, experts_per_rank, ranks_per_node)
 
     mean_rank = tokens_per_rank.mean()
     tokens_per_source = tokens / ep_ranks
@@ -216,3 +198,48 @@ def route_tokens(
         recv_tokens_per_rank=recv,
         a2a_bytes_per_rank_factor=float(recv.max() / tokens_per_source) if tokens else 0.0,
     )
+
+
+def _check_nodes(shape: MoeShape, ep_ranks: int, ranks_per_node: int, experts_per_rank: int) -> None:
+    """``ranks_per_node`` must divide the EP ranks, and the node limit must leave room for top-k experts."""
+    if ep_ranks % ranks_per_node:
+        raise InputError("ranks_per_node", "", f"must divide ep_ranks {ep_ranks}, got {ranks_per_node}")
+    n_nodes = ep_ranks // ranks_per_node
+    k = shape.top_k
+    if shape.node_limit and shape.node_limit < n_nodes and shape.node_limit * experts_per_rank * ranks_per_node < k:
+        raise InputError("node_limit", "", f"{shape.node_limit} nodes hold fewer than top_k={k} experts")
+
+
+def _within_capacity(flat: NDArray[np.int64], routed_per_expert: NDArray[np.int64], capacity: int) -> NDArray[np.bool_]:
+    """Which (token, expert) choices an expert of ``capacity`` keeps: the first ones, in token order."""
+    order = np.argsort(flat, kind="stable")  # token order within each expert: first come, first kept
+    starts = np.cumsum(routed_per_expert) - routed_per_expert
+    position = np.empty(flat.size, dtype=np.int64)
+    position[order] = np.arange(flat.size) - np.repeat(starts, routed_per_expert)
+    return position < capacity
+
+
+def _dispatch(
+    flat: NDArray[np.int64],
+    keep: NDArray[np.bool_],
+    tokens: int,
+    k: int,
+    ep_ranks: int,
+    experts_per_rank: int,
+    ranks_per_node: int,
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Tokens each rank receives from other ranks, and the (token, node) pairs a token is sent to (off its node).
+
+    One copy per (token, destination rank), kept copies only; tokens are sourced evenly over the ranks.
+    """
+    token_idx = np.repeat(np.arange(tokens), k)[keep]
+    dest_rank = flat[keep] // experts_per_rank
+    source_rank = (np.arange(tokens) * ep_ranks) // max(tokens, 1)
+    sent = np.zeros((tokens, ep_ranks), dtype=bool)
+    sent[token_idx, dest_rank] = True
+    sent[np.arange(tokens), source_rank] = False
+    recv = sent.sum(axis=0).astype(np.int64)
+    n_nodes = ep_ranks // ranks_per_node
+    sent_nodes: NDArray[np.bool_] = np.asarray(sent.reshape(tokens, n_nodes, ranks_per_node).any(axis=2))
+    sent_nodes[np.arange(tokens), source_rank // ranks_per_node] = False
+    return recv, sent_nodes

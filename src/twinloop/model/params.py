@@ -28,7 +28,8 @@ def _linear(n_in: int, n_out: int, bias: bool) -> int:
 
 def norm_params(arch: ModelArch, width: int) -> int:
     """Parameters of one norm over ``width`` features (RMSNorm, bias-free LayerNorm: weight; LayerNorm:
-    weight + bias)."""
+    weight + bias).
+    """
     return 2 * width if arch.norm == "layernorm" else width
 
 
@@ -53,7 +54,8 @@ def attention_params_per_layer(arch: ModelArch) -> int:
 
 def attention_norm_params_per_layer(arch: ModelArch) -> int:
     """Norms inside attention: MLA ``q_a_layernorm`` + ``kv_a_layernorm``; QK-norm ``q_norm`` + ``k_norm``
-    (one ``head_dim`` vector each for Qwen3/Gemma 3; all heads' width for OLMo 2 and Command R+)."""
+    (one ``head_dim`` vector each for Qwen3/Gemma 3; all heads' width for OLMo 2 and Command R+).
+    """
     n = 0
     if arch.attention == "mla":
         n += norm_params(arch, arch.kv_lora_rank)
@@ -115,7 +117,8 @@ def layer_params(arch: ModelArch, moe: bool) -> int:
 
 def mtp_module_params(arch: ModelArch) -> int:
     """One DeepSeek-V3 MTP module without the shared embedding/head: enorm, hnorm, eh_proj (2h→h), a
-    transformer block (MoE when the model has MoE layers) and its final norm."""
+    transformer block (MoE when the model has MoE layers) and its final norm.
+    """
     h = arch.hidden
     return 3 * norm_params(arch, h) + 2 * h * h + layer_params(arch, moe=arch.is_moe)
 

@@ -109,7 +109,8 @@ class PrecisionPolicy:
 
 def _uniform(name: str, compute: str, description: str) -> PrecisionPolicy:
     """Classic mixed precision (Micikevicius 2018; the 16 bytes/param of the ZeRO paper): 16-bit compute,
-    weights, activations, gradients and communication; FP32 accumulation, norms, master weights, Adam states."""
+    weights, activations, gradients and communication; FP32 accumulation, norms, master weights, Adam states.
+    """
     table = {c: compute for c in OP_CLASSES}
     table.update(accumulate="fp32", norm="fp32", master_weights="fp32", optimizer_states="fp32")
     return PrecisionPolicy(name, tuple(table.items()), description)

@@ -67,7 +67,8 @@ def line(
     rules: Sequence[tuple[float, str]] = (),
 ) -> dict[str, Any]:
     """A line chart over time: ``series`` name → values aligned with ``ts_s``; ``marks`` (t, label) vertical
-    lines; ``bands`` (t0, t1, label, colour) shaded spans; ``rules`` (y, label) horizontal limits."""
+    lines; ``bands`` (t0, t1, label, colour) shaded spans; ``rules`` (y, label) horizontal limits.
+    """
     ts = values(ts_s)
     return {
         "kind": "line",

@@ -88,7 +88,8 @@ def heatmap(
     levels_label: str = "",
 ) -> str:
     """A heat map of ``values`` (len(rows) × len(ts_s)) coloured by fixed ``levels`` of ``levels_of``
-    (default: the values themselves)."""
+    (default: the values themselves).
+    """
     if not len(rows) or not len(ts_s):  # type: ignore[arg-type]
         return chart_div({"kind": "heatmap", "title": title, "x": [], "rows": [], "values": []})
     return chart_div(charts.heatmap(title, ts_s, rows, values, unit, levels, levels_of, levels_label, unit))

@@ -97,7 +97,8 @@ def _norm(text: str) -> str:
 def gpu_spec_of(labels: Mapping[str, str] | None) -> GpuSpec | None:
     """The catalog GPU a telemetry entity's labels name: ``gpu_kind`` (a catalog key) or ``modelName`` (the
     driver's name, e.g. ``NVIDIA H100 80GB HBM3``: a catalog display name or one of ``DRIVER_NAMES``); None
-    when unknown."""
+    when unknown.
+    """
     if not labels:
         return None
     cat = _catalog()
@@ -123,7 +124,8 @@ def slowdown_temps_c(
     labels: Mapping[str, Mapping[str, str]], entities: Sequence[str]
 ) -> tuple[NDArray[np.float64], int]:
     """Slowdown temperature per entity (catalog by label, else :func:`default_slowdown_temp_c`), and how many
-    entities fell back to the default."""
+    entities fell back to the default.
+    """
     out = np.full(len(entities), np.nan)
     for i, e in enumerate(entities):  # per entity, once per request: the labels are a dict, not an array
         spec = gpu_spec_of(labels.get(e))

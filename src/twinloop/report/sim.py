@@ -24,18 +24,26 @@ from twinloop.report.charts import SEVERITY_COLORS, TimelineItem, fmt_si
 from twinloop.report.html import Section, comparison_table, heatmap, table, timeline, timeseries_chart, write_report
 from twinloop.report.levels import TEMP_HEADROOM_LEVELS, default_slowdown_temp_c, slowdown_temps_c
 from twinloop.report.timebase import EPOCH_MIN_S, record_offset_s
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_GPU_TEMP,
+    TWINLOOP_FI_CONVERSION_LOSS,
+    TWINLOOP_FI_COOLING_POWER,
+    TWINLOOP_FI_FACILITY_POWER,
+    TWINLOOP_FI_IT_POWER,
+    TWINLOOP_FI_PUE,
+)
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
 #: Most time buckets per chart.
 MAX_POINTS = 600
 SITE_POWER_FIELDS = {
-    "facility": "TWINLOOP_FI_FACILITY_POWER",
-    "IT": "TWINLOOP_FI_IT_POWER",
-    "cooling": "TWINLOOP_FI_COOLING_POWER",
-    "losses": "TWINLOOP_FI_CONVERSION_LOSS",
+    "facility": TWINLOOP_FI_FACILITY_POWER,
+    "IT": TWINLOOP_FI_IT_POWER,
+    "cooling": TWINLOOP_FI_COOLING_POWER,
+    "losses": TWINLOOP_FI_CONVERSION_LOSS,
 }
-PUE_FIELD = "TWINLOOP_FI_PUE"
-GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+PUE_FIELD = TWINLOOP_FI_PUE
+GPU_TEMP = DCGM_FI_DEV_GPU_TEMP
 
 
 def _grid(t0: float, t1: float, points: int = MAX_POINTS) -> float:
@@ -57,7 +65,8 @@ def _site_series(store: DuckDBStore, field: str, t0: float, every_s: float) -> t
 
 def rack_headroom(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray, int]:
     """Least headroom to slowdown temperature among each rack's GPUs per time bucket (°C; each GPU against its
-    own catalog slowdown temperature): (bucket ts, rack ids, racks × buckets, GPUs of unknown model)."""
+    own catalog slowdown temperature): (bucket ts, rack ids, racks × buckets, GPUs of unknown model).
+    """
     fid = store.field_id(GPU_TEMP)
     if fid is None:
         return np.zeros(0), [], np.zeros((0, 0)), 0
@@ -181,7 +190,8 @@ def loop_sections(
     con: duckdb.DuckDBPyConnection, run: str | None = None, t0_s: float | None = None, t1_s: float | None = None
 ) -> list[Section]:
     """One incident timeline per run (loop off and loop on apart, on one shared time axis) and the action log
-    from the loop's records (empty list when there are none). ``t0_s``/``t1_s``: the telemetry's time range."""
+    from the loop's records (empty list when there are none). ``t0_s``/``t1_s``: the telemetry's time range.
+    """
     incidents = read_table(con, "loop_incidents", run)
     actions = read_table(con, "loop_actions", run)
     out = []

@@ -15,7 +15,8 @@ EPOCH_MIN_S = 1.0e9
 
 def record_offset_s(record_ts: Iterable[float], telemetry_t0_s: float | None) -> float:
     """What to add to loop-record times to put them on the telemetry's axis: the twin's epoch start when the
-    telemetry is absolute and the records are simulated seconds, else 0."""
+    telemetry is absolute and the records are simulated seconds, else 0.
+    """
     ts = list(record_ts)
     if telemetry_t0_s is None or telemetry_t0_s < EPOCH_MIN_S or not ts or max(ts) >= EPOCH_MIN_S:
         return 0.0

@@ -39,7 +39,8 @@ _READ_OPTIONS = frozenset({"batch_rows", "speed"})
 
 def default_source_key(source: Source) -> str:
     """``kind:target#options`` naming what a source holds: a file target is made absolute (the same file from
-    any directory is one source) and the options that select data (a twin's seed, a query) are hashed in."""
+    any directory is one source) and the options that select data (a twin's seed, a query) are hashed in.
+    """
     target = getattr(source.config, source.target_field, None) if source.target_field else None
     if isinstance(target, str) and target and Path(target).exists():
         target = str(Path(target).resolve())

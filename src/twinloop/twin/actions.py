@@ -7,16 +7,14 @@ power limit outside the GPU's ``power_limit_min_w..power_limit_max_w``). Registr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from twinloop.twin.cooling import ScheduledCommand
 from twinloop.twin.events import Event
 from twinloop.twin.jobs import Phase
-
-if TYPE_CHECKING:
-    from twinloop.twin.engine import Twin
+from twinloop.twin.operations import ClusterOps
 
 
 @dataclass(frozen=True)
@@ -35,12 +33,12 @@ class Action:
 
     name: ClassVar[str] = "action"
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         """Validate and apply; return a refusal reason or None when applied."""
         raise ValueError(f"{type(self).__name__} is not a concrete action")
 
 
-def _gpus(twin: Twin, target: str) -> tuple[np.ndarray, str | None]:
+def _gpus(twin: ClusterOps, target: str) -> tuple[np.ndarray, str | None]:
     try:
         level, index = twin.topo.resolve(target)
     except KeyError:
@@ -48,7 +46,7 @@ def _gpus(twin: Twin, target: str) -> tuple[np.ndarray, str | None]:
     return twin.topo.gpus_of(level, index), None
 
 
-def _row(twin: Twin, target: str) -> tuple[int, str | None]:
+def _row(twin: ClusterOps, target: str) -> tuple[int, str | None]:
     try:
         level, index = twin.topo.resolve(target)
     except KeyError:
@@ -68,7 +66,7 @@ class SetPowerLimit(Action):
     target: str
     power_w: float
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         idx, err = _gpus(twin, self.target)
         if err:
             return err
@@ -87,7 +85,7 @@ class SetClocks(Action):
     target: str
     clock_mhz: float | None
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         idx, err = _gpus(twin, self.target)
         if err:
             return err
@@ -108,7 +106,7 @@ class SetCoolant(Action):
     setpoint_c: float | None = None
     flow_fraction: float | None = None
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         row, err = _row(twin, self.row)
         if err:
             return err
@@ -116,7 +114,7 @@ class SetCoolant(Action):
 
 
 def _cooling_command(
-    twin: Twin, row: int, at_s: float, setpoint_c: float | None, flow_fraction: float | None
+    twin: ClusterOps, row: int, at_s: float, setpoint_c: float | None, flow_fraction: float | None
 ) -> str | None:
     c = twin.cooling
     if c.plant.control == "reactive":
@@ -144,7 +142,7 @@ class SetFacilityWater(Action):
     name: ClassVar[str] = "set_facility_water"
     setpoint_c: float
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         p = twin.cooling.plant
         if not (np.isfinite(self.setpoint_c) and p.facility_water_min_c <= self.setpoint_c <= p.facility_water_max_c):
             return (
@@ -158,7 +156,8 @@ class SetFacilityWater(Action):
 @dataclass(frozen=True)
 class SchedulePrecool(Action):
     """Lower a row's setpoint to ``setpoint_c`` from ``start_s`` for ``duration_s``, then ramp back to the
-    scenario setpoint over ``ramp_down_s`` (in ``RAMP_STEPS`` equal steps)."""
+    scenario setpoint over ``ramp_down_s`` (in ``RAMP_STEPS`` equal steps).
+    """
 
     name: ClassVar[str] = "schedule_precool"
     RAMP_STEPS: ClassVar[int] = 5
@@ -168,7 +167,7 @@ class SchedulePrecool(Action):
     duration_s: float
     ramp_down_s: float = 0.0
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         row, err = _row(twin, self.row)
         if err:
             return err
@@ -193,7 +192,7 @@ class TriggerCheckpoint(Action):
     name: ClassVar[str] = "trigger_checkpoint"
     job: str
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         job = twin.job_by_name(self.job)
         if job is None:
             return f"unknown job {self.job!r}"
@@ -211,7 +210,7 @@ class Drain(Action):
     node: str
     undrain: bool = False
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         try:
             level, index = twin.topo.resolve(self.node)
         except KeyError:
@@ -229,7 +228,7 @@ class RequeueJob(Action):
     name: ClassVar[str] = "requeue_job"
     job: str
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         job = twin.job_by_name(self.job)
         if job is None:
             return f"unknown job {self.job!r}"
@@ -246,7 +245,7 @@ class HoldAdmission(Action):
     name: ClassVar[str] = "hold_admission"
     hold: bool = True
 
-    def apply(self, twin: Twin) -> str | None:
+    def apply(self, twin: ClusterOps) -> str | None:
         twin.scheduler.admission_held = self.hold
         return None
 
@@ -267,11 +266,10 @@ ACTIONS: dict[str, type[Action]] = {
 }
 
 
-def apply_action(twin: Twin, action: Action) -> ActionResult:
-    """Validate, apply and log one command."""
+def apply_action(twin: ClusterOps, action: Action) -> ActionResult:
+    """Validate and apply one command; emit its ``action`` event (the engine keeps the log of results)."""
     reason = action.apply(twin)
     result = ActionResult(ok=reason is None, action=action, t_s=twin.t_s, reason=reason or "")
-    twin.action_log.append(result)
     twin.emit(
         Event(
             twin.t_s,

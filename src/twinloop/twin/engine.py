@@ -20,24 +20,16 @@ steps. Same scenario and seed → identical results, bit for bit.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
-from twinloop.hardware.power import (
-    CLOCK_EVENT_GPU_IDLE,
-    CLOCK_EVENT_HW_POWER_BRAKE,
-    CLOCK_EVENT_HW_SLOWDOWN,
-    CLOCK_EVENT_SW_POWER_CAP,
-    CLOCK_EVENT_SW_THERMAL,
-    clock_scale,
-)
+from twinloop.hardware.power import clock_scale
 from twinloop.twin.actions import Action, ActionResult, apply_action
 from twinloop.twin.cooling import Cooling
-from twinloop.twin.events import Event, FaultLabel
+from twinloop.twin.events import Event, FaultLabel, StepResult
 from twinloop.twin.faults import ResolvedFault, apply_fault, resolve_faults, timeline
 from twinloop.twin.jobs import Job, Phase, make_jobs
 from twinloop.twin.operations import ClusterOps
@@ -46,54 +38,16 @@ from twinloop.twin.power_chain import ChainFlows, PowerChain
 from twinloop.twin.scenario import ScenarioSpec, check_scenario
 from twinloop.twin.scheduler import Scheduler
 from twinloop.twin.seeds import stream
+from twinloop.twin.site import Accounts
 from twinloop.twin.state import F32, GpuPhysics
 from twinloop.twin.topology import Topology, build_topology
 from twinloop.twin.trace import ServingLoad, resolve_trace_path, serving_load
 from twinloop.twin.variation import draw_variation
 from twinloop.twin.weather import Weather
 
-THROTTLE_REASONS = ("sw_power_cap", "sw_thermal", "hw_slowdown", "hw_power_brake")
 #: A GPU whose power limit (its own or a rack/row cap) sits this far below its TDP counts as power-throttled
 #: below its at-TDP clock; at the TDP itself, dense work is power-bound by design (NVML's SW power cap bit).
 BELOW_TDP_FRACTION = 0.995
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one step produced.
-
-    Attributes:
-        t_s: simulation time at the end of the step (s).
-        gpu: GPU telemetry block (DCGM field → array over kept GPUs) on GPU sample steps, else None.
-        facility: level ('node', 'rack', 'row', 'site', 'job') → field → array over that level's kept entities,
-            on facility sample steps, else None.
-        events: events of this step.
-    """
-
-    t_s: float
-    gpu: dict[str, NDArray[Any]] | None
-    facility: dict[str, dict[str, NDArray[Any]]] | None
-    events: tuple[Event, ...]
-
-
-@dataclass
-class Accounts:
-    """Running totals (float64) for the summary and conservation checks."""
-
-    facility_j: float = 0.0
-    it_j: float = 0.0
-    host_j: float = 0.0
-    conversion_loss_j: float = 0.0
-    cooling_j: float = 0.0
-    carbon_g: float = 0.0
-    peak_facility_w: float = 0.0
-    peak_it_w: float = 0.0
-    peak_it_instant_w: float = 0.0
-    throttled_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(THROTTLE_REASONS, 0.0))
-    power_throttled_below_tdp_gpu_s: float = 0.0
-    failures: dict[str, int] = field(default_factory=dict)
-    psu_overloads: int = 0
-    thermal_shutdowns: int = 0
 
 
 class Twin(ClusterOps):
@@ -248,7 +202,9 @@ class Twin(ClusterOps):
 
     def apply(self, action: Action) -> ActionResult:
         """Validate and apply a command between steps (see :mod:`twinloop.twin.actions`)."""
-        return apply_action(self, action)
+        result = apply_action(self, action)
+        self.action_log.append(result)
+        return result
 
     # ----- the step ------------------------------------------------------------------------------------------
     def _faults_and_weather(self) -> None:
@@ -410,19 +366,8 @@ class Twin(ClusterOps):
             if callback is not None:
                 callback(result)
 
-    def clock_event_reasons(self) -> NDArray[np.uint32]:
-        """NVML clock-event reason bitmask per GPU for the last step."""
-        a = self.physics.gpus
-        bits = np.zeros(self.topo.n_gpus, dtype=np.uint32)
-        bits[a.limited & ~a.thermal_bound] |= CLOCK_EVENT_SW_POWER_CAP
-        bits[a.limited & a.thermal_bound] |= CLOCK_EVENT_SW_THERMAL
-        bits[self.hw_slow_gpus] |= CLOCK_EVENT_HW_SLOWDOWN
-        bits[self.braked_gpus] |= CLOCK_EVENT_HW_POWER_BRAKE
-        bits[a.gid < self.physics.n_kinds] |= CLOCK_EVENT_GPU_IDLE
-        return bits
-
     def summary(self) -> dict[str, Any]:
         """The run's summary document (see :func:`twinloop.twin.summary.summarize`)."""
         from twinloop.twin.summary import summarize
 
-        return summarize(self)
+        return summarize(self, self.action_log, faults_injected=len(self.faults))

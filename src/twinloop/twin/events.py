@@ -1,8 +1,13 @@
-"""Events the twin emits (what happened, where, when) and the ground-truth labels of injected faults."""
+"""Events the twin emits (what happened, where, when), the ground-truth labels of injected faults, and what one
+step produced (:class:`StepResult`: its events and telemetry blocks).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from numpy.typing import NDArray
 
 
 @dataclass(frozen=True)
@@ -32,3 +37,21 @@ class FaultLabel:
     start_s: float
     end_s: float | None
     magnitude: float | None
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step produced.
+
+    Attributes:
+        t_s: simulation time at the end of the step (s).
+        gpu: GPU telemetry block (DCGM field → array over kept GPUs) on GPU sample steps, else None.
+        facility: level ('node', 'rack', 'row', 'site', 'job') → field → array over that level's kept entities,
+            on facility sample steps, else None.
+        events: events of this step.
+    """
+
+    t_s: float
+    gpu: dict[str, NDArray[Any]] | None
+    facility: dict[str, dict[str, NDArray[Any]]] | None
+    events: tuple[Event, ...]

@@ -10,18 +10,15 @@ stream of the scenario seed, and resolves its target at load (an unknown entity 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from twinloop.errors import InputError
 from twinloop.twin.events import Event, FaultLabel
+from twinloop.twin.operations import ClusterOps
 from twinloop.twin.scenario import ScenarioSpec
 from twinloop.twin.seeds import stream
 from twinloop.twin.topology import Topology
-
-if TYPE_CHECKING:
-    from twinloop.twin.engine import Twin
 
 # kind → (allowed target levels, default magnitude)
 FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float | None]] = {
@@ -126,7 +123,8 @@ def _check_magnitude(kind: str, magnitude: float | None, source: str, field: str
 
 def _draw_time(rng: np.random.Generator, value: float | tuple[float, float], step_s: float) -> float:
     """The time itself, or a uniform draw on the step grid inside ``[low, high]`` (the range itself when no grid
-    point falls inside it)."""
+    point falls inside it).
+    """
     if not isinstance(value, tuple):
         return float(value)
     lo, hi = value
@@ -190,7 +188,7 @@ def timeline(faults: list[ResolvedFault]) -> list[tuple[float, int, bool]]:
     return sorted(items, key=lambda e: (e[0], e[2], e[1]))
 
 
-def apply_fault(twin: Twin, fault: ResolvedFault, on: bool) -> None:
+def apply_fault(twin: ClusterOps, fault: ResolvedFault, on: bool) -> None:
     """Switch a fault on or off in the twin's state."""
     kind, i, m = fault.label.kind, fault.index, fault.magnitude
     cs = twin.cooling.state

@@ -8,54 +8,28 @@ GPUs overheating — as opposed to the per-step vectorized physics in the engine
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numpy.typing import NDArray
 
-from twinloop.twin.cooling import Cooling
+from twinloop.hardware.power import (
+    CLOCK_EVENT_GPU_IDLE,
+    CLOCK_EVENT_HW_POWER_BRAKE,
+    CLOCK_EVENT_HW_SLOWDOWN,
+    CLOCK_EVENT_SW_POWER_CAP,
+    CLOCK_EVENT_SW_THERMAL,
+)
 from twinloop.twin.events import Event
 from twinloop.twin.jobs import Job, Phase
-from twinloop.twin.power_chain import BRAKE_S, ChainFlows, PowerChain
-from twinloop.twin.scenario import ScenarioSpec
-from twinloop.twin.scheduler import OVERHEAD, ClusterView, Scheduler
-from twinloop.twin.state import GpuPhysics
-from twinloop.twin.topology import Topology
+from twinloop.twin.power_chain import BRAKE_S
+from twinloop.twin.scheduler import OVERHEAD, ClusterView
+from twinloop.twin.site import SiteState
 
 REPAIR_S = 4 * 3600.0  # time to replace a failed GPU/host part and return the node (guess)
 SDC_VISIBLE_S = 1800.0  # how long a failure-model SDC perturbs the loss before a restore (guess)
 
 
-class ClusterOps:
+class ClusterOps(SiteState):
     """Discrete cluster operations (mixed into :class:`~twinloop.twin.engine.Twin`, which owns the state)."""
-
-    spec: ScenarioSpec
-    topo: Topology
-    physics: GpuPhysics
-    chain: PowerChain
-    cooling: Cooling
-    scheduler: Scheduler
-    jobs: list[Job]
-    job_of_gpu: NDArray[np.int64]
-    node_down_until: NDArray[np.float64]
-    node_powered: NDArray[np.bool_]
-    brake_until: NDArray[np.float64]
-    braked_gpus: NDArray[np.int64]
-    hw_slow_gpus: NDArray[np.int64]
-    rack_coolant_c: NDArray[np.float64]
-    pdu_rating_w: NDArray[np.float64]
-    flows: ChainFlows | None
-    facility_w: float
-    accounts: Any
-    failure_model: Any
-    failure_causes: tuple[Any, ...]
-    rng: np.random.Generator
-    dt_s: float
-    t_s: float
-    gpus_per_node: int
-    events: list[Event]
-    _step_events: list[Event]
-    _next_repair_s: float
 
     def job_by_name(self, name: str) -> Job | None:
         """The job called ``name``."""
@@ -65,6 +39,17 @@ class ClusterOps:
         """The job running on ``gpu`` now, if any."""
         j = int(self.job_of_gpu[gpu])
         return self.jobs[j] if j >= 0 else None
+
+    def clock_event_reasons(self) -> NDArray[np.uint32]:
+        """NVML clock-event reason bitmask per GPU for the last step (hardware slowdown and power brakes included)."""
+        a = self.physics.gpus
+        bits = np.zeros(self.topo.n_gpus, dtype=np.uint32)
+        bits[a.limited & ~a.thermal_bound] |= CLOCK_EVENT_SW_POWER_CAP
+        bits[a.limited & a.thermal_bound] |= CLOCK_EVENT_SW_THERMAL
+        bits[self.hw_slow_gpus] |= CLOCK_EVENT_HW_SLOWDOWN
+        bits[self.braked_gpus] |= CLOCK_EVENT_HW_POWER_BRAKE
+        bits[a.gid < self.physics.n_kinds] |= CLOCK_EVENT_GPU_IDLE
+        return bits
 
     def emit(self, event: Event) -> None:
         """Record an event (kept for the run and returned with this step)."""

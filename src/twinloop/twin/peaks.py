@@ -80,7 +80,8 @@ class PowerPeaks:
         slot_low: NDArray[np.float64],
     ) -> None:
         """After the step's activities: find the jobs that swing (activity changed since the last step, or high ≠ low
-        within the step), draw each one's overshoot fraction, and build the per (slot, kind) tables."""
+        within the step), draw each one's overshoot fraction, and build the per (slot, kind) tables.
+        """
         lo_k, hi_k = self.spec.overshoot_fraction
         k_slot = np.zeros(slot_act.shape[0])
         swinging = np.zeros(slot_act.shape[0], dtype=bool)

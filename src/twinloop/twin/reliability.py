@@ -315,11 +315,19 @@ def sweep_checkpoint_interval(
     """Mean ETTR over checkpoint intervals, on one shared event sample (common random numbers).
 
     Args:
+        n_gpus: GPUs in the job (all busy).
+        days: wall-time window, days.
+        checkpoint_write_s: blocking cost of one checkpoint, s.
+        restart_overhead_s: time from an interruption until compute resumes, s.
         intervals_s: intervals to try, s; default 33 points from 1/4 to 4 times the Young/Daly interval.
+        gpu_temp_c: GPU temperature, C (scalar or per-GPU; default the failure model's reference).
+        seed: random seed (same seed, same result).
+        n_runs: Monte-Carlo runs.
+        gpus_per_node: GPUs per server.
+        config: failure-model settings.
         ray: evaluate the intervals in chunks as Ray tasks (:func:`twinloop.sweep.chunked.ray_map`) on the same
             event sample (sampled once here, shared through the object store): exactly the local result.
         ray_address: an existing Ray cluster (default: the initialized Ray, or a local one).
-        (others as in :func:`simulate_job`)
     """
     _check(n_gpus, days, checkpoint_write_s, restart_overhead_s, n_runs)
     rates = job_failure_rates_per_h(n_gpus, gpus_per_node, gpu_temp_c, config)

@@ -247,7 +247,8 @@ class WeatherSpec(_Frozen):
 
 class JobSpec(_Frozen):
     """A training or serving job: ``plan`` (planner request fields) or the per-kind defaults of
-    :class:`~twinloop.twin.workload.WorkloadProfile` set its profile; ``profile`` fields override either."""
+    :class:`~twinloop.twin.workload.WorkloadProfile` set its profile; ``profile`` fields override either.
+    """
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: Literal["training", "serving"]
@@ -330,7 +331,8 @@ class VariationSpec(_Frozen):
     ``±clip_sigmas``, drawn once per GPU at twin construction from the scenario seed. Sizes and their basis:
     ``docs/sections/calibration-twin.md`` (the leakage and thermal sizes are guesses; the dynamic size is set so
     that a power-capped job's clock spread matches the ~8 % performance variation published for identical GPUs).
-    All zero: every GPU is its catalog nominal."""
+    All zero: every GPU is its catalog nominal.
+    """
 
     leakage_sigma: float = Field(0.05, ge=0, le=0.3, description="relative std of static (leakage) power")
     dynamic_sigma: float = Field(0.03, ge=0, le=0.3, description="relative std of clocked dynamic power")
@@ -352,7 +354,8 @@ class SensorSpec(_Frozen):
     the square root of the steps in a telemetry window), reported to the mW; temperatures in whole degrees;
     the SM clock in ``clock_step_mhz`` steps, with ``clock_jitter_mhz`` of noise on a power- or thermal-limited
     GPU (its clock hunts between bins under a cap). Sizes from the H100 readings (``calibration-twin.md``).
-    ``enabled: false`` reports the exact model values."""
+    ``enabled: false`` reports the exact model values.
+    """
 
     enabled: bool = True
     power_noise_fraction: float = Field(0.0015, ge=0, le=0.1, description="std of the 1 s power over its value")
@@ -368,7 +371,8 @@ class PowerPeakSpec(_Frozen):
 
     At a load step a GPU overshoots its new steady power by ``overshoot_fraction`` of the step (drawn per job
     and step in the range); at steady load the sub-second ripple adds ``ripple_fraction`` of GPU power. Both
-    from the H100 readings (``calibration-twin.md``)."""
+    from the H100 readings (``calibration-twin.md``).
+    """
 
     overshoot_fraction: tuple[float, float] = Field((0.14, 0.34), description="(peak - new steady) / step size")
     ripple_fraction: float = Field(0.04, ge=0, le=0.5, description="1 s max over 1 s mean - 1 at steady load")

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-if TYPE_CHECKING:
-    from twinloop.twin.engine import Twin
+from twinloop.twin.actions import ActionResult
+from twinloop.twin.site import SiteState
 
 J_PER_KWH = 3.6e6
 
 
-def summarize(twin: Twin) -> dict[str, Any]:
-    """A JSON-ready summary of the run so far.
+def summarize(twin: SiteState, action_log: Sequence[ActionResult], faults_injected: int) -> dict[str, Any]:
+    """A JSON-ready summary of the run so far (``action_log``: the results of the commands applied so far).
 
     ``energy.balance_error`` is ``|IT + conversion losses + cooling − facility| / facility`` with IT measured
     bottom-up from the GPU energy counters plus host power — the conservation check.
@@ -67,7 +68,7 @@ def summarize(twin: Twin) -> dict[str, Any]:
         "thermal_shutdowns": acc.thermal_shutdowns,
         "failures": dict(sorted(acc.failures.items())),
         "events": dict(sorted(events.items())),
-        "faults_injected": len(twin.faults),
-        "actions": {"applied": sum(r.ok for r in twin.action_log), "refused": sum(not r.ok for r in twin.action_log)},
+        "faults_injected": faults_injected,
+        "actions": {"applied": sum(r.ok for r in action_log), "refused": sum(not r.ok for r in action_log)},
         "jobs": jobs,
     }

@@ -18,17 +18,64 @@ pump speed, fraction of nominal), ``TWINLOOP_FI_CDU_HEAT_LOAD`` (heat rejected t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+    DCGM_FI_DEV_FB_FREE,
+    DCGM_FI_DEV_FB_USED,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_GPU_UTIL,
+    DCGM_FI_DEV_MEMORY_TEMP,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+    DCGM_FI_DEV_XID_ERRORS,
+    DCGM_FI_PROF_DRAM_ACTIVE,
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE,
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
+    DCGM_FI_PROF_SM_ACTIVE,
+    TWINLOOP_FI_AMBIENT_TEMP,
+    TWINLOOP_FI_CARBON_INTENSITY,
+    TWINLOOP_FI_CDU_FLOW,
+    TWINLOOP_FI_CDU_HEAT_LOAD,
+    TWINLOOP_FI_CDU_PUMP_POWER,
+    TWINLOOP_FI_CDU_PUMP_SPEED,
+    TWINLOOP_FI_CDU_RETURN_TEMP,
+    TWINLOOP_FI_CDU_SETPOINT,
+    TWINLOOP_FI_CDU_SUPPLY_TEMP,
+    TWINLOOP_FI_CDU_VALVE,
+    TWINLOOP_FI_CONVERSION_LOSS,
+    TWINLOOP_FI_COOLING_POWER,
+    TWINLOOP_FI_FACILITY_POWER,
+    TWINLOOP_FI_FACILITY_WATER_SETPOINT,
+    TWINLOOP_FI_FACILITY_WATER_TEMP,
+    TWINLOOP_FI_IT_POWER,
+    TWINLOOP_FI_JOB_GPUS,
+    TWINLOOP_FI_JOB_LOSS,
+    TWINLOOP_FI_JOB_PHASE,
+    TWINLOOP_FI_JOB_STEP_TIME,
+    TWINLOOP_FI_JOB_TOKENS_PER_S,
+    TWINLOOP_FI_NODE_POWER,
+    TWINLOOP_FI_POWER_BUDGET,
+    TWINLOOP_FI_PSU_OUTPUT_POWER,
+    TWINLOOP_FI_PSU_STATE,
+    TWINLOOP_FI_PUE,
+    TWINLOOP_FI_RACK_COOLANT_TEMP,
+    TWINLOOP_FI_RACK_INLET_TEMP,
+    TWINLOOP_FI_RACK_POWER,
+    TWINLOOP_FI_ROW_POWER,
+    TWINLOOP_FI_WETBULB_TEMP,
+)
+from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import Phase
+from twinloop.twin.operations import ClusterOps
 from twinloop.twin.seeds import stream
 from twinloop.twin.sensors import Sensors, quantise
-
-if TYPE_CHECKING:
-    from twinloop.twin.engine import StepResult, Twin
 
 EPOCH_START_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: telemetry timestamps = this + simulated time
 MIB = 1024.0 * 1024.0
@@ -36,42 +83,42 @@ IDLE_FB_MIB = 512.0  # driver/context memory on an idle GPU (guess)
 KG_PER_S_TO_L_PER_MIN = 60.0  # water: ~1 kg per litre
 
 GPU_FIELDS = (
-    "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_MEMORY_TEMP",
-    "DCGM_FI_DEV_SM_CLOCK",
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-    "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-    "DCGM_FI_PROF_SM_ACTIVE",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    "DCGM_FI_PROF_DRAM_ACTIVE",
-    "DCGM_FI_DEV_FB_USED",
-    "DCGM_FI_DEV_FB_FREE",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_MEMORY_TEMP,
+    DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+    DCGM_FI_DEV_XID_ERRORS,
+    DCGM_FI_DEV_GPU_UTIL,
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE,
+    DCGM_FI_PROF_SM_ACTIVE,
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
+    DCGM_FI_PROF_DRAM_ACTIVE,
+    DCGM_FI_DEV_FB_USED,
+    DCGM_FI_DEV_FB_FREE,
+    DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
 )
 EXTRA_FIELDS = (
-    "TWINLOOP_FI_RACK_COOLANT_TEMP",
-    "TWINLOOP_FI_CDU_SETPOINT",
-    "TWINLOOP_FI_WETBULB_TEMP",
-    "TWINLOOP_FI_CARBON_INTENSITY",
-    "TWINLOOP_FI_CONVERSION_LOSS",
-    "TWINLOOP_FI_POWER_BUDGET",
-    "TWINLOOP_FI_JOB_PHASE",
-    "TWINLOOP_FI_CDU_PUMP_SPEED",
-    "TWINLOOP_FI_CDU_HEAT_LOAD",
-    "TWINLOOP_FI_CDU_VALVE",
-    "TWINLOOP_FI_FACILITY_WATER_TEMP",
-    "TWINLOOP_FI_FACILITY_WATER_SETPOINT",
+    TWINLOOP_FI_RACK_COOLANT_TEMP,
+    TWINLOOP_FI_CDU_SETPOINT,
+    TWINLOOP_FI_WETBULB_TEMP,
+    TWINLOOP_FI_CARBON_INTENSITY,
+    TWINLOOP_FI_CONVERSION_LOSS,
+    TWINLOOP_FI_POWER_BUDGET,
+    TWINLOOP_FI_JOB_PHASE,
+    TWINLOOP_FI_CDU_PUMP_SPEED,
+    TWINLOOP_FI_CDU_HEAT_LOAD,
+    TWINLOOP_FI_CDU_VALVE,
+    TWINLOOP_FI_FACILITY_WATER_TEMP,
+    TWINLOOP_FI_FACILITY_WATER_SETPOINT,
 )
 
 
 class TelemetryRecorder:
     """Builds the per-step blocks for a :class:`~twinloop.twin.engine.Twin` (held by the twin)."""
 
-    def __init__(self, twin: Twin) -> None:
+    def __init__(self, twin: ClusterOps) -> None:
         self.twin = twin
         spec = twin.spec.telemetry
         dt = twin.dt_s
@@ -192,24 +239,24 @@ class TelemetryRecorder:
             clock = sensors.clock_mhz(clock.astype(np.float32), self._kept(a.limited), max_mhz)
             util, fb, energy = np.round(util), np.round(fb), quantise(energy, 1e-3)
         return {
-            "DCGM_FI_DEV_POWER_USAGE": power,
-            "DCGM_FI_DEV_GPU_TEMP": temp,
-            "DCGM_FI_DEV_MEMORY_TEMP": hbm,
-            "DCGM_FI_DEV_SM_CLOCK": clock,
-            "DCGM_FI_DEV_POWER_MGMT_LIMIT": enforced,
-            "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": self._kept(twin.clock_event_reasons()),
-            "DCGM_FI_DEV_XID_ERRORS": self._kept(a.xid).copy(),
-            "DCGM_FI_DEV_GPU_UTIL": util,
+            DCGM_FI_DEV_POWER_USAGE: power,
+            DCGM_FI_DEV_GPU_TEMP: temp,
+            DCGM_FI_DEV_MEMORY_TEMP: hbm,
+            DCGM_FI_DEV_SM_CLOCK: clock,
+            DCGM_FI_DEV_POWER_MGMT_LIMIT: enforced,
+            DCGM_FI_DEV_CLOCKS_EVENT_REASONS: self._kept(twin.clock_event_reasons()),
+            DCGM_FI_DEV_XID_ERRORS: self._kept(a.xid).copy(),
+            DCGM_FI_DEV_GPU_UTIL: util,
             # Time a kernel runs, as a fraction: the same guess as GPU_UTIL (dcgm-exporter dashboards read this one).
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": util / np.float32(100.0),
-            "DCGM_FI_PROF_SM_ACTIVE": act[:, 1].astype(np.float32),
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": act[:, 0].astype(np.float32),
-            "DCGM_FI_PROF_DRAM_ACTIVE": act[:, 2].astype(np.float32),
-            "DCGM_FI_DEV_FB_USED": fb.astype(np.float32),
-            "DCGM_FI_DEV_FB_FREE": (
+            DCGM_FI_PROF_GR_ENGINE_ACTIVE: util / np.float32(100.0),
+            DCGM_FI_PROF_SM_ACTIVE: act[:, 1].astype(np.float32),
+            DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: act[:, 0].astype(np.float32),
+            DCGM_FI_PROF_DRAM_ACTIVE: act[:, 2].astype(np.float32),
+            DCGM_FI_DEV_FB_USED: fb.astype(np.float32),
+            DCGM_FI_DEV_FB_FREE: (
                 np.maximum(self._hbm_mib()[self._kept(twin.topo.gpu_kind)] - fb, 0.0) * powered
             ).astype(np.float32),
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": energy,
+            DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION: energy,
         }
 
     def _hbm_mib(self) -> NDArray[np.float64]:
@@ -252,45 +299,45 @@ class TelemetryRecorder:
         valve = np.clip(cs.heat_removed_w / np.maximum(available_w, 1e-3), 0.0, 1.0)
         out: dict[str, dict[str, NDArray[Any]]] = {
             "rack": {
-                "TWINLOOP_FI_RACK_POWER": flows.rack_w[self.rack_idx],
-                "TWINLOOP_FI_RACK_INLET_TEMP": rack_inlet[self.rack_idx],
-                "TWINLOOP_FI_RACK_COOLANT_TEMP": twin.rack_coolant_c[self.rack_idx],
+                TWINLOOP_FI_RACK_POWER: flows.rack_w[self.rack_idx],
+                TWINLOOP_FI_RACK_INLET_TEMP: rack_inlet[self.rack_idx],
+                TWINLOOP_FI_RACK_COOLANT_TEMP: twin.rack_coolant_c[self.rack_idx],
             },
             "row": {
-                "TWINLOOP_FI_ROW_POWER": flows.row_w[self.row_idx],
-                "TWINLOOP_FI_CDU_SUPPLY_TEMP": cs.supply_c[self.row_idx],
-                "TWINLOOP_FI_CDU_RETURN_TEMP": cs.return_c[self.row_idx],
-                "TWINLOOP_FI_CDU_FLOW": (mdot * KG_PER_S_TO_L_PER_MIN)[self.row_idx],
-                "TWINLOOP_FI_CDU_PUMP_POWER": cs.mover_power_w[self.row_idx],
-                "TWINLOOP_FI_CDU_SETPOINT": (cs.setpoint_c + cs.drift_c)[self.row_idx],
-                "TWINLOOP_FI_CDU_PUMP_SPEED": cs.flow_fraction[self.row_idx],
-                "TWINLOOP_FI_CDU_HEAT_LOAD": cs.heat_removed_w[self.row_idx],
-                "TWINLOOP_FI_CDU_VALVE": valve[self.row_idx],
+                TWINLOOP_FI_ROW_POWER: flows.row_w[self.row_idx],
+                TWINLOOP_FI_CDU_SUPPLY_TEMP: cs.supply_c[self.row_idx],
+                TWINLOOP_FI_CDU_RETURN_TEMP: cs.return_c[self.row_idx],
+                TWINLOOP_FI_CDU_FLOW: (mdot * KG_PER_S_TO_L_PER_MIN)[self.row_idx],
+                TWINLOOP_FI_CDU_PUMP_POWER: cs.mover_power_w[self.row_idx],
+                TWINLOOP_FI_CDU_SETPOINT: (cs.setpoint_c + cs.drift_c)[self.row_idx],
+                TWINLOOP_FI_CDU_PUMP_SPEED: cs.flow_fraction[self.row_idx],
+                TWINLOOP_FI_CDU_HEAT_LOAD: cs.heat_removed_w[self.row_idx],
+                TWINLOOP_FI_CDU_VALVE: valve[self.row_idx],
             },
             "site": {
-                "TWINLOOP_FI_AMBIENT_TEMP": np.array([twin.ambient.drybulb_c]),
-                "TWINLOOP_FI_WETBULB_TEMP": np.array([twin.ambient.wetbulb_c]),
-                "TWINLOOP_FI_CARBON_INTENSITY": np.array([twin.ambient.carbon_g_per_kwh]),
-                "TWINLOOP_FI_FACILITY_POWER": np.array([twin.facility_w]),
-                "TWINLOOP_FI_IT_POWER": np.array([flows.it_w]),
-                "TWINLOOP_FI_COOLING_POWER": np.array([twin.cooling_w]),
-                "TWINLOOP_FI_CONVERSION_LOSS": np.array([flows.conversion_loss_w]),
-                "TWINLOOP_FI_PUE": np.array([twin.pue]),
-                "TWINLOOP_FI_POWER_BUDGET": np.array([twin.chain.budget_w]),
-                "TWINLOOP_FI_FACILITY_WATER_TEMP": np.array([twin.cooling.facility_water_c(twin.ambient.wetbulb_c)]),
-                "TWINLOOP_FI_FACILITY_WATER_SETPOINT": np.array([cs.facility_water_setpoint_c]),
+                TWINLOOP_FI_AMBIENT_TEMP: np.array([twin.ambient.drybulb_c]),
+                TWINLOOP_FI_WETBULB_TEMP: np.array([twin.ambient.wetbulb_c]),
+                TWINLOOP_FI_CARBON_INTENSITY: np.array([twin.ambient.carbon_g_per_kwh]),
+                TWINLOOP_FI_FACILITY_POWER: np.array([twin.facility_w]),
+                TWINLOOP_FI_IT_POWER: np.array([flows.it_w]),
+                TWINLOOP_FI_COOLING_POWER: np.array([twin.cooling_w]),
+                TWINLOOP_FI_CONVERSION_LOSS: np.array([flows.conversion_loss_w]),
+                TWINLOOP_FI_PUE: np.array([twin.pue]),
+                TWINLOOP_FI_POWER_BUDGET: np.array([twin.chain.budget_w]),
+                TWINLOOP_FI_FACILITY_WATER_TEMP: np.array([twin.cooling.facility_water_c(twin.ambient.wetbulb_c)]),
+                TWINLOOP_FI_FACILITY_WATER_SETPOINT: np.array([cs.facility_water_setpoint_c]),
             },
             "job": {
-                "TWINLOOP_FI_JOB_STEP_TIME": np.array(
+                TWINLOOP_FI_JOB_STEP_TIME: np.array(
                     [
                         j.profile.iteration_s / max(j.speed, 1e-6) if j.phase == Phase.SUSTAINED else 0.0
                         for j in twin.jobs
                     ]
                 ),
-                "TWINLOOP_FI_JOB_LOSS": np.array([j.loss for j in twin.jobs]),
-                "TWINLOOP_FI_JOB_TOKENS_PER_S": np.array([j.tokens_per_s for j in twin.jobs]),
-                "TWINLOOP_FI_JOB_GPUS": np.array([float(j.gpus.size) for j in twin.jobs]),
-                "TWINLOOP_FI_JOB_PHASE": np.array([float(j.phase) for j in twin.jobs]),
+                TWINLOOP_FI_JOB_LOSS: np.array([j.loss for j in twin.jobs]),
+                TWINLOOP_FI_JOB_TOKENS_PER_S: np.array([j.tokens_per_s for j in twin.jobs]),
+                TWINLOOP_FI_JOB_GPUS: np.array([float(j.gpus.size) for j in twin.jobs]),
+                TWINLOOP_FI_JOB_PHASE: np.array([float(j.phase) for j in twin.jobs]),
             },
         }
         if with_nodes:
@@ -298,14 +345,23 @@ class TelemetryRecorder:
             installed = twin.chain.psus_installed
             state = np.where(alive <= 0, 2.0, np.where(alive < installed, 1.0, 0.0))
             out["node"] = {
-                "TWINLOOP_FI_NODE_POWER": flows.node_ac_w[self.node_idx],
-                "TWINLOOP_FI_PSU_OUTPUT_POWER": twin.node_dc_w[self.node_idx],
-                "TWINLOOP_FI_PSU_STATE": state[self.node_idx],
+                TWINLOOP_FI_NODE_POWER: flows.node_ac_w[self.node_idx],
+                TWINLOOP_FI_PSU_OUTPUT_POWER: twin.node_dc_w[self.node_idx],
+                TWINLOOP_FI_PSU_STATE: state[self.node_idx],
             }
         return out
 
 
-def frames_of(twin: Twin, result: StepResult) -> list[Any]:
+class Recorded(Protocol):
+    """What :func:`frames_of` needs of a twin: its recorder."""
+
+    @property
+    def telemetry(self) -> TelemetryRecorder:
+        """The twin's telemetry recorder (entity ids and labels of the kept entities)."""
+        ...
+
+
+def frames_of(twin: Recorded, result: StepResult) -> list[Any]:
     """The step's blocks as :class:`twinloop.telemetry.frame.Frame` objects (one per level)."""
     from twinloop.telemetry.frame import Frame
 

@@ -1,5 +1,5 @@
-"""Writes a twin run's telemetry to a directory: ``telemetry.duckdb`` through the telemetry layer's store
-(Parquet files per level if that store is not importable), plus ``events.jsonl`` and ``ground_truth.json``.
+"""Writes a twin run's telemetry to a directory: ``telemetry.duckdb`` through the telemetry layer's store, plus
+``events.jsonl`` and ``ground_truth.json``.
 
 Frames are buffered and appended in batches of about ``FLUSH_ROWS`` samples (one transaction each).
 """
@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.store.duckdb_store import DuckDBStore
 from twinloop.twin.telemetry_out import frames_of
 
 if TYPE_CHECKING:
@@ -32,18 +34,10 @@ class TelemetryWriter:
         self.buffer: list[Any] = []
         self.buffered_rows = 0
         self.rows = 0
-        self.parquet_parts = 0
-        try:
-            from twinloop.telemetry.store.duckdb_store import DuckDBStore
-
-            self.path = self.out_dir / "telemetry.duckdb"
-            # never delete a store another process holds (a serve, an ingest, a second run): refused in one line
-            self.store: Any = DuckDBStore(self.path, replace=True)
-            _ = self.store.con
-        except ImportError:
-            self.store = None
-            self.path = self.out_dir / "telemetry"
-            self.path.mkdir(exist_ok=True)
+        self.path = self.out_dir / "telemetry.duckdb"
+        # never delete a store another process holds (a serve, an ingest, a second run): refused in one line
+        self.store = DuckDBStore(self.path, replace=True)
+        _ = self.store.con
         self.events = (self.out_dir / "events.jsonl").open("w")
         self._placed = np.full(twin.topo.n_gpus, -1, dtype=np.int64)
 
@@ -61,19 +55,11 @@ class TelemetryWriter:
         """Write the buffered frames."""
         if not self.buffer:
             return
-        from twinloop.telemetry.frame import Frame
-
         frame = Frame.concat(self.buffer)
         labels = self._job_labels()
         if labels:
             frame = dataclasses.replace(frame, labels={**frame.labels, **labels})
-        if self.store is not None:
-            self.store.append(frame)
-        else:
-            import pyarrow.parquet as pq
-
-            pq.write_table(frame.to_arrow(), self.path / f"part-{self.parquet_parts:05d}.parquet")
-            self.parquet_parts += 1
+        self.store.append(frame)
         self.rows += len(frame)
         self.buffer, self.buffered_rows = [], 0
 
@@ -89,8 +75,7 @@ class TelemetryWriter:
         """Flush, write the ground truth, close; returns where and how much was written."""
         self.flush()
         self.events.close()
-        if self.store is not None:
-            self.store.close()
+        self.store.close()
         truth = [asdict(label) for label in self.twin.ground_truth]
         (self.out_dir / "ground_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
         return {

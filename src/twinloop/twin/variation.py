@@ -50,7 +50,8 @@ def truncated_normal(rng: np.random.Generator, n: int, clip: float) -> NDArray[n
 
 def draw_variation(rng: np.random.Generator, n_gpus: int, spec: VariationSpec) -> GpuVariation:
     """Draw every GPU's factors: leakage, then dynamic, then thermal resistance (this order is part of the seed's
-    meaning). A zero sigma still draws, so changing one sigma leaves the other factors as they were."""
+    meaning). A zero sigma still draws, so changing one sigma leaves the other factors as they were.
+    """
     out = []
     for sigma in (spec.leakage_sigma, spec.dynamic_sigma, spec.thermal_resistance_sigma):
         z = truncated_normal(rng, n_gpus, spec.clip_sigmas)

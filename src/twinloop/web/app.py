@@ -100,13 +100,7 @@ def create_app(
     Raises:
         InputError: a short token, a missing data directory or non-positive intervals.
     """
-    if len(token) < MIN_TOKEN_LENGTH:
-        raise InputError("--token", "", f"must be at least {MIN_TOKEN_LENGTH} characters, got {len(token)}")
-    data = Path(data_dir)
-    if not data.is_dir():
-        raise InputError("--data-dir", "", f"{data}: not a directory")
-    if not (now_window_s > 0 and live_interval_s > 0):
-        raise InputError("create_app", "now_window_s", "intervals must be > 0 s")
+    data = _checked(token, data_dir, now_window_s, live_interval_s)
     app = FastAPI(
         title="twinloop",
         version=__version__,
@@ -133,6 +127,29 @@ def create_app(
     # the chart library and its renderer: the very files the HTML reports inline
     app.mount("/vendor", StaticFiles(directory=ASSETS_DIR), name="vendor")
 
+    _error_handlers(app)
+    _headers_middleware(app)
+
+    # outermost: Host, token of writes and body size are settled before anything reads the body
+    app.add_middleware(RequestGuard, auth=app.state.auth, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
+    return app
+
+
+def _checked(token: str, data_dir: str | Path, now_window_s: float, live_interval_s: float) -> Path:
+    """The data directory, once the token length, the directory and the intervals are checked."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise InputError("--token", "", f"must be at least {MIN_TOKEN_LENGTH} characters, got {len(token)}")
+    data = Path(data_dir)
+    if not data.is_dir():
+        raise InputError("--data-dir", "", f"{data}: not a directory")
+    if not (now_window_s > 0 and live_interval_s > 0):
+        raise InputError("create_app", "now_window_s", "intervals must be > 0 s")
+    return data
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Invalid input → 422 with finite JSON; a store unavailable or failing → 503."""
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         # the echoed input may hold NaN/inf (Python's JSON reads them): JSON out has no such numbers
@@ -147,6 +164,10 @@ def create_app(
         # a store being rewritten or locked by a writer is a temporary condition, not a server bug
         return JSONResponse({"detail": f"telemetry store unavailable: {type(exc).__name__}"}, status_code=503)
 
+
+def _headers_middleware(app: FastAPI) -> None:
+    """Refuse repeated query parameters; add the security headers, and ``no-store`` on the API."""
+
     @app.middleware("http")
     async def _headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         keys = [k for k, _ in request.query_params.multi_items()]
@@ -160,7 +181,3 @@ def create_app(
         if request.url.path.startswith("/api/"):
             response.headers.setdefault("Cache-Control", "no-store")
         return response
-
-    # outermost: Host, token of writes and body size are settled before anything reads the body
-    app.add_middleware(RequestGuard, auth=app.state.auth, allowed_hosts=allowed_hosts, max_body_bytes=max_body_bytes)
-    return app

@@ -58,6 +58,7 @@ class RequestGuard:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry: refuse a foreign Host, an unauthenticated write or an oversized body; else pass it on."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -15,14 +15,20 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
+from twinloop.telemetry.fields import (
+    TWINLOOP_FI_JOB_GPUS,
+    TWINLOOP_FI_JOB_PHASE,
+    TWINLOOP_FI_JOB_STEP_TIME,
+    TWINLOOP_FI_JOB_TOKENS_PER_S,
+)
 from twinloop.web.db import JOB_LEVEL, TelemetryDB
 from twinloop.web.models import JobDetail, JobSummary, PhaseSpan
 from twinloop.web.queries import POWER, _ids, _num, as_list, buckets, latest
 
-PHASE_FIELD = "TWINLOOP_FI_JOB_PHASE"
-STEP_FIELD = "TWINLOOP_FI_JOB_STEP_TIME"
-TPS_FIELD = "TWINLOOP_FI_JOB_TOKENS_PER_S"
-GPUS_FIELD = "TWINLOOP_FI_JOB_GPUS"
+PHASE_FIELD = TWINLOOP_FI_JOB_PHASE
+STEP_FIELD = TWINLOOP_FI_JOB_STEP_TIME
+TPS_FIELD = TWINLOOP_FI_JOB_TOKENS_PER_S
+GPUS_FIELD = TWINLOOP_FI_JOB_GPUS
 
 #: Lifecycle phase codes as the twin writes them (``twinloop.twin.jobs.Phase``; a test checks they agree).
 PHASE_NAMES: dict[int, str] = {

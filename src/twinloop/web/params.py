@@ -49,7 +49,8 @@ Points = Annotated[int, Query(ge=2, le=MAX_POINTS, description="most points per 
 
 def invalid(loc: tuple[str, ...], message: str) -> RequestValidationError:
     """A 422 in FastAPI's own validation-error shape (``detail`` is a list of ``{loc, msg, type}``), so every
-    422 of the API matches its documented schema."""
+    422 of the API matches its documented schema.
+    """
     return RequestValidationError([{"type": "value_error", "loc": loc, "msg": message}])
 
 

@@ -32,26 +32,42 @@ from twinloop.report.levels import (
     default_slowdown_temp_c,
     level_index,
 )
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    TWINLOOP_FI_AMBIENT_TEMP,
+    TWINLOOP_FI_CONVERSION_LOSS,
+    TWINLOOP_FI_COOLING_POWER,
+    TWINLOOP_FI_FACILITY_POWER,
+    TWINLOOP_FI_IT_POWER,
+    TWINLOOP_FI_NODE_POWER,
+    TWINLOOP_FI_PUE,
+    TWINLOOP_FI_RACK_INLET_TEMP,
+    TWINLOOP_FI_RACK_POWER,
+)
 from twinloop.web.db import DEPTH, TelemetryDB, Topology, natural_key
 from twinloop.web.models import RackHeat, SitePower, Throttling
 
 F64 = NDArray[np.float64]
 
-POWER = "DCGM_FI_DEV_POWER_USAGE"
-TEMP = "DCGM_FI_DEV_GPU_TEMP"
-CLOCK = "DCGM_FI_DEV_SM_CLOCK"
-LIMIT = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
-REASONS = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
-RACK_POWER = "TWINLOOP_FI_RACK_POWER"
-RACK_INLET = "TWINLOOP_FI_RACK_INLET_TEMP"
-NODE_POWER = "TWINLOOP_FI_NODE_POWER"
+POWER = DCGM_FI_DEV_POWER_USAGE
+TEMP = DCGM_FI_DEV_GPU_TEMP
+CLOCK = DCGM_FI_DEV_SM_CLOCK
+LIMIT = DCGM_FI_DEV_POWER_MGMT_LIMIT
+REASONS = DCGM_FI_DEV_CLOCKS_EVENT_REASONS
+RACK_POWER = TWINLOOP_FI_RACK_POWER
+RACK_INLET = TWINLOOP_FI_RACK_INLET_TEMP
+NODE_POWER = TWINLOOP_FI_NODE_POWER
 SITE_FIELDS = (
-    "TWINLOOP_FI_FACILITY_POWER",
-    "TWINLOOP_FI_IT_POWER",
-    "TWINLOOP_FI_COOLING_POWER",
-    "TWINLOOP_FI_CONVERSION_LOSS",
-    "TWINLOOP_FI_PUE",
-    "TWINLOOP_FI_AMBIENT_TEMP",
+    TWINLOOP_FI_FACILITY_POWER,
+    TWINLOOP_FI_IT_POWER,
+    TWINLOOP_FI_COOLING_POWER,
+    TWINLOOP_FI_CONVERSION_LOSS,
+    TWINLOOP_FI_PUE,
+    TWINLOOP_FI_AMBIENT_TEMP,
 )
 
 #: NVML clock-event reason bits and their names.
@@ -163,13 +179,13 @@ def site_power(cur: duckdb.DuckDBPyConnection, db: TelemetryDB, now_window_s: fl
         return float(np.nansum(arr)) if np.isfinite(arr).any() else None
 
     facility, it, cooling = (total(n) for n in SITE_FIELDS[:3])
-    losses = total("TWINLOOP_FI_CONVERSION_LOSS")
+    losses = total(TWINLOOP_FI_CONVERSION_LOSS)
     if losses is None and None not in (facility, it, cooling):
         losses = max(0.0, facility - it - cooling)  # type: ignore[operator]
-    pue = total("TWINLOOP_FI_PUE") if sites.size == 1 else None
+    pue = total(TWINLOOP_FI_PUE) if sites.size == 1 else None
     if pue is None and facility is not None and it:
         pue = facility / it
-    amb = vals["TWINLOOP_FI_AMBIENT_TEMP"].lookup(size)[sites] if sites.size else np.zeros(0)
+    amb = vals[TWINLOOP_FI_AMBIENT_TEMP].lookup(size)[sites] if sites.size else np.zeros(0)
     ambient = float(np.nanmean(amb)) if np.isfinite(amb).any() else None
     return SitePower(
         ts=float(newest),

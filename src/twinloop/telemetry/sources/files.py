@@ -158,7 +158,8 @@ def _ts_array(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def _cast(batch: pa.RecordBatch, name: str, to: pa.DataType, path: str) -> pa.Array:
     """Column ``name`` cast to ``to``, or one :class:`InputError` naming the column and its type (a value column
-    of strings, lists or structs would otherwise end in a pyarrow traceback)."""
+    of strings, lists or structs would otherwise end in a pyarrow traceback).
+    """
     col = batch.column(name)
     try:
         return col.cast(to)

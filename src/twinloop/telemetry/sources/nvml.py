@@ -24,6 +24,29 @@ import numpy as np
 from pydantic import Field
 
 from twinloop.errors import InputError
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+    DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS,
+    DCGM_FI_DEV_ECC_DBE_AGG_TOTAL,
+    DCGM_FI_DEV_ECC_DBE_VOL_TOTAL,
+    DCGM_FI_DEV_ECC_SBE_AGG_TOTAL,
+    DCGM_FI_DEV_ECC_SBE_VOL_TOTAL,
+    DCGM_FI_DEV_FB_FREE,
+    DCGM_FI_DEV_FB_USED,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_GPU_UTIL,
+    DCGM_FI_DEV_MEM_CLOCK,
+    DCGM_FI_DEV_MEM_COPY_UTIL,
+    DCGM_FI_DEV_MEMORY_TEMP,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_ROW_REMAP_FAILURE,
+    DCGM_FI_DEV_ROW_REMAP_PENDING,
+    DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+    DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS,
+    DCGM_FI_DEV_XID_ERRORS,
+)
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig, default_node_prefix
@@ -130,7 +153,7 @@ class NvmlSource(Source):
                     columns.setdefault(name, np.full(len(handles), np.nan))[pos] = value
             if event_set is not None:
                 self._poll_xid(lib, event_set, uuid_to_pos, last_xid, src, report)
-                columns["DCGM_FI_DEV_XID_ERRORS"] = last_xid.copy()
+                columns[DCGM_FI_DEV_XID_ERRORS] = last_xid.copy()
             frame = Frame.from_dense(ts, entities, columns, labels=labels, source=src)
             # Cells not read (unsupported or errored) are NaN in the grid: drop them, they are already counted.
             yield frame.take(~np.isnan(frame.value))
@@ -186,45 +209,45 @@ class NvmlSource(Source):
 
         p = get("nvmlDeviceGetPowerUsage", lambda: lib.nvmlDeviceGetPowerUsage(h))
         if p is not None:
-            out["DCGM_FI_DEV_POWER_USAGE"] = p / 1000.0
+            out[DCGM_FI_DEV_POWER_USAGE] = p / 1000.0
         e = get("nvmlDeviceGetTotalEnergyConsumption", lambda: lib.nvmlDeviceGetTotalEnergyConsumption(h))
         if e is not None:
-            out["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] = e / 1000.0
+            out[DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION] = e / 1000.0
         t = get("nvmlDeviceGetTemperature", lambda: lib.nvmlDeviceGetTemperature(h, lib.NVML_TEMPERATURE_GPU))
         if t is not None:
-            out["DCGM_FI_DEV_GPU_TEMP"] = float(t)
+            out[DCGM_FI_DEV_GPU_TEMP] = float(t)
         fv = get("nvmlDeviceGetFieldValues", lambda: lib.nvmlDeviceGetFieldValues(h, [lib.NVML_FI_DEV_MEMORY_TEMP]))
         if fv is not None and fv[0].nvmlReturn == lib.NVML_SUCCESS:
-            out["DCGM_FI_DEV_MEMORY_TEMP"] = float(fv[0].value.uiVal)
+            out[DCGM_FI_DEV_MEMORY_TEMP] = float(fv[0].value.uiVal)
         sm = get("nvmlDeviceGetClockInfo", lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_SM))
         if sm is not None:
-            out["DCGM_FI_DEV_SM_CLOCK"] = float(sm)
+            out[DCGM_FI_DEV_SM_CLOCK] = float(sm)
             mem = get("nvmlDeviceGetClockInfo", lambda: lib.nvmlDeviceGetClockInfo(h, lib.NVML_CLOCK_MEM))
             if mem is not None:
-                out["DCGM_FI_DEV_MEM_CLOCK"] = float(mem)
+                out[DCGM_FI_DEV_MEM_CLOCK] = float(mem)
         lim = get("nvmlDeviceGetPowerManagementLimit", lambda: lib.nvmlDeviceGetPowerManagementLimit(h))
         if lim is not None:
-            out["DCGM_FI_DEV_POWER_MGMT_LIMIT"] = lim / 1000.0
+            out[DCGM_FI_DEV_POWER_MGMT_LIMIT] = lim / 1000.0
         reasons_fn = (
             getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
             or lib.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         r = get("nvmlDeviceGetCurrentClocksEventReasons", lambda: reasons_fn(h))
         if r is not None:
-            out["DCGM_FI_DEV_CLOCKS_EVENT_REASONS"] = float(r)
+            out[DCGM_FI_DEV_CLOCKS_EVENT_REASONS] = float(r)
         u = get("nvmlDeviceGetUtilizationRates", lambda: lib.nvmlDeviceGetUtilizationRates(h))
         if u is not None:
-            out["DCGM_FI_DEV_GPU_UTIL"] = float(u.gpu)
-            out["DCGM_FI_DEV_MEM_COPY_UTIL"] = float(u.memory)
+            out[DCGM_FI_DEV_GPU_UTIL] = float(u.gpu)
+            out[DCGM_FI_DEV_MEM_COPY_UTIL] = float(u.memory)
         m = get("nvmlDeviceGetMemoryInfo", lambda: lib.nvmlDeviceGetMemoryInfo(h))
         if m is not None:
-            out["DCGM_FI_DEV_FB_USED"] = m.used / MIB
-            out["DCGM_FI_DEV_FB_FREE"] = m.free / MIB
+            out[DCGM_FI_DEV_FB_USED] = m.used / MIB
+            out[DCGM_FI_DEV_FB_FREE] = m.free / MIB
         for name, etype, ctype in (
-            ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_VOLATILE_ECC),
-            ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, lib.NVML_VOLATILE_ECC),
-            ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_AGGREGATE_ECC),
-            ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, lib.NVML_AGGREGATE_ECC),
+            (DCGM_FI_DEV_ECC_SBE_VOL_TOTAL, lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_VOLATILE_ECC),
+            (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, lib.NVML_VOLATILE_ECC),
+            (DCGM_FI_DEV_ECC_SBE_AGG_TOTAL, lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_AGGREGATE_ECC),
+            (DCGM_FI_DEV_ECC_DBE_AGG_TOTAL, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, lib.NVML_AGGREGATE_ECC),
         ):
             c = get("nvmlDeviceGetTotalEccErrors", partial(lib.nvmlDeviceGetTotalEccErrors, h, etype, ctype))
             if c is not None:
@@ -232,8 +255,8 @@ class NvmlSource(Source):
         rr = get("nvmlDeviceGetRemappedRows", lambda: lib.nvmlDeviceGetRemappedRows(h))
         if rr is not None:
             corr, unc, pending, failure = rr
-            out["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"] = float(corr)
-            out["DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"] = float(unc)
-            out["DCGM_FI_DEV_ROW_REMAP_PENDING"] = float(bool(pending))
-            out["DCGM_FI_DEV_ROW_REMAP_FAILURE"] = float(bool(failure))
+            out[DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS] = float(corr)
+            out[DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS] = float(unc)
+            out[DCGM_FI_DEV_ROW_REMAP_PENDING] = float(bool(pending))
+            out[DCGM_FI_DEV_ROW_REMAP_FAILURE] = float(bool(failure))
         return out

@@ -1,25 +1,21 @@
-"""The twin source: frames from the simulation, through a thin adapter that does not import the twin.
+"""The twin source: frames from the simulation, through a thin adapter.
 
 ``TwinSource(config, frames=...)`` passes on any iterable of :class:`~twinloop.telemetry.frame.Frame`
 (the twin engine's per-step output, or any other producer). Without ``frames`` it asks the twin for them
-through one documented entry point, ``twinloop.twin.telemetry_frames(scenario, seed, steps)`` returning an
-iterable of frames; when that is not importable the source says so in an :class:`InputError`.
+through one documented entry point, ``twinloop.twin.telemetry_frames(scenario, seed, steps)``, imported when
+first needed (so loading the telemetry layer does not load the simulation).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import ClassVar
 
 from pydantic import Field
 
-from twinloop.errors import InputError
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Pacer, Source, SourceConfig
-
-TWIN_ENTRY_POINT = "twinloop.twin:telemetry_frames"
 
 
 class TwinConfig(SourceConfig):
@@ -58,15 +54,9 @@ class TwinSource(Source):
     def _runner_frames(self) -> Iterable[Frame]:
         cfg = self.config
         assert isinstance(cfg, TwinConfig)
-        module_name, attr = TWIN_ENTRY_POINT.split(":")
-        try:
-            fn = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError):
-            raise InputError(
-                "twin source", "scenario", f"the twin engine entry point {TWIN_ENTRY_POINT} is not available"
-            ) from None
-        frames: Iterable[Frame] = fn(cfg.scenario, cfg.seed, cfg.steps)
-        return frames
+        from twinloop.twin import telemetry_frames
+
+        return telemetry_frames(cfg.scenario, cfg.seed, cfg.steps)
 
     def frames(self, report: IngestReport) -> Iterator[Frame]:
         """Yield the twin's frames unchanged (validation happens downstream)."""

@@ -200,17 +200,7 @@ class DuckDBStore:
             ent_ids[e] = len(ent_ids)
         for f in new_flds:
             fld_ids[f] = len(fld_ids)
-        label_rows = []
-        seen: dict[str, Mapping[str, str]] = {}
-        for ent, lab in frame.labels.items():
-            # A producer that hands the same label dict again (the twin, every step) costs no JSON encoding;
-            # producers replace a label dict when labels change, never mutate one they handed out.
-            if self._label_objs.get(ent) is lab or ent not in ent_ids:
-                continue
-            seen[ent] = lab
-            text = json.dumps(dict(lab), sort_keys=True)
-            if self._labels.get(ent) != text:
-                label_rows.append((text, ent))
+        label_rows, seen = self._changed_labels(frame, ent_ids)
         e_lut = np.array([ent_ids[e] for e in frame.entities], dtype=np.int32)
         f_lut = np.array([fld_ids[f] for f in frame.fields], dtype=np.int16)
         e_ids, f_ids = e_lut[frame.entity_idx], f_lut[frame.field_idx]
@@ -226,20 +216,7 @@ class DuckDBStore:
         rolled = rollup(frame.ts_s, e_ids, f_ids, frame.value)
         con.begin()
         try:
-            if new_ents:
-                ids = pa.array([ent_ids[e] for e in new_ents], pa.int32())
-                con.register("_twinloop_new", pa.table({"entity_id": ids, "entity": pa.array(new_ents, pa.string())}))
-                con.execute("INSERT INTO entities SELECT entity_id, entity, NULL FROM _twinloop_new")
-                con.unregister("_twinloop_new")
-            if new_flds:
-                con.executemany("INSERT INTO fields VALUES (?, ?)", [(fld_ids[f], f) for f in new_flds])
-            if label_rows:
-                texts, names = zip(*label_rows, strict=True)
-                con.register("_twinloop_lab", pa.table({"labels": list(texts), "entity": list(names)}))
-                con.execute(
-                    "UPDATE entities SET labels = n.labels FROM _twinloop_lab n WHERE entities.entity = n.entity"
-                )
-                con.unregister("_twinloop_lab")
+            self._insert_names([(ent_ids[e], e) for e in new_ents], [(fld_ids[f], f) for f in new_flds], label_rows)
             if source_key is not None:
                 span = [source_key, float(frame.ts_s.min()), float(frame.ts_s.max()), len(frame)]
                 con.execute("INSERT INTO ingests VALUES (?, ?, ?, ?)", span)
@@ -258,6 +235,42 @@ class DuckDBStore:
         self._labels.update({ent: text for text, ent in label_rows})
         self._label_objs.update(seen)
         return len(frame)
+
+    def _changed_labels(
+        self, frame: Frame, ent_ids: Mapping[str, int]
+    ) -> tuple[list[tuple[str, str]], dict[str, Mapping[str, str]]]:
+        """(labels JSON, entity) of the entities whose labels changed, and the label dicts seen this time."""
+        label_rows = []
+        seen: dict[str, Mapping[str, str]] = {}
+        for ent, lab in frame.labels.items():
+            # A producer that hands the same label dict again (the twin, every step) costs no JSON encoding;
+            # producers replace a label dict when labels change, never mutate one they handed out.
+            if self._label_objs.get(ent) is lab or ent not in ent_ids:
+                continue
+            seen[ent] = lab
+            text = json.dumps(dict(lab), sort_keys=True)
+            if self._labels.get(ent) != text:
+                label_rows.append((text, ent))
+        return label_rows, seen
+
+    def _insert_names(
+        self, entities: list[tuple[int, str]], fields: list[tuple[int, str]], label_rows: list[tuple[str, str]]
+    ) -> None:
+        """Inside the append's transaction: new entities and fields with their ids, changed labels."""
+        con = self.con
+        if entities:
+            ids = pa.array([i for i, _ in entities], pa.int32())
+            names = pa.array([e for _, e in entities], pa.string())
+            con.register("_twinloop_new", pa.table({"entity_id": ids, "entity": names}))
+            con.execute("INSERT INTO entities SELECT entity_id, entity, NULL FROM _twinloop_new")
+            con.unregister("_twinloop_new")
+        if fields:
+            con.executemany("INSERT INTO fields VALUES (?, ?)", fields)
+        if label_rows:
+            texts, ents = zip(*label_rows, strict=True)
+            con.register("_twinloop_lab", pa.table({"labels": list(texts), "entity": list(ents)}))
+            con.execute("UPDATE entities SET labels = n.labels FROM _twinloop_lab n WHERE entities.entity = n.entity")
+            con.unregister("_twinloop_lab")
 
     def _not_yet_stored(self, frame: Frame, source_key: str) -> Frame:
         """``frame`` without the rows ``source_key`` already stored (checked only where its ranges overlap)."""

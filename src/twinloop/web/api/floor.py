@@ -113,7 +113,8 @@ def rack(
     cur: duckdb.DuckDBPyConnection | None = Depends(cursor),
 ) -> RackDetail:
     """Power and inlet temperature of the rack; per node and GPU the values now and sparklines of power,
-    temperature and SM clock (bucket means over the last 30 min by default)."""
+    temperature and SM clock (bucket means over the last 30 min by default).
+    """
     if cur is None:
         raise HTTPException(404, f"no rack {id!r} (no telemetry store)")
     db = state.db
@@ -201,7 +202,8 @@ def gpu(
     cur: duckdb.DuckDBPyConnection | None = Depends(cursor),
 ) -> GpuHistory:
     """Bucket means of power, temperature, SM clock and power limit, the OR of clock-event reasons per bucket,
-    and the stretches of time each set of reasons held (last 6 h by default)."""
+    and the stretches of time each set of reasons held (last 6 h by default).
+    """
     if cur is None:
         raise HTTPException(404, f"no GPU {id!r} (no telemetry store)")
     db = state.db

@@ -1,5 +1,6 @@
 """Incidents and actions: read the loop's records; approve/reject pending actions, change the mode and start a
-run (these need the bearer token always)."""
+run (these need the bearer token always).
+"""
 
 from __future__ import annotations
 
