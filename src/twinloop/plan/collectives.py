@@ -26,112 +26,16 @@ Algorithms (the textbook α–β costs; Thakur, Rabenseifner & Gropp 2005; NCCL'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
-
 import numpy as np
 from numpy.typing import NDArray
 
-from twinloop.hardware.gpu import GpuSpec
-from twinloop.hardware.link import LinkSpec, get_link
-
-Num = TypeVar("Num", float, NDArray[np.float64])
-
-#: Scale-out link assumed when the caller names none: HDR for A100-class nodes (Korthikanti et al. 2022
-#: used 8 x HDR 200 Gb/s per DGX A100), NDR 400 Gb/s (one NIC per GPU) for everything newer.
-DEFAULT_SCALEOUT_BY_SCALEUP = {"nvlink3": "ib-hdr"}
-DEFAULT_SCALEOUT = "ib-ndr"
-
-
-@dataclass(frozen=True)
-class LinkTier:
-    """One link tier as the α–β model sees it.
-
-    Attributes:
-        name: the link's catalog name.
-        bandwidth_per_direction_bytes_per_s: wire rate per GPU per direction (bytes/s).
-        latency_s: α, the start-up cost of one message step (s).
-        efficiency: achievable fraction of the wire rate for large messages (0..1].
-        nvls: the switch of this tier reduces in-network (NVLink SHARP; only used by the NCCL model).
-        sharp: the fabric of this tier reduces in-network (InfiniBand SHARP; only used by the NCCL model).
-    """
-
-    name: str
-    bandwidth_per_direction_bytes_per_s: float
-    latency_s: float
-    efficiency: float = 1.0
-    nvls: bool = False
-    sharp: bool = False
-
-    @classmethod
-    def from_link(cls, link: LinkSpec, efficiency: float = 1.0) -> LinkTier:
-        """A tier from a catalog :class:`LinkSpec` with the given achievable-bandwidth efficiency."""
-        return cls(
-            link.name, link.bandwidth_per_direction_bytes_per_s, link.latency_s, efficiency, link.nvls, link.sharp
-        )
-
-    @property
-    def effective_bytes_per_s(self) -> float:
-        """Bandwidth a large collective actually reaches (bytes/s)."""
-        return self.bandwidth_per_direction_bytes_per_s * self.efficiency
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Two link tiers and how many GPUs share the fast one.
-
-    Attributes:
-        intra: the scale-up tier (NVLink) between GPUs of one node.
-        inter: the scale-out tier (InfiniBand/RoCE) between nodes, per GPU (one NIC per GPU).
-        gpus_per_node: GPUs joined by ``intra``.
-        algorithms: ``"alpha-beta"`` (the textbook costs of this module) or ``"nccl"`` (NCCL-like algorithm
-            and protocol choice per message size, NVLS/SHARP where the links have them:
-            :mod:`twinloop.plan.nccl`); the all-reduce, reduce-scatter and all-gather functions dispatch on it.
-    """
-
-    intra: LinkTier
-    inter: LinkTier
-    gpus_per_node: int
-    algorithms: Literal["alpha-beta", "nccl"] = "alpha-beta"
-
-    def ranks_per_node(self, n: Num, stride: Num) -> Num:
-        """Ranks of a group that share one node.
-
-        A group of ``n`` ranks whose members are ``stride`` apart in the global rank order (ranks fill
-        nodes in order) has ``clip(gpus_per_node // stride, 1, n)`` members per node.
-        """
-        per_node = np.floor_divide(self.gpus_per_node, np.maximum(np.asarray(stride), 1))
-        return _as(np.clip(per_node, 1, np.maximum(np.asarray(n), 1)), n, stride)
-
-
-def default_topology(
-    gpu: GpuSpec,
-    scaleout: str | None = None,
-    intra_eff: float = 1.0,
-    inter_eff: float = 1.0,
-    algorithms: Literal["alpha-beta", "nccl"] = "alpha-beta",
-) -> Topology:
-    """The topology of a node of ``gpu``: its scale-up link and ``scaleout`` (default per link generation).
-
-    Args:
-        gpu: the GPU kind (gives the scale-up link and GPUs per node).
-        scaleout: catalog name of the network link; ``None`` picks ib-hdr for NVLink3 (A100) nodes and
-            ib-ndr otherwise.
-        intra_eff / inter_eff: achievable-bandwidth efficiencies of the two tiers.
-        algorithms: the collective cost model (see :class:`Topology`).
-    """
-    name = scaleout or DEFAULT_SCALEOUT_BY_SCALEUP.get(gpu.scaleup_link, DEFAULT_SCALEOUT)
-    intra = LinkTier.from_link(get_link(gpu.scaleup_link), intra_eff)
-    inter = LinkTier.from_link(get_link(name, source="--scaleout"), inter_eff)
-    return Topology(intra=intra, inter=inter, gpus_per_node=gpu.gpus_per_node, algorithms=algorithms)
-
-
-def _as(result: Any, *inputs: Any) -> Any:
-    """Return a float when every input was a scalar, else an array (keeps the Num TypeVar honest)."""
-    arr = np.asarray(result, dtype=np.float64)
-    if all(np.ndim(x) == 0 for x in inputs):
-        return float(arr)
-    return arr
+from twinloop.plan.topology import DEFAULT_SCALEOUT as DEFAULT_SCALEOUT
+from twinloop.plan.topology import DEFAULT_SCALEOUT_BY_SCALEUP as DEFAULT_SCALEOUT_BY_SCALEUP
+from twinloop.plan.topology import LinkTier as LinkTier
+from twinloop.plan.topology import Num
+from twinloop.plan.topology import Topology as Topology
+from twinloop.plan.topology import as_num as _as
+from twinloop.plan.topology import default_topology as default_topology
 
 
 def _steps(n: Num) -> NDArray[np.float64]:

@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 from twinloop.plan.efficiency import NVLS_ALGBW_FRACTION
 
 if TYPE_CHECKING:
-    from twinloop.plan.collectives import Topology
+    from twinloop.plan.topology import Topology
 
 F64 = NDArray[np.float64]
 Coll = Literal["all_reduce", "reduce_scatter"]

@@ -34,7 +34,7 @@ from twinloop.plan.batching import BatchingResult, Workload
 from twinloop.plan.serve_moe_load import MoeLoad
 
 if TYPE_CHECKING:
-    from twinloop.plan.serve import ServeRequest
+    from twinloop.plan.serve_request import ServeRequest
     from twinloop.plan.serve_stages import ReplicaSteps
 
 F64 = NDArray[np.float64]

@@ -19,7 +19,7 @@ from twinloop.model.arch import ModelArch
 from twinloop.model.routing.simulator import RankTraffic, StepMetrics
 
 if TYPE_CHECKING:
-    from twinloop.plan.serve import ServeRequest
+    from twinloop.plan.serve_request import ServeRequest
 
 _RANK_FIELDS = ("touched", "send_intra", "send_inter", "recv_intra", "recv_inter")
 #: StepMetrics' per-step series, in its field order, with their dtypes.

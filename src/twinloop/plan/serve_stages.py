@@ -34,16 +34,12 @@ from twinloop.plan.warmup import WarmupPlan, plan_warmup
 from twinloop.probe.profile import load_node_profile
 
 if TYPE_CHECKING:
-    from twinloop.plan.serve import ServeRequest
+    from twinloop.plan.serve_request import ServeRequest
 
 #: vLLM's default ``gpu_memory_utilization`` (share of HBM the engine may use).
 GPU_MEMORY_UTILIZATION = 0.90
 #: GUESS: CUDA context, NCCL buffers and CUDA graphs outside the weights/KV/activations (~1 GB per GPU).
 RUNTIME_BYTES = 1.0e9
-#: vLLM's default ``max_num_seqs``: the scheduler's cap on sequences in one batch.
-DEFAULT_MAX_SEQS = 256
-#: vLLM's default paged-KV block size, tokens.
-DEFAULT_BLOCK_SIZE = 16
 #: GUESS: CPU time to tokenize one prompt token. Hugging Face fast (Rust) tokenizers encode ~0.25-1 M
 #: tokens/s per core (tiktoken's README benchmark: a few MB/s of text per thread, ~4 bytes/token).
 TOKENIZE_S_PER_TOKEN = 2.0e-6
