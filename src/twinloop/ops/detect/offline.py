@@ -33,6 +33,7 @@ the file, the column and the line. Detectors adapt to the series' own sampling i
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
-from twinloop.ops.detect.base import make_detector
+from twinloop.ops.detect.base import Detector, make_detector
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
 
@@ -473,18 +474,22 @@ def detect_blocks(
     blocks: Sequence[SeriesBlock],
     detectors: Sequence[str] = DEFAULT_DETECTORS,
     progress: Callable[[int], None] | None = None,
+    chunked: bool = True,
     **params: Any,
 ) -> list[Detection]:
     """Run each detector over each block (vectorized across its series); alarms' onsets as detections.
 
     Known telemetry fields are prepared first: counters (energy, ECC totals) become per-second rates and code
-    fields (clock-event bitmask, XID, PSU state) are left to the rules.
+    fields (clock-event bitmask, XID, PSU state) are left to the rules. With ``chunked``, a long, regularly
+    sampled block runs as overlapping time chunks side by side (:func:`chunk_layout`) for the detectors of
+    :data:`CHUNKABLE`; otherwise one time step at a time.
 
     Args:
         blocks: from :func:`read_series`.
         detectors: registered detector names.
         progress: called with the number of time steps done since the last call (for a progress bar); the total
             is :func:`detect_steps`.
+        chunked: allow the chunked layout.
         **params: parameter overrides passed to every detector.
 
     Returns:
@@ -497,28 +502,128 @@ def detect_blocks(
             continue
         for name in detectors:
             det = make_detector(name, **params)
-            prev = np.zeros(len(block.names), dtype=bool)
-            for i in range(block.ts.size):
-                alarm = det.update(float(block.ts[i]), block.values[i])
-                onset = alarm & ~prev if det.kind == "anomaly" else alarm
-                prev = alarm
-                if progress is not None and (i + 1) % _PROGRESS_EVERY == 0:
-                    progress(_PROGRESS_EVERY)
-                for j in np.flatnonzero(onset).tolist():
-                    out.append(
-                        Detection(
-                            ts=float(block.ts[i]),
-                            entity=block.names[j],
-                            source=block.field or block.names[j],
-                            score=float(det.score[j]),
-                            kind=det.kind,
-                            event_class=EventClass.UNCLASSIFIED,
-                            detector=name,
-                        )
-                    )
-            if progress is not None:
-                progress(block.ts.size % _PROGRESS_EVERY)
+            layout = chunk_layout(block, det) if chunked and name in CHUNKABLE else None
+            run = _run_chunked if layout is not None else _run_sequential
+            out.extend(run(block, det, name, layout, progress))
     out.sort(key=lambda d: (d.ts, d.entity, d.detector))
+    return out
+
+
+def _detection(block: SeriesBlock, det: Detector[Any], name: str, ts: float, j: int, s: int) -> Detection:
+    return Detection(
+        ts=ts, entity=block.names[s], source=block.field or block.names[s], score=float(det.score[j]),
+        kind=det.kind, event_class=EventClass.UNCLASSIFIED, detector=name,
+    )  # fmt: skip
+
+
+def _run_sequential(
+    block: SeriesBlock, det: Detector[Any], name: str, _: ChunkLayout | None, progress: Callable[[int], None] | None
+) -> list[Detection]:
+    out: list[Detection] = []
+    prev = np.zeros(len(block.names), dtype=bool)
+    for i in range(block.ts.size):
+        alarm = det.update(float(block.ts[i]), block.values[i])
+        onset = alarm & ~prev if det.kind == "anomaly" else alarm
+        prev = alarm
+        if progress is not None and (i + 1) % _PROGRESS_EVERY == 0:
+            progress(_PROGRESS_EVERY)
+        out.extend(_detection(block, det, name, float(block.ts[i]), j, j) for j in np.flatnonzero(onset).tolist())
+    if progress is not None:
+        progress(block.ts.size % _PROGRESS_EVERY)
+    return out
+
+
+#: Detectors whose state depends only on the recent past at a regular cadence (not on the time of day), so a
+#: long series can run as overlapping chunks side by side; their half-lives bound how far back the past matters.
+#: Not Page-Hinkley: its cumulative sum remembers the whole series (chunked, its alarms move by a few steps).
+CHUNKABLE = frozenset({"ewma_zscore", "cusum"})
+#: Burn-in of a chunk, in the detector's longest time constant (after 10 half-lives the start-up state weighs
+#: 2^-10 = 0.1 %).
+BURN_IN_TIME_CONSTANTS = 10.0
+#: The detectors' shortest baseline half-life in samples (:func:`~twinloop.ops.detect.base.alpha_for`'s floor).
+MIN_HALF_LIFE_SAMPLES = 30.0
+#: Fewest own steps per chunk, in burn-ins (so the overlap costs at most 25 % more steps).
+MIN_CHUNK_BURN_INS = 4
+#: Most columns (series x chunks) one chunked run holds.
+MAX_CHUNK_COLUMNS = 4096
+
+
+@dataclass(frozen=True)
+class ChunkLayout:
+    """A block cut into ``n_chunks`` chunks of ``own`` steps, each after 1 preceded by ``burn_in`` steps of the one
+    before (chunk 0 owns its first ``own + burn_in`` rows); ``dt_s`` is the block's regular cadence."""
+
+    n_chunks: int
+    own: int
+    burn_in: int
+    dt_s: float
+
+
+def chunk_layout(block: SeriesBlock, det: Detector[Any]) -> ChunkLayout | None:
+    """How to run ``block`` in chunks, or None where stepping through it is as fast (short, irregular or wide).
+
+    Each chunk after the first starts ``burn_in`` steps early so the detector's baseline has converged by the
+    chunk's own first step; alarms are reported only in a chunk's own steps. Results equal the sequential run's
+    except where an anomaly spans a chunk's burn-in (its baseline then starts inside the anomaly, as after a
+    restart).
+    """
+    n = block.ts.size
+    if n < 2:
+        return None
+    dt = np.diff(block.ts)
+    dt_s = float(np.median(dt))
+    if not dt_s > 0 or not np.allclose(dt, dt_s, rtol=1e-6, atol=1e-9):
+        return None
+    longest_s = max(
+        (
+            float(v)
+            for k, v in dataclasses.asdict(det.params).items()
+            if k.endswith("_s") and isinstance(v, int | float)
+        ),
+        default=0.0,
+    )
+    burn_in = int(np.ceil(BURN_IN_TIME_CONSTANTS * max(longest_s / dt_s, MIN_HALF_LIFE_SAMPLES)))
+    series = len(block.names)
+    own = max(MIN_CHUNK_BURN_INS * burn_in, int(np.ceil(n * series / MAX_CHUNK_COLUMNS)))
+    n_chunks = int(np.ceil((n - burn_in) / own))
+    if n_chunks < 2:
+        return None
+    return ChunkLayout(n_chunks, own, burn_in, dt_s)
+
+
+def _run_chunked(
+    block: SeriesBlock,
+    det: Detector[Any],
+    name: str,
+    layout: ChunkLayout | None,
+    progress: Callable[[int], None] | None,
+) -> list[Detection]:
+    assert layout is not None
+    n, series = block.values.shape
+    k, own, burn = layout.n_chunks, layout.own, layout.burn_in
+    steps = own + burn
+    # Row r of chunk c is block row c*own + r (missing past the block's end); chunk c > 0 owns r >= burn.
+    rows = np.arange(k)[None, :] * own + np.arange(steps)[:, None]
+    inside = rows < n
+    grid = np.where(inside[:, :, None], block.values[np.minimum(rows, n - 1)], np.nan).reshape(steps, k * series)
+    first_own = np.where(np.arange(k) == 0, 0, burn)
+    prev = np.zeros(k * series, dtype=bool)
+    out: list[Detection] = []
+    t0 = float(block.ts[0])
+    told = 0
+    for i in range(steps):
+        if progress is not None and i % _PROGRESS_EVERY == 0:
+            progress(n * i // steps - told)
+            told = n * i // steps
+        alarm = det.update(t0 + i * layout.dt_s, grid[i])
+        onset = alarm & ~prev if det.kind == "anomaly" else alarm
+        prev = alarm
+        for j in np.flatnonzero(onset).tolist():
+            c = j // series
+            if i >= first_own[c] and rows[i, c] < n:
+                out.append(_detection(block, det, name, float(block.ts[rows[i, c]]), j, j % series))
+    if progress is not None:
+        progress(n - told)
     return out
 
 
