@@ -17,7 +17,9 @@ firing later do not lift it up the tree (a second CDU failing long after the fir
 ``settle_s`` holds a brand-new group back for a few seconds so that GPUs that cross a threshold a little apart
 open one incident rather than several.
 
-A power-delivery incident rooted at a row or the whole site is a facility power excursion.
+A power-delivery incident rooted at a row or the whole site is a facility power excursion. Thermal throttling that
+fires at once on ``spread_nodes`` (3) or more nodes over two or more racks of one row is one incident of the row (or
+its CDU): a hot row, not that many GPUs each with a failing thermal path.
 """
 
 from __future__ import annotations
@@ -190,6 +192,8 @@ class IncidentGrouper:
         min_fraction: coverage fraction for a tree node (see :meth:`TopologyTree.cover`).
         max_evidence: detections kept as evidence per incident.
         impact_fn: impact of an incident from its class and member entity indices.
+        spread_nodes: thermal throttling on this many nodes over two or more racks of one row at once is one row
+            incident (:meth:`_spread_to_row`).
     """
 
     def __init__(
@@ -202,6 +206,7 @@ class IncidentGrouper:
         min_fraction: float = 0.5,
         max_evidence: int = 16,
         impact_fn: ImpactFn = default_impact,
+        spread_nodes: int = 3,
     ) -> None:
         self.entities = tuple(entities)
         self.tree = TopologyTree.from_entities(self.entities)
@@ -221,6 +226,14 @@ class IncidentGrouper:
         self._next_id = 1
         self._n = n
         self._updates: list[Incident] = []
+        self.spread_nodes = spread_nodes
+        # Row, rack and node of every entity, as integers (``site/row/rack/node/...`` prefixes).
+        self._row_of, self._rack_of, self._node_of = (
+            np.unique(["/".join(e.split("/")[:k]) for e in self.entities], return_inverse=True)[1].astype(np.int64)
+            if self.entities
+            else np.zeros(0, dtype=np.int64)
+            for k in (2, 3, 4)
+        )
 
     # --- input ------------------------------------------------------------------------------------------------
     def observe(
@@ -308,6 +321,8 @@ class IncidentGrouper:
                 top = tree.cover(active & ~old, self.min_fraction)
                 for i in old_ids:
                     top[old & (owner == i)] = self._open[i].root
+        if cls == EventClass.THERMAL_THROTTLE:
+            self._spread_to_row(tree, top, active)
         roots = np.unique(top[trigger])
         onset = self._onset[cls]
         for r in roots.tolist():
@@ -349,6 +364,23 @@ class IncidentGrouper:
         # Onsets of GPUs that stopped firing without joining an incident are dropped.
         for m in [m for m in onset if last[m] < ts - self.window_s]:
             del onset[m]
+
+    def _spread_to_row(self, tree: TopologyTree, top: I64, active: BoolArr) -> None:
+        """Throttling at once on ``spread_nodes`` or more nodes over two or more racks of one row is the row's (its
+        air or coolant, a hot afternoon), not each GPU's own thermal path: one incident at the GPUs' common
+        ancestor (the row, or its CDU), in place of scattered GPU and node incidents each drained on its own."""
+        idx = np.flatnonzero(active)
+        if idx.size < self.spread_nodes:
+            return
+        for row in np.unique(self._row_of[idx]).tolist():
+            mine = idx[self._row_of[idx] == row]
+            if np.unique(self._node_of[mine]).size < self.spread_nodes or np.unique(self._rack_of[mine]).size < 2:
+                continue
+            root = int(top[mine[0]])
+            for r in np.unique(top[mine]).tolist():  # the common ancestor of the covered roots
+                lca = tree.lca(root, int(r))
+                root = lca if lca >= 0 else root
+            top[mine] = root
 
     # --- output -----------------------------------------------------------------------------------------------
     def _root_name(self, inc: _Open) -> str:

@@ -1,7 +1,8 @@
 """Job-level rules: a straggler among a job's GPUs, suspected silent data corruption, a hung job.
 
-* ``straggler`` (per GPU): a GPU's smoothed speed metric (SM clock by default) against its job peers' median,
-  as a robust z within the job (``(m - median) / (1.4826·MAD)``, with a floor of ``min_deficit/4`` of the
+* ``straggler`` (per GPU): a GPU's smoothed speed metric (SM clock by default; ``rank_straggler``: the rank's own
+  step time) against the median of its peers (same job, same GPU model, not capped on purpose) at the same time,
+  as a robust z within the group (``(m - median) / (1.4826·MAD)``, with a floor of ``min_deficit/4`` of the
   median so a job whose GPUs all sit at the same clock does not divide by zero) and at least ``min_deficit``
   below the median. The group statistics are vectorized: one ``np.lexsort`` by (job, value) gives every
   job's median and MAD without a per-job loop.
@@ -26,6 +27,8 @@ Thresholds are guesses, not fitted.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -37,6 +40,8 @@ from twinloop.ops.detect.rules import (
     JOB_PROGRESS,
     JOB_STEP_TIME,
     JOB_TOKENS,
+    POWER_LIMIT,
+    RANK_STEP_TIME,
     SM_CLOCK,
     TENSOR,
     BoolArr,
@@ -119,7 +124,15 @@ def _at_least(seconds: float, samples: float, dt_s: float) -> float:
 
 
 class StragglerRule(Rule):
-    """One GPU slower than its job's peers (robust z within the job)."""
+    """One GPU slower than its peers: the other GPUs of its job *of the same GPU model*, at the same time.
+
+    The comparison is across peers at each step, never against the GPU's own history, so a GPU slow from its
+    job's first step is found like one that slowed later. Expected slowness is no straggler: a GPU of another model
+    (an A100 beside H100s: its own peer group), a GPU whose enforced power limit sits ``cap_tolerance`` below its
+    peers' median (a cap the loop, an operator or a rack limit set), and a GPU the caller marks
+    (``frame.expected_slow``: a clock lock or cap the loop applied). Such GPUs are not flagged and not counted as
+    peers (a capped rack does not drag its peers' median).
+    """
 
     name = "straggler"
     event_class = EventClass.STRAGGLER
@@ -135,6 +148,7 @@ class StragglerRule(Rule):
         persistence_s: float = 10.0,
         min_smooth_samples: float = 5.0,
         min_persistence_samples: int = 10,
+        cap_tolerance: float = 0.02,
     ) -> None:
         super().__init__()
         self.metric = metric
@@ -146,7 +160,19 @@ class StragglerRule(Rule):
         self.persistence_s = persistence_s
         self.min_smooth_samples = min_smooth_samples
         self.min_persistence_samples = min_persistence_samples
+        self.cap_tolerance = cap_tolerance
         self._m: F64 | None = None
+
+    def _expected_slow(self, frame: RuleFrame, group: NDArray[np.int64], n_groups: int) -> BoolArr:
+        """GPUs slower on purpose: marked by the caller, or capped below their peers' enforced power limit."""
+        n = frame.n_gpus
+        out = np.zeros(n, dtype=bool) if frame.expected_slow is None else frame.expected_slow.copy()
+        limit = frame.gpu.get(POWER_LIMIT)
+        if limit is not None:
+            med, _ = group_median(limit, group, n_groups)
+            with np.errstate(invalid="ignore"):
+                out |= (group >= 0) & (limit < (1.0 - self.cap_tolerance) * med[np.maximum(group, 0)])
+        return out
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_gpus
@@ -169,20 +195,39 @@ class StragglerRule(Rule):
         persist_s = _at_least(self.persistence_s, self.min_persistence_samples, frame.dt_s)
         self._m = ewma_toward(self._m, x, valid, 1.0 - 2.0 ** (-frame.dt_s / half_life_s))
         m = self._m
+        # Peer groups: (job slot, GPU model); vectorized, one group index per GPU.
+        model, n_models = frame.limits.models()
         slot = frame.job_slot
-        med, count = group_median(m, slot, frame.n_slots)
         in_job = slot >= 0
-        safe = np.where(in_job, slot, 0)
+        group = np.where(in_job, slot * n_models + model, -1)
+        n_groups = frame.n_slots * n_models
+        expected = self._expected_slow(frame, group, n_groups)
+        peer_group = np.where(expected, -1, group)
+        med, count = group_median(m, peer_group, n_groups)
+        safe = np.maximum(group, 0)
         dev = np.abs(m - med[safe])
-        mad, _ = group_median(dev, slot, frame.n_slots)
+        mad, _ = group_median(dev, peer_group, n_groups)
         med_g, mad_g, cnt_g = med[safe], mad[safe], count[safe]
         scale = np.maximum(1.4826 * mad_g, 0.25 * self.min_deficit * np.abs(med_g))
         with np.errstate(invalid="ignore", divide="ignore"):
             z = self.sign * (med_g - m) / scale
             deficit = self.sign * (med_g - m) / np.abs(med_g)
-        cond = in_job & (cnt_g >= self.min_peers) & (z >= self.z_threshold) & (deficit >= self.min_deficit)
+        cond = in_job & ~expected & (cnt_g >= self.min_peers) & (z >= self.z_threshold) & (deficit >= self.min_deficit)
         fired = self._persist(cond, valid, steps(persist_s, frame.dt_s))
         return fired, np.where(np.isfinite(z) & in_job, z, 0.0)
+
+
+class RankStragglerRule(StragglerRule):
+    """A rank whose own step time (``TWINLOOP_FI_RANK_STEP_TIME``, per GPU) is longer than its job's same-model
+    peers': the GPU the whole job waits for, even when its clocks look normal (a degraded GPU, a slow host or NIC
+    behind it). Same peer comparison and expectations as :class:`StragglerRule`; higher is slower."""
+
+    name = "rank_straggler"
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metric", RANK_STEP_TIME)
+        kwargs.setdefault("lower_is_slower", False)
+        super().__init__(**kwargs)
 
 
 class SdcRule(Rule):
@@ -447,4 +492,4 @@ class JobSlowdownRule(Rule):
 
 def job_rules() -> list[Rule]:
     """Fresh instances of the job rules with default thresholds."""
-    return [StragglerRule(), SdcRule(), HangRule(), JobSlowdownRule()]
+    return [StragglerRule(), RankStragglerRule(), SdcRule(), HangRule(), JobSlowdownRule()]

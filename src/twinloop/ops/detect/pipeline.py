@@ -34,7 +34,7 @@ from twinloop.ops.detect.base import Detector, make_detector
 from twinloop.ops.detect.cdu_rules import CduSetpointRule, cdu_rules
 from twinloop.ops.detect.facility_rules import FacilityRules
 from twinloop.ops.detect.grouping import IncidentGrouper
-from twinloop.ops.detect.job_rules import HangRule, JobSlowdownRule, SdcRule, StragglerRule
+from twinloop.ops.detect.job_rules import HangRule, JobSlowdownRule, RankStragglerRule, SdcRule, StragglerRule
 from twinloop.ops.detect.rules import (
     POWER,
     POWER_LIMIT,
@@ -93,6 +93,7 @@ RULE_THRESHOLDS: Mapping[str, tuple[str, ...]] = {
     "rule:thermal_throttle": ("clock_drop",),
     "rule:power_throttle": ("clock_drop",),
     "rule:straggler": ("z_threshold", "min_deficit"),
+    "rule:rank_straggler": ("z_threshold", "min_deficit"),
     "rule:sdc": ("z_threshold",),
     "rule:hang": ("n_steps", "min_stall_s"),
     "rule:job_slowdown": ("log_rise",),
@@ -188,6 +189,7 @@ class DetectionPipeline:
         self.hw_rules: list[Rule] = hardware_rules() + cdu_rules()
         self._cdu_of_rack = dict(cdu_of_rack or {})
         self.straggler = StragglerRule()
+        self.rank_straggler = RankStragglerRule()
         self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
         self.facility_rules = FacilityRules()
         self._scale_thresholds(c.threshold_scale)
@@ -222,6 +224,29 @@ class DetectionPipeline:
         self._temp = np.full(n, np.nan)
         self._power = np.full(n, np.nan)
         self._limit = self.limits.tdp_w.copy()
+        self._loop_limited = np.zeros(n, dtype=bool)
+        self._replica_jobs: set[str] = set()
+
+    def replica_job(self, job: str, replicas: bool = True) -> None:
+        """Tell the straggler rules that ``job`` (its id as in ``job_ids``) is a fleet of independent replicas (a
+        serving fleet behind a router), not one synchronous job: its GPUs run different loads at different clocks
+        and nobody waits for the slowest, so none of them is a straggler of the others."""
+        (self._replica_jobs.add if replicas else self._replica_jobs.discard)(job)
+
+    def loop_setting(self, target: str, limited: bool) -> int:
+        """Tell the straggler rules that the loop capped (``limited``) or released the GPUs under ``target``
+        (a GPU, node, rack, row, site or job entity): a GPU slow because of a power cap or clock lock the loop
+        applied is expected, not a straggler. Returns how many GPUs it covers."""
+        job = target.rsplit("/jobs/", 1)[1] if "/jobs/" in target else None
+        if job is not None:
+            slot = self._slots.get(job, self._slots.get(target))
+            idx = np.flatnonzero(self._job_slot == slot) if slot is not None else np.zeros(0, dtype=np.int64)
+        else:
+            idx = np.fromiter(
+                (i for i, e in enumerate(self.entities) if e == target or e.startswith(target + "/")), dtype=np.int64
+            )
+        self._loop_limited[idx] = limited
+        return int(idx.size)
 
     def commanded_setpoint(self, cdu: str, setpoint_c: float, at_s: float | None = None) -> int:
         """Tell the ``cdu_setpoint`` rule the supply setpoint commanded to ``cdu`` (in force from ``at_s``, s).
@@ -244,7 +269,9 @@ class DetectionPipeline:
 
     # --- helpers ----------------------------------------------------------------------------------------------
     def _scale_thresholds(self, scale: Mapping[str, float]) -> None:
-        rules: dict[str, object] = {f"rule:{r.name}": r for r in (*self.hw_rules, self.straggler, *self.job_rules)}
+        rules: dict[str, object] = {
+            f"rule:{r.name}": r for r in (*self.hw_rules, self.straggler, self.rank_straggler, *self.job_rules)
+        }
         rules["rule:facility"] = self.facility_rules
         for source, m in scale.items():
             where = f"threshold_scale.{source}"
@@ -447,12 +474,19 @@ class DetectionPipeline:
                 if mask.any():
                     self.grouper.observe(ts, cls, np.flatnonzero(mask), onsets)
 
-        # 3. straggler (unless a throttle or cooling fault explains the slow GPU)
-        fired, score = self.straggler.update(frame)
-        fired &= ~(self._last_explainer >= ts - c.window_s)
-        onsets = self._onsets(ts, "straggler", fired, score, EventClass.STRAGGLER, "anomaly", "rule:straggler")
-        if fired.any():
-            self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
+        # 3. stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
+        # (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose)
+        frame.expected_slow = self._loop_limited
+        explained = self._last_explainer >= ts - c.window_s
+        if self._replica_jobs:
+            replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
+            explained = explained | np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
+        for rule in (self.straggler, self.rank_straggler):
+            fired, score = rule.update(frame)
+            fired &= ~explained
+            onsets = self._onsets(ts, rule.name, fired, score, EventClass.STRAGGLER, "anomaly", f"rule:{rule.name}")
+            if fired.any():
+                self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
 
         # 4. job rules (per job slot)
         frame.hw_recent = self._last_hw >= ts - c.hw_window_s
