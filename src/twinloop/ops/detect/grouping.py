@@ -163,6 +163,7 @@ class _Open:
     incident_id: int
     event_class: EventClass
     root: int  # tree node, or -1 - k for named (non-tree) root k
+    signature: str
     members: set[int]
     start_ts: float
     end_ts: float
@@ -172,6 +173,7 @@ class _Open:
     max_severity: int = 0
 
 
+_Stream = tuple[EventClass, str]
 ImpactFn = Callable[[EventClass, NDArray[np.int64]], Impact]
 
 
@@ -216,10 +218,12 @@ class IncidentGrouper:
         self.max_evidence = max_evidence
         self.impact_fn = impact_fn
         n = len(self.entities)
-        self._last: dict[EventClass, NDArray[np.float64]] = {}
-        self._first: dict[EventClass, NDArray[np.float64]] = {}
-        self._owner: dict[EventClass, I64] = {}
-        self._onset: dict[EventClass, dict[int, Detection]] = {}
+        # Per stream (class, signature): a signature tells apart causes of one class that must not mask each other
+        # (a GPU's own thermal path failing inside its row's coolant incident).
+        self._last: dict[_Stream, NDArray[np.float64]] = {}
+        self._first: dict[_Stream, NDArray[np.float64]] = {}
+        self._owner: dict[_Stream, I64] = {}
+        self._onset: dict[_Stream, dict[int, Detection]] = {}
         self._named: dict[tuple[EventClass, str], int] = {}
         self._named_names: list[str] = []
         self._open: dict[int, _Open] = {}
@@ -237,20 +241,27 @@ class IncidentGrouper:
 
     # --- input ------------------------------------------------------------------------------------------------
     def observe(
-        self, ts: float, event_class: EventClass, idx: I64, onsets: Sequence[tuple[int, Detection]] = ()
+        self,
+        ts: float,
+        event_class: EventClass,
+        idx: I64,
+        onsets: Sequence[tuple[int, Detection]] = (),
+        signature: str = "",
     ) -> None:
         """Entities ``idx`` are firing ``event_class`` at ``ts``; ``onsets`` are (entity index, detection) of
-        the new detections among them (kept as evidence)."""
-        if event_class not in self._last:
-            self._last[event_class] = np.full(self._n, -np.inf)
-            self._first[event_class] = np.full(self._n, np.inf)
-            self._owner[event_class] = np.full(self._n, -1, dtype=np.int64)
-            self._onset[event_class] = {}
-        last, first = self._last[event_class], self._first[event_class]
+        the new detections among them (kept as evidence). Firings of one class with different ``signature`` (a
+        different mechanism) group apart: a fault inside an open incident's scope keeps its own incident."""
+        key = (event_class, signature)
+        if key not in self._last:
+            self._last[key] = np.full(self._n, -np.inf)
+            self._first[key] = np.full(self._n, np.inf)
+            self._owner[key] = np.full(self._n, -1, dtype=np.int64)
+            self._onset[key] = {}
+        last, first = self._last[key], self._first[key]
         fresh = idx[last[idx] < ts - self.window_s]
         first[fresh] = ts
         last[idx] = ts
-        onset = self._onset[event_class]
+        onset = self._onset[key]
         for i, det in onsets:
             onset.setdefault(i, det)
 
@@ -269,7 +280,7 @@ class IncidentGrouper:
         iid = self._named.get(key)
         if iid is None or iid not in self._open:
             self._named_names.append(entity)
-            inc = _Open(self._next_id, event_class, -len(self._named_names), set(), ts, ts)
+            inc = _Open(self._next_id, event_class, -len(self._named_names), "", set(), ts, ts)
             self._next_id += 1
             self._open[inc.incident_id] = inc
             self._named[key] = inc.incident_id
@@ -285,8 +296,8 @@ class IncidentGrouper:
     # --- grouping ---------------------------------------------------------------------------------------------
     def step(self, ts: float) -> list[Incident]:
         """Group what fired up to ``ts``; return the incident updates (opened, grown, merged, closed)."""
-        for cls in list(self._last):
-            self._group_class(ts, cls)
+        for key in list(self._last):
+            self._group_class(ts, key)
         for inc in list(self._open.values()):
             if inc.end_ts < ts - self.quiet_s:
                 self._close(inc, "closed", None)
@@ -296,8 +307,9 @@ class IncidentGrouper:
     def _tree(self, cls: EventClass) -> TopologyTree:
         return self.cdu_tree if cls in COOLING_CLASSES else self.tree
 
-    def _group_class(self, ts: float, cls: EventClass) -> None:
-        last, first, owner = self._last[cls], self._first[cls], self._owner[cls]
+    def _group_class(self, ts: float, key: _Stream) -> None:
+        cls, sig = key
+        last, first, owner = self._last[key], self._first[key], self._owner[key]
         fired_now = last == ts
         active = last >= ts - self.window_s
         # Groups held back by settle_s must open later even when their GPUs fired only once (an XID).
@@ -313,7 +325,7 @@ class IncidentGrouper:
         old_ids = [
             i
             for i, inc in self._open.items()
-            if inc.event_class == cls and inc.root >= 0 and inc.start_ts < ts - self.quiet_s
+            if inc.event_class == cls and inc.signature == sig and inc.root >= 0 and inc.start_ts < ts - self.quiet_s
         ]
         if old_ids:
             old = active & np.isin(owner, old_ids)
@@ -324,19 +336,19 @@ class IncidentGrouper:
         if cls == EventClass.THERMAL_THROTTLE:
             self._spread_to_row(tree, top, active)
         roots = np.unique(top[trigger])
-        onset = self._onset[cls]
+        onset = self._onset[key]
         for r in roots.tolist():
             members = np.flatnonzero(top == r)
             ids = {int(o) for o in owner[members] if o >= 0 and int(o) in self._open}
             for inc in self._open.values():
-                if inc.event_class == cls and inc.root >= 0 and inc.incident_id not in ids:
+                if inc.event_class == cls and inc.signature == sig and inc.root >= 0 and inc.incident_id not in ids:
                     lca = tree.lca(inc.root, r)
                     if lca in (inc.root, r):
                         ids.add(inc.incident_id)
             if not ids:
                 if float(first[members].min()) > ts - self.settle_s:
                     continue
-                inc = _Open(self._next_id, cls, r, set(), float(first[members].min()), ts)
+                inc = _Open(self._next_id, cls, r, sig, set(), float(first[members].min()), ts)
                 self._next_id += 1
                 self._open[inc.incident_id] = inc
             else:
@@ -429,7 +441,7 @@ class IncidentGrouper:
     def _close(self, inc: _Open, status: IncidentStatus, merged_into: int | None) -> None:
         self._updates.append(self._snapshot(inc, status, merged_into))
         del self._open[inc.incident_id]
-        owner = self._owner.get(inc.event_class)
+        owner = self._owner.get((inc.event_class, inc.signature))
         if owner is not None and inc.members:
             idx = np.fromiter(inc.members, dtype=np.int64)
             owner[idx[owner[idx] == inc.incident_id]] = -1

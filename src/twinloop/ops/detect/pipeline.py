@@ -111,6 +111,8 @@ _FOLLOWS_POWER = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"})
 _COOLING_RULES = frozenset({"cooling", "coolant", "cdu_setpoint", "cdu_pump", "cdu_capacity"})
 #: Rules on the CDU's own reports: no signal of the GPUs' own hardware changed, so they do not veto an SDC.
 _CDU_SIDE = frozenset({"cdu_setpoint", "cdu_pump", "cdu_capacity"})
+#: Grouping signature of the ``cooling`` rule's firings (a GPU's own thermal path), apart from the coolant's.
+THERMAL_PATH = "thermal_path"
 _EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "power_delivery"}) | _COOLING_RULES
 
 
@@ -215,6 +217,7 @@ class DetectionPipeline:
         self._last_activity = np.full(n, -np.inf)
         self._last_explainer = np.full(n, -np.inf)
         self._last_cooling = np.full(n, -np.inf)
+        self._last_thermal_path = np.full(n, -np.inf)
         self._last_power = np.full(n, -np.inf)
         self._activity_ref: dict[str, F64] = {}
         self._slots: dict[str, int] = {}
@@ -420,14 +423,22 @@ class DetectionPipeline:
                 # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
                 cooling = fired & (self._last_cooling >= ts - c.quiet_s)
                 if cooling.any():
-                    self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(cooling))
+                    own = cooling & (self._last_thermal_path >= ts - c.quiet_s)
+                    for mask, sig in ((own, THERMAL_PATH), (cooling & ~own, "")):
+                        if mask.any():
+                            self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(mask), (), sig)
                     self._last_hw[cooling] = ts
                     self._last_explainer[cooling] = ts
                     fired = fired & ~cooling
                     onsets = [(i, d) for i, d in onsets if fired[i]]
             if fired.any():
                 idx = np.flatnonzero(fired)
-                self.grouper.observe(ts, cls, idx, onsets)
+                # A GPU's own thermal path (the die above its coolant) is another cause than its row's coolant:
+                # inside an open row cooling incident it still opens its own incident.
+                sig = THERMAL_PATH if rule.name == "cooling" else ""
+                self.grouper.observe(ts, cls, idx, onsets, sig)
+                if sig:
+                    self._last_thermal_path[idx] = ts
                 if rule.name in _COOLING_RULES:
                     self._last_cooling[idx] = ts
                 if rule.name not in _CDU_SIDE:

@@ -1,0 +1,117 @@
+"""No masking (issue 14): a fault inside an open incident's scope keeps its own incident when its signature
+differs; scattered throttling over a row is the row's; a serving fleet's replicas are no stragglers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from twinloop.ops.detect.grouping import IncidentGrouper
+from twinloop.ops.detect.pipeline import THERMAL_PATH, DetectionPipeline, PipelineConfig
+from twinloop.ops.detect.rules import POWER_LIMIT, SM_CLOCK
+from twinloop.ops.detect.synthetic import fleet_entities
+from twinloop.ops.events import EventClass, Incident
+
+ENTITIES = fleet_entities(n_rows=2, racks_per_row=4)  # 2 rows x 4 racks x 8 nodes x 8 GPUs
+
+
+def _gpus(prefix: str) -> np.ndarray:
+    return np.array([i for i, e in enumerate(ENTITIES) if e.startswith(prefix + "/")], dtype=np.int64)
+
+
+def _opened(updates: list[Incident]) -> dict[int, Incident]:
+    out: dict[int, Incident] = {}
+    for u in updates:
+        if u.status == "open":
+            out[u.incident_id] = u
+    merged = {u.incident_id for u in updates if u.status == "merged"}
+    return {k: v for k, v in out.items() if k not in merged}
+
+
+def test_a_gpu_thermal_path_fault_inside_a_row_cooling_incident_gets_its_own_incident() -> None:
+    # Row 1's coolant fails from t = 0 (every GPU of the row, the coolant rule); at t = 200 s one GPU's thermal
+    # interface fails too (the cooling rule: its die above its coolant). Before: the GPU's firing grew the row
+    # incident (same class, below its root) and no one saw the second fault.
+    g = IncidentGrouper(ENTITIES)
+    row = _gpus("dc/r01")
+    gpu = int(row[77])
+    updates: list[Incident] = []
+    for t in range(400):
+        g.observe(float(t), EventClass.COOLING_DEGRADATION, row)
+        if t >= 200:
+            g.observe(float(t), EventClass.COOLING_DEGRADATION, np.array([gpu]), (), THERMAL_PATH)
+        updates += g.step(float(t))
+    opened = _opened(updates)
+    roots = {i.root for i in opened.values()}
+    assert roots == {"dc/r01", ENTITIES[gpu]}
+    assert all(i.event_class == EventClass.COOLING_DEGRADATION for i in opened.values())
+    # The same firings with the same signature stay one incident (grouping itself is unchanged).
+    g2 = IncidentGrouper(ENTITIES)
+    updates = []
+    for t in range(400):
+        g2.observe(float(t), EventClass.COOLING_DEGRADATION, row)
+        if t >= 200:
+            g2.observe(float(t), EventClass.COOLING_DEGRADATION, np.array([gpu]))
+        updates += g2.step(float(t))
+    assert {i.root for i in _opened(updates).values()} == {"dc/r01"}
+
+
+def test_each_incident_closes_when_its_own_evidence_is_gone() -> None:
+    # The GPU's fault is repaired at t = 300 s while the row's coolant incident goes on: the GPU's incident
+    # closes after the quiet period, the row's stays open.
+    g = IncidentGrouper(ENTITIES, quiet_s=120.0)
+    row = _gpus("dc/r01")
+    gpu = int(row[5])
+    updates: list[Incident] = []
+    for t in range(600):
+        g.observe(float(t), EventClass.COOLING_DEGRADATION, row)
+        if 100 <= t < 300:
+            g.observe(float(t), EventClass.COOLING_DEGRADATION, np.array([gpu]), (), THERMAL_PATH)
+        updates += g.step(float(t))
+    closed = [u for u in updates if u.status == "closed"]
+    assert [u.root for u in closed] == [ENTITIES[gpu]]
+    assert 295.0 <= closed[0].end_ts < 300.0  # its last detection
+    assert {i.root for i in g.open_incidents} == {"dc/r01"}
+
+
+def test_throttling_scattered_over_a_row_is_one_row_incident() -> None:
+    # One GPU in each of four nodes over three racks of row 0 throttles at once (a hot air-cooled row): one
+    # incident of the row, not four GPU incidents each drained on its own. Two GPUs in one rack stay apart.
+    g = IncidentGrouper(ENTITIES)
+    picks = np.array([_gpus(p)[3] for p in ("dc/r00/k00/n01", "dc/r00/k00/n05", "dc/r00/k01/n02", "dc/r00/k03/n07")])
+    updates: list[Incident] = []
+    for t in range(60):
+        g.observe(float(t), EventClass.THERMAL_THROTTLE, picks)
+        updates += g.step(float(t))
+    assert {i.root for i in _opened(updates).values()} == {"dc/r00"}
+    g = IncidentGrouper(ENTITIES)
+    two = picks[:2]
+    updates = []
+    for t in range(60):
+        g.observe(float(t), EventClass.THERMAL_THROTTLE, two)
+        updates += g.step(float(t))
+    assert {i.root for i in _opened(updates).values()} == {ENTITIES[int(two[0])], ENTITIES[int(two[1])]}
+
+
+def test_a_serving_fleets_replicas_are_no_stragglers() -> None:
+    # A serving job's replicas run different loads (so different clocks at the power limit) and nobody waits for
+    # the slowest: once the loop knows the job is a fleet, its slow-clocked replica is no straggler.
+    ents = tuple(f"dc/r01/k01/n{n:02d}/g{g}" for n in (1, 2) for g in range(8))
+    n = len(ents)
+
+    def run(replicas: bool) -> set[str]:
+        pipe = DetectionPipeline(ents, config=PipelineConfig(emit_info=False))
+        if replicas:
+            pipe.replica_job("chat")
+        rng = np.random.default_rng(1)
+        roots: set[str] = set()
+        for t in range(120):
+            clock = 1980.0 * (1.0 + 0.002 * rng.standard_normal(n))
+            clock[8:10] *= 0.85
+            fields = {SM_CLOCK: clock, POWER_LIMIT: np.full(n, 700.0)}
+            for u in pipe.step(float(t), fields, np.zeros(n, dtype=np.int64), ["chat"]):
+                if u.event_class == EventClass.STRAGGLER:
+                    roots.add(u.root)
+        return roots
+
+    assert run(False) == {"dc/r01/k01/n02"}
+    assert run(True) == set()
