@@ -478,9 +478,10 @@ class JobSlowdownRule(Rule):
                 explained |= mean_clk < clock_ref * (1.0 - self.clock_drop)
             calm_clk = np.isfinite(mean_clk) & (run == 0)
             clock_ref[:] = ewma_toward(clock_ref, mean_clk, calm_clk, 1.0 - 2.0 ** (-frame.dt_s / 300.0))
-        if frame.hw_recent is not None:
-            hw = np.bincount(frame.job_slot[in_job], weights=frame.hw_recent[in_job], minlength=n)[:n]
-            explained |= hw > 0
+        for flags in (frame.hw_recent, frame.slowing):  # a hardware change, or a GPU a known cause slows now
+            if flags is not None:
+                hw = np.bincount(frame.job_slot[in_job], weights=flags[in_job], minlength=n)[:n]
+                explained |= hw > 0
         run[:] = np.where(new, np.where(slow & ~explained, run + 1, 0.0), run)
         calm = new & ~(rise >= 0.5 * self.log_rise)
         a = np.maximum(self.alpha, 1.0 / (count + 1.0))

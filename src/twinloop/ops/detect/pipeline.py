@@ -34,10 +34,18 @@ from twinloop.ops.detect.base import Detector, make_detector
 from twinloop.ops.detect.cdu_rules import CduSetpointRule, cdu_rules
 from twinloop.ops.detect.facility_rules import FacilityRules
 from twinloop.ops.detect.grouping import IncidentGrouper
-from twinloop.ops.detect.job_rules import HangRule, JobSlowdownRule, RankStragglerRule, SdcRule, StragglerRule
+from twinloop.ops.detect.job_rules import (
+    HangRule,
+    JobSlowdownRule,
+    RankStragglerRule,
+    SdcRule,
+    StragglerRule,
+    group_median,
+)
 from twinloop.ops.detect.rules import (
     POWER,
     POWER_LIMIT,
+    SM_CLOCK,
     TEMP,
     GpuLimits,
     Rule,
@@ -212,8 +220,11 @@ class DetectionPipeline:
         self._last_ts = -np.inf
         self._dts: list[float] = []
         self.dt_s = 1.0
+        #: A GPU this far below its job's same-model median clock is slowed (by the cause firing on it).
+        self.slow_clock = 0.03
         self._prev_fired: dict[str, NDArray[np.bool_]] = {}
         self._last_hw = np.full(n, -np.inf)
+        self._hw_onset = np.full(n, -np.inf)
         self._last_activity = np.full(n, -np.inf)
         self._last_explainer = np.full(n, -np.inf)
         self._last_cooling = np.full(n, -np.inf)
@@ -331,6 +342,20 @@ class DetectionPipeline:
             out[name] = arr
         return out
 
+    def _slowing(self, frame: RuleFrame, explained: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """GPUs a known cause (a throttle, power or cooling rule firing now) slows: clocked ``slow_clock`` below the
+        median of their job's same-model GPUs (all of them when no clock is reported). An alarm on a GPU that runs
+        at full speed (lost PSU redundancy the supplies carry) explains no job slowdown."""
+        clock = frame.gpu.get(SM_CLOCK)
+        if clock is None or not explained.any():
+            return explained
+        model, n_models = frame.limits.models()
+        group = np.where(frame.job_slot >= 0, frame.job_slot * n_models + model, -1)
+        med, _ = group_median(clock, group, max(frame.n_slots * n_models, 1))
+        with np.errstate(invalid="ignore"):
+            slow = ~(clock >= (1.0 - self.slow_clock) * med[np.maximum(group, 0)])
+        return explained & slow
+
     def _impact(self, cls: EventClass, members: I64) -> Impact:
         slots = self._job_slot[members]
         jobs = np.unique(slots[slots >= 0])
@@ -417,6 +442,12 @@ class DetectionPipeline:
         # 1. hardware rules
         for rule in self.hw_rules:
             fired, score = rule.update(frame)
+            was = self._prev_fired.get(rule.name)
+            if rule.name not in _CDU_SIDE:
+                # A hardware signal *changing* now (its rising edge) is what can explain a loss spike; an alarm that
+                # has been on for longer does not blind the SDC rule for the whole job.
+                rising = fired & ~was if was is not None and was.shape == fired.shape else fired
+                self._hw_onset[rising] = ts
             onsets = self._onsets(ts, rule.name, fired, score, rule.event_class, "anomaly", f"rule:{rule.name}")
             cls = rule.event_class
             if rule.name == "thermal_throttle" and fired.any():
@@ -477,6 +508,7 @@ class DetectionPipeline:
             other = fired & ~recent_activity & ~recent_rule
             if other.any() and f not in ACTIVITY_FIELDS:
                 self._last_hw[other] = ts  # an unexplained hardware-side change vetoes SDC
+                self._hw_onset[other] = ts
             if not c.emit_info:
                 continue
             for cls, mask in ((EventClass.BENIGN_PHASE_CHANGE, benign), (EventClass.UNCLASSIFIED, other)):
@@ -500,7 +532,8 @@ class DetectionPipeline:
                 self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
 
         # 4. job rules (per job slot)
-        frame.hw_recent = self._last_hw >= ts - c.hw_window_s
+        frame.hw_recent = self._hw_onset >= ts - c.hw_window_s
+        frame.slowing = self._slowing(frame, self._last_explainer >= ts - c.window_s)
         for rule in self.job_rules:
             fired, score = rule.update(frame)
             key = f"job:{rule.name}"

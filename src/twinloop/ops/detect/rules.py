@@ -162,7 +162,8 @@ class RuleFrame:
         job_slot: per-GPU job slot (index into the job arrays), -1 = no job.
         job: per-slot job fields (n_slots,), NaN = not reported this step.
         n_slots: number of job slots.
-        hw_recent: per-GPU flag: some hardware signal of this GPU changed recently (for the SDC rule).
+        hw_recent: per-GPU flag: some hardware signal of this GPU changed (began) recently (for the job rules).
+        slowing: per-GPU flag: a hardware cause is firing on this GPU now and it runs slow (job slowdown rule).
         expected_slow: per-GPU flag: a known cause makes this GPU slower on purpose (a power cap or clock lock
             the loop applied), so the straggler rules neither flag it nor count it as a peer.
     """
@@ -176,6 +177,7 @@ class RuleFrame:
     n_slots: int = 0
     hw_recent: BoolArr | None = None
     expected_slow: BoolArr | None = None
+    slowing: BoolArr | None = None
 
     @property
     def n_gpus(self) -> int:
