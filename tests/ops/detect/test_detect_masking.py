@@ -115,3 +115,41 @@ def test_a_serving_fleets_replicas_are_no_stragglers() -> None:
 
     assert run(False) == {"dc/r01/k01/n02"}
     assert run(True) == set()
+
+
+def _job_pipeline_run(psu_lost_from: float | None, spike_at: float | None, slow_from: float | None) -> set[EventClass]:
+    """Classes of the job-rooted incidents of a 16-GPU training job: its node 1 reports lost PSU redundancy (an
+    alarm that stays on, the GPUs at full speed) from ``psu_lost_from``; the loss jumps at ``spike_at``; the step
+    time rises 30 % at ``slow_from``."""
+    from twinloop.ops.detect.rules import JOB_LOSS, JOB_STEP_TIME, PSU_STATE
+
+    ents = tuple(f"dc/r01/k01/n{n:02d}/g{g}" for n in (1, 2) for g in range(8))
+    n = len(ents)
+    pipe = DetectionPipeline(ents, config=PipelineConfig(emit_info=False))
+    rng = np.random.default_rng(2)
+    classes: set[EventClass] = set()
+    for t in range(900):
+        psu = np.zeros(n)
+        if psu_lost_from is not None and t >= psu_lost_from:
+            psu[:8] = 1.0
+        fields = {SM_CLOCK: 1980.0 * (1.0 + 0.002 * rng.standard_normal(n)), POWER_LIMIT: np.full(n, 700.0),
+                  PSU_STATE: psu}  # fmt: skip
+        loss = 3.0 - t / 1000.0 + 0.003 * rng.standard_normal()
+        if spike_at is not None and t >= spike_at:
+            loss += 0.5
+        step = 2.0 * (1.0 + 0.005 * rng.standard_normal()) * (1.3 if slow_from is not None and t >= slow_from else 1.0)
+        job = {JOB_LOSS: np.array([loss]), JOB_STEP_TIME: np.array([step])}
+        for u in pipe.step(float(t), fields, np.zeros(n, dtype=np.int64), ["train"], job):
+            if u.root == "dc/jobs/train":
+                classes.add(u.event_class)
+    return classes
+
+
+def test_an_open_hardware_alarm_on_one_gpu_does_not_blind_sdc_or_slowdown_detection() -> None:
+    # Before: the PSU alarm (firing every second from t = 100 s) vetoed the SDC rule and explained any slowdown of
+    # the job for as long as it lasted.
+    assert EventClass.SUSPECTED_SDC in _job_pipeline_run(100.0, 600.0, None)
+    assert EventClass.STRAGGLER in _job_pipeline_run(100.0, None, 600.0)
+    # A hardware change at the moment of the spike still explains it (the veto itself is kept).
+    assert EventClass.SUSPECTED_SDC not in _job_pipeline_run(599.0, 600.0, None)
+    assert _job_pipeline_run(None, None, None) == set()

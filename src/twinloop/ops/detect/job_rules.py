@@ -12,7 +12,9 @@
   SDC shows in no hardware counter (Llama 3 report), so this is the
   only way to see it; a spike with a hardware change is that hardware event instead. A job that restarted
   (phase back to a starting phase, progress counter going backwards) anchors its loss level afresh on its first
-  new step and keeps the learned trend and scale; a checkpoint write is no restart.
+  new step and keeps the learned trend and scale; where the job reports its checkpoint phase, that first step is
+  judged against the value it had when it began its last checkpoint (what it resumes from), so an SDC that begins
+  during the restart is caught; a checkpoint write is no restart.
 * ``job_slowdown`` (per job): the job's step time rose with no clock drop and no hardware event on its GPUs:
   a straggler the per-GPU counters do not show (see :class:`JobSlowdownRule`).
 * ``hang`` (per job): the progress counter (or, without one, tokens/s > 0) has not moved for
@@ -85,6 +87,8 @@ STARTING_PHASES: frozenset[float] = frozenset({0.0, 1.0, 2.0})
 #: done): no hang. The twin's own "hung" code (5) is not among them and is not used as evidence either: a hung
 #: job's framework still reports that it is training.
 PAUSED_PHASES: frozenset[float] = STARTING_PHASES | {4.0, 6.0, 7.0}
+#: The phase code of a job writing a checkpoint.
+CHECKPOINT_PHASE = 4.0
 
 
 class RestartTracker:
@@ -246,6 +250,9 @@ class SdcRule(Rule):
         rel_floor: float = 0.002,
     ) -> None:
         super().__init__()
+        self._resumed: dict[str, NDArray[np.bool_]] = {}
+        self._at_checkpoint: dict[str, F64] = {}  # log value when the job last began writing a checkpoint
+        self._phase: F64 = np.zeros(0)
         self.z_threshold = z_threshold
         self.beta = beta
         self.alpha = 1.0 - 2.0 ** (-1.0 / half_life_steps)
@@ -284,6 +291,14 @@ class SdcRule(Rule):
         r = np.where(upd, lx - forecast, 0.0)
         scale = np.maximum(1.2533 * absdev, self.rel_floor)  # mean |r| -> sigma for a Gaussian
         z = np.where(upd & (count >= self.min_steps), r / scale, 0.0)
+        resumed, saved = self._resumed.get(name), self._at_checkpoint.get(name)
+        if resumed is not None and saved is not None:
+            # The first step after a restart resumes from the last checkpoint: judged against the value the job
+            # had when it began writing it (one step of trend on), not taken as the new level unseen.
+            back = first & resumed[:n_slots] & (count >= self.min_steps) & np.isfinite(saved[:n_slots])
+            z = np.where(back, (lx - saved[:n_slots] - trend) / scale, z)
+        if resumed is not None:
+            resumed[:n_slots] &= ~first
         spike = z > self.z_threshold
         a = np.maximum(self.alpha, 1.0 / np.maximum(count, 1))
         rc = np.clip(r, -self.z_threshold * scale, self.z_threshold * scale)
@@ -295,6 +310,26 @@ class SdcRule(Rule):
         z_out[:] = np.where(np.isfinite(z), z, 0.0)
         return z_out
 
+    def _note_checkpoints(self, frame: RuleFrame) -> None:
+        """Remember each signal's last value when a job enters its checkpoint phase (what a restart resumes at)."""
+        phase = frame.job.get(JOB_PHASE)
+        n = frame.n_slots
+        if phase is None or n == 0:
+            return
+        if self._phase.shape[0] < n:
+            self._phase = np.concatenate([self._phase, np.full(n - self._phase.shape[0], np.nan)])
+        entering = (phase == CHECKPOINT_PHASE) & (self._phase[:n] != CHECKPOINT_PHASE)
+        self._phase[:n] = np.where(np.isfinite(phase), phase, self._phase[:n])
+        if not entering.any():
+            return
+        for name, (_, _, _, prev, _) in self._state.items():
+            saved = self._at_checkpoint.get(name, np.zeros(0))
+            if saved.shape[0] < prev.shape[0]:
+                saved = np.concatenate([saved, np.full(prev.shape[0] - saved.shape[0], np.nan)])
+            m = np.zeros(prev.shape[0], dtype=bool)
+            m[:n] = entering
+            self._at_checkpoint[name] = np.where(m, prev, saved)
+
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_slots
         restarted = self._restarts(frame)
@@ -303,10 +338,17 @@ class SdcRule(Rule):
             # is anchored afresh, on the first new step (the last value before the restart, still reported while
             # the job restarts, is no new step); trend and scale carry over, so a fault right after a restart is
             # judged from the second step on instead of after ``min_steps``.
-            for level, *_ in self._state.values():
+            # The first new step is still checked against the values the job passed through before (an SDC that
+            # begins while the job restarts would otherwise become the new level).
+            for name, (level, *_) in self._state.items():
                 m = np.zeros(level.shape[0], dtype=bool)
                 m[:n] = restarted
                 level[m] = np.nan
+                flags = self._resumed.setdefault(name, np.zeros(0, dtype=bool))
+                if flags.shape[0] < level.shape[0]:
+                    flags = np.concatenate([flags, np.zeros(level.shape[0] - flags.shape[0], dtype=bool)])
+                self._resumed[name] = flags | m
+        self._note_checkpoints(frame)
         z = np.maximum(
             self._signal_z("loss", frame.job.get(JOB_LOSS), n),
             self._signal_z("grad", frame.job.get(JOB_GRAD_NORM), n),
