@@ -153,3 +153,32 @@ def test_an_open_hardware_alarm_on_one_gpu_does_not_blind_sdc_or_slowdown_detect
     # A hardware change at the moment of the spike still explains it (the veto itself is kept).
     assert EventClass.SUSPECTED_SDC not in _job_pipeline_run(599.0, 600.0, None)
     assert _job_pipeline_run(None, None, None) == set()
+
+
+def test_a_hot_rows_tail_gpu_is_the_rows_incident_and_a_local_fault_keeps_its_own() -> None:
+    # Row 0 runs hot: GPU A throttles at 2 °C warmer than its row-mates for its power (the tail of a hot row); GPU B,
+    # in the same row at the same time, is 15 °C warmer (its own thermal path). Before: two GPU incidents, so
+    # the policy capped and drained A's node too (the mixed_hall A100 row's drains). Now: the row's incident for A,
+    # B's own incident beside it.
+    from twinloop.hardware.power import CLOCK_EVENT_SW_THERMAL
+    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP
+
+    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    n = len(ents)
+    a, b = 10, 150
+    pipe = DetectionPipeline(ents, config=PipelineConfig(emit_info=False))
+    rng = np.random.default_rng(4)
+    opened: dict[int, Incident] = {}
+    for t in range(200):
+        power = np.full(n, 600.0) + rng.normal(0.0, 2.0, n)
+        temp = np.round(40.0 + pipe.limits.thermal_resistance_c_per_w * power)
+        bits = np.zeros(n)
+        if t >= 100:
+            temp[a] += 2.0
+            temp[b] += 15.0
+            bits[[a, b]] = CLOCK_EVENT_SW_THERMAL
+        fields = {TEMP: temp, POWER: power, CLOCK_REASONS: bits, SM_CLOCK: np.full(n, 1980.0)}
+        for u in pipe.step(float(t), fields):
+            if u.event_class == EventClass.THERMAL_THROTTLE:
+                opened[u.incident_id] = u
+    assert {i.root for i in opened.values()} == {"dc/r00", ents[b]}

@@ -19,7 +19,8 @@ open one incident rather than several.
 
 A power-delivery incident rooted at a row or the whole site is a facility power excursion. Thermal throttling that
 fires at once on ``spread_nodes`` (3) or more nodes over two or more racks of one row is one incident of the row (or
-its CDU): a hot row, not that many GPUs each with a failing thermal path.
+its CDU): a hot row, not that many GPUs each with a failing thermal path; so is throttling on GPUs the caller marks
+``row_wide`` (no warmer for their power than their row's other GPUs of their model: the tail of a hot row).
 """
 
 from __future__ import annotations
@@ -231,6 +232,10 @@ class IncidentGrouper:
         self._n = n
         self._updates: list[Incident] = []
         self.spread_nodes = spread_nodes
+        #: Per entity, set by the caller where it throttles: its throttling is its row's (``row_wide``), or its own
+        #: thermal path's (``local_fault``: never lifted to the row); see :meth:`_spread_to_row`.
+        self.row_wide = np.zeros(n, dtype=bool)
+        self.local_fault = np.zeros(n, dtype=bool)
         # Row, rack and node of every entity, as integers (``site/row/rack/node/...`` prefixes).
         self._row_of, self._rack_of, self._node_of = (
             np.unique(["/".join(e.split("/")[:k]) for e in self.entities], return_inverse=True)[1].astype(np.int64)
@@ -333,7 +338,7 @@ class IncidentGrouper:
                 top = tree.cover(active & ~old, self.min_fraction)
                 for i in old_ids:
                     top[old & (owner == i)] = self._open[i].root
-        if cls == EventClass.THERMAL_THROTTLE:
+        if cls == EventClass.THERMAL_THROTTLE and sig == "":
             self._spread_to_row(tree, top, active)
         roots = np.unique(top[trigger])
         onset = self._onset[key]
@@ -382,17 +387,19 @@ class IncidentGrouper:
         air or coolant, a hot afternoon), not each GPU's own thermal path: one incident at the GPUs' common
         ancestor (the row, or its CDU), in place of scattered GPU and node incidents each drained on its own."""
         idx = np.flatnonzero(active)
-        if idx.size < self.spread_nodes:
+        if idx.size == 0:
             return
         for row in np.unique(self._row_of[idx]).tolist():
             mine = idx[self._row_of[idx] == row]
-            if np.unique(self._node_of[mine]).size < self.spread_nodes or np.unique(self._rack_of[mine]).size < 2:
+            spread = np.unique(self._node_of[mine]).size >= self.spread_nodes and np.unique(self._rack_of[mine]).size > 1
+            lift = mine[~self.local_fault[mine]] if spread else mine[self.row_wide[mine]]
+            if lift.size == 0:
                 continue
-            root = int(top[mine[0]])
-            for r in np.unique(top[mine]).tolist():  # the common ancestor of the covered roots
-                lca = tree.lca(root, int(r))
-                root = lca if lca >= 0 else root
-            top[mine] = root
+            # The row's node in the tree (its CDU where racks hang under one): three levels above a GPU.
+            root = int(tree.leaf[lift[0]])
+            for _ in range(3):
+                root = int(tree.parent[root]) if tree.parent[root] >= 0 else root
+            top[lift] = root
 
     # --- output -----------------------------------------------------------------------------------------------
     def _root_name(self, inc: _Open) -> str:
@@ -448,6 +455,11 @@ class IncidentGrouper:
         for key, iid in list(self._named.items()):
             if iid == inc.incident_id:
                 del self._named[key]
+
+    @property
+    def row_index(self) -> I64:
+        """Per entity: its row (``site/row`` prefix) as an integer."""
+        return self._row_of
 
     @property
     def open_incidents(self) -> list[Incident]:

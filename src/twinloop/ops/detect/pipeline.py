@@ -133,6 +133,8 @@ class PipelineConfig:
         detector_params: detector name → parameter overrides.
         window_s, quiet_s, settle_s, min_fraction: grouping (see :class:`IncidentGrouper`).
         hw_window_s: a hardware firing this recent vetoes a suspected SDC on the GPU's job, s.
+        local_excess_c: a throttling GPU this much warmer for its power than its row's same-model GPUs has a thermal
+            fault of its own; less, and its throttling is the row's (grouped as one row incident), °C.
         phase_window_s: an activity change this recent makes a power/temperature change benign, s.
         thermal_window_s: a benign power change this recent makes a temperature change benign, s.
         risk_horizon_h: hours of work at risk per affected GPU (time since a checkpoint; a guess).
@@ -148,6 +150,7 @@ class PipelineConfig:
     settle_s: float = 5.0
     min_fraction: float = 0.5
     hw_window_s: float = 120.0
+    local_excess_c: float = 5.0
     phase_window_s: float = 180.0
     thermal_window_s: float = 900.0
     risk_horizon_h: float = 1.0
@@ -356,6 +359,19 @@ class DetectionPipeline:
             slow = ~(clock >= (1.0 - self.slow_clock) * med[np.maximum(group, 0)])
         return explained & slow
 
+    def _thermal_excess(self, frame: RuleFrame) -> F64:
+        """Per GPU: its die temperature at its power, less the median of its row's same-model GPUs, °C
+        (``T - R·P``: the temperature its coolant or inlet air would explain); 0 where unknown."""
+        t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
+        if t is None or p is None:
+            return np.zeros(self.n_gpus)
+        base = t - self.limits.thermal_resistance_c_per_w * p
+        model, n_models = self.limits.models()
+        group = self.grouper.row_index * n_models + model
+        med, _ = group_median(base, group, int(group.max(initial=0)) + 1)
+        excess = base - med[group]
+        return np.where(np.isfinite(excess), excess, 0.0)
+
     def _impact(self, cls: EventClass, members: I64) -> Impact:
         slots = self._job_slot[members]
         jobs = np.unique(slots[slots >= 0])
@@ -462,13 +478,26 @@ class DetectionPipeline:
                     self._last_explainer[cooling] = ts
                     fired = fired & ~cooling
                     onsets = [(i, d) for i, d in onsets if fired[i]]
+                # A throttling GPU no warmer for its power than its row's same-model GPUs is the tail of a hot row
+                # (its air, its coolant, the afternoon), not its own thermal path: the row's incident.
+                local = fired & (self._thermal_excess(frame) >= c.local_excess_c)
+                self.grouper.row_wide[fired] = ~local[fired]
+                self.grouper.local_fault[fired] = local[fired]
             if fired.any():
                 idx = np.flatnonzero(fired)
-                # A GPU's own thermal path (the die above its coolant) is another cause than its row's coolant:
-                # inside an open row cooling incident it still opens its own incident.
-                sig = THERMAL_PATH if rule.name == "cooling" else ""
-                self.grouper.observe(ts, cls, idx, onsets, sig)
-                if sig:
+                # A GPU's own thermal path (the die above its coolant, or much warmer for its power than its row's
+                # GPUs) is another cause than its row's coolant or air: inside an open row incident it still opens
+                # its own incident.
+                if rule.name == "cooling":
+                    own_path = fired
+                elif rule.name == "thermal_throttle":
+                    own_path = self.grouper.local_fault & fired
+                else:
+                    own_path = np.zeros_like(fired)
+                for mask, sig in ((fired & ~own_path, ""), (own_path, THERMAL_PATH)):
+                    if mask.any():
+                        self.grouper.observe(ts, cls, np.flatnonzero(mask), [o for o in onsets if mask[o[0]]], sig)
+                if rule.name == "cooling":
                     self._last_thermal_path[idx] = ts
                 if rule.name in _COOLING_RULES:
                     self._last_cooling[idx] = ts
