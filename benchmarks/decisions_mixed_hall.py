@@ -65,8 +65,10 @@ def main() -> None:
         off, on = r["goodput_off"], r["goodput_on"]
         assert isinstance(off, dict) and isinstance(on, dict)
         for k in off:
-            print(f"| {r['seed']} | {k[len('goodput_tokens_per_s[') : -1]} | {off[k]:.4g} | {on[k]:.4g}"
-                  f" | {r['drains_on']} | {r['requeues_on']} |")
+            print(
+                f"| {r['seed']} | {k[len('goodput_tokens_per_s[') : -1]} | {off[k]:.4g} | {on[k]:.4g}"
+                f" | {r['drains_on']} | {r['requeues_on']} |"
+            )
 
 
 if __name__ == "__main__":

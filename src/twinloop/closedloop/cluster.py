@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.twin_history import HORIZONS_S, TwinRecorder
 from twinloop.errors import InputError
+from twinloop.hardware.power import relative_speed
 from twinloop.ops.detect.rules import (
     CDU_FLOW,
     CDU_HEAT_LOAD,
@@ -34,7 +35,6 @@ from twinloop.ops.detect.rules import (
     RANK_STEP_TIME,
     GpuLimits,
 )
-from twinloop.hardware.power import relative_speed
 from twinloop.ops.ports import END, PollResult, RackHeat, Sample, Topology
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.jobs import Phase
@@ -85,7 +85,8 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
             continue
         p = job.profile
         x = ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64)
-        speed = np.asarray(relative_speed(x, 1.0, p.compute_fraction), dtype=np.float64) * factor[job.gpus]
+        cf = np.full(x.shape, p.compute_fraction)
+        speed = relative_speed(x, 1.0, cf) * factor[job.gpus]
         out[job.gpus] = p.iteration_s / np.maximum(speed, 1e-6)
     return out
 

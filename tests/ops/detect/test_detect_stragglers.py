@@ -97,8 +97,9 @@ def test_a_job_over_two_gpu_models_has_no_straggler() -> None:
 
 
 def test_a_gpu_the_loop_capped_is_no_straggler() -> None:
-    # From t = 60 s two GPUs of node 2 run 20 % slower: (a) a power cap their enforced limit shows, (b) a clock lock on
-    # node 2 the loop applied and told the pipeline of (NVML shows no limit change for a lock). Before: node 2 a straggler.
+    # From t = 60 s two GPUs of node 2 run 20 % slower: (a) a power cap their enforced limit shows, (b) a clock lock
+    # on node 2 the loop applied and told the pipeline of (NVML shows no limit change for a lock). Before: node 2 was
+    # a straggler.
     def capped(t: float, rng: np.random.Generator) -> Fields:
         f = healthy(t, rng)
         if t >= 60.0:

@@ -391,7 +391,8 @@ class IncidentGrouper:
             return
         for row in np.unique(self._row_of[idx]).tolist():
             mine = idx[self._row_of[idx] == row]
-            spread = np.unique(self._node_of[mine]).size >= self.spread_nodes and np.unique(self._rack_of[mine]).size > 1
+            n_nodes, n_racks = np.unique(self._node_of[mine]).size, np.unique(self._rack_of[mine]).size
+            spread = n_nodes >= self.spread_nodes and n_racks > 1
             lift = mine[~self.local_fault[mine]] if spread else mine[self.row_wide[mine]]
             if lift.size == 0:
                 continue
