@@ -133,8 +133,9 @@ class PipelineConfig:
         detector_params: detector name → parameter overrides.
         window_s, quiet_s, settle_s, min_fraction: grouping (see :class:`IncidentGrouper`).
         hw_window_s: a hardware firing this recent vetoes a suspected SDC on the GPU's job, s.
-        local_excess_c: a throttling GPU this much warmer for its power than its row's same-model GPUs has a thermal
-            fault of its own; less, and its throttling is the row's (grouped as one row incident), °C.
+        local_excess_c: a throttling GPU this much (and 4 robust sigmas of the row's spread) warmer for its power
+            than its row's same-model GPUs has a thermal fault of its own; less, and its throttling is the row's
+            (grouped as one row incident), °C.
         phase_window_s: an activity change this recent makes a power/temperature change benign, s.
         thermal_window_s: a benign power change this recent makes a temperature change benign, s.
         risk_horizon_h: hours of work at risk per affected GPU (time since a checkpoint; a guess).
@@ -361,15 +362,21 @@ class DetectionPipeline:
 
     def _thermal_excess(self, frame: RuleFrame) -> F64:
         """Per GPU: its die temperature at its power, less the median of its row's same-model GPUs, °C
-        (``T - R·P``: the temperature its coolant or inlet air would explain); 0 where unknown."""
+        (``T - R·P``: the temperature its coolant or inlet air would explain), scaled down where the row's own spread
+        is wide so that ``local_excess_c`` means max(``local_excess_c``, 4 robust sigmas); 0 where unknown."""
         t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
         if t is None or p is None:
             return np.zeros(self.n_gpus)
         base = t - self.limits.thermal_resistance_c_per_w * p
         model, n_models = self.limits.models()
         group = self.grouper.row_index * n_models + model
-        med, _ = group_median(base, group, int(group.max(initial=0)) + 1)
+        n_groups = int(group.max(initial=0)) + 1
+        med, _ = group_median(base, group, n_groups)
         excess = base - med[group]
+        # In units of the row's own spread (robust z, 4 sigma): an air row's inlet temperatures differ along the
+        # row, so its warmest healthy GPU sits well above its median; a failing thermal path stands out of that.
+        mad, _ = group_median(np.abs(excess), group, n_groups)
+        excess = excess * np.minimum(1.0, self.config.local_excess_c / np.maximum(4.0 * 1.4826 * mad[group], 1e-9))
         return np.where(np.isfinite(excess), excess, 0.0)
 
     def _impact(self, cls: EventClass, members: I64) -> Impact:
