@@ -10,10 +10,17 @@ How a firing becomes a class:
 * hardware rules (cooling, thermal/power throttle, power delivery, XID) and the CDU rules (setpoint against
   the commanded one, see :meth:`DetectionPipeline.commanded_setpoint`; pump flow; exchanger capacity) give
   their own class;
-* a straggler on a GPU that a throttle or cooling rule explains is dropped (the cause is reported instead);
+* stragglers (by SM clock, and by the rank's own step time ``TWINLOOP_FI_RANK_STEP_TIME``) are judged against the
+  GPU's job peers of the same GPU model at the same time; one that a throttle or cooling rule explains, that runs
+  under a cap below its peers' or one the loop applied (:meth:`DetectionPipeline.loop_setting`), or that belongs to
+  a serving fleet (:meth:`DetectionPipeline.replica_job`) is dropped;
+* firings of one class with a different mechanism (a GPU's own thermal path vs its row's coolant or air) group
+  apart, so a fault inside an open incident's scope keeps its own incident; throttling spread over a row, or on
+  a GPU no warmer for its power than its row's GPUs, is the row's;
 * job rules (suspected SDC, hang, job slowdown = straggler) fire per job and open one incident per job (the
   root is the job entity); facility rules (PUE rise, power budget) fire for the site (root: the site);
-  the SDC rule only fires when no hardware signal of the job's GPUs changed within ``hw_window_s``;
+  the SDC rule only fires when no hardware signal of the job's GPUs *began* within ``hw_window_s`` (an alarm that
+  stays on does not blind it);
 * a per-field detector alarm that no rule explains is a benign workload phase change when an activity field
   (tensor/DRAM/SM activity, utilization) of the same GPU changed within ``phase_window_s``, and
   ``unclassified`` otherwise; both are ``info`` severity (``emit_info=False`` drops them).
