@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.twin_history import HORIZONS_S, TwinRecorder
 from twinloop.errors import InputError
+from twinloop.hardware.power import relative_speed
 from twinloop.ops.detect.rules import (
     CDU_FLOW,
     CDU_HEAT_LOAD,
@@ -31,10 +32,12 @@ from twinloop.ops.detect.rules import (
     CDU_SUPPLY,
     CDU_VALVE,
     PSU_STATE,
+    RANK_STEP_TIME,
     GpuLimits,
 )
 from twinloop.ops.ports import END, PollResult, RackHeat, Sample, Topology
 from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec
 
 _STATE_OF_FIELD = {"DCGM_FI_DEV_GPU_TEMP": "gpu_temp_c", "DCGM_FI_DEV_POWER_USAGE": "gpu_power_w"}
@@ -60,10 +63,40 @@ def gpu_limits(twin: Twin) -> GpuLimits:
     return GpuLimits.from_kinds(topo.kinds, topo.gpu_kind, air)
 
 
+def rank_step_times(twin: Twin) -> NDArray[np.float64]:
+    """Per GPU: the step time its rank of a running training job would have on its own, s; NaN elsewhere.
+
+    The twin's stand-in for a framework's per-rank step timers: each rank's iteration at its own clock (roofline
+    speed of its own relative clock) and its own straggler factor (an injected ``straggler`` fault or a background
+    straggler), before the collectives make every rank wait for the slowest. The job's own step time
+    (``TWINLOOP_FI_JOB_STEP_TIME``) is the longest of these. Exact, no timer noise (a model, not a measurement).
+    """
+    n = twin.topo.n_gpus
+    out = np.full(n, np.nan)
+    factor = np.ones(n)
+    if twin.straggle:
+        idx = np.fromiter(twin.straggle.keys(), dtype=np.int64)
+        np.minimum.at(factor, idx, np.fromiter(twin.straggle.values(), dtype=np.float64))
+    if twin.background_stragglers.size:
+        np.minimum.at(factor, twin.background_stragglers, twin.background_speed.astype(np.float64))
+    ph = twin.physics
+    for job in twin.jobs:  # per job, vectorized over its GPUs
+        if job.kind != "training" or job.phase != Phase.SUSTAINED or job.gpus.size == 0:
+            continue
+        p = job.profile
+        x = ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64)
+        cf = np.full(x.shape, p.compute_fraction)
+        speed = relative_speed(x, 1.0, cf) * factor[job.gpus]
+        out[job.gpus] = p.iteration_s / np.maximum(speed, 1e-6)
+    return out
+
+
 def gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
-    """The step's GPU fields plus the node and row fields the rules read per GPU, when every node/row reports."""
+    """The step's GPU fields, each GPU's rank step time (:func:`rank_step_times`), plus the node and row fields the
+    rules read per GPU, when every node/row reports."""
     assert result.gpu is not None
     out = dict(result.gpu)
+    out[RANK_STEP_TIME] = rank_step_times(twin)[twin.telemetry.gpu_idx]
     topo, rec = twin.topo, twin.telemetry
     for level, of_gpu, idx in (("node", topo.gpu_node, rec.node_idx), ("row", topo.gpu_row, rec.row_idx)):
         block = result.facility.get(level) if result.facility else None

@@ -51,7 +51,7 @@ from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
 from twinloop.ops.events import EventClass, Incident
 from twinloop.ops.learn.precool import RowHeatForecast
 from twinloop.ops.ports import END, Cluster, Sample, Topology
-from twinloop.ops.respond.actions import ActionRequest, ActionResult
+from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.adapters.base import ancestor
 from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
 from twinloop.ops.respond.policy import Mode, Policy, default_policy, root_level
@@ -95,6 +95,9 @@ class RunSummary:
     last_ts: float | None
     stopped: str
 
+
+#: Settings that slow a GPU on purpose (the straggler rules expect it).
+_SLOWING_KINDS = frozenset({ActionKind.POWER_CAP, ActionKind.SET_CLOCKS})
 
 #: Incident classes during which the cooling optimizer relaxes nothing they cover (their rules tighten cooling).
 _HOLDING_CLASSES = frozenset({EventClass.COOLING_DEGRADATION, EventClass.THERMAL_THROTTLE})
@@ -151,6 +154,7 @@ class LoopRunner:
         self._last_ts = -math.inf
         #: Samples dropped because their time was not after the previous sample's.
         self.dropped = 0
+        self._asked_jobs: set[str] = set()
 
     # ------------------------------------------------------------------ set-up
     def start(self) -> None:
@@ -213,6 +217,7 @@ class LoopRunner:
             self.on_sample(sample)
         for cdu, setpoint_c in sample.commanded_setpoints.items():
             pipeline.commanded_setpoint(cdu, setpoint_c)
+        self._tell_replica_jobs(sample.job_ids)
         updates = pipeline.step(
             sample.ts,
             sample.gpu,
@@ -232,6 +237,7 @@ class LoopRunner:
         if self.optimizer is not None:
             self.optimizer.step(sample.ts, read)
         actions = self._new_actions()
+        self._tell_settings(actions)
         if self.on_actions is not None and actions:
             self.on_actions(sample, actions)
         return StepOutput(sample.ts, tuple(updates), actions, sample.warnings)
@@ -325,6 +331,28 @@ class LoopRunner:
             if local and ancestor(inc.root, 2) == ancestor(row, 2):
                 return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
         return None
+
+    def _tell_replica_jobs(self, job_ids: Sequence[str] | None) -> None:
+        """Ask the cluster once per new job whether it is a serving fleet (independent replicas: no stragglers)."""
+        for job in job_ids or ():
+            if job in self._asked_jobs:
+                continue
+            self._asked_jobs.add(job)
+            entity = job if "/" in job else f"{self.topology.site}/jobs/{job}"
+            if self.cluster.adapter.is_serving(entity):
+                self.pipeline.replica_job(job)
+
+    def _tell_settings(self, actions: Sequence[ActionResult]) -> None:
+        """Tell the detectors which GPUs the loop itself capped or clock-locked (their slowness is expected, not a
+        straggler) and which it released (a restore or rollback puts the previous setting back)."""
+        for a in actions:
+            r = a.request
+            if r.kind not in _SLOWING_KINDS:
+                continue
+            if a.status == "applied":
+                self.pipeline.loop_setting(r.target, r.value is not None)
+            elif a.status in ("restored", "rolled_back"):
+                self.pipeline.loop_setting(r.target, False)
 
     def _responder(self) -> Responder:
         self.start()

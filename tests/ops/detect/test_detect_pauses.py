@@ -123,3 +123,15 @@ def test_pue_rise_after_a_commanded_facility_water_move_is_no_fault() -> None:
     lowered = np.where(t >= 900, 20.0, 24.0)  # the loop lowered the facility water 4 C at the same second
     assert not any(_site(1800, wb, cooling, lowered))
     assert any(_site(1800, wb, cooling, np.full(1800, 24.0)))  # the same rise with no command is a fault
+
+
+def test_sdc_that_begins_while_the_job_restarts_is_caught() -> None:
+    # Requeued at 400; the corruption begins at 450, during ramp-up (the job's new nodes), so the first step after
+    # the restart already carries it. Before: that step became the new level and nothing fired.
+    # The job wrote a checkpoint at 340-360 s; the restart rewinds 10 steps (to about that checkpoint).
+    phases = {340: Phase.CHECKPOINT, 360: Phase.SUSTAINED, 400: Phase.QUEUED, 430: Phase.RAMP_UP, 490: Phase.LAUNCH,
+              491: Phase.SUSTAINED}  # fmt: skip
+    sdc_t, _ = _job_run(phases, jump_at=None)
+    assert not sdc_t  # the loss back at the checkpoint's value is no SDC
+    sdc_t, _ = _job_run(phases, jump_at=450)
+    assert sdc_t and 491 <= sdc_t[0] <= 491 + 2 * STEP_S

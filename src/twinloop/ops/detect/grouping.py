@@ -17,7 +17,10 @@ firing later do not lift it up the tree (a second CDU failing long after the fir
 ``settle_s`` holds a brand-new group back for a few seconds so that GPUs that cross a threshold a little apart
 open one incident rather than several.
 
-A power-delivery incident rooted at a row or the whole site is a facility power excursion.
+A power-delivery incident rooted at a row or the whole site is a facility power excursion. Thermal throttling that
+fires at once on ``spread_nodes`` (3) or more nodes over two or more racks of one row is one incident of the row (or
+its CDU): a hot row, not that many GPUs each with a failing thermal path; so is throttling on GPUs the caller marks
+``row_wide`` (no warmer for their power than their row's other GPUs of their model: the tail of a hot row).
 """
 
 from __future__ import annotations
@@ -161,6 +164,7 @@ class _Open:
     incident_id: int
     event_class: EventClass
     root: int  # tree node, or -1 - k for named (non-tree) root k
+    signature: str
     members: set[int]
     start_ts: float
     end_ts: float
@@ -170,6 +174,7 @@ class _Open:
     max_severity: int = 0
 
 
+_Stream = tuple[EventClass, str]
 ImpactFn = Callable[[EventClass, NDArray[np.int64]], Impact]
 
 
@@ -190,6 +195,8 @@ class IncidentGrouper:
         min_fraction: coverage fraction for a tree node (see :meth:`TopologyTree.cover`).
         max_evidence: detections kept as evidence per incident.
         impact_fn: impact of an incident from its class and member entity indices.
+        spread_nodes: thermal throttling on this many nodes over two or more racks of one row at once is one row
+            incident (:meth:`_spread_to_row`).
     """
 
     def __init__(
@@ -202,6 +209,7 @@ class IncidentGrouper:
         min_fraction: float = 0.5,
         max_evidence: int = 16,
         impact_fn: ImpactFn = default_impact,
+        spread_nodes: int = 3,
     ) -> None:
         self.entities = tuple(entities)
         self.tree = TopologyTree.from_entities(self.entities)
@@ -211,33 +219,54 @@ class IncidentGrouper:
         self.max_evidence = max_evidence
         self.impact_fn = impact_fn
         n = len(self.entities)
-        self._last: dict[EventClass, NDArray[np.float64]] = {}
-        self._first: dict[EventClass, NDArray[np.float64]] = {}
-        self._owner: dict[EventClass, I64] = {}
-        self._onset: dict[EventClass, dict[int, Detection]] = {}
+        # Per stream (class, signature): a signature tells apart causes of one class that must not mask each other
+        # (a GPU's own thermal path failing inside its row's coolant incident).
+        self._last: dict[_Stream, NDArray[np.float64]] = {}
+        self._first: dict[_Stream, NDArray[np.float64]] = {}
+        self._owner: dict[_Stream, I64] = {}
+        self._onset: dict[_Stream, dict[int, Detection]] = {}
         self._named: dict[tuple[EventClass, str], int] = {}
         self._named_names: list[str] = []
         self._open: dict[int, _Open] = {}
         self._next_id = 1
         self._n = n
         self._updates: list[Incident] = []
+        self.spread_nodes = spread_nodes
+        #: Per entity, set by the caller where it throttles: its throttling is its row's (``row_wide``), or its own
+        #: thermal path's (``local_fault``: never lifted to the row); see :meth:`_spread_to_row`.
+        self.row_wide = np.zeros(n, dtype=bool)
+        self.local_fault = np.zeros(n, dtype=bool)
+        # Row, rack and node of every entity, as integers (``site/row/rack/node/...`` prefixes).
+        self._row_of, self._rack_of, self._node_of = (
+            np.unique(["/".join(e.split("/")[:k]) for e in self.entities], return_inverse=True)[1].astype(np.int64)
+            if self.entities
+            else np.zeros(0, dtype=np.int64)
+            for k in (2, 3, 4)
+        )
 
     # --- input ------------------------------------------------------------------------------------------------
     def observe(
-        self, ts: float, event_class: EventClass, idx: I64, onsets: Sequence[tuple[int, Detection]] = ()
+        self,
+        ts: float,
+        event_class: EventClass,
+        idx: I64,
+        onsets: Sequence[tuple[int, Detection]] = (),
+        signature: str = "",
     ) -> None:
         """Entities ``idx`` are firing ``event_class`` at ``ts``; ``onsets`` are (entity index, detection) of
-        the new detections among them (kept as evidence)."""
-        if event_class not in self._last:
-            self._last[event_class] = np.full(self._n, -np.inf)
-            self._first[event_class] = np.full(self._n, np.inf)
-            self._owner[event_class] = np.full(self._n, -1, dtype=np.int64)
-            self._onset[event_class] = {}
-        last, first = self._last[event_class], self._first[event_class]
+        the new detections among them (kept as evidence). Firings of one class with different ``signature`` (a
+        different mechanism) group apart: a fault inside an open incident's scope keeps its own incident."""
+        key = (event_class, signature)
+        if key not in self._last:
+            self._last[key] = np.full(self._n, -np.inf)
+            self._first[key] = np.full(self._n, np.inf)
+            self._owner[key] = np.full(self._n, -1, dtype=np.int64)
+            self._onset[key] = {}
+        last, first = self._last[key], self._first[key]
         fresh = idx[last[idx] < ts - self.window_s]
         first[fresh] = ts
         last[idx] = ts
-        onset = self._onset[event_class]
+        onset = self._onset[key]
         for i, det in onsets:
             onset.setdefault(i, det)
 
@@ -256,7 +285,7 @@ class IncidentGrouper:
         iid = self._named.get(key)
         if iid is None or iid not in self._open:
             self._named_names.append(entity)
-            inc = _Open(self._next_id, event_class, -len(self._named_names), set(), ts, ts)
+            inc = _Open(self._next_id, event_class, -len(self._named_names), "", set(), ts, ts)
             self._next_id += 1
             self._open[inc.incident_id] = inc
             self._named[key] = inc.incident_id
@@ -272,8 +301,8 @@ class IncidentGrouper:
     # --- grouping ---------------------------------------------------------------------------------------------
     def step(self, ts: float) -> list[Incident]:
         """Group what fired up to ``ts``; return the incident updates (opened, grown, merged, closed)."""
-        for cls in list(self._last):
-            self._group_class(ts, cls)
+        for key in list(self._last):
+            self._group_class(ts, key)
         for inc in list(self._open.values()):
             if inc.end_ts < ts - self.quiet_s:
                 self._close(inc, "closed", None)
@@ -283,8 +312,9 @@ class IncidentGrouper:
     def _tree(self, cls: EventClass) -> TopologyTree:
         return self.cdu_tree if cls in COOLING_CLASSES else self.tree
 
-    def _group_class(self, ts: float, cls: EventClass) -> None:
-        last, first, owner = self._last[cls], self._first[cls], self._owner[cls]
+    def _group_class(self, ts: float, key: _Stream) -> None:
+        cls, sig = key
+        last, first, owner = self._last[key], self._first[key], self._owner[key]
         fired_now = last == ts
         active = last >= ts - self.window_s
         # Groups held back by settle_s must open later even when their GPUs fired only once (an XID).
@@ -300,7 +330,7 @@ class IncidentGrouper:
         old_ids = [
             i
             for i, inc in self._open.items()
-            if inc.event_class == cls and inc.root >= 0 and inc.start_ts < ts - self.quiet_s
+            if inc.event_class == cls and inc.signature == sig and inc.root >= 0 and inc.start_ts < ts - self.quiet_s
         ]
         if old_ids:
             old = active & np.isin(owner, old_ids)
@@ -308,20 +338,22 @@ class IncidentGrouper:
                 top = tree.cover(active & ~old, self.min_fraction)
                 for i in old_ids:
                     top[old & (owner == i)] = self._open[i].root
+        if cls == EventClass.THERMAL_THROTTLE and sig == "":
+            self._spread_to_row(tree, top, active)
         roots = np.unique(top[trigger])
-        onset = self._onset[cls]
+        onset = self._onset[key]
         for r in roots.tolist():
             members = np.flatnonzero(top == r)
             ids = {int(o) for o in owner[members] if o >= 0 and int(o) in self._open}
             for inc in self._open.values():
-                if inc.event_class == cls and inc.root >= 0 and inc.incident_id not in ids:
+                if inc.event_class == cls and inc.signature == sig and inc.root >= 0 and inc.incident_id not in ids:
                     lca = tree.lca(inc.root, r)
                     if lca in (inc.root, r):
                         ids.add(inc.incident_id)
             if not ids:
                 if float(first[members].min()) > ts - self.settle_s:
                     continue
-                inc = _Open(self._next_id, cls, r, set(), float(first[members].min()), ts)
+                inc = _Open(self._next_id, cls, r, sig, set(), float(first[members].min()), ts)
                 self._next_id += 1
                 self._open[inc.incident_id] = inc
             else:
@@ -349,6 +381,26 @@ class IncidentGrouper:
         # Onsets of GPUs that stopped firing without joining an incident are dropped.
         for m in [m for m in onset if last[m] < ts - self.window_s]:
             del onset[m]
+
+    def _spread_to_row(self, tree: TopologyTree, top: I64, active: BoolArr) -> None:
+        """Throttling at once on ``spread_nodes`` or more nodes over two or more racks of one row is the row's (its
+        air or coolant, a hot afternoon), not each GPU's own thermal path: one incident at the GPUs' common
+        ancestor (the row, or its CDU), in place of scattered GPU and node incidents each drained on its own."""
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            return
+        for row in np.unique(self._row_of[idx]).tolist():
+            mine = idx[self._row_of[idx] == row]
+            n_nodes, n_racks = np.unique(self._node_of[mine]).size, np.unique(self._rack_of[mine]).size
+            spread = n_nodes >= self.spread_nodes and n_racks > 1
+            lift = mine[~self.local_fault[mine]] if spread else mine[self.row_wide[mine]]
+            if lift.size == 0:
+                continue
+            # The row's node in the tree (its CDU where racks hang under one): three levels above a GPU.
+            root = int(tree.leaf[lift[0]])
+            for _ in range(3):
+                root = int(tree.parent[root]) if tree.parent[root] >= 0 else root
+            top[lift] = root
 
     # --- output -----------------------------------------------------------------------------------------------
     def _root_name(self, inc: _Open) -> str:
@@ -397,13 +449,18 @@ class IncidentGrouper:
     def _close(self, inc: _Open, status: IncidentStatus, merged_into: int | None) -> None:
         self._updates.append(self._snapshot(inc, status, merged_into))
         del self._open[inc.incident_id]
-        owner = self._owner.get(inc.event_class)
+        owner = self._owner.get((inc.event_class, inc.signature))
         if owner is not None and inc.members:
             idx = np.fromiter(inc.members, dtype=np.int64)
             owner[idx[owner[idx] == inc.incident_id]] = -1
         for key, iid in list(self._named.items()):
             if iid == inc.incident_id:
                 del self._named[key]
+
+    @property
+    def row_index(self) -> I64:
+        """Per entity: its row (``site/row`` prefix) as an integer."""
+        return self._row_of
 
     @property
     def open_incidents(self) -> list[Incident]:

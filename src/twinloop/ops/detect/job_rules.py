@@ -1,7 +1,8 @@
 """Job-level rules: a straggler among a job's GPUs, suspected silent data corruption, a hung job.
 
-* ``straggler`` (per GPU): a GPU's smoothed speed metric (SM clock by default) against its job peers' median,
-  as a robust z within the job (``(m - median) / (1.4826·MAD)``, with a floor of ``min_deficit/4`` of the
+* ``straggler`` (per GPU): a GPU's smoothed speed metric (SM clock by default; ``rank_straggler``: the rank's own
+  step time) against the median of its peers (same job, same GPU model, not capped on purpose) at the same time,
+  as a robust z within the group (``(m - median) / (1.4826·MAD)``, with a floor of ``min_deficit/4`` of the
   median so a job whose GPUs all sit at the same clock does not divide by zero) and at least ``min_deficit``
   below the median. The group statistics are vectorized: one ``np.lexsort`` by (job, value) gives every
   job's median and MAD without a per-job loop.
@@ -11,7 +12,9 @@
   SDC shows in no hardware counter (Llama 3 report), so this is the
   only way to see it; a spike with a hardware change is that hardware event instead. A job that restarted
   (phase back to a starting phase, progress counter going backwards) anchors its loss level afresh on its first
-  new step and keeps the learned trend and scale; a checkpoint write is no restart.
+  new step and keeps the learned trend and scale; where the job reports its checkpoint phase, that first step is
+  judged against the value it had when it began its last checkpoint (what it resumes from), so an SDC that begins
+  during the restart is caught; a checkpoint write is no restart.
 * ``job_slowdown`` (per job): the job's step time rose with no clock drop and no hardware event on its GPUs:
   a straggler the per-GPU counters do not show (see :class:`JobSlowdownRule`).
 * ``hang`` (per job): the progress counter (or, without one, tokens/s > 0) has not moved for
@@ -26,6 +29,8 @@ Thresholds are guesses, not fitted.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -37,6 +42,8 @@ from twinloop.ops.detect.rules import (
     JOB_PROGRESS,
     JOB_STEP_TIME,
     JOB_TOKENS,
+    POWER_LIMIT,
+    RANK_STEP_TIME,
     SM_CLOCK,
     TENSOR,
     BoolArr,
@@ -80,6 +87,8 @@ STARTING_PHASES: frozenset[float] = frozenset({0.0, 1.0, 2.0})
 #: done): no hang. The twin's own "hung" code (5) is not among them and is not used as evidence either: a hung
 #: job's framework still reports that it is training.
 PAUSED_PHASES: frozenset[float] = STARTING_PHASES | {4.0, 6.0, 7.0}
+#: The phase code of a job writing a checkpoint.
+CHECKPOINT_PHASE = 4.0
 
 
 class RestartTracker:
@@ -119,7 +128,15 @@ def _at_least(seconds: float, samples: float, dt_s: float) -> float:
 
 
 class StragglerRule(Rule):
-    """One GPU slower than its job's peers (robust z within the job)."""
+    """One GPU slower than its peers: the other GPUs of its job *of the same GPU model*, at the same time.
+
+    The comparison is across peers at each step, never against the GPU's own history, so a GPU slow from its
+    job's first step is found like one that slowed later. Expected slowness is no straggler: a GPU of another model
+    (an A100 beside H100s: its own peer group), a GPU whose enforced power limit sits ``cap_tolerance`` below its
+    peers' median (a cap the loop, an operator or a rack limit set), and a GPU the caller marks
+    (``frame.expected_slow``: a clock lock or cap the loop applied). Such GPUs are not flagged and not counted as
+    peers (a capped rack does not drag its peers' median).
+    """
 
     name = "straggler"
     event_class = EventClass.STRAGGLER
@@ -135,6 +152,7 @@ class StragglerRule(Rule):
         persistence_s: float = 10.0,
         min_smooth_samples: float = 5.0,
         min_persistence_samples: int = 10,
+        cap_tolerance: float = 0.02,
     ) -> None:
         super().__init__()
         self.metric = metric
@@ -146,7 +164,19 @@ class StragglerRule(Rule):
         self.persistence_s = persistence_s
         self.min_smooth_samples = min_smooth_samples
         self.min_persistence_samples = min_persistence_samples
+        self.cap_tolerance = cap_tolerance
         self._m: F64 | None = None
+
+    def _expected_slow(self, frame: RuleFrame, group: NDArray[np.int64], n_groups: int) -> BoolArr:
+        """GPUs slower on purpose: marked by the caller, or capped below their peers' enforced power limit."""
+        n = frame.n_gpus
+        out = np.zeros(n, dtype=bool) if frame.expected_slow is None else frame.expected_slow.copy()
+        limit = frame.gpu.get(POWER_LIMIT)
+        if limit is not None:
+            med, _ = group_median(limit, group, n_groups)
+            with np.errstate(invalid="ignore"):
+                out |= (group >= 0) & (limit < (1.0 - self.cap_tolerance) * med[np.maximum(group, 0)])
+        return out
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_gpus
@@ -169,20 +199,39 @@ class StragglerRule(Rule):
         persist_s = _at_least(self.persistence_s, self.min_persistence_samples, frame.dt_s)
         self._m = ewma_toward(self._m, x, valid, 1.0 - 2.0 ** (-frame.dt_s / half_life_s))
         m = self._m
+        # Peer groups: (job slot, GPU model); vectorized, one group index per GPU.
+        model, n_models = frame.limits.models()
         slot = frame.job_slot
-        med, count = group_median(m, slot, frame.n_slots)
         in_job = slot >= 0
-        safe = np.where(in_job, slot, 0)
+        group = np.where(in_job, slot * n_models + model, -1)
+        n_groups = frame.n_slots * n_models
+        expected = self._expected_slow(frame, group, n_groups)
+        peer_group = np.where(expected, -1, group)
+        med, count = group_median(m, peer_group, n_groups)
+        safe = np.maximum(group, 0)
         dev = np.abs(m - med[safe])
-        mad, _ = group_median(dev, slot, frame.n_slots)
+        mad, _ = group_median(dev, peer_group, n_groups)
         med_g, mad_g, cnt_g = med[safe], mad[safe], count[safe]
         scale = np.maximum(1.4826 * mad_g, 0.25 * self.min_deficit * np.abs(med_g))
         with np.errstate(invalid="ignore", divide="ignore"):
             z = self.sign * (med_g - m) / scale
             deficit = self.sign * (med_g - m) / np.abs(med_g)
-        cond = in_job & (cnt_g >= self.min_peers) & (z >= self.z_threshold) & (deficit >= self.min_deficit)
+        cond = in_job & ~expected & (cnt_g >= self.min_peers) & (z >= self.z_threshold) & (deficit >= self.min_deficit)
         fired = self._persist(cond, valid, steps(persist_s, frame.dt_s))
         return fired, np.where(np.isfinite(z) & in_job, z, 0.0)
+
+
+class RankStragglerRule(StragglerRule):
+    """A rank whose own step time (``TWINLOOP_FI_RANK_STEP_TIME``, per GPU) is longer than its job's same-model
+    peers': the GPU the whole job waits for, even when its clocks look normal (a degraded GPU, a slow host or NIC
+    behind it). Same peer comparison and expectations as :class:`StragglerRule`; higher is slower."""
+
+    name = "rank_straggler"
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metric", RANK_STEP_TIME)
+        kwargs.setdefault("lower_is_slower", False)
+        super().__init__(**kwargs)
 
 
 class SdcRule(Rule):
@@ -201,6 +250,9 @@ class SdcRule(Rule):
         rel_floor: float = 0.002,
     ) -> None:
         super().__init__()
+        self._resumed: dict[str, NDArray[np.bool_]] = {}
+        self._at_checkpoint: dict[str, F64] = {}  # log value when the job last began writing a checkpoint
+        self._phase: F64 = np.zeros(0)
         self.z_threshold = z_threshold
         self.beta = beta
         self.alpha = 1.0 - 2.0 ** (-1.0 / half_life_steps)
@@ -239,6 +291,14 @@ class SdcRule(Rule):
         r = np.where(upd, lx - forecast, 0.0)
         scale = np.maximum(1.2533 * absdev, self.rel_floor)  # mean |r| -> sigma for a Gaussian
         z = np.where(upd & (count >= self.min_steps), r / scale, 0.0)
+        resumed, saved = self._resumed.get(name), self._at_checkpoint.get(name)
+        if resumed is not None and saved is not None:
+            # The first step after a restart resumes from the last checkpoint: judged against the value the job
+            # had when it began writing it (one step of trend on), not taken as the new level unseen.
+            back = first & resumed[:n_slots] & (count >= self.min_steps) & np.isfinite(saved[:n_slots])
+            z = np.where(back, (lx - saved[:n_slots] - trend) / scale, z)
+        if resumed is not None:
+            resumed[:n_slots] &= ~first
         spike = z > self.z_threshold
         a = np.maximum(self.alpha, 1.0 / np.maximum(count, 1))
         rc = np.clip(r, -self.z_threshold * scale, self.z_threshold * scale)
@@ -250,6 +310,26 @@ class SdcRule(Rule):
         z_out[:] = np.where(np.isfinite(z), z, 0.0)
         return z_out
 
+    def _note_checkpoints(self, frame: RuleFrame) -> None:
+        """Remember each signal's last value when a job enters its checkpoint phase (what a restart resumes at)."""
+        phase = frame.job.get(JOB_PHASE)
+        n = frame.n_slots
+        if phase is None or n == 0:
+            return
+        if self._phase.shape[0] < n:
+            self._phase = np.concatenate([self._phase, np.full(n - self._phase.shape[0], np.nan)])
+        entering = (phase == CHECKPOINT_PHASE) & (self._phase[:n] != CHECKPOINT_PHASE)
+        self._phase[:n] = np.where(np.isfinite(phase), phase, self._phase[:n])
+        if not entering.any():
+            return
+        for name, (_, _, _, prev, _) in self._state.items():
+            saved = self._at_checkpoint.get(name, np.zeros(0))
+            if saved.shape[0] < prev.shape[0]:
+                saved = np.concatenate([saved, np.full(prev.shape[0] - saved.shape[0], np.nan)])
+            m = np.zeros(prev.shape[0], dtype=bool)
+            m[:n] = entering
+            self._at_checkpoint[name] = np.where(m, prev, saved)
+
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         n = frame.n_slots
         restarted = self._restarts(frame)
@@ -258,10 +338,17 @@ class SdcRule(Rule):
             # is anchored afresh, on the first new step (the last value before the restart, still reported while
             # the job restarts, is no new step); trend and scale carry over, so a fault right after a restart is
             # judged from the second step on instead of after ``min_steps``.
-            for level, *_ in self._state.values():
+            # The first new step is still checked against the values the job passed through before (an SDC that
+            # begins while the job restarts would otherwise become the new level).
+            for name, (level, *_) in self._state.items():
                 m = np.zeros(level.shape[0], dtype=bool)
                 m[:n] = restarted
                 level[m] = np.nan
+                flags = self._resumed.setdefault(name, np.zeros(0, dtype=bool))
+                if flags.shape[0] < level.shape[0]:
+                    flags = np.concatenate([flags, np.zeros(level.shape[0] - flags.shape[0], dtype=bool)])
+                self._resumed[name] = flags | m
+        self._note_checkpoints(frame)
         z = np.maximum(
             self._signal_z("loss", frame.job.get(JOB_LOSS), n),
             self._signal_z("grad", frame.job.get(JOB_GRAD_NORM), n),
@@ -433,9 +520,10 @@ class JobSlowdownRule(Rule):
                 explained |= mean_clk < clock_ref * (1.0 - self.clock_drop)
             calm_clk = np.isfinite(mean_clk) & (run == 0)
             clock_ref[:] = ewma_toward(clock_ref, mean_clk, calm_clk, 1.0 - 2.0 ** (-frame.dt_s / 300.0))
-        if frame.hw_recent is not None:
-            hw = np.bincount(frame.job_slot[in_job], weights=frame.hw_recent[in_job], minlength=n)[:n]
-            explained |= hw > 0
+        for flags in (frame.hw_recent, frame.slowing):  # a hardware change, or a GPU a known cause slows now
+            if flags is not None:
+                hw = np.bincount(frame.job_slot[in_job], weights=flags[in_job], minlength=n)[:n]
+                explained |= hw > 0
         run[:] = np.where(new, np.where(slow & ~explained, run + 1, 0.0), run)
         calm = new & ~(rise >= 0.5 * self.log_rise)
         a = np.maximum(self.alpha, 1.0 / (count + 1.0))
@@ -447,4 +535,4 @@ class JobSlowdownRule(Rule):
 
 def job_rules() -> list[Rule]:
     """Fresh instances of the job rules with default thresholds."""
-    return [StragglerRule(), SdcRule(), HangRule(), JobSlowdownRule()]
+    return [StragglerRule(), RankStragglerRule(), SdcRule(), HangRule(), JobSlowdownRule()]

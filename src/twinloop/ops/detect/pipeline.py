@@ -10,10 +10,17 @@ How a firing becomes a class:
 * hardware rules (cooling, thermal/power throttle, power delivery, XID) and the CDU rules (setpoint against
   the commanded one, see :meth:`DetectionPipeline.commanded_setpoint`; pump flow; exchanger capacity) give
   their own class;
-* a straggler on a GPU that a throttle or cooling rule explains is dropped (the cause is reported instead);
+* stragglers (by SM clock, and by the rank's own step time ``TWINLOOP_FI_RANK_STEP_TIME``) are judged against the
+  GPU's job peers of the same GPU model at the same time; one that a throttle or cooling rule explains, that runs
+  under a cap below its peers' or one the loop applied (:meth:`DetectionPipeline.loop_setting`), or that belongs to
+  a serving fleet (:meth:`DetectionPipeline.replica_job`) is dropped;
+* firings of one class with a different mechanism (a GPU's own thermal path vs its row's coolant or air) group
+  apart, so a fault inside an open incident's scope keeps its own incident; throttling spread over a row, or on
+  a GPU no warmer for its power than its row's GPUs, is the row's;
 * job rules (suspected SDC, hang, job slowdown = straggler) fire per job and open one incident per job (the
   root is the job entity); facility rules (PUE rise, power budget) fire for the site (root: the site);
-  the SDC rule only fires when no hardware signal of the job's GPUs changed within ``hw_window_s``;
+  the SDC rule only fires when no hardware signal of the job's GPUs *began* within ``hw_window_s`` (an alarm that
+  stays on does not blind it);
 * a per-field detector alarm that no rule explains is a benign workload phase change when an activity field
   (tensor/DRAM/SM activity, utilization) of the same GPU changed within ``phase_window_s``, and
   ``unclassified`` otherwise; both are ``info`` severity (``emit_info=False`` drops them).
@@ -34,10 +41,18 @@ from twinloop.ops.detect.base import Detector, make_detector
 from twinloop.ops.detect.cdu_rules import CduSetpointRule, cdu_rules
 from twinloop.ops.detect.facility_rules import FacilityRules
 from twinloop.ops.detect.grouping import IncidentGrouper
-from twinloop.ops.detect.job_rules import HangRule, JobSlowdownRule, SdcRule, StragglerRule
+from twinloop.ops.detect.job_rules import (
+    HangRule,
+    JobSlowdownRule,
+    RankStragglerRule,
+    SdcRule,
+    StragglerRule,
+    group_median,
+)
 from twinloop.ops.detect.rules import (
     POWER,
     POWER_LIMIT,
+    SM_CLOCK,
     TEMP,
     GpuLimits,
     Rule,
@@ -93,6 +108,7 @@ RULE_THRESHOLDS: Mapping[str, tuple[str, ...]] = {
     "rule:thermal_throttle": ("clock_drop",),
     "rule:power_throttle": ("clock_drop",),
     "rule:straggler": ("z_threshold", "min_deficit"),
+    "rule:rank_straggler": ("z_threshold", "min_deficit"),
     "rule:sdc": ("z_threshold",),
     "rule:hang": ("n_steps", "min_stall_s"),
     "rule:job_slowdown": ("log_rise",),
@@ -110,6 +126,8 @@ _FOLLOWS_POWER = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"})
 _COOLING_RULES = frozenset({"cooling", "coolant", "cdu_setpoint", "cdu_pump", "cdu_capacity"})
 #: Rules on the CDU's own reports: no signal of the GPUs' own hardware changed, so they do not veto an SDC.
 _CDU_SIDE = frozenset({"cdu_setpoint", "cdu_pump", "cdu_capacity"})
+#: Grouping signature of the ``cooling`` rule's firings (a GPU's own thermal path), apart from the coolant's.
+THERMAL_PATH = "thermal_path"
 _EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "power_delivery"}) | _COOLING_RULES
 
 
@@ -122,6 +140,9 @@ class PipelineConfig:
         detector_params: detector name → parameter overrides.
         window_s, quiet_s, settle_s, min_fraction: grouping (see :class:`IncidentGrouper`).
         hw_window_s: a hardware firing this recent vetoes a suspected SDC on the GPU's job, s.
+        local_excess_c: a throttling GPU this much (and 4 robust sigmas of the row's spread) warmer for its power
+            than its row's same-model GPUs has a thermal fault of its own; less, and its throttling is the row's
+            (grouped as one row incident), °C.
         phase_window_s: an activity change this recent makes a power/temperature change benign, s.
         thermal_window_s: a benign power change this recent makes a temperature change benign, s.
         risk_horizon_h: hours of work at risk per affected GPU (time since a checkpoint; a guess).
@@ -137,6 +158,7 @@ class PipelineConfig:
     settle_s: float = 5.0
     min_fraction: float = 0.5
     hw_window_s: float = 120.0
+    local_excess_c: float = 5.0
     phase_window_s: float = 180.0
     thermal_window_s: float = 900.0
     risk_horizon_h: float = 1.0
@@ -188,6 +210,7 @@ class DetectionPipeline:
         self.hw_rules: list[Rule] = hardware_rules() + cdu_rules()
         self._cdu_of_rack = dict(cdu_of_rack or {})
         self.straggler = StragglerRule()
+        self.rank_straggler = RankStragglerRule()
         self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
         self.facility_rules = FacilityRules()
         self._scale_thresholds(c.threshold_scale)
@@ -208,11 +231,15 @@ class DetectionPipeline:
         self._last_ts = -np.inf
         self._dts: list[float] = []
         self.dt_s = 1.0
+        #: A GPU this far below its job's same-model median clock is slowed (by the cause firing on it).
+        self.slow_clock = 0.03
         self._prev_fired: dict[str, NDArray[np.bool_]] = {}
         self._last_hw = np.full(n, -np.inf)
+        self._hw_onset = np.full(n, -np.inf)
         self._last_activity = np.full(n, -np.inf)
         self._last_explainer = np.full(n, -np.inf)
         self._last_cooling = np.full(n, -np.inf)
+        self._last_thermal_path = np.full(n, -np.inf)
         self._last_power = np.full(n, -np.inf)
         self._activity_ref: dict[str, F64] = {}
         self._slots: dict[str, int] = {}
@@ -222,6 +249,29 @@ class DetectionPipeline:
         self._temp = np.full(n, np.nan)
         self._power = np.full(n, np.nan)
         self._limit = self.limits.tdp_w.copy()
+        self._loop_limited = np.zeros(n, dtype=bool)
+        self._replica_jobs: set[str] = set()
+
+    def replica_job(self, job: str, replicas: bool = True) -> None:
+        """Tell the straggler rules that ``job`` (its id as in ``job_ids``) is a fleet of independent replicas (a
+        serving fleet behind a router), not one synchronous job: its GPUs run different loads at different clocks
+        and nobody waits for the slowest, so none of them is a straggler of the others."""
+        (self._replica_jobs.add if replicas else self._replica_jobs.discard)(job)
+
+    def loop_setting(self, target: str, limited: bool) -> int:
+        """Tell the straggler rules that the loop capped (``limited``) or released the GPUs under ``target``
+        (a GPU, node, rack, row, site or job entity): a GPU slow because of a power cap or clock lock the loop
+        applied is expected, not a straggler. Returns how many GPUs it covers."""
+        job = target.rsplit("/jobs/", 1)[1] if "/jobs/" in target else None
+        if job is not None:
+            slot = self._slots.get(job, self._slots.get(target))
+            idx = np.flatnonzero(self._job_slot == slot) if slot is not None else np.zeros(0, dtype=np.int64)
+        else:
+            idx = np.fromiter(
+                (i for i, e in enumerate(self.entities) if e == target or e.startswith(target + "/")), dtype=np.int64
+            )
+        self._loop_limited[idx] = limited
+        return int(idx.size)
 
     def commanded_setpoint(self, cdu: str, setpoint_c: float, at_s: float | None = None) -> int:
         """Tell the ``cdu_setpoint`` rule the supply setpoint commanded to ``cdu`` (in force from ``at_s``, s).
@@ -244,7 +294,9 @@ class DetectionPipeline:
 
     # --- helpers ----------------------------------------------------------------------------------------------
     def _scale_thresholds(self, scale: Mapping[str, float]) -> None:
-        rules: dict[str, object] = {f"rule:{r.name}": r for r in (*self.hw_rules, self.straggler, *self.job_rules)}
+        rules: dict[str, object] = {
+            f"rule:{r.name}": r for r in (*self.hw_rules, self.straggler, self.rank_straggler, *self.job_rules)
+        }
         rules["rule:facility"] = self.facility_rules
         for source, m in scale.items():
             where = f"threshold_scale.{source}"
@@ -300,6 +352,39 @@ class DetectionPipeline:
             arr[slot_of] = np.asarray(values, dtype=np.float64)
             out[name] = arr
         return out
+
+    def _slowing(self, frame: RuleFrame, explained: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """GPUs a known cause (a throttle, power or cooling rule firing now) slows: clocked ``slow_clock`` below the
+        median of their job's same-model GPUs (all of them when no clock is reported). An alarm on a GPU that runs
+        at full speed (lost PSU redundancy the supplies carry) explains no job slowdown."""
+        clock = frame.gpu.get(SM_CLOCK)
+        if clock is None or not explained.any():
+            return explained
+        model, n_models = frame.limits.models()
+        group = np.where(frame.job_slot >= 0, frame.job_slot * n_models + model, -1)
+        med, _ = group_median(clock, group, max(frame.n_slots * n_models, 1))
+        with np.errstate(invalid="ignore"):
+            slow = ~(clock >= (1.0 - self.slow_clock) * med[np.maximum(group, 0)])
+        return explained & slow
+
+    def _thermal_excess(self, frame: RuleFrame) -> F64:
+        """Per GPU: its die temperature at its power, less the median of its row's same-model GPUs, °C
+        (``T - R·P``: the temperature its coolant or inlet air would explain), scaled down where the row's own spread
+        is wide so that ``local_excess_c`` means max(``local_excess_c``, 4 robust sigmas); 0 where unknown."""
+        t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
+        if t is None or p is None:
+            return np.zeros(self.n_gpus)
+        base = t - self.limits.thermal_resistance_c_per_w * p
+        model, n_models = self.limits.models()
+        group = self.grouper.row_index * n_models + model
+        n_groups = int(group.max(initial=0)) + 1
+        med, _ = group_median(base, group, n_groups)
+        excess = base - med[group]
+        # In units of the row's own spread (robust z, 4 sigma): an air row's inlet temperatures differ along the
+        # row, so its warmest healthy GPU sits well above its median; a failing thermal path stands out of that.
+        mad, _ = group_median(np.abs(excess), group, n_groups)
+        excess = excess * np.minimum(1.0, self.config.local_excess_c / np.maximum(4.0 * 1.4826 * mad[group], 1e-9))
+        return np.where(np.isfinite(excess), excess, 0.0)
 
     def _impact(self, cls: EventClass, members: I64) -> Impact:
         slots = self._job_slot[members]
@@ -387,20 +472,47 @@ class DetectionPipeline:
         # 1. hardware rules
         for rule in self.hw_rules:
             fired, score = rule.update(frame)
+            was = self._prev_fired.get(rule.name)
+            if rule.name not in _CDU_SIDE:
+                # A hardware signal *changing* now (its rising edge) is what can explain a loss spike; an alarm that
+                # has been on for longer does not blind the SDC rule for the whole job.
+                rising = fired & ~was if was is not None and was.shape == fired.shape else fired
+                self._hw_onset[rising] = ts
             onsets = self._onsets(ts, rule.name, fired, score, rule.event_class, "anomaly", f"rule:{rule.name}")
             cls = rule.event_class
             if rule.name == "thermal_throttle" and fired.any():
                 # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
                 cooling = fired & (self._last_cooling >= ts - c.quiet_s)
                 if cooling.any():
-                    self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(cooling))
+                    own = cooling & (self._last_thermal_path >= ts - c.quiet_s)
+                    for mask, sig in ((own, THERMAL_PATH), (cooling & ~own, "")):
+                        if mask.any():
+                            self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(mask), (), sig)
                     self._last_hw[cooling] = ts
                     self._last_explainer[cooling] = ts
                     fired = fired & ~cooling
                     onsets = [(i, d) for i, d in onsets if fired[i]]
+                # A throttling GPU no warmer for its power than its row's same-model GPUs is the tail of a hot row
+                # (its air, its coolant, the afternoon), not its own thermal path: the row's incident.
+                local = fired & (self._thermal_excess(frame) >= c.local_excess_c)
+                self.grouper.row_wide[fired] = ~local[fired]
+                self.grouper.local_fault[fired] = local[fired]
             if fired.any():
                 idx = np.flatnonzero(fired)
-                self.grouper.observe(ts, cls, idx, onsets)
+                # A GPU's own thermal path (the die above its coolant, or much warmer for its power than its row's
+                # GPUs) is another cause than its row's coolant or air: inside an open row incident it still opens
+                # its own incident.
+                if rule.name == "cooling":
+                    own_path = fired
+                elif rule.name == "thermal_throttle":
+                    own_path = self.grouper.local_fault & fired
+                else:
+                    own_path = np.zeros_like(fired)
+                for mask, sig in ((fired & ~own_path, ""), (own_path, THERMAL_PATH)):
+                    if mask.any():
+                        self.grouper.observe(ts, cls, np.flatnonzero(mask), [o for o in onsets if mask[o[0]]], sig)
+                if rule.name == "cooling":
+                    self._last_thermal_path[idx] = ts
                 if rule.name in _COOLING_RULES:
                     self._last_cooling[idx] = ts
                 if rule.name not in _CDU_SIDE:
@@ -439,6 +551,7 @@ class DetectionPipeline:
             other = fired & ~recent_activity & ~recent_rule
             if other.any() and f not in ACTIVITY_FIELDS:
                 self._last_hw[other] = ts  # an unexplained hardware-side change vetoes SDC
+                self._hw_onset[other] = ts
             if not c.emit_info:
                 continue
             for cls, mask in ((EventClass.BENIGN_PHASE_CHANGE, benign), (EventClass.UNCLASSIFIED, other)):
@@ -447,15 +560,23 @@ class DetectionPipeline:
                 if mask.any():
                     self.grouper.observe(ts, cls, np.flatnonzero(mask), onsets)
 
-        # 3. straggler (unless a throttle or cooling fault explains the slow GPU)
-        fired, score = self.straggler.update(frame)
-        fired &= ~(self._last_explainer >= ts - c.window_s)
-        onsets = self._onsets(ts, "straggler", fired, score, EventClass.STRAGGLER, "anomaly", "rule:straggler")
-        if fired.any():
-            self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
+        # 3. stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
+        # (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose)
+        frame.expected_slow = self._loop_limited
+        explained = self._last_explainer >= ts - c.window_s
+        if self._replica_jobs:
+            replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
+            explained = explained | np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
+        for rule in (self.straggler, self.rank_straggler):
+            fired, score = rule.update(frame)
+            fired &= ~explained
+            onsets = self._onsets(ts, rule.name, fired, score, EventClass.STRAGGLER, "anomaly", f"rule:{rule.name}")
+            if fired.any():
+                self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
 
         # 4. job rules (per job slot)
-        frame.hw_recent = self._last_hw >= ts - c.hw_window_s
+        frame.hw_recent = self._hw_onset >= ts - c.hw_window_s
+        frame.slowing = self._slowing(frame, self._last_explainer >= ts - c.window_s)
         for rule in self.job_rules:
             fired, score = rule.update(frame)
             key = f"job:{rule.name}"

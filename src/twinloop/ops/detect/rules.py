@@ -77,6 +77,9 @@ JOB_TOKENS = "TWINLOOP_FI_JOB_TOKENS_PER_S"
 JOB_GRAD_NORM = "TWINLOOP_FI_JOB_GRAD_NORM"
 JOB_PROGRESS = "TWINLOOP_FI_JOB_PROGRESS"
 JOB_PHASE = "TWINLOOP_FI_JOB_PHASE"
+#: Per GPU: the step time of the job's rank on this GPU on its own, s (its compute and its own communication,
+#: without the wait for slower peers at the collectives), as a framework's per-rank step timers report it.
+RANK_STEP_TIME = "TWINLOOP_FI_RANK_STEP_TIME"
 
 #: XID codes that mean the GPU (or its memory) is broken on the first occurrence (NVIDIA Xid catalog).
 FATAL_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121})
@@ -91,12 +94,21 @@ class GpuLimits:
         thermal_resistance_c_per_w: die-to-coolant thermal resistance, °C/W (a model parameter).
         thermal_tau_s: thermal time constant R·C, s.
         tdp_w: default power limit, W.
+        model_index: per-GPU GPU model (index into the site's kinds); None = one model. GPUs of different
+            models run at different clocks and step times on purpose: peers are compared within a model.
     """
 
     slowdown_temp_c: F64
     thermal_resistance_c_per_w: F64
     thermal_tau_s: F64
     tdp_w: F64
+    model_index: NDArray[np.int64] | None = None
+
+    def models(self) -> tuple[NDArray[np.int64], int]:
+        """(per-GPU model index, number of models); one model when none was given."""
+        if self.model_index is None:
+            return np.zeros(self.tdp_w.shape[0], dtype=np.int64), 1
+        return self.model_index, int(self.model_index.max(initial=-1)) + 1 or 1
 
     @classmethod
     def from_spec(cls, spec: GpuSpec, n_gpus: int) -> GpuLimits:
@@ -130,6 +142,7 @@ class GpuLimits:
             thermal_resistance_c_per_w=r.astype(np.float64),
             thermal_tau_s=(r * c).astype(np.float64),
             tdp_w=np.array([s.tdp_w for s in specs], dtype=np.float64)[k],
+            model_index=k,
         )
 
     @classmethod
@@ -149,7 +162,10 @@ class RuleFrame:
         job_slot: per-GPU job slot (index into the job arrays), -1 = no job.
         job: per-slot job fields (n_slots,), NaN = not reported this step.
         n_slots: number of job slots.
-        hw_recent: per-GPU flag: some hardware signal of this GPU changed recently (for the SDC rule).
+        hw_recent: per-GPU flag: some hardware signal of this GPU changed (began) recently (for the job rules).
+        slowing: per-GPU flag: a hardware cause is firing on this GPU now and it runs slow (job slowdown rule).
+        expected_slow: per-GPU flag: a known cause makes this GPU slower on purpose (a power cap or clock lock
+            the loop applied), so the straggler rules neither flag it nor count it as a peer.
     """
 
     ts: float
@@ -160,6 +176,8 @@ class RuleFrame:
     job: dict[str, F64] = field(default_factory=dict)
     n_slots: int = 0
     hw_recent: BoolArr | None = None
+    expected_slow: BoolArr | None = None
+    slowing: BoolArr | None = None
 
     @property
     def n_gpus(self) -> int:

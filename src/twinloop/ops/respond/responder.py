@@ -402,7 +402,7 @@ class Responder:
             decision = self._guard_undo(undo, now)
             if not decision.allowed:
                 detail = f"{why}: {decision.refusal}"
-                extra: dict[str, float] = {"of_action": result.action_id}
+                extra: dict[str, float] = {"of_action": float(result.action_id)}
                 out.append(self._record(undo, "refused", now, detail, guard=False, extra=extra))
                 continue
             undo = decision.request

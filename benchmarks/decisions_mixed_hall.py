@@ -1,0 +1,75 @@
+"""Issue 14, stragglers located and explained: the packaged ``mixed_hall`` scenario (a job over an H100 row and an
+A100 row), loop off vs on; prints per-job goodput, the loop's applied drains and requeues, and the straggler
+incidents with their roots (markdown), plus one JSON line per seed.
+
+Run (each seed is two 2 h simulated passes, a few minutes on a quiet core):
+    PYTHONPATH=src .venv/bin/python benchmarks/decisions_mixed_hall.py --seeds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+import twinloop
+from twinloop.closedloop.passes import PassResult, compare, outcome_metrics
+from twinloop.ops.events import EventClass
+from twinloop.twin.scenario import scenario_from_dict
+
+
+def _actions(r: PassResult, kind: str) -> int:
+    return sum(1 for a in r.actions if str(a.request.kind) == kind and a.status == "applied")
+
+
+def _stragglers(r: PassResult) -> list[str]:
+    return sorted({i.root for i in r.incidents if i.event_class == EventClass.STRAGGLER})
+
+
+def run(seed: int, duration_s: float | None) -> dict[str, object]:
+    """One seed, loop off and on."""
+    path = Path(twinloop.__file__).parent / "scenarios" / "mixed_hall.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["seed"] = seed
+    if duration_s is not None:
+        raw["duration_s"] = duration_s
+    off, on = compare(scenario_from_dict(raw, str(path), str(path.parent)))
+    mo, mn = outcome_metrics(off), outcome_metrics(on)
+    return {
+        "seed": seed,
+        "goodput_off": {k: v for k, v in mo.items() if k.startswith("goodput")},
+        "goodput_on": {k: v for k, v in mn.items() if k.startswith("goodput")},
+        "drains_on": _actions(on, "drain"),
+        "requeues_on": _actions(on, "requeue"),
+        "actions_on": dict(Counter(f"{a.request.kind}:{a.status}" for a in on.actions)),
+        "straggler_roots_off": _stragglers(off),
+        "straggler_roots_on": _stragglers(on),
+        "injected_stragglers": [f.entity for f in (*off.faults, *off.background) if "straggler" in f.kind],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[7])
+    ap.add_argument("--duration-s", type=float, default=None, help="override the scenario's 2 h")
+    args = ap.parse_args()
+    rows = [run(s, args.duration_s) for s in args.seeds]
+    for r in rows:
+        print(json.dumps(r))
+    print("\n| seed | job | goodput off (tok/s) | goodput on (tok/s) | drains on | requeues on |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        off, on = r["goodput_off"], r["goodput_on"]
+        assert isinstance(off, dict) and isinstance(on, dict)
+        for k in off:
+            print(
+                f"| {r['seed']} | {k[len('goodput_tokens_per_s[') : -1]} | {off[k]:.4g} | {on[k]:.4g}"
+                f" | {r['drains_on']} | {r['requeues_on']} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

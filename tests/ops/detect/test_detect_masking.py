@@ -1,0 +1,184 @@
+"""No masking (issue 14): a fault inside an open incident's scope keeps its own incident when its signature
+differs; scattered throttling over a row is the row's; a serving fleet's replicas are no stragglers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from twinloop.ops.detect.grouping import IncidentGrouper
+from twinloop.ops.detect.pipeline import THERMAL_PATH, DetectionPipeline, PipelineConfig
+from twinloop.ops.detect.rules import POWER_LIMIT, SM_CLOCK
+from twinloop.ops.detect.synthetic import fleet_entities
+from twinloop.ops.events import EventClass, Incident
+
+ENTITIES = fleet_entities(n_rows=2, racks_per_row=4)  # 2 rows x 4 racks x 8 nodes x 8 GPUs
+
+
+def _gpus(prefix: str) -> np.ndarray:
+    return np.array([i for i, e in enumerate(ENTITIES) if e.startswith(prefix + "/")], dtype=np.int64)
+
+
+def _opened(updates: list[Incident]) -> dict[int, Incident]:
+    out: dict[int, Incident] = {}
+    for u in updates:
+        if u.status == "open":
+            out[u.incident_id] = u
+    merged = {u.incident_id for u in updates if u.status == "merged"}
+    return {k: v for k, v in out.items() if k not in merged}
+
+
+def test_a_gpu_thermal_path_fault_inside_a_row_cooling_incident_gets_its_own_incident() -> None:
+    # Row 1's coolant fails from t = 0 (every GPU of the row, the coolant rule); at t = 200 s one GPU's thermal
+    # interface fails too (the cooling rule: its die above its coolant). Before: the GPU's firing grew the row
+    # incident (same class, below its root) and no one saw the second fault.
+    g = IncidentGrouper(ENTITIES)
+    row = _gpus("dc/r01")
+    gpu = int(row[77])
+    updates: list[Incident] = []
+    for t in range(400):
+        g.observe(float(t), EventClass.COOLING_DEGRADATION, row)
+        if t >= 200:
+            g.observe(float(t), EventClass.COOLING_DEGRADATION, np.array([gpu]), (), THERMAL_PATH)
+        updates += g.step(float(t))
+    opened = _opened(updates)
+    roots = {i.root for i in opened.values()}
+    assert roots == {"dc/r01", ENTITIES[gpu]}
+    assert all(i.event_class == EventClass.COOLING_DEGRADATION for i in opened.values())
+    # The same firings with the same signature stay one incident (grouping itself is unchanged).
+    g2 = IncidentGrouper(ENTITIES)
+    updates = []
+    for t in range(400):
+        g2.observe(float(t), EventClass.COOLING_DEGRADATION, row)
+        if t >= 200:
+            g2.observe(float(t), EventClass.COOLING_DEGRADATION, np.array([gpu]))
+        updates += g2.step(float(t))
+    assert {i.root for i in _opened(updates).values()} == {"dc/r01"}
+
+
+def test_each_incident_closes_when_its_own_evidence_is_gone() -> None:
+    # The GPU's fault is repaired at t = 300 s while the row's coolant incident goes on: the GPU's incident
+    # closes after the quiet period, the row's stays open.
+    g = IncidentGrouper(ENTITIES, quiet_s=120.0)
+    row = _gpus("dc/r01")
+    gpu = int(row[5])
+    updates: list[Incident] = []
+    for t in range(600):
+        g.observe(float(t), EventClass.COOLING_DEGRADATION, row)
+        if 100 <= t < 300:
+            g.observe(float(t), EventClass.COOLING_DEGRADATION, np.array([gpu]), (), THERMAL_PATH)
+        updates += g.step(float(t))
+    closed = [u for u in updates if u.status == "closed"]
+    assert [u.root for u in closed] == [ENTITIES[gpu]]
+    assert 295.0 <= closed[0].end_ts < 300.0  # its last detection
+    assert {i.root for i in g.open_incidents} == {"dc/r01"}
+
+
+def test_throttling_scattered_over_a_row_is_one_row_incident() -> None:
+    # One GPU in each of four nodes over three racks of row 0 throttles at once (a hot air-cooled row): one
+    # incident of the row, not four GPU incidents each drained on its own. Two GPUs in one rack stay apart.
+    g = IncidentGrouper(ENTITIES)
+    picks = np.array([_gpus(p)[3] for p in ("dc/r00/k00/n01", "dc/r00/k00/n05", "dc/r00/k01/n02", "dc/r00/k03/n07")])
+    updates: list[Incident] = []
+    for t in range(60):
+        g.observe(float(t), EventClass.THERMAL_THROTTLE, picks)
+        updates += g.step(float(t))
+    assert {i.root for i in _opened(updates).values()} == {"dc/r00"}
+    g = IncidentGrouper(ENTITIES)
+    two = picks[:2]
+    updates = []
+    for t in range(60):
+        g.observe(float(t), EventClass.THERMAL_THROTTLE, two)
+        updates += g.step(float(t))
+    assert {i.root for i in _opened(updates).values()} == {ENTITIES[int(two[0])], ENTITIES[int(two[1])]}
+
+
+def test_a_serving_fleets_replicas_are_no_stragglers() -> None:
+    # A serving job's replicas run different loads (so different clocks at the power limit) and nobody waits for
+    # the slowest: once the loop knows the job is a fleet, its slow-clocked replica is no straggler.
+    ents = tuple(f"dc/r01/k01/n{n:02d}/g{g}" for n in (1, 2) for g in range(8))
+    n = len(ents)
+
+    def run(replicas: bool) -> set[str]:
+        pipe = DetectionPipeline(ents, config=PipelineConfig(emit_info=False))
+        if replicas:
+            pipe.replica_job("chat")
+        rng = np.random.default_rng(1)
+        roots: set[str] = set()
+        for t in range(120):
+            clock = 1980.0 * (1.0 + 0.002 * rng.standard_normal(n))
+            clock[8:10] *= 0.85
+            fields = {SM_CLOCK: clock, POWER_LIMIT: np.full(n, 700.0)}
+            for u in pipe.step(float(t), fields, np.zeros(n, dtype=np.int64), ["chat"]):
+                if u.event_class == EventClass.STRAGGLER:
+                    roots.add(u.root)
+        return roots
+
+    assert run(False) == {"dc/r01/k01/n02"}
+    assert run(True) == set()
+
+
+def _job_pipeline_run(psu_lost_from: float | None, spike_at: float | None, slow_from: float | None) -> set[EventClass]:
+    """Classes of the job-rooted incidents of a 16-GPU training job: its node 1 reports lost PSU redundancy (an
+    alarm that stays on, the GPUs at full speed) from ``psu_lost_from``; the loss jumps at ``spike_at``; the step
+    time rises 30 % at ``slow_from``."""
+    from twinloop.ops.detect.rules import JOB_LOSS, JOB_STEP_TIME, PSU_STATE
+
+    ents = tuple(f"dc/r01/k01/n{n:02d}/g{g}" for n in (1, 2) for g in range(8))
+    n = len(ents)
+    pipe = DetectionPipeline(ents, config=PipelineConfig(emit_info=False))
+    rng = np.random.default_rng(2)
+    classes: set[EventClass] = set()
+    for t in range(900):
+        psu = np.zeros(n)
+        if psu_lost_from is not None and t >= psu_lost_from:
+            psu[:8] = 1.0
+        fields = {SM_CLOCK: 1980.0 * (1.0 + 0.002 * rng.standard_normal(n)), POWER_LIMIT: np.full(n, 700.0),
+                  PSU_STATE: psu}  # fmt: skip
+        loss = 3.0 - t / 1000.0 + 0.003 * rng.standard_normal()
+        if spike_at is not None and t >= spike_at:
+            loss += 0.5
+        step = 2.0 * (1.0 + 0.005 * rng.standard_normal()) * (1.3 if slow_from is not None and t >= slow_from else 1.0)
+        job = {JOB_LOSS: np.array([loss]), JOB_STEP_TIME: np.array([step])}
+        for u in pipe.step(float(t), fields, np.zeros(n, dtype=np.int64), ["train"], job):
+            if u.root == "dc/jobs/train":
+                classes.add(u.event_class)
+    return classes
+
+
+def test_an_open_hardware_alarm_on_one_gpu_does_not_blind_sdc_or_slowdown_detection() -> None:
+    # Before: the PSU alarm (firing every second from t = 100 s) vetoed the SDC rule and explained any slowdown of
+    # the job for as long as it lasted.
+    assert EventClass.SUSPECTED_SDC in _job_pipeline_run(100.0, 600.0, None)
+    assert EventClass.STRAGGLER in _job_pipeline_run(100.0, None, 600.0)
+    # A hardware change at the moment of the spike still explains it (the veto itself is kept).
+    assert EventClass.SUSPECTED_SDC not in _job_pipeline_run(599.0, 600.0, None)
+    assert _job_pipeline_run(None, None, None) == set()
+
+
+def test_a_hot_rows_tail_gpu_is_the_rows_incident_and_a_local_fault_keeps_its_own() -> None:
+    # Row 0 runs hot: GPU A throttles at 2 °C warmer than its row-mates for its power (the tail of a hot row); GPU B,
+    # in the same row at the same time, is 15 °C warmer (its own thermal path). Before: two GPU incidents, so
+    # the policy capped and drained A's node too (the mixed_hall A100 row's drains). Now: the row's incident for A,
+    # B's own incident beside it.
+    from twinloop.hardware.power import CLOCK_EVENT_SW_THERMAL
+    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP
+
+    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    n = len(ents)
+    a, b = 10, 150
+    pipe = DetectionPipeline(ents, config=PipelineConfig(emit_info=False))
+    rng = np.random.default_rng(4)
+    opened: dict[int, Incident] = {}
+    for t in range(200):
+        power = np.full(n, 600.0) + rng.normal(0.0, 2.0, n)
+        temp = np.round(40.0 + pipe.limits.thermal_resistance_c_per_w * power)
+        bits = np.zeros(n)
+        if t >= 100:
+            temp[a] += 2.0
+            temp[b] += 15.0
+            bits[[a, b]] = CLOCK_EVENT_SW_THERMAL
+        fields = {TEMP: temp, POWER: power, CLOCK_REASONS: bits, SM_CLOCK: np.full(n, 1980.0)}
+        for u in pipe.step(float(t), fields):
+            if u.event_class == EventClass.THERMAL_THROTTLE:
+                opened[u.incident_id] = u
+    assert {i.root for i in opened.values()} == {"dc/r00", ents[b]}
