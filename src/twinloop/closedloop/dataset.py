@@ -62,9 +62,12 @@ def background_class(kind: str) -> EventClass | None:
     ``failure:<cause>``: silent data corruption → suspected SDC; a power supply → power delivery; any other GPU
     or node hardware cause (the GPU or server drops out) → GPU hardware error; job-scope causes (software bug,
     NCCL watchdog, maintenance) → None. ``psu_overload``/``power_brake`` → power delivery, ``gpu_fell_off_bus``
-    → GPU hardware error, ``thermal_shutdown`` → thermal throttle.
+    → GPU hardware error, ``thermal_shutdown`` → thermal throttle, ``straggler`` (the hall's background
+    stragglers) → straggler.
     """
     event, _, detail = kind.partition(":")
+    if event == "straggler":
+        return C.STRAGGLER
     if event in ("psu_overload", "power_brake"):
         return C.POWER_DELIVERY_FAULT
     if event == "gpu_fell_off_bus":

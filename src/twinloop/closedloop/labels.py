@@ -33,4 +33,14 @@ def ground_truth(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], t
         for e in twin.events
         if e.kind in BACKGROUND_EVENTS
     )
-    return faults, background
+    return faults, background + background_stragglers(twin, adapter, end)
+
+
+def background_stragglers(twin: Twin, adapter: TwinAdapter, end_s: float) -> tuple[Label, ...]:
+    """The hall's background stragglers (slow GPUs drawn at reset, ``straggler_fraction``): true slow GPUs for
+    the whole run, so an incident that names one is a true event, not a false alarm."""
+    gpu_ids = twin.telemetry.entities("gpu")
+    return tuple(
+        Label(f"straggler:speed {speed:.3f}", gpu_ids[i], 0.0, end_s, job=adapter.job_of(gpu_ids[i]))
+        for i, speed in zip(twin.background_stragglers.tolist(), twin.background_speed.tolist(), strict=True)
+    )

@@ -577,8 +577,13 @@ class DetectionPipeline:
         # 4. job rules (per job slot)
         frame.hw_recent = self._hw_onset >= ts - c.hw_window_s
         frame.slowing = self._slowing(frame, self._last_explainer >= ts - c.window_s)
+        replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
         for rule in self.job_rules:
             fired, score = rule.update(frame)
+            if rule.event_class is EventClass.STRAGGLER and replica_slots:
+                # A serving fleet's iteration time follows its load: a slower iteration is no straggler.
+                fired = fired.copy()
+                fired[[s for s in replica_slots if s < fired.shape[0]]] = False
             key = f"job:{rule.name}"
             prev = self._prev_fired.get(key, np.zeros(0, dtype=bool))
             prev = np.concatenate([prev, np.zeros(max(0, fired.shape[0] - prev.shape[0]), dtype=bool)])
