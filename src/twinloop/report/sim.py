@@ -18,7 +18,6 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from twinloop.ops.records import read_table
 from twinloop.report.charts import SEVERITY_COLORS, TimelineItem, fmt_si
 from twinloop.report.html import Section, comparison_table, heatmap, table, timeline, timeseries_chart, write_report
 from twinloop.report.levels import TEMP_HEADROOM_LEVELS, default_slowdown_temp_c, slowdown_temps_c
@@ -33,6 +32,7 @@ from twinloop.telemetry.fields import (
 )
 from twinloop.telemetry.store import queries as store_queries
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
+from twinloop.telemetry.store.loop_records import read_loop_table as read_table
 
 #: Most time buckets per chart.
 MAX_POINTS = 600
