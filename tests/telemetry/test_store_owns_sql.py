@@ -81,4 +81,3 @@ def test_no_sql_outside_the_store() -> None:
             counts[rel] = n
     over = {rel: n for rel, n in counts.items() if n > ALLOWED.get(rel, 0)}
     assert not over, f"SQL outside telemetry/store/ (add a named query to telemetry/store/queries.py): {over}"
-
