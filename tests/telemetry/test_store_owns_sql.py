@@ -50,7 +50,7 @@ def sql_literals(source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
             skip.update(id(v) for v in node.values)
-            texts.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+            texts.append("".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             texts.append(node.value)
     return [t for t in texts if SQL.search(t)]
