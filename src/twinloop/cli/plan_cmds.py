@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -12,15 +11,14 @@ from twinloop.cli.app import plan_app
 from twinloop.cli.completion import gpu_names, model_names
 from twinloop.cli.output import JSON_OPTION, busy, guarded, print_json, stdout
 from twinloop.cli.tables import Col, duration, energy, print_pairs, print_table
-from twinloop.errors import InputError
 
 if TYPE_CHECKING:
     from twinloop.plan.power_sweep import PowerSweep
     from twinloop.plan.search import SearchResult
     from twinloop.plan.train import TrainPlan
+    from twinloop.plan.train_flow import TrainOutcome
 
 OBJECTIVES = ("throughput", "energy", "cost")  # twinloop.plan.search.OBJECTIVES; checked by tests/cli/test_lazy.py
-
 
 GB = 1e9
 
@@ -141,7 +139,7 @@ def train(
         "megatron-core-2024", "--framework", help="Framework profile: megatron-2022 | megatron-core-2024 | deepseek-v3."
     ),
     dropout: bool = typer.Option(False, "--dropout/--no-dropout", help="Train with dropout (stores masks)."),
-    search_by: str | None = typer.Option(None, "--search", help="Rank all configurations: throughput|energy|cost."),
+    search_by: str | None = typer.Option(None, "--search", help=f"Rank all configurations: {'|'.join(OBJECTIVES)}."),
     top: int = typer.Option(10, "--top", help="Rows to show with --search."),
     use_ray: bool = typer.Option(False, "--ray", help="Run --search's evaluation as Ray tasks (same ranking)."),
     sweep: bool = typer.Option(False, "--power-sweep", help="Sweep power limits and mark the knee."),
@@ -157,86 +155,40 @@ def train(
 ) -> None:
     """Plan LLM training: memory per GPU, step time, MFU, power, energy, time and cost to train."""
 
-    def run() -> tuple[dict[str, Any], TrainPlan, SearchResult | None, PowerSweep | None]:
-        from twinloop.plan.train import plan_train
-        from twinloop.plan.train_request import make_request, resolve
+    def run() -> TrainOutcome:
+        from twinloop.plan.train_flow import RoutingSource, plan_train_flow
 
-        if search_by is not None and search_by not in OBJECTIVES:
-            raise InputError("--search", "", f"unknown objective {search_by!r} (allowed: {', '.join(OBJECTIVES)})")
-        if top < 1:
-            raise InputError("--top", "", f"must be >= 1, got {top}")
-        routed = None
-        if routing is not None:
-            from twinloop.model.arch import load_model
-            from twinloop.plan.train_routing import training_routing
-
-            if moe_imbalance is not None:
-                raise InputError("--routing", "", "give either --routing or --moe-imbalance, not both")
-            routed = training_routing(routing, load_model(model).name, ep, router, placement)
         fields: dict[str, Any] = dict(
             model=model, gpu=gpu, gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, zero=zero, recompute=recompute,
             sequence_parallel=sequence_parallel, micro_batch=micro_batch, global_batch=global_batch,
             tokens_per_batch=tokens_per_batch, seq_len=seq_len, interleave=interleave, precision=precision,
             price_per_gpu_hour=price_gpu_hour, price_per_kwh=price_kwh, pue=pue, train_tokens=train_tokens,
             power_limit_w=power_limit, scaleout=scaleout, attention_kernel=attention, dropout=dropout,
-            framework=framework,
-            moe_imbalance=routed.mean_load_factor if routed is not None else moe_imbalance,
+            framework=framework, moe_imbalance=moe_imbalance,
         )  # fmt: skip
-        request = make_request(**fields)
-        out: dict[str, Any] = {}
-        result = None
-        if search_by is not None:
-            from twinloop.plan.search import search
-
-            ctx = resolve(request)
-            result = search(ctx, search_by, ray=use_ray)  # type: ignore[arg-type]
-            if result.fitting == 0:
-                raise InputError(
-                    "plan train",
-                    "memory",
-                    f"no configuration fits: the smallest needs {result.smallest_memory_bytes / GB:.1f} GB per GPU",
-                )
-            best = result.ranked.configs.config(0)
-            request = make_request(**{**fields, **dataclasses.asdict(best)})
-        plan = plan_train(request)
-        out = dataclasses.asdict(plan)
-        if routed is not None:
-            out["moe_routing"] = dataclasses.asdict(routed)
-        if result is not None:
-            out["search"] = {
-                "objective": result.objective,
-                "evaluated": result.evaluated,
-                "fitting": result.fitting,
-                "results": result.rows(top),
-            }
-        sweep_result = None
-        if sweep:
-            from twinloop.plan.parallel import ConfigArrays, ParallelConfig
-            from twinloop.plan.power_sweep import power_sweep
-
-            ctx = resolve(request)
-            cfg = ConfigArrays.from_configs([ParallelConfig(**plan.config)])
-            sweep_result = power_sweep(ctx, cfg)
-            out["power_sweep"] = {
-                "knee_power_limit_w": sweep_result.knee_power_limit_w,
-                "points": sweep_result.rows(),
-            }
-        return out, plan, result, sweep_result
+        return plan_train_flow(
+            fields,
+            search=search_by,
+            sweep=sweep,
+            ray=use_ray,
+            top=top,
+            routing=RoutingSource(routing, router, placement) if routing is not None else None,
+        )
 
     # The spinner runs while planning only: nothing may print on stdout while it is live on stderr.
     with busy("planning" + (f" (search by {search_by})" if search_by else ""), enabled=not json_out):
-        out, plan, result, sweep_result = guarded(run)
+        outcome = guarded(run)
     if json_out:
-        print_json(out)
+        print_json(outcome.to_doc())
         return
-    _print_plan(plan)
-    if "moe_routing" in out:
-        r = out["moe_routing"]
+    _print_plan(outcome.plan)
+    r = outcome.routing
+    if r is not None:
         stdout.print(
-            f"MoE imbalance {r['mean_load_factor']:.2f} (mean of {r['steps']} routed steps, {r['router']}/"
-            f"{r['placement']} from {r['source']}; p99 {r['p99_load_factor']:.2f}, max {r['max_load_factor']:.2f})"
+            f"MoE imbalance {r.mean_load_factor:.2f} (mean of {r.steps} routed steps, {r.router}/"
+            f"{r.placement} from {r.source}; p99 {r.p99_load_factor:.2f}, max {r.max_load_factor:.2f})"
         )
-    if result is not None:
-        _print_search(result, top)
-    if sweep_result is not None:
-        _print_sweep(sweep_result)
+    if outcome.search is not None:
+        _print_search(outcome.search, top)
+    if outcome.sweep is not None:
+        _print_sweep(outcome.sweep)

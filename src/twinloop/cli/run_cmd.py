@@ -11,12 +11,11 @@ from rich.markup import escape
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
 from twinloop.cli.sim_cmd import _duration
-from twinloop.closedloop.passes import PassResult, outcome_metrics, run_pass
+from twinloop.closedloop.passes import PassResult, outcome_metrics
+from twinloop.closedloop.scenario_run import run_scenario
 from twinloop.errors import InputError
-from twinloop.ops.records import GroundTruthLabel, write_run
 from twinloop.twin import load_scenario
 from twinloop.twin.engine import StepResult, Twin
-from twinloop.twin.telemetry_writer import TelemetryWriter
 
 _MODES = ("observe", "approve", "auto")
 
@@ -103,44 +102,15 @@ def run(
         spec = load_scenario(scenario, duration_s=_duration("--duration", duration), seed=seed)
         src = str(scenario) if scenario else "default scenario"
         n = round(spec.duration_s / spec.step_s)
-        out.mkdir(parents=True, exist_ok=True)
-        writers: list[TelemetryWriter] = []
         with progress("loop off, then loop on", 2 * n, enabled=not json_out) as advance:
 
             def count(twin: Twin, result: StepResult) -> None:
                 if twin.step_index % 60 == 0:
                     advance(60)
 
-            def record(twin: Twin, result: StepResult) -> None:
-                if not writers:
-                    writers.append(TelemetryWriter(twin, out))
-                writers[0].add(result)
-                count(twin, result)
-
-            off = run_pass(spec, False, on_step=count, source=src)
-            on = run_pass(spec, True, mode=mode, on_step=record, source=src)  # type: ignore[arg-type]
-        writers[0].close()
-        store = writers[0].store
-        for r in (off, on):
-            gt = [GroundTruthLabel(f.kind, f.entity, f.start_s, f.end_s) for f in r.faults]
-            write_run(store.con, r.name, r.incidents, r.actions, gt)
-        doc = {"scenario": spec.name, "seed": spec.seed, "out": str(out),
-               "loop_off": _pass_doc(off), "loop_on": _pass_doc(on)}  # fmt: skip
-        from twinloop.report.sim import sim_report
-
-        store.close()
-        m_off, m_on = outcome_metrics(off), outcome_metrics(on)
-        doc["report"] = str(
-            sim_report(
-                out / "telemetry.duckdb",
-                out / "report.html",
-                title=f"twinloop run: {spec.name}",
-                summary=on.summary,
-                comparison=(m_off, m_on),
-                higher_is_better=[k for k in m_off if k.startswith(("goodput", "ettr"))],
-            )
-        )
-        return doc
+            r = run_scenario(spec, out, mode=mode, source=src, on_step=count)  # type: ignore[arg-type]
+        return {"scenario": spec.name, "seed": spec.seed, "out": str(out), "loop_off": _pass_doc(r.off),
+                "loop_on": _pass_doc(r.on), "report": str(r.report)}  # fmt: skip
 
     doc = guarded(go)
     if json_out:

@@ -17,9 +17,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
-from twinloop.ops.records import read_table
 from twinloop.report.charts import SEVERITY_COLORS, TimelineItem, fmt_si
 from twinloop.report.html import Section, comparison_table, heatmap, table, timeline, timeseries_chart, write_report
 from twinloop.report.levels import TEMP_HEADROOM_LEVELS, default_slowdown_temp_c, slowdown_temps_c
@@ -32,7 +30,9 @@ from twinloop.telemetry.fields import (
     TWINLOOP_FI_IT_POWER,
     TWINLOOP_FI_PUE,
 )
+from twinloop.telemetry.store import queries as store_queries
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
+from twinloop.telemetry.store.loop_records import read_loop_table as read_table
 
 #: Most time buckets per chart.
 MAX_POINTS = 600
@@ -63,6 +63,15 @@ def _site_series(store: DuckDBStore, field: str, t0: float, every_s: float) -> t
     return uniq, np.bincount(idx, weights=mean, minlength=uniq.size)
 
 
+def _rack_grid(rows: store_queries.RackBuckets, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(bucket ts, rack ids, racks × buckets) from per-(rack, bucket) rows."""
+    racks, r_idx = np.unique(rows.rack, return_inverse=True)
+    buckets, b_idx = np.unique(rows.bucket, return_inverse=True)
+    grid = np.full((racks.size, buckets.size), np.nan)
+    grid[r_idx, b_idx] = rows.value
+    return t0 + buckets * every_s, [str(r) for r in racks], grid
+
+
 def rack_headroom(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray, int]:
     """Least headroom to slowdown temperature among each rack's GPUs per time bucket (°C; each GPU against its
     own catalog slowdown temperature): (bucket ts, rack ids, racks × buckets, GPUs of unknown model).
@@ -71,31 +80,15 @@ def rack_headroom(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.nda
     if fid is None:
         return np.zeros(0), [], np.zeros((0, 0)), 0
     labels = store.labels()
-    ents = store.con.execute(
-        "SELECT entity_id, entity FROM entities WHERE entity NOT LIKE '%/jobs/%' "
-        "AND regexp_matches(entity, '^[^/]+/[^/]+/[^/]+/[^/]+/[^/]+$')"
-    ).fetchall()
+    ents = store_queries.gpu_entities(store.con)
     if not ents:
         return np.zeros(0), [], np.zeros((0, 0)), 0
     slow, unknown = slowdown_temps_c(labels, [e for _, e in ents])
-    con = store.con
-    con.register("_tl_slow", pa.table({"entity_id": [i for i, _ in ents], "slow": slow}))
-    try:
-        sql = (
-            "SELECT regexp_extract(e.entity, '^([^/]+/[^/]+/[^/]+)/', 1) AS rack, "
-            "CAST(floor((s.ts - ?) / ?) AS BIGINT) AS b, min(t.slow - s.value) AS v FROM samples s "
-            "JOIN _tl_slow t USING (entity_id) JOIN entities e USING (entity_id) WHERE s.field_id = ? GROUP BY ALL"
-        )
-        res = con.execute(sql, [t0, every_s, fid]).fetchnumpy()
-    finally:
-        con.unregister("_tl_slow")
-    if not len(res["b"]):
+    rows = store_queries.rack_min_offset_buckets(store.con, fid, t0, every_s, [i for i, _ in ents], slow)
+    if not rows.bucket.size:
         return np.zeros(0), [], np.zeros((0, 0)), unknown
-    racks, r_idx = np.unique(np.asarray(res["rack"], dtype=str), return_inverse=True)
-    buckets, b_idx = np.unique(np.asarray(res["b"], dtype=np.int64), return_inverse=True)
-    grid = np.full((racks.size, buckets.size), np.nan)
-    grid[r_idx, b_idx] = np.asarray(res["v"], dtype=np.float64)
-    return t0 + buckets * every_s, [str(r) for r in racks], grid, unknown
+    ts, racks, grid = _rack_grid(rows, t0, every_s)
+    return ts, racks, grid, unknown
 
 
 def rack_temperature(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -103,20 +96,10 @@ def rack_temperature(store: DuckDBStore, t0: float, every_s: float) -> tuple[np.
     fid = store.field_id(GPU_TEMP)
     if fid is None:
         return np.zeros(0), [], np.zeros((0, 0))
-    sql = (
-        "WITH g AS (SELECT entity_id, regexp_extract(entity, '^([^/]+/[^/]+/[^/]+)/[^/]+/[^/]+$', 1) AS rack "
-        "FROM entities WHERE entity NOT LIKE '%/jobs/%') "
-        "SELECT g.rack, CAST(floor((s.ts - ?) / ?) AS BIGINT) AS b, max(s.value) AS v FROM samples s "
-        "JOIN g USING (entity_id) WHERE s.field_id = ? AND g.rack != '' GROUP BY ALL"
-    )
-    res = store.con.execute(sql, [t0, every_s, fid]).fetchnumpy()
-    if not len(res["b"]):
+    rows = store_queries.rack_max_buckets(store.con, fid, t0, every_s)
+    if not rows.bucket.size:
         return np.zeros(0), [], np.zeros((0, 0))
-    racks, r_idx = np.unique(np.asarray(res["rack"], dtype=str), return_inverse=True)
-    buckets, b_idx = np.unique(np.asarray(res["b"], dtype=np.int64), return_inverse=True)
-    grid = np.full((racks.size, buckets.size), np.nan)
-    grid[r_idx, b_idx] = np.asarray(res["v"], dtype=np.float64)
-    return t0 + buckets * every_s, [str(r) for r in racks], grid
+    return _rack_grid(rows, t0, every_s)
 
 
 def telemetry_sections(store: DuckDBStore) -> list[Section]:

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.report.levels import gpu_spec_of
-from twinloop.telemetry.store import lock
+from twinloop.telemetry.store import lock, queries
 
 #: Hierarchy depth of each level in ``site/row/rack/node/gpu``.
 DEPTH = {"site": 1, "row": 2, "rack": 3, "node": 4, "gpu": 5}
@@ -245,11 +245,11 @@ class TelemetryDB:
             self._users[id(parent)] = self._users.get(id(parent), 0) + 1
             self._parent_of[id(cur)] = parent
         try:
-            tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            ready = queries.has_telemetry(cur)
         except duckdb.Error as exc:
             self.release(cur)
             raise StoreUnavailableError(f"telemetry store unreadable ({type(exc).__name__})") from None
-        if not {"entities", "fields", "samples"} <= tables:
+        if not ready:
             self.release(cur)
             return None
         return cur
@@ -277,14 +277,7 @@ class TelemetryDB:
         """
         if self._connect is None:
             return (self._file_id, self._generation)
-        tables = {r[0] for r in cur.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        parts = ["(SELECT count(*) FROM samples)", "(SELECT max(ts) FROM samples)"]
-        if "rollup_1m" in tables:  # the rollups make the same answer cheaper to get
-            parts = ["(SELECT count(*) FROM rollup_1m)", "(SELECT max(last_ts) FROM rollup_1m)"]
-        # loop records are replaced by delete + insert: a new rowid tells a changed row even at the same count
-        parts += [f"(SELECT count(*) || ':' || max(rowid) FROM {t})" for t in sorted(tables) if t.startswith("loop_")]
-        row = cur.execute("SELECT " + ", ".join(parts)).fetchone()
-        return (self._file_id, tuple(row) if row else None)
+        return (self._file_id, queries.version_key(cur))
 
     def cached(self, key: object, version: object, compute: Callable[[], object]) -> object:
         """``compute()``, cached under ``key`` until ``version`` changes (results of heavy queries)."""
@@ -308,14 +301,12 @@ class TelemetryDB:
 
     def topology(self, cur: duckdb.DuckDBPyConnection) -> Topology:
         """The cached topology, rebuilt when the entity or field tables grew."""
-        key_row = cur.execute("SELECT (SELECT count(*) FROM entities), (SELECT count(*) FROM fields)").fetchone()
-        key = (int(key_row[0]), int(key_row[1])) if key_row else (0, 0)
+        key = queries.registry_sizes(cur)
         with self._lock:
             if key == self._topo_key:
                 return self._topo
-        rows = cur.execute("SELECT entity_id, entity, labels FROM entities").fetchall()
-        topo = build_topology([(int(i), str(e), lab) for i, e, lab in rows])
-        fields = {str(n): int(i) for n, i in cur.execute("SELECT name, field_id FROM fields").fetchall()}
+        topo = build_topology(queries.entity_rows(cur))
+        fields = queries.field_ids(cur)
         with self._lock:
             self._topo_key, self._topo, self._fields = key, topo, fields
         return topo
@@ -328,13 +319,11 @@ class TelemetryDB:
 
     def time_range(self, cur: duckdb.DuckDBPyConnection) -> tuple[float | None, float | None]:
         """(oldest, newest) sample timestamp, cached until the sample count changes."""
-        count_row = cur.execute("SELECT count(*) FROM samples").fetchone()
-        count = int(count_row[0]) if count_row else 0
+        count = queries.sample_count(cur)
         with self._lock:
             if count == self._range_key:
                 return self._range
-        row = cur.execute("SELECT min(ts), max(ts) FROM samples").fetchone()
-        rng: tuple[float | None, float | None] = (None, None) if row is None else (row[0], row[1])
+        rng = queries.sample_time_range(cur)
         with self._lock:
             self._range_key, self._range = count, rng
         return rng

@@ -21,9 +21,10 @@ from twinloop.telemetry.fields import (
     TWINLOOP_FI_JOB_STEP_TIME,
     TWINLOOP_FI_JOB_TOKENS_PER_S,
 )
+from twinloop.telemetry.store import queries as store_queries
 from twinloop.web.db import JOB_LEVEL, TelemetryDB
 from twinloop.web.models import JobDetail, JobSummary, PhaseSpan
-from twinloop.web.queries import POWER, _ids, _num, as_list, buckets, latest
+from twinloop.web.queries import POWER, _num, as_list, buckets, latest
 
 PHASE_FIELD = TWINLOOP_FI_JOB_PHASE
 STEP_FIELD = TWINLOOP_FI_JOB_STEP_TIME
@@ -46,20 +47,6 @@ QUEUED, SUSTAINED, CHECKPOINT = 0, 3, 4
 RECENT_S = 60.0
 
 
-def _recent_rate(
-    cur: duckdb.DuckDBPyConnection, fid: int, windows: dict[int, tuple[float, float]]
-) -> dict[int, float | None]:
-    """Mean of field ``fid`` per job over its (from, to) window."""
-    if not windows:
-        return {}
-    rows = ", ".join(f"({int(j)}, {float(a)!r}, {float(b)!r})" for j, (a, b) in windows.items())
-    sql = (
-        f"WITH w(entity_id, t0, t1) AS (VALUES {rows}) SELECT s.entity_id, avg(s.value) FROM samples s "
-        f"JOIN w USING (entity_id) WHERE s.field_id = {int(fid)} AND s.ts > w.t0 AND s.ts <= w.t1 GROUP BY 1"
-    )
-    return {int(e): (None if v is None else float(v)) for e, v in cur.execute(sql).fetchall()}
-
-
 def phase_name(code: float | None) -> str | None:
     """The phase name of a stored code (``phase_<n>`` for unknown codes)."""
     if code is None or not np.isfinite(code):
@@ -71,14 +58,9 @@ def _phase_changes(
     cur: duckdb.DuckDBPyConnection, fid: int, jobs: list[int]
 ) -> dict[int, list[tuple[float, float, float | None]]]:
     """Per job: (ts, phase, previous phase) at every change of phase, plus the job's last sample time."""
-    sql = (
-        "WITH p AS (SELECT entity_id, ts, value, lag(value) OVER (PARTITION BY entity_id ORDER BY ts) AS prev "
-        f"FROM samples WHERE field_id = {fid} AND entity_id IN ({_ids(jobs)})) "
-        "SELECT entity_id, ts, value, prev FROM p WHERE prev IS NULL OR value != prev ORDER BY entity_id, ts"
-    )
     out: dict[int, list[tuple[float, float, float | None]]] = {j: [] for j in jobs}
-    for eid, ts, value, prev in cur.execute(sql).fetchall():
-        out[int(eid)].append((float(ts), float(value), None if prev is None else float(prev)))
+    for eid, ts, value, prev in store_queries.value_changes(cur, fid, jobs):
+        out[eid].append((ts, value, prev))
     return out
 
 
@@ -93,30 +75,19 @@ def job_summaries(cur: duckdb.DuckDBPyConnection, db: TelemetryDB) -> list[JobSu
     size = len(topo.names)
     now = latest(cur, fields, (PHASE_FIELD, STEP_FIELD, TPS_FIELD, GPUS_FIELD), oldest, jobs)
     cols = {k: now[k].lookup(size) for k in now}
-    last_ts = dict(
-        cur.execute(
-            f"SELECT entity_id, max(ts) FROM samples WHERE entity_id IN ({_ids(jobs)}) GROUP BY entity_id"
-        ).fetchall()
-    )
+    last_ts = store_queries.last_sample_ts(cur, jobs)
     changes = _phase_changes(cur, fields[PHASE_FIELD], jobs) if PHASE_FIELD in fields else {}
     stats: dict[int, tuple[float | None, float | None]] = {}
     if TPS_FIELD in fields or STEP_FIELD in fields:
-        phase_fid = fields.get(PHASE_FIELD)
-        started_sql = f"field_id = {phase_fid} AND value != {QUEUED}" if phase_fid is not None else "TRUE"
-        sql = (
-            f"WITH start AS (SELECT entity_id, min(ts) AS t0 FROM samples WHERE entity_id IN ({_ids(jobs)}) "
-            f"AND {started_sql} GROUP BY entity_id) "
-            f"SELECT s.entity_id, avg(s.value) FILTER (WHERE s.field_id = {fields.get(TPS_FIELD, -1)}), "
-            f"avg(s.value) FILTER (WHERE s.field_id = {fields.get(STEP_FIELD, -1)} AND s.value > 0) "
-            "FROM samples s JOIN start USING (entity_id) WHERE s.ts >= start.t0 GROUP BY s.entity_id"
+        stats = store_queries.run_means(
+            cur, jobs, fields.get(PHASE_FIELD), QUEUED, fields.get(TPS_FIELD, -1), fields.get(STEP_FIELD, -1)
         )
-        stats = {int(e): (g, m) for e, g, m in cur.execute(sql).fetchall()}
     windows = {}
     for j in jobs:
         step = _num(cols[STEP_FIELD][j]) or 0.0
         end = float(last_ts.get(j, newest))
         windows[j] = (end - max(RECENT_S, 4.0 * step), end)
-    recent = _recent_rate(cur, fields[TPS_FIELD], windows) if TPS_FIELD in fields else {}
+    recent = store_queries.mean_in_windows(cur, fields[TPS_FIELD], windows) if TPS_FIELD in fields else {}
     out = []
     for j in jobs:
         name = topo.names[j]

@@ -12,8 +12,8 @@ from typing import Any
 
 import duckdb
 
-from twinloop.ops.records import read_table
 from twinloop.report.timebase import record_offset_s
+from twinloop.telemetry.store.loop_records import read_loop_table as read_table
 from twinloop.web.models import ActionRow, IncidentBrief, IncidentDetail, IncidentGroup, InjectedFault
 
 SEVERITY_ORDER = ("info", "minor", "major", "critical")

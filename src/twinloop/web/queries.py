@@ -1,9 +1,9 @@
 """Telemetry queries behind the API: site power now, rack heat, rack and GPU detail, time series.
 
-All aggregation is in SQL (latest value per entity via ``arg_max``, bucket means via ``GROUP BY``) or in
-NumPy over the topology's index arrays (racks from GPUs), never a Python loop over GPUs. "Now" means the
-newest sample of each entity within ``now_window_s`` of the newest sample in the store, so a GPU that
-stopped reporting drops out instead of showing a stale value.
+All aggregation is in the store's named queries (:mod:`twinloop.telemetry.store.queries`: latest value per
+entity, bucket aggregates) or in NumPy over the topology's index arrays (racks from GPUs), never a Python loop
+over GPUs. "Now" means the newest sample of each entity within ``now_window_s`` of the newest sample in the
+store, so a GPU that stopped reporting drops out instead of showing a stale value.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from twinloop.telemetry.fields import (
     TWINLOOP_FI_RACK_INLET_TEMP,
     TWINLOOP_FI_RACK_POWER,
 )
+from twinloop.telemetry.store import queries as store_queries
 from twinloop.web.db import DEPTH, TelemetryDB, Topology, natural_key
 from twinloop.web.models import RackHeat, SitePower, Throttling
 
@@ -98,11 +99,6 @@ def reason_names(mask: int | None) -> list[str]:
     return [name for bit, name in REASON_BITS.items() if mask & bit]
 
 
-def _ids(values: Sequence[int] | NDArray[np.int64]) -> str:
-    """An SQL list of integers (ids come from the store's own tables, never from a request)."""
-    return ", ".join(str(int(v)) for v in values) or "NULL"
-
-
 def _num(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
@@ -137,17 +133,10 @@ def latest(
     out = dict.fromkeys(names, EMPTY_LATEST)
     if not ids:
         return out
-    where = f"ts >= ? AND field_id IN ({_ids(list(ids))})"
-    if entity_ids is not None:
-        where += f" AND entity_id IN ({_ids(entity_ids)})"
-    sql = f"SELECT field_id, entity_id, arg_max(value, ts) AS value FROM samples WHERE {where} GROUP BY ALL"
-    res = cur.execute(sql, [float(since_ts)]).fetchnumpy()
-    fid = np.asarray(res["field_id"], dtype=np.int64)
-    eid = np.asarray(res["entity_id"], dtype=np.int64)
-    val = np.asarray(res["value"], dtype=np.float64)
+    rows = store_queries.latest_values(cur, list(ids), since_ts, entity_ids)
     for f, name in ids.items():
-        sel = fid == f
-        out[name] = Latest(eid[sel], val[sel])
+        sel = rows.field_id == f
+        out[name] = Latest(rows.entity_id[sel], rows.value[sel])
     return out
 
 
@@ -327,30 +316,16 @@ def buckets(
     present = [(f, a) for f, a in specs if f in fields]
     if not present or not entity_ids:
         return Buckets(np.zeros(0), width, {})
-    cols = []
-    for k, (f, agg) in enumerate(present):
-        fid = fields[f]
-        expr = "CAST(value AS BIGINT)" if agg == "bit_or" else "value"
-        cols.append(f"{agg}({expr}) FILTER (WHERE field_id = {fid}) AS c{k}")
-    sql = (
-        f"SELECT entity_id, CAST(floor((ts - ?) / ?) AS BIGINT) AS b, {', '.join(cols)} FROM samples "
-        f"WHERE ts >= ? AND ts < ? AND field_id IN ({_ids(sorted({fields[f] for f, _ in present}))}) "
-        f"AND entity_id IN ({_ids(entity_ids)}) GROUP BY ALL"
+    rows = store_queries.bucket_aggregates(
+        cur, [(fields[f], agg) for f, agg in present], entity_ids, since_s, until_s, width
     )
-    res = cur.execute(sql, [since_s, width, since_s, until_s]).fetchnumpy()
-    b = np.asarray(res["b"], dtype=np.int64)
-    eid = np.asarray(res["entity_id"], dtype=np.int64)
-    used, slot = np.unique(b, return_inverse=True)
+    used, slot = np.unique(rows.bucket, return_inverse=True)
     ts = since_s + used.astype(np.float64) * width
-    ents, e_slot = np.unique(eid, return_inverse=True)
+    ents, e_slot = np.unique(rows.entity_id, return_inverse=True)
     values: dict[tuple[int, str], F64] = {}
     for k, (f, _) in enumerate(present):
-        col = res[f"c{k}"]
-        data = np.ma.getdata(col).astype(np.float64)
-        if np.ma.isMaskedArray(col):
-            data = np.where(np.ma.getmaskarray(col), np.nan, data)
         grid = np.full((ents.size, used.size), np.nan)
-        grid[e_slot, slot] = data
+        grid[e_slot, slot] = rows.columns[k]
         values.update({(int(e), f): grid[j] for j, e in enumerate(ents.tolist())})
     return Buckets(ts, width, values)
 

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from twinloop.telemetry.store.queries import sample_count
 from twinloop.web.api.deps import WebState, scalars, web_state
 from twinloop.web.auth import require_read
 from twinloop.web.db import StoreUnavailableError
@@ -38,8 +39,7 @@ def snapshot(state: WebState) -> dict[str, Any]:
     if cur is not None:
         try:
             _, newest = state.db.time_range(cur)
-            row = cur.execute("SELECT count(*) FROM samples").fetchone()
-            samples = int(row[0]) if row else 0
+            samples = sample_count(cur)
         finally:
             state.db.release(cur)
     ctl = state.controller

@@ -5,6 +5,7 @@ from __future__ import annotations
 import duckdb
 from fastapi import APIRouter, Depends, Request
 
+from twinloop.telemetry.store.queries import sample_count
 from twinloop.web.api.deps import WebState, cursor, scalars, store_cached, web_state
 from twinloop.web.auth import require_read
 from twinloop.web.db import DEPTH, JOB_LEVEL
@@ -100,8 +101,7 @@ def status(
     oldest, newest, samples = None, None, 0
     if cur is not None:
         oldest, newest = state.db.time_range(cur)
-        row = cur.execute("SELECT count(*) FROM samples").fetchone()
-        samples = int(row[0]) if row else 0
+        samples = sample_count(cur)
     ctl = state.controller
     return Status(
         newest_ts=newest,

@@ -21,11 +21,8 @@ from twinloop.model.arch import catalog_model_names
 from twinloop.model.precision import DTYPES, PRECISION_POLICIES
 from twinloop.plan.batching import BATCHING_STRATEGIES
 from twinloop.plan.kv_offload import OFFLOAD_TIERS
-from twinloop.plan.parallel import ConfigArrays, ParallelConfig
-from twinloop.plan.power_sweep import power_sweep
 from twinloop.plan.serve import GPU_MEMORY_UTILIZATION, build_request, plan_serve
-from twinloop.plan.train import plan_train
-from twinloop.plan.train_request import make_request, resolve
+from twinloop.plan.train_flow import plan_train_flow
 from twinloop.web.auth import require_read
 from twinloop.web.models import error_responses
 from twinloop.web.params import invalid
@@ -217,14 +214,12 @@ def train(form: TrainForm) -> TrainResult:
     _check(form.precision, sorted(PRECISION_POLICIES), "precision policy", "precision")
     fields = form.model_dump(exclude={"sweep_points"})
     try:
-        request = make_request(source="plan train", **fields)
-        plan = plan_train(request)
-        sweep = power_sweep(
-            resolve(request), ConfigArrays.from_configs([ParallelConfig(**plan.config)]), form.sweep_points
-        )
+        outcome = plan_train_flow(fields, sweep=True, sweep_points=form.sweep_points)
     except (InputError, ValueError) as exc:
         raise _planner_error(exc) from None
-    doc = clean(dataclasses.asdict(plan))
+    sweep = outcome.sweep
+    assert sweep is not None  # asked for
+    doc = clean(dataclasses.asdict(outcome.plan))
     keep = set(TrainResult.model_fields) - {"knee_power_limit_w", "power_sweep"}
     return TrainResult(
         **{k: doc[k] for k in keep},
