@@ -7,10 +7,12 @@ import time
 import httpx
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from telemetry_helpers import twin_like_frames
 
 from twinloop.errors import InputError
-from twinloop.telemetry.exporter import Exporter, LatestValues, entity_labels, parse_listen
+from twinloop.telemetry.exporter import Exporter, LatestValues, entity_labels, parse_listen, reference_render
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.ingest import validated_frames
 from twinloop.telemetry.report import IngestReport
@@ -147,3 +149,62 @@ def test_scrapes_during_a_render_get_the_previous_body_at_once() -> None:
     assert exporter.body() is first and time.monotonic() - t0 < 0.2  # did not wait for the render
     renderer.join(5)
     assert exporter.body() == b"new\n" and exporter.renders == 2
+
+
+# ----- the vectorized render against prometheus_client's own rendering of the same cache ----------------------
+def _parsed(text: str) -> list[tuple[str, str, str, list[tuple[str, dict[str, str], str]]]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    # repr: NaN compares unequal to itself, its spelling does not.
+    return [(f.name, f.type, f.documentation, [(s.name, s.labels, repr(s.value)) for s in f.samples])
+            for f in text_string_to_metric_families(text)]  # fmt: skip
+
+
+_ENTITY = st.sampled_from(["s/r/k/n0/gpu0", "s/r/k/n0/gpu1", "s/r/k/n1/g7", "s/r/k/n1", "s/r/k", "cdu-1",
+                           'odd "name"\\x', "s/r/k/n9/gpu12"])  # fmt: skip
+_FIELD = st.sampled_from(["DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+                          "FACILITY_CUSTOM_THING", "power.draw"])  # fmt: skip
+_VALUE = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -0.0, 1e7, 12345678.9]))
+_LABELS = st.dictionaries(st.sampled_from(["job", "UUID", "gpu_kind", "Hostname", "namespace", "model"]),
+                          st.text(alphabet='ab"\\\n é', max_size=4), max_size=3)  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.lists(st.tuples(st.floats(0, 10), _ENTITY, _FIELD, _VALUE), min_size=1, max_size=12),
+                          st.dictionaries(_ENTITY, _LABELS, max_size=3)), min_size=1, max_size=4))  # fmt: skip
+def test_render_matches_prometheus_client_sample_for_sample(updates: list) -> None:  # type: ignore[type-arg]
+    latest = LatestValues()
+    for rows, labels in updates:
+        ts, ents, flds, vals = zip(*rows, strict=True)
+        latest.update(Frame.from_long(list(ts), list(ents), list(flds), list(vals), labels=labels))
+        fast, slow = latest.render(), reference_render(latest)
+        assert _parsed(fast) == _parsed(slow)
+    # Values below 1e6 (where prometheus_client keeps Python's float spelling) give the very same bytes.
+    if all(abs(v) < 1e6 or not np.isfinite(v) for rows, _ in updates for *_, v in rows):
+        assert fast == slow
+
+
+def test_render_follows_new_gpus_and_label_changes_at_fleet_scale() -> None:
+    ents = [f"dc/row0/rack{i // 32}/node{i // 8}/gpu{i % 8}" for i in range(2048)]
+    latest = LatestValues()
+    power = np.arange(2048.0)
+    latest.update(Frame.from_dense(1.0, ents[:1024], {"DCGM_FI_DEV_POWER_USAGE": power[:1024]}))
+    assert latest.render().count("\nDCGM_FI_DEV_POWER_USAGE{") == 1024
+    latest.update(Frame.from_dense(2.0, ents, {"DCGM_FI_DEV_POWER_USAGE": power + 1}, labels={ents[5]: {"job": "j"}}))
+    text = latest.render()
+    assert _parsed(text) == _parsed(reference_render(latest))
+    assert text.count('pod="j"') == 1 and text.count("\nDCGM_FI_DEV_POWER_USAGE{") == 2048
+    latest.update(Frame.from_dense(3.0, ents[:1], {"DCGM_FI_DEV_POWER_USAGE": np.array([-5.0])}))
+    assert _parsed(latest.render()) == _parsed(reference_render(latest))
+
+
+def test_gzip_level_zero_answers_uncompressed() -> None:
+    ents = [f"s/r/k/n0/gpu{i}" for i in range(4)]
+    with pytest.raises(InputError, match="gzip_level"):
+        Exporter(gzip_level=10)
+    for level, encoding in [(0, None), (1, "gzip")]:
+        with Exporter(listen="127.0.0.1:0", gzip_level=level) as exporter:
+            exporter.latest.update(Frame.from_dense(1.0, ents, {"DCGM_FI_DEV_POWER_USAGE": np.arange(4.0)}))
+            resp = httpx.get(f"http://127.0.0.1:{exporter.port}/metrics", headers={"Accept-Encoding": "gzip"})
+            assert resp.headers.get("content-encoding") == encoding
+            assert _parsed(resp.text) == _parsed(reference_render(exporter.latest))

@@ -2,191 +2,57 @@
 
 An existing Prometheus (and Grafana with the stock dcgm-exporter dashboard, grafana.com id 12239) scrapes
 twinloop like a GPU node. Metric names are the field names (``DCGM_FI_DEV_POWER_USAGE``); GPU series carry
-dcgm-exporter's labels:
+dcgm-exporter's labels (:mod:`twinloop.telemetry.exporter_labels`). Values are in dcgm-exporter's units
+(energy in mJ).
 
-* ``gpu`` (index on the node), ``device`` (``nvidia<gpu>``), ``UUID``, ``modelName``, ``pci_bus_id``;
-* ``Hostname``: the node's hostname, unique per node (a twin node ``dc1/r01/k03/n05`` becomes
-  ``dc1-r01-k03-n05``; a ``Hostname`` label that came with the data wins);
-* ``pod``, ``namespace``, ``container`` for a GPU that runs a job (dcgm-exporter's Kubernetes mapping:
-  pod = the job, namespace = the ``namespace`` label or ``twinloop``, container = ``container`` or ``main``)
-  and ``hpc_job`` (its HPC job mapping). A plain ``job`` label would be renamed ``exported_job`` by
-  Prometheus, which owns ``job``.
-
-Where the data did not bring a ``UUID`` or ``pci_bus_id`` (the twin), both are *synthesized*,
-deterministically from the entity id (``GPU-<uuid5>``, bus ``0x18 + 0x10·gpu``): they identify the series,
-not hardware. Every series also has an ``entity`` label with the twinloop entity id, so that values map back
-exactly. Values are in dcgm-exporter's units (energy in mJ).
-
-``/metrics`` goes through ``prometheus_client`` (a custom collector over :class:`LatestValues`). The body is
-rendered at most once per ``render_period_s`` and only when new data arrived; every scrape in between gets
-the cached bytes (gzip-compressed once per render for the clients that ask for it, as Prometheus does).
+The cache and its text exposition are :class:`~twinloop.telemetry.exporter_latest.LatestValues` (vectorized
+across GPUs: ~0.1-0.2 s a render at 16,384 GPUs; ``benchmarks/exporter_render.py``). The body is rendered at
+most once per ``render_period_s`` and only when new data arrived; every scrape in between gets the cached
+bytes (gzip-compressed once per render for the clients that ask for it, as Prometheus does).
 Requests are served by a fixed pool of ``max_threads`` workers; connections beyond ``max_pending`` are closed
 at once instead of piling up threads, and the listen backlog holds a burst of that size.
-
-Counters (energy, ECC and remap totals) are exposed *untyped*: ``prometheus_client`` appends ``_total`` to a
-counter's name, and dcgm-exporter's names have no such suffix; the metric names matter more to existing
-dashboards than the TYPE line (``rate()`` works the same on an untyped series).
 """
 
 from __future__ import annotations
 
 import gzip
 import ipaddress
-import re
 import socket
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
-import numpy as np
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.metrics_core import Metric
-
 from twinloop.errors import InputError
-from twinloop.telemetry.fields import FIELD_BY_NAME
-from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.exporter_labels import (
+    DEFAULT_CONTAINER,
+    DEFAULT_NAMESPACE,
+    entity_labels,
+    synthetic_pci_bus_id,
+    synthetic_uuid,
+)
+from twinloop.telemetry.exporter_latest import LatestValues, reference_render
 from twinloop.telemetry.ingest import validated_frames
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source
 
+__all__ = [
+    "CONTENT_TYPE",
+    "DEFAULT_CONTAINER",
+    "DEFAULT_NAMESPACE",
+    "Exporter",
+    "LatestValues",
+    "entity_labels",
+    "is_loopback",
+    "parse_listen",
+    "reference_render",
+    "synthetic_pci_bus_id",
+    "synthetic_uuid",
+]
+
 #: What generate_latest writes (the classic text format); dcgm-exporter answers with the same.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_GPU_PART = re.compile(r"^(?:gpu|g)?(\d+)$")
-_UUID_NS = uuid.UUID("6b1d2b1e-3f0e-4c55-9a53-74776e6c6f6f")  # fixed: the same entity always gets the same UUID
-DEFAULT_NAMESPACE = "twinloop"
-DEFAULT_CONTAINER = "main"
-
-
-def synthetic_uuid(entity: str) -> str:
-    """A stable nvidia-smi-style UUID for a GPU that has none (the twin's): ``GPU-<uuid5 of the entity id>``."""
-    return f"GPU-{uuid.uuid5(_UUID_NS, entity)}"
-
-
-def synthetic_pci_bus_id(gpu: int) -> str:
-    """A PCI bus id in nvidia-smi's spelling for GPU ``gpu`` of a node (buses 0x18, 0x28, ...; synthetic)."""
-    return f"00000000:{(0x18 + 0x10 * gpu) % 256:02X}:00.0"
-
-
-def entity_labels(entity: str, labels: Mapping[str, str]) -> dict[str, str]:
-    """dcgm-exporter labels of one entity (GPU ids ``.../<node>/gpu<i>`` or ``.../g<i>`` get the GPU set).
-
-    Args:
-        entity: the twinloop entity id.
-        labels: labels that came with the data (``UUID``, ``modelName``/``gpu_kind``, ``job``, ``pod`` ...).
-
-    Returns:
-        Label name → value; empty values are left out (Prometheus treats them as absent anyway).
-    """
-    parts = entity.split("/")
-    out: dict[str, str] = {}
-    m = _GPU_PART.match(parts[-1]) if len(parts) >= 2 else None
-    if m is not None or "gpu" in labels:
-        gpu = labels.get("gpu", m.group(1) if m else "0")
-        node = "-".join(parts[:-1]) if m is not None else "-".join(parts)
-        out["gpu"] = gpu
-        out["UUID"] = labels.get("UUID") or synthetic_uuid(entity)
-        out["device"] = labels.get("device", f"nvidia{gpu}")
-        out["modelName"] = labels.get("modelName", labels.get("gpu_kind", ""))
-        out["Hostname"] = labels.get("Hostname") or node
-        out["pci_bus_id"] = labels.get("pci_bus_id") or (synthetic_pci_bus_id(int(gpu)) if gpu.isdigit() else "")
-    elif len(parts) == 4:
-        out["Hostname"] = labels.get("Hostname") or "-".join(parts)
-    job = labels.get("job") or labels.get("hpc_job") or ""
-    pod = labels.get("pod") or job
-    if pod:
-        out["pod"] = pod
-        out["namespace"] = labels.get("namespace") or DEFAULT_NAMESPACE
-        out["container"] = labels.get("container") or DEFAULT_CONTAINER
-    if job:
-        out["hpc_job"] = job
-    if labels.get("model"):
-        out["model"] = labels["model"]
-    out["entity"] = entity
-    return {k: v for k, v in out.items() if v != ""}
-
-
-class LatestValues:
-    """The newest (ts, value) of every (entity, field), with entity labels; safe across threads.
-
-    ``version`` grows with every update that changed something, so a reader can tell whether what it
-    rendered is stale.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[tuple[str, str], tuple[float, float]] = {}
-        self._labels: dict[str, dict[str, str]] = {}
-        self.updates = 0
-        self.version = 0
-
-    def update(self, frame: Frame) -> None:
-        """Take the last sample per (entity, field) of ``frame`` when newer than what is held.
-
-        Labels of an entity are replaced by the frame's (not merged), so a GPU whose job ended loses its
-        ``job`` label as soon as a frame says so.
-        """
-        if not len(frame):
-            return
-        key = frame.entity_idx.astype(np.int64) * max(len(frame.fields), 1) + frame.field_idx
-        # Newest per key: sort by (key, ts) and take each key's last row.
-        order = np.lexsort((frame.ts_s, key))
-        k_sorted = key[order]
-        last = order[np.r_[k_sorted[1:] != k_sorted[:-1], True]]
-        ents = [frame.entities[i] for i in frame.entity_idx[last]]
-        flds = [frame.fields[i] for i in frame.field_idx[last]]
-        with self._lock:
-            for e, f, t, v in zip(ents, flds, frame.ts_s[last].tolist(), frame.value[last].tolist(), strict=True):
-                old = self._values.get((e, f))
-                if old is None or t >= old[0]:
-                    self._values[(e, f)] = (t, v)
-            for ent, lab in frame.labels.items():
-                self._labels[ent] = dict(lab)
-            self.updates += 1
-            self.version += 1
-
-    def snapshot(self) -> tuple[dict[tuple[str, str], tuple[float, float]], dict[str, dict[str, str]]]:
-        """A consistent copy of (values, labels)."""
-        with self._lock:
-            return dict(self._values), {k: dict(v) for k, v in self._labels.items()}
-
-    def render(self) -> str:
-        """The Prometheus text exposition of the held values (through ``prometheus_client``)."""
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Collector(self))
-        return generate_latest(registry).decode()
-
-
-class _Collector:
-    """A ``prometheus_client`` collector over a :class:`LatestValues` (one metric family per field)."""
-
-    def __init__(self, latest: LatestValues) -> None:
-        self.latest = latest
-
-    def collect(self) -> Iterator[Metric]:
-        values, labels = self.latest.snapshot()
-        label_cache: dict[str, dict[str, str]] = {}
-        families: dict[str, Metric] = {}
-        for (ent, fld), (_, val) in sorted(values.items()):
-            fam = families.get(fld)
-            spec = FIELD_BY_NAME.get(fld)
-            if fam is None:
-                if spec is None:
-                    fam = Metric(fld, fld, "gauge")
-                else:
-                    unit = spec.dcgm_unit or spec.unit
-                    counter = " (a counter, exposed untyped: dcgm-exporter's name has no _total)"
-                    doc = f"{spec.description} (in {unit})" + (counter if spec.kind == "counter" else "")
-                    fam = Metric(fld, doc, "gauge" if spec.kind == "gauge" else "unknown")
-                families[fld] = fam
-            lab = label_cache.get(ent)
-            if lab is None:
-                lab = label_cache[ent] = entity_labels(ent, labels.get(ent, {}))
-            fam.add_sample(fld, lab, val * (spec.dcgm_scale if spec is not None else 1.0))
-        yield from families.values()
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -259,11 +125,18 @@ class Exporter:
         max_threads: worker threads serving requests.
         max_pending: connections allowed to wait for a worker; more are closed at once.
         request_timeout_s: a connection idle this long is closed (slow or stuck scrapers free their worker).
+        gzip_level: compression level for clients that accept gzip (1-9), or 0 to always answer uncompressed.
+            Level 1 (the default) compresses the dcgm-style text ~6x at half the CPU of level 5 (16,384 GPUs:
+            25 MB in ~0.35 s); 0 suits a big exporter scraped over loopback, where compressing costs more CPU
+            than the bytes it saves (``benchmarks/exporter_render.py``).
     """
 
     def __init__(self, latest: LatestValues | None = None, listen: str = "127.0.0.1:9400", *,
                  allow_remote: bool = False, render_period_s: float = 1.0, max_threads: int = 8,
-                 max_pending: int = 64, request_timeout_s: float = 10.0) -> None:  # fmt: skip
+                 max_pending: int = 64, request_timeout_s: float = 10.0, gzip_level: int = 1) -> None:  # fmt: skip
+        if not 0 <= gzip_level <= 9:
+            raise InputError("export", "gzip_level", f"must be 0 (off) to 9, got {gzip_level}")
+        self.gzip_level = gzip_level
         self.latest = latest if latest is not None else LatestValues()
         self.listen = listen
         self.allow_remote = allow_remote
@@ -326,7 +199,7 @@ class Exporter:
         body = self.body()
         with self._gzip_lock:
             if self._gzipped is None or self._gzipped[0] is not body:
-                self._gzipped = (body, gzip.compress(body, compresslevel=5))
+                self._gzipped = (body, gzip.compress(body, compresslevel=self.gzip_level))
             return self._gzipped[1]
 
     def start(self) -> Exporter:
@@ -351,7 +224,7 @@ class Exporter:
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404)
                     return
-                gz = "gzip" in self.headers.get("Accept-Encoding", "")
+                gz = exporter.gzip_level > 0 and "gzip" in self.headers.get("Accept-Encoding", "")
                 body = exporter.gzipped_body() if gz else exporter.body()
                 self.send_response(200)
                 self.send_header("Content-Type", CONTENT_TYPE)
