@@ -10,12 +10,20 @@ through the whole loop, and the lag from a query's evaluation time to the end of
 It also times the watcher alone over 16,384 GPUs (frames handed in memory), to tell the loop's own cost apart from
 the exporter's and the HTTP path's.
 
+Where the time goes, per size (second table): the exporter's render (median per render, and renders per second),
+Prometheus's scrapes (successful / attempted over the run, mean scrape duration, samples per scrape) and its CPU
+(cores, from /proc), the watcher's poll (PromQL instant query + JSON decode + frame building, median) and its loop
+step (detect → classify → respond, median), and this process's CPU (exporter, feeder and watcher together).
+
 Run: PYTHONPATH=src python benchmarks/watch_prometheus.py [--gpus 256,1024] [--seconds 20] [--loop-only 16384]
+     [--gzip-level 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -23,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -34,6 +43,7 @@ from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.ops.ports import Sample
 from twinloop.telemetry.exporter import Exporter, LatestValues
 from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.sources.prometheus import PrometheusSource
 from twinloop.telemetry.sources.twin import TwinConfig, TwinSource
 
 FIELDS = ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_POWER_MGMT_LIMIT",
@@ -95,30 +105,77 @@ def start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen[byte
     raise SystemExit("prometheus did not become ready")
 
 
-def query(url: str, q: str) -> float | None:
+def query(url: str, q: str, at: float | None = None) -> float | None:
+    params: dict[str, str | float] = {"query": q} if at is None else {"query": q, "time": at}
     try:
-        res = httpx.get(f"{url}/api/v1/query", params={"query": q}, timeout=10).json()["data"]["result"]
+        res = httpx.get(f"{url}/api/v1/query", params=params, timeout=10).json()["data"]["result"]
     except (httpx.HTTPError, KeyError, ValueError):
         return None
     return float(res[0]["value"][1]) if res else None
 
 
-def measure(n: int, seconds: float) -> dict[str, float]:
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
     gpus = fleet(n)
     latest = LatestValues()
+    renders: list[float] = []
+    plain_render = latest.render
+
+    def timed_render() -> str:
+        t = time.perf_counter()
+        out = plain_render()
+        renders.append(time.perf_counter() - t)
+        return out
+
+    latest.render = timed_render  # type: ignore[method-assign]
+    plain_get, plain_frame = PrometheusSource._get, PrometheusSource._frame
     stop = threading.Event()
     feeder = threading.Thread(target=feed, args=(latest, gpus, stop), daemon=True)
     feeder.start()
-    with tempfile.TemporaryDirectory() as d, Exporter(latest, listen="127.0.0.1:0") as exporter:
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Exporter(latest, listen="127.0.0.1:0", gzip_level=gzip_level) as exporter,
+    ):
         proc, url = start_prometheus(Path(d), exporter.port)
         try:
             deadline = time.monotonic() + 120
             while (query(url, "count(DCGM_FI_DEV_POWER_USAGE)") or 0) < n and time.monotonic() < deadline:
                 time.sleep(0.5)
+            renders.clear()
             built = build_source(f"prometheus:{url}", period_s=1.0)
+            # The source's own cost per poll: the PromQL query (HTTP + JSON decode) and the whole poll (query,
+            # per-series parsing, frame building); it runs in the watcher's source thread. (The prometheus kind
+            # builds its PrometheusSource per poll, so the timing wraps the class's methods, restored below.)
+            gets: list[float] = []
+            whole: list[float] = []
+            started = [0.0]
+
+            def timed_get(self: PrometheusSource, *a: Any, **k: Any) -> Any:
+                started[0] = t = time.perf_counter()
+                out = plain_get(self, *a, **k)
+                gets.append(time.perf_counter() - t)
+                return out
+
+            def timed_frame(self: PrometheusSource, *a: Any, **k: Any) -> Frame:
+                out = plain_frame(self, *a, **k)
+                whole.append(time.perf_counter() - started[0])
+                return out
+
+            PrometheusSource._get, PrometheusSource._frame = timed_get, timed_frame  # type: ignore[method-assign]
             cluster = SourceCluster(built.source, NoActuator(),
                                     LiveOptions(cadence_s=1.0, whole_sweeps=True, discover_s=60))  # fmt: skip
             lags: list[float] = []
+            steps: list[float] = []
             values = [0]
             poll = cluster.poll
 
@@ -136,16 +193,26 @@ def measure(n: int, seconds: float) -> dict[str, float]:
             runner_step = w.loop.step
 
             def timed_step(sample: Sample) -> object:
+                t = time.perf_counter()
                 out = runner_step(sample)
+                steps.append(time.perf_counter() - t)
                 lags.append(time.time() - sample.ts)
                 return out
 
             w.loop.step = timed_step  # type: ignore[method-assign]
+            prom_cpu0, own_cpu0 = cpu_s(proc.pid), own_cpu_s()
             t0 = time.monotonic()
             summary = w.run(stop=lambda: time.monotonic() - t0 >= seconds)
             wall = time.monotonic() - t0
-            scrape_s = query(url, 'scrape_duration_seconds{job="twinloop"}')
+            prom_cores = (cpu_s(proc.pid) - prom_cpu0) / wall
+            own_cores = (own_cpu_s() - own_cpu0) / wall
+            window, at = f"[{max(1, round(wall))}s]", time.time()
+            scrape_s = query(url, f'avg_over_time(scrape_duration_seconds{{job="twinloop"}}{window})', at)
+            scrapes = query(url, f'count_over_time(up{{job="twinloop"}}{window})', at)
+            scrapes_ok = query(url, f'sum_over_time(up{{job="twinloop"}}{window})', at)
+            per_scrape = query(url, f'avg_over_time(scrape_samples_scraped{{job="twinloop"}}{window})', at)
         finally:
+            PrometheusSource._get, PrometheusSource._frame = plain_get, plain_frame  # type: ignore[method-assign]
             stop.set()
             proc.terminate()
             proc.wait(timeout=30)
@@ -161,6 +228,16 @@ def measure(n: int, seconds: float) -> dict[str, float]:
         "lag_p95_s": float(np.percentile(lag, 95)),
         "scrape_s": float("nan") if scrape_s is None else scrape_s,
         "wall_s": wall,
+        "render_s": float(np.median(renders)) if renders else float("nan"),
+        "renders_per_s": len(renders) / wall,
+        "scrapes": scrapes or 0.0,
+        "scrapes_ok": scrapes_ok or 0.0,
+        "samples_per_scrape": float("nan") if per_scrape is None else per_scrape,
+        "prometheus_cores": prom_cores,
+        "query_s": float(np.median(gets)) if gets else float("nan"),
+        "source_poll_s": float(np.median(whole)) if whole else float("nan"),
+        "step_s": float(np.median(steps)) if steps else float("nan"),
+        "own_cores": own_cores,
     }
 
 
@@ -184,7 +261,9 @@ def main() -> None:
     ap.add_argument("--gpus", default="256,1024")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--loop-only", default="16384", help="GPU counts for the watcher alone (no HTTP)")
+    ap.add_argument("--gzip-level", type=int, default=1, help="the exporter's gzip level (0: uncompressed)")
     args = ap.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f}; exporter gzip level {args.gzip_level}\n")
     print("| GPUs | watcher alone: wall s per tick (1 Hz needs < 1) |")
     print("|---|---|")
     for n in (int(x) for x in args.loop_only.split(",") if x):
@@ -195,11 +274,23 @@ def main() -> None:
     head += "| exporter scrape (s) |"
     print(head)
     print("|---|---|---|---|---|---|")
+    results = []
     for n in (int(x) for x in args.gpus.split(",")):
-        r = measure(n, args.seconds)
+        r = measure(n, args.seconds, args.gzip_level)
+        results.append(r)
         print(f"| {r['gpus']:,} | {r['ticks']} in {r['wall_s']:.0f} s | {r['tick_rate_hz']:.2f} | "
               f"{r['values_per_s']:,.0f} | {r['lag_p50_s']:.2f} / {r['lag_p95_s']:.2f} | {r['scrape_s']:.2f} |",
               flush=True)  # fmt: skip
+    print()
+    print("| GPUs | render s (renders/s) | scrapes ok / tried | samples per scrape | Prometheus CPU (cores) "
+          "| PromQL query + JSON decode s | whole source poll s | loop step s "
+          "| this process CPU (cores) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['gpus']:,} | {r['render_s']:.3f} ({r['renders_per_s']:.2f}) | {r['scrapes_ok']:.0f} / "
+              f"{r['scrapes']:.0f} | {r['samples_per_scrape']:,.0f} | {r['prometheus_cores']:.2f} | "
+              f"{r['query_s']:.3f} | {r['source_poll_s']:.3f} | {r['step_s']:.3f} | "
+              f"{r['own_cores']:.2f} |")  # fmt: skip
 
 
 if __name__ == "__main__":
