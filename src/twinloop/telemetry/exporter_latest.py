@@ -230,7 +230,8 @@ class LatestValues:
             plan = self._plan
             if plan is None or plan.structure != self._structure:
                 plan = self._plan = self._build_plan()
-            parts = [self._columns[field].value[sel] * scale for field, sel, scale in plan.families]
+            with np.errstate(over="ignore"):  # a huge value x the unit scale is +Inf, as in Python's own floats
+                parts = [self._columns[field].value[sel] * scale for field, sel, scale in plan.families]
         if not parts:
             return ""
         values = np.concatenate(parts)
