@@ -107,12 +107,13 @@ def detection_table(groups: dict[str, dict[int, dict[str, Any]]]) -> None:
                 if k.startswith(("precision[", "recall[", "median_time_to_detect_s[")):
                     totals[k].append(v)
     faults = sorted({k.split("[", 1)[1].rstrip("]") for k in totals})
-    print("\n| injected fault | runs | precision (mean) | recall (mean) | median time to detect s (mean [interval]) |")
+    print("\n| injected fault | runs | precision (mean) | recall (mean) | median time to detect s (mean, min–max) |")
     print("|---|---|---|---|---|")
     for f in faults:
         prec, rec = totals[f"precision[{f}]"], totals[f"recall[{f}]"]
         ttd = totals.get(f"median_time_to_detect_s[{f}]", [])
-        print(f"| {f} | {len(rec)} | {sum(prec) / len(prec):.2f} | {sum(rec) / len(rec):.2f} | {interval(ttd)} |")
+        spread = f"{fmt(sum(ttd) / len(ttd))} ({fmt(min(ttd))}–{fmt(max(ttd))})" if ttd else "—"
+        print(f"| {f} | {len(rec)} | {sum(prec) / len(prec):.2f} | {sum(rec) / len(rec):.2f} | {spread} |")
     print(f"\nFalse alarms over all runs (loop off and on): {false_alarms:.0f}; incidents: {incidents:.0f}.")
 
 
