@@ -16,6 +16,8 @@ from pathlib import Path
 from twinloop.telemetry import fields
 from twinloop.telemetry.fields import ALIASES, FIELD_BY_NAME, FIELDS
 
+from .source_scan import docstring_ids
+
 PACKAGE = Path(fields.__file__).resolve().parents[1]
 LOOKS_LIKE_A_FIELD = re.compile(r"(?:DCGM|TWINLOOP)_FI_[A-Z0-9_]+")
 #: dcgm-exporter *label* names in the DCGM style, not fields.
@@ -35,20 +37,10 @@ ALLOWED: dict[str, int] = {
 }
 
 
-def _docstring_ids(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                ids.add(id(first.value))
-    return ids
-
-
 def field_literals(source: str) -> list[str]:
     """String constants of ``source`` (docstrings aside) that are, or look like, a field name."""
     tree = ast.parse(source)
-    docs = _docstring_ids(tree)
+    docs = docstring_ids(tree)
     found = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docs:

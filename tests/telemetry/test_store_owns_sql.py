@@ -17,6 +17,8 @@ from pathlib import Path
 
 import twinloop
 
+from .source_scan import docstring_ids
+
 PACKAGE = Path(twinloop.__file__).resolve().parent
 #: Where SQL belongs: the store and its backends.
 STORE = "telemetry/store/"
@@ -32,20 +34,10 @@ ALLOWED: dict[str, int] = {
 }
 
 
-def _docstring_ids(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                ids.add(id(first.value))
-    return ids
-
-
 def sql_literals(source: str) -> list[str]:
     """String constants and f-strings of ``source`` (docstrings aside) that hold SQL."""
     tree = ast.parse(source)
-    skip = _docstring_ids(tree)
+    skip = docstring_ids(tree)
     texts = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):

@@ -9,8 +9,9 @@ so the package name would depend on import order; import them from their modules
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from twinloop.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from twinloop.plan.cost import Prices, cost_usd
@@ -81,7 +82,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+__getattr__ = lazy_exports(__name__, _WHERE)
