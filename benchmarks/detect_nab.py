@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent / "data" / "nab"
 #: Packaged series: key (path under NAB's data/) → (signal kind, "fitted" or "held out").
 SERIES: dict[str, tuple[str, str]] = {
     "realKnownCause/ec2_request_latency_system_failure.csv": ("latency", "fitted"),
+    "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
 }
 
 
