@@ -7,7 +7,8 @@ profile, with the simplification documented there); windows entirely outside a s
 
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py                 # default vs per-kind profile
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --profile auto  # one profile for all series
-    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --data NAB/data --labels NAB/labels/combined_windows.json \\
+    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --data NAB/data \\
+        --labels NAB/labels/combined_windows.json \\
         --series realKnownCause/machine_temperature_system_failure.csv:temperature
 """
 
@@ -55,9 +56,9 @@ def main() -> None:
     ap.add_argument("--profile", choices=PROFILE_NAMES, help="one profile for every series (default: per kind)")
     args = ap.parse_args()
     load_variants()
-    series = {k: v for k, v in SERIES.items()}
+    series = dict(SERIES)
     if args.series:
-        series = {s.split(":")[0]: ((s.split(":") + ["auto"])[1], "given") for s in args.series}
+        series = {s.split(":")[0]: ([*s.split(":"), "auto"][1], "given") for s in args.series}
     print(f"{'series':52s} {'kind':12s} {'set':9s} {'profile':12s} {'found':>7s} {'FA':>4s} {'FA/day':>7s} {'NAB':>7s}")
     for key, (kind, role) in series.items():
         for name in ("default", args.profile or kind):

@@ -108,7 +108,8 @@ PROFILES: dict[str, DetectorProfile] = {
             (
                 DetectorSpec(
                     "ewma_zscore",
-                    {"robust": True, "threshold": 8.0, "min_persistence": 1, "persistence_s": 0.0, "smooth_s": 0.0, **_NO_FLAP},
+                    {"robust": True, "threshold": 8.0, "min_persistence": 1, "persistence_s": 0.0, "smooth_s": 0.0,
+                     **_NO_FLAP},
                     {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600)},
                 ),
             ),
@@ -246,4 +247,3 @@ __all__ = [
     "space_alarms",
     "span_seconds",
 ]
-
