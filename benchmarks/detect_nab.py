@@ -65,7 +65,7 @@ def main() -> None:
             s = score_series(_csv(key, args.data), args.labels, key, name, kind)
             print(
                 f"{Path(key).name[:52]:52s} {kind:12s} {role:9s} {name:12s} {s.found:>3d}/{s.windows:<3d} "
-                f"{s.false_alarms:4d} {s.false_alarms_per_day:7.2f} {s.nab_score:7.1f}"
+                f"{s.false_alarms:4d} {s.false_alarms_per_day:7.3f} {s.nab_score:7.1f}"
             )
 
 
