@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +84,19 @@ def test_latency_profile_finds_ec2_failures() -> None:
     assert score.found == 3
     assert score.false_alarms <= 1
     assert score.nab_score > 60.0
+
+
+def test_cli_profile_keeps_json_shape_and_rejects_unknown(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    path = tmp_path / "svc_latency_ms.csv"
+    rows = [f"{1.7e9 + 300.0 * i:.0f},{45.0 + (i % 7) * 0.5 + (60.0 if i == 250 else 0.0)}" for i in range(400)]
+    path.write_text("ts,value\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    plain = json.loads(cli("detect", str(path), "--json").stdout)
+    res = cli("detect", str(path), "--profile", "auto", "--json")
+    assert res.exit_code == 0, res.stderr
+    prof = json.loads(res.stdout)
+    assert prof.keys() == plain.keys()
+    assert prof["detectors"] == ["ewma_zscore"]  # auto → latency, from the file name
+    assert [d["ts"] for d in prof["detections"]] == [1.7e9 + 300.0 * 250]
+    bad = cli("detect", str(path), "--profile", "fast", "--json")
+    assert bad.exit_code == 2
+    assert "--profile" in bad.stderr
