@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent / "data" / "nab"
 SERIES: dict[str, tuple[str, str]] = {
     "realKnownCause/ec2_request_latency_system_failure.csv": ("latency", "fitted"),
     "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
+    "realAWSCloudwatch/rds_cpu_utilization_cc0c53.csv": ("utilisation", "held out"),
 }
 
 

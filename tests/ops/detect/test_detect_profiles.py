@@ -35,6 +35,8 @@ EC2 = "realKnownCause/ec2_request_latency_system_failure.csv"
         (["ttft_ms"], "latency"),
         (["cpu_utilization_asg_misconfiguration.csv"], "utilisation"),
         (["sm_util"], "utilisation"),
+        (["rds_cpu_utilization_cc0c53.csv", "value"], "utilisation"),  # "_c" inside a name is no unit
+        (["gpu_power_w", "inlet_c"], "temperature"),
         (["value"], "utilisation"),  # nothing known: the generic robust profile
         ([], "utilisation"),
     ],

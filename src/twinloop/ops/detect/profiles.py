@@ -157,11 +157,13 @@ PROFILES: dict[str, DetectorProfile] = {
     )
 }  # fmt: skip
 
-#: ``auto``: words in a field name, unit or file name → profile. First match wins, in this order.
-AUTO_HINTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("temperature", ("temp", "celsius", "degc", "_c", "thermal")),
-    ("latency", ("latency", "_ms", "duration", "rtt", "delay", "response", "ttft", "tpot")),
-    ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy")),
+#: ``auto``: words in a field name, unit or file name → profile. First match wins, in this order. A word matches
+#: anywhere in a hint; a unit suffix (``_c``, ``_ms``) only at the end of a hint (less its file extension), so
+#: ``rds_cpu_utilization_cc0c53.csv`` is not taken for a temperature.
+AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("temperature", ("temp", "celsius", "degc", "thermal"), ("_c",)),
+    ("latency", ("latency", "duration", "rtt", "delay", "response", "ttft", "tpot"), ("_ms", "_s")),
+    ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy"), ("_pct",)),
 )
 
 PROFILE_NAMES = (*PROFILES, "auto")
@@ -176,9 +178,9 @@ def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
         InputError: unknown profile name.
     """
     if name == "auto":
-        text = " ".join(h.lower() for h in hints)
-        for profile, words in AUTO_HINTS:
-            if any(w in text for w in words):
+        names = [h.lower().rsplit(".", 1)[0] if h.lower().endswith((".csv", ".parquet")) else h.lower() for h in hints]
+        for profile, words, suffixes in AUTO_HINTS:
+            if any(w in n for n in names for w in words) or any(n.endswith(suffixes) for n in names):
                 return PROFILES[profile]
         return PROFILES["utilisation"]
     if name not in PROFILES:
