@@ -1,12 +1,15 @@
 """`twinloop detect`'s detectors on Numenta Anomaly Benchmark series: windows found, false alarms/day, NAB score.
 
-Needs a NAB checkout's ``data/`` folder and ``labels/combined_windows.json`` (https://github.com/numenta/NAB);
-the series are not packaged in this repository yet (no fixtures, no per-signal profiles, no figures: issue 14,
-"Real series", is still open). Scoring: ``twinloop.ops.detect.windows`` (NAB standard profile, with the
-simplification documented there).
+Reads NAB series (``timestamp,value`` CSVs) and NAB's ``combined_windows.json`` labels. By default the series
+packaged in ``benchmarks/data/nab`` (see its README: source, licence, citation), each with its signal kind and
+whether the profiles were fitted on it or it is held out. Scoring: ``twinloop.ops.detect.windows`` (NAB standard
+profile, with the simplification documented there); windows entirely outside a series' span are not scored.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --data NAB/data --labels NAB/labels/combined_windows.json
-    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py ... -d ewma_zscore -d seasonal
+    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py                 # default vs per-kind profile
+    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --profile auto  # one profile for all series
+    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --data NAB/data \\
+        --labels NAB/labels/combined_windows.json \\
+        --series realKnownCause/machine_temperature_system_failure.csv:temperature
 """
 
 from __future__ import annotations
@@ -15,39 +18,56 @@ import argparse
 from pathlib import Path
 
 from twinloop.ops.detect import load_variants
-from twinloop.ops.detect.offline import DEFAULT_DETECTORS, detect_blocks, read_series
+from twinloop.ops.detect.offline import read_series
+from twinloop.ops.detect.profiles import PROFILE_NAMES, detect_with_profile, select_profile
 from twinloop.ops.detect.windows import WindowScore, load_windows, score_alarms
 
-SERIES = (
-    "realKnownCause/ambient_temperature_system_failure.csv",
-    "realKnownCause/ec2_request_latency_system_failure.csv",
-    "realKnownCause/cpu_utilization_asg_misconfiguration.csv",
-    "realKnownCause/machine_temperature_system_failure.csv",
-)
+HERE = Path(__file__).resolve().parent / "data" / "nab"
+
+#: Packaged series: key (path under NAB's data/) → (signal kind, "fitted" or "held out").
+SERIES: dict[str, tuple[str, str]] = {
+    "realKnownCause/ec2_request_latency_system_failure.csv": ("latency", "fitted"),
+    "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
+    "realAWSCloudwatch/rds_cpu_utilization_cc0c53.csv": ("utilisation", "held out"),
+}
 
 
-def score_series(csv: Path, labels: Path, key: str, detectors: list[str]) -> WindowScore:
-    """Run the offline detectors on one NAB CSV (its ``value`` column) and score the alarm onsets."""
+def score_series(csv: Path, labels: Path, key: str, profile_name: str, hint: str = "") -> WindowScore:
+    """Run a detector profile on one NAB CSV (its ``value`` column) and score the alarm onsets."""
     blocks, _ = read_series(csv, ["value"])
-    detections = detect_blocks(blocks, detectors)
+    profile = select_profile(profile_name, [key, hint])
+    detections = detect_with_profile(blocks, profile)
     ts = blocks[0].ts
-    return score_alarms([d.ts for d in detections], load_windows(labels, key), float(ts[0]), float(ts[-1]))
+    start, end = float(ts[0]), float(ts[-1])
+    windows = [(a, b) for a, b in load_windows(labels, key) if b >= start and a <= end]
+    return score_alarms([d.ts for d in detections], windows, start, end)
+
+
+def _csv(key: str, data: Path) -> Path:
+    # Packaged series are stored flat (benchmarks/data/nab/<file>); a NAB checkout keeps data/<category>/<file>.
+    nested = data / key
+    return nested if nested.exists() else data / Path(key).name
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, required=True, help="NAB data/ folder")
-    ap.add_argument("--labels", type=Path, required=True, help="NAB labels/combined_windows.json")
-    ap.add_argument("--series", nargs="*", default=list(SERIES), help="series keys (paths under data/)")
-    ap.add_argument("-d", "--detector", action="append", help="detector (repeatable)")
+    ap.add_argument("--data", type=Path, default=HERE, help="NAB data/ folder (default: the packaged series)")
+    ap.add_argument("--labels", type=Path, default=HERE / "combined_windows.json", help="combined_windows.json")
+    ap.add_argument("--series", nargs="*", help="KEY[:KIND] (path under data/, signal kind); default: packaged")
+    ap.add_argument("--profile", choices=PROFILE_NAMES, help="one profile for every series (default: per kind)")
     args = ap.parse_args()
     load_variants()
-    detectors = args.detector or list(DEFAULT_DETECTORS)
-    print(f"detectors: {', '.join(detectors)}")
-    print(f"{'series':55s} {'found':>7s} {'FA/day':>7s} {'NAB':>7s}")
-    for key in args.series:
-        s = score_series(args.data / key, args.labels, key, detectors)
-        print(f"{key:55s} {s.found:>3d}/{s.windows:<3d} {s.false_alarms_per_day:7.2f} {s.nab_score:7.1f}")
+    series = dict(SERIES)
+    if args.series:
+        series = {s.split(":")[0]: ([*s.split(":"), "auto"][1], "given") for s in args.series}
+    print(f"{'series':52s} {'kind':12s} {'set':9s} {'profile':12s} {'found':>7s} {'FA':>4s} {'FA/day':>7s} {'NAB':>7s}")
+    for key, (kind, role) in series.items():
+        for name in ("default", args.profile or kind):
+            s = score_series(_csv(key, args.data), args.labels, key, name, kind)
+            print(
+                f"{Path(key).name[:52]:52s} {kind:12s} {role:9s} {name:12s} {s.found:>3d}/{s.windows:<3d} "
+                f"{s.false_alarms:4d} {s.false_alarms_per_day:7.3f} {s.nab_score:7.1f}"
+            )
 
 
 if __name__ == "__main__":

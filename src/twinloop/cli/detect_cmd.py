@@ -63,6 +63,12 @@ def detect(
     detector: list[str] = typer.Option(
         None, "--detector", "-d", help="Detector (repeatable); default " + " and ".join(DEFAULT_DETECTORS) + "."
     ),
+    profile: str = typer.Option(
+        None,
+        "--profile",
+        help="Detector profile per signal kind: default, latency, utilisation, temperature, or auto (picked from "
+        "the field / file name); replaces --detector.",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Detect anomalies and change points in a time series file (telemetry exported from elsewhere)."""
@@ -79,7 +85,18 @@ def detect(
         n_samples = max(b.ts.size for b in blocks)
         if n_samples < 2:
             raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
-        if json_out:
+        prof = None
+        if profile is not None:
+            from twinloop.ops.detect.profiles import select_profile
+
+            hints = [file.name, *(b.field or "" for b in blocks), *(n for b in blocks for n in b.names)]
+            prof = select_profile(profile, hints)
+            names = prof.detector_names
+        if prof is not None:
+            from twinloop.ops.detect.profiles import detect_with_profile
+
+            detections = detect_with_profile(blocks, prof)
+        elif json_out:
             detections = detect_blocks(blocks, names)
         else:
             # The detectors step through time in Python: a long single series takes a while, so show how far.

@@ -41,7 +41,8 @@ class EwmaZScoreParams(DetectorParams):
     robust: use median/MAD over ``window_s`` instead of the EWMA.
     window_s: robust window, s.
     refresh_s: how often the robust baseline is recomputed, s.
-    smooth_s: half-life of the EWMA of z (clipped at ±2·threshold) that is compared to the threshold, s.
+    smooth_s: half-life of the EWMA of z (clipped at ±2·threshold) that is compared to the threshold, s
+        (0: no smoothing, z itself is compared).
     min_std_rel: scale floor relative to |baseline|.
     min_std_abs: absolute scale floor, in the series' unit.
     """
@@ -83,7 +84,8 @@ class EwmaZScore(Detector[EwmaZScoreParams]):
     def _on_rates(self) -> None:
         p = self.params
         self._alpha = alpha_for(p.half_life_s, self.dt_s, 30.0)
-        self._smooth_alpha = alpha_for(p.smooth_s, self.dt_s)
+        # smooth_s = 0: no smoothing, a lone sample can alarm (spiky latency profiles need it).
+        self._smooth_alpha = 1.0 if p.smooth_s == 0 else alpha_for(p.smooth_s, self.dt_s)
         if p.robust:
             w = samples_for(p.window_s, self.dt_s, 5)
             if self._buf is None or self._buf.shape[0] != w:

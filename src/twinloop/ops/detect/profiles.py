@@ -1,0 +1,251 @@
+"""Named detector profiles per signal kind (``twinloop detect --profile latency|utilisation|temperature|auto``).
+
+The default detectors (``ewma_zscore`` + ``cusum`` with their stock parameters) are tuned for GPU telemetry
+sampled every second or so: a 5 min half-life, 2-sample persistence and flap suppression. On minute- or
+hour-sampled service metrics (the Numenta Anomaly Benchmark's request latency, CPU utilisation, temperatures)
+those settings mean a half-life of one sample and a failure that *is* a burst of jumps being suppressed as
+"flapping": on NAB's ``ec2_request_latency_system_failure`` they find 1 of 3 failure windows
+(``docs/sections/calibration-detect.md``, "Real labelled series (NAB)").
+
+A profile is a list of detectors with parameters plus a minimum spacing between reported alarms of one series.
+Time spans are given in seconds *and* clamped to a range of samples, so one profile behaves sensibly on 1 s
+GPU telemetry (the sample bound keeps a robust window's buffer small) and on 5 min or hourly exports (the
+sample bound keeps a baseline from being one or two samples long).
+
+The profiles are chosen from the signal's physics, not fitted to the windows of one series:
+
+* **latency** — heavy-tailed, spiky; a failure shows as isolated extreme samples or a burst of them. Robust
+  (median/MAD) z over about a day, one sample is enough (no persistence), no flap suppression (a jumpy latency
+  *is* the failure), a high threshold because MAD-scaled latency tails are long.
+* **utilisation** — bounded, bursty, failures as level shifts (a service stuck high or idle). Robust z over
+  about a day with 2-sample persistence, plus CUSUM with a slow baseline for lasting shifts.
+* **temperature** — smooth, strongly autocorrelated, daily cycle; failures as drifts or steps away from the
+  usual band. Robust z over about two days with 3-sample persistence, plus CUSUM for drifts.
+
+Every profile also spaces alarms (one alarm per series per spacing, the first kept): an operator wants one
+page per incident, and NAB charges every extra alarm as a false positive.
+
+This is a first, physics-led choice checked on the few NAB series packaged in ``benchmarks/data/nab`` (see the
+doc section for what was fitted on which series and what was predicted); it is not a validated model of these
+signal kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from twinloop.errors import InputError
+from twinloop.ops.detect.offline import DEFAULT_DETECTORS, SeriesBlock, detect_blocks
+from twinloop.ops.events import Detection
+
+#: (seconds, fewest samples, most samples): a span that adapts to the sampling interval within bounds.
+Span = tuple[float, int, int]
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class DetectorSpec:
+    """One detector of a profile.
+
+    Attributes:
+        name: registered detector name.
+        params: fixed parameter overrides.
+        spans: parameter name (a duration in s) → span, converted per series with :func:`span_seconds`.
+    """
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    spans: Mapping[str, Span] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DetectorProfile:
+    """A named set of detectors for one kind of signal.
+
+    Attributes:
+        name: profile name (``--profile``).
+        detectors: the detectors and their parameters.
+        min_spacing: alarms of one series closer than this to the last kept alarm are dropped (``None``: all).
+        summary: one line for ``--help`` and the docs.
+    """
+
+    name: str
+    detectors: tuple[DetectorSpec, ...]
+    min_spacing: Span | None
+    summary: str
+
+    @property
+    def detector_names(self) -> list[str]:
+        """The detectors' names, in order (what ``--json`` reports as ``detectors``)."""
+        return [d.name for d in self.detectors]
+
+
+def span_seconds(span: Span, dt_s: float) -> float:
+    """A span in seconds at sampling interval ``dt_s``: ``seconds`` clamped to ``[lo, hi]`` samples."""
+    seconds, lo, hi = span
+    n = min(max(seconds / dt_s, float(lo)), float(hi))
+    return n * dt_s
+
+
+_NO_FLAP = {"flap_jumps": 1e9}
+
+PROFILES: dict[str, DetectorProfile] = {
+    p.name: p
+    for p in (
+        DetectorProfile(
+            "default",
+            tuple(DetectorSpec(n) for n in DEFAULT_DETECTORS),
+            None,
+            "today's defaults: ewma_zscore + cusum, stock parameters (GPU telemetry at ~1 s)",
+        ),
+        DetectorProfile(
+            "latency",
+            (
+                DetectorSpec(
+                    "ewma_zscore",
+                    {"robust": True, "threshold": 8.0, "min_persistence": 1, "persistence_s": 0.0, "smooth_s": 0.0,
+                     **_NO_FLAP},
+                    {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600)},
+                ),
+            ),
+            (DAY_S / 4, 30, 2000),
+            "request latency / durations: robust z over ~1 day, single-sample alarms, no flap suppression",
+        ),
+        DetectorProfile(
+            "utilisation",
+            (
+                DetectorSpec(
+                    "ewma_zscore",
+                    {"robust": True, "threshold": 6.0, "min_persistence": 2, "smooth_s": 0.0, **_NO_FLAP},
+                    {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600),
+                     "persistence_s": (0.0, 2, 2)},
+                ),
+                DetectorSpec(
+                    "cusum",
+                    {"h": 30.0, "min_persistence": 3, **_NO_FLAP},
+                    {"half_life_s": (DAY_S / 2, 30, 2000), "warmup_s": (DAY_S / 4, 30, 600),
+                     "persistence_s": (0.0, 3, 3)},
+                ),
+            ),
+            (DAY_S / 4, 30, 2000),
+            "CPU / GPU utilisation, load: robust z over ~1 day (2 samples) + slow CUSUM for level shifts",
+        ),
+        DetectorProfile(
+            "temperature",
+            (
+                DetectorSpec(
+                    "ewma_zscore",
+                    {"robust": True, "threshold": 6.0, "smooth_s": 0.0, **_NO_FLAP},
+                    {"window_s": (2 * DAY_S, 48, 2000), "refresh_s": (3600.0, 1, 60),
+                     "warmup_s": (DAY_S / 2, 24, 600), "persistence_s": (0.0, 3, 3)},
+                ),
+                DetectorSpec(
+                    "cusum",
+                    {"h": 40.0, **_NO_FLAP},
+                    {"half_life_s": (DAY_S, 24, 2000), "warmup_s": (DAY_S / 2, 24, 600),
+                     "persistence_s": (0.0, 3, 3)},
+                ),
+            ),
+            (DAY_S / 2, 24, 2000),
+            "temperatures: robust z over ~2 days (3 samples) + CUSUM for drifts",
+        ),
+    )
+}  # fmt: skip
+
+#: ``auto``: words in a field name, unit or file name → profile. First match wins, in this order. A word matches
+#: anywhere in a hint; a unit suffix (``_c``, ``_ms``) only at the end of a hint (less its file extension), so
+#: ``rds_cpu_utilization_cc0c53.csv`` is not taken for a temperature.
+AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("temperature", ("temp", "celsius", "degc", "thermal"), ("_c",)),
+    ("latency", ("latency", "duration", "rtt", "delay", "response", "ttft", "tpot"), ("_ms", "_s")),
+    ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy"), ("_pct",)),
+)
+
+PROFILE_NAMES = (*PROFILES, "auto")
+
+
+def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
+    """The profile called ``name``; for ``auto``, the first whose hint word occurs in ``hints`` (field names,
+    units, the file name), else ``utilisation`` (robust z + CUSUM, the safest choice for an unknown service
+    metric).
+
+    Raises:
+        InputError: unknown profile name.
+    """
+    if name == "auto":
+        names = [h.lower().rsplit(".", 1)[0] if h.lower().endswith((".csv", ".parquet")) else h.lower() for h in hints]
+        for profile, words, suffixes in AUTO_HINTS:
+            if any(w in n for n in names for w in words) or any(n.endswith(suffixes) for n in names):
+                return PROFILES[profile]
+        return PROFILES["utilisation"]
+    if name not in PROFILES:
+        raise InputError("--profile", "", f"{name!r} (allowed: {', '.join(PROFILE_NAMES)})")
+    return PROFILES[name]
+
+
+def _dt(block: SeriesBlock) -> float:
+    if block.ts.size < 2:
+        return 1.0
+    d = np.diff(block.ts)
+    d = d[d > 0]
+    return float(np.median(d)) if d.size else 1.0
+
+
+def space_alarms(detections: Sequence[Detection], spacing_s: float) -> list[Detection]:
+    """Keep one alarm per (entity, source) per ``spacing_s``: an alarm within ``spacing_s`` after the last kept
+    one of its series is dropped. ``detections`` must be sorted by time."""
+    last: dict[tuple[str, str], float] = {}
+    out = []
+    for d in detections:
+        key = (d.entity, d.source)
+        t = last.get(key)
+        if t is None or d.ts - t >= spacing_s:
+            out.append(d)
+            last[key] = d.ts
+    return out
+
+
+def detect_with_profile(
+    blocks: Sequence[SeriesBlock], profile: DetectorProfile, progress: Callable[[int], None] | None = None
+) -> list[Detection]:
+    """Run a profile's detectors over each block (spans converted at the block's own sampling interval), then
+    space the alarms. Detections sorted by time, like :func:`~twinloop.ops.detect.offline.detect_blocks`."""
+    out: list[Detection] = []
+    for block in blocks:
+        dt = _dt(block)
+        found: list[Detection] = []
+        for spec in profile.detectors:
+            params = dict(spec.params)
+            for key, span in spec.spans.items():
+                params[key] = span_seconds(span, dt)
+            found.extend(detect_blocks([block], [spec.name], progress=progress, **params))
+        found.sort(key=lambda d: (d.ts, d.entity, d.detector))
+        if profile.min_spacing is not None:
+            found = space_alarms(found, span_seconds(profile.min_spacing, dt))
+        out.extend(found)
+    out.sort(key=lambda d: (d.ts, d.entity, d.detector))
+    return out
+
+
+def profile_steps(blocks: Sequence[SeriesBlock], profile: DetectorProfile) -> int:
+    """Time steps :func:`detect_with_profile` will report to ``progress`` (for a progress bar's total)."""
+    return sum(int(b.ts.size) for b in blocks) * len(profile.detectors)
+
+
+__all__ = [
+    "AUTO_HINTS",
+    "PROFILES",
+    "PROFILE_NAMES",
+    "DetectorProfile",
+    "DetectorSpec",
+    "detect_with_profile",
+    "profile_steps",
+    "select_profile",
+    "space_alarms",
+    "span_seconds",
+]
