@@ -3,7 +3,8 @@
 For each fleet size the benchmark starts the exporter (``twinloop.telemetry.exporter``) with N GPUs of 5 DCGM fields
 (power, temperature, SM clock, power limit, clock-event reasons; values are a seeded random walk updated every
 second, not a simulation), a Prometheus (Debian package) on 127.0.0.1 scraping it every second, and the watcher
-(observe mode, no actuator) polling Prometheus every second with one PromQL instant query. It prints, per size:
+(observe mode, no actuator) following Prometheus (``follow`` mode: labels once a minute, then every second a
+label-light range query per metric for the steps not read yet). It prints, per size:
 the exporter's scrape time as Prometheus reports it, the loop's achieved tick rate, GPU-field values per second
 through the whole loop, and the lag from a query's evaluation time to the end of the loop's step over it.
 
@@ -12,7 +13,9 @@ the exporter's and the HTTP path's.
 
 Where the time goes, per size (second table): the exporter's render (median per render, and renders per second),
 Prometheus's scrapes (successful / attempted over the run, mean scrape duration, samples per scrape) and its CPU
-(cores, from /proc), the watcher's poll (PromQL instant query + JSON decode + frame building, median) and its loop
+(cores, from /proc), the watcher's discovery (metric names and one label set per entity, median), its values poll (range
+queries + decode, summed over the metrics asked for concurrently, mean per poll; the whole poll with frame
+building, median; steps read per poll) and its loop
 step (detect → classify → respond, median), and this process's CPU (exporter, feeder and watcher together).
 
 Run: PYTHONPATH=src python benchmarks/watch_prometheus.py [--gpus 256,1024] [--seconds 20] [--loop-only 16384]
@@ -43,6 +46,7 @@ from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.ops.ports import Sample
 from twinloop.telemetry.exporter import Exporter, LatestValues
 from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.sources import prometheus as prometheus_source
 from twinloop.telemetry.sources.prometheus import PrometheusSource
 from twinloop.telemetry.sources.twin import TwinConfig, TwinSource
 
@@ -138,7 +142,7 @@ def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
         return out
 
     latest.render = timed_render  # type: ignore[method-assign]
-    plain_get, plain_frame = PrometheusSource._get, PrometheusSource._frame
+    plain_discover, plain_poll = PrometheusSource._discover, prometheus_source.poll_values
     stop = threading.Event()
     feeder = threading.Thread(target=feed, args=(latest, gpus, stop), daemon=True)
     feeder.start()
@@ -153,25 +157,34 @@ def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
                 time.sleep(0.5)
             renders.clear()
             built = build_source(f"prometheus:{url}", period_s=1.0)
-            # The source's own cost per poll: the PromQL query (HTTP + JSON decode) and the whole poll (query,
-            # per-series parsing, frame building); it runs in the watcher's source thread. (The prometheus kind
-            # builds its PrometheusSource per poll, so the timing wraps the class's methods, restored below.)
+            # The source's own cost per values poll: the PromQL range queries (HTTP + JSON decode, all metrics) and
+            # the whole poll (queries, parsing, frame building); it runs in the watcher's source thread.
             gets: list[float] = []
             whole: list[float] = []
-            started = [0.0]
+            steps_per_poll: list[int] = []
+            discoveries: list[float] = []
 
-            def timed_get(self: PrometheusSource, *a: Any, **k: Any) -> Any:
-                started[0] = t = time.perf_counter()
-                out = plain_get(self, *a, **k)
-                gets.append(time.perf_counter() - t)
+            def timed_poll(follower: Any, fetch: Any, pool: Any, window: tuple[float, float], *a: Any) -> Any:
+                def timed_fetch(*fa: Any) -> Any:
+                    t = time.perf_counter()
+                    out = fetch(*fa)
+                    gets.append(time.perf_counter() - t)
+                    return out
+
+                t = time.perf_counter()
+                out = plain_poll(follower, timed_fetch, pool, window, *a)
+                whole.append(time.perf_counter() - t)
+                steps_per_poll.append(round((window[1] - window[0]) / follower.period_s) + 1)
                 return out
 
-            def timed_frame(self: PrometheusSource, *a: Any, **k: Any) -> Frame:
-                out = plain_frame(self, *a, **k)
-                whole.append(time.perf_counter() - started[0])
+            def timed_discover(self: PrometheusSource, *a: Any, **k: Any) -> Any:
+                t = time.perf_counter()
+                out = plain_discover(self, *a, **k)
+                discoveries.append(time.perf_counter() - t)
                 return out
 
-            PrometheusSource._get, PrometheusSource._frame = timed_get, timed_frame  # type: ignore[method-assign]
+            prometheus_source.poll_values = timed_poll
+            PrometheusSource._discover = timed_discover  # type: ignore[method-assign]
             cluster = SourceCluster(built.source, NoActuator(),
                                     LiveOptions(cadence_s=1.0, whole_sweeps=True, discover_s=60))  # fmt: skip
             lags: list[float] = []
@@ -212,7 +225,8 @@ def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
             scrapes_ok = query(url, f'sum_over_time(up{{job="twinloop"}}{window})', at)
             per_scrape = query(url, f'avg_over_time(scrape_samples_scraped{{job="twinloop"}}{window})', at)
         finally:
-            PrometheusSource._get, PrometheusSource._frame = plain_get, plain_frame  # type: ignore[method-assign]
+            PrometheusSource._discover = plain_discover  # type: ignore[method-assign]
+            prometheus_source.poll_values = plain_poll
             stop.set()
             proc.terminate()
             proc.wait(timeout=30)
@@ -234,7 +248,9 @@ def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
         "scrapes_ok": scrapes_ok or 0.0,
         "samples_per_scrape": float("nan") if per_scrape is None else per_scrape,
         "prometheus_cores": prom_cores,
-        "query_s": float(np.median(gets)) if gets else float("nan"),
+        "query_s": sum(gets) / len(whole) if whole else float("nan"),
+        "steps_per_poll": float(np.mean(steps_per_poll)) if steps_per_poll else float("nan"),
+        "discovery_s": float(np.median(discoveries)) if discoveries else float("nan"),
         "source_poll_s": float(np.median(whole)) if whole else float("nan"),
         "step_s": float(np.median(steps)) if steps else float("nan"),
         "own_cores": own_cores,
@@ -283,13 +299,14 @@ def main() -> None:
               flush=True)  # fmt: skip
     print()
     print("| GPUs | render s (renders/s) | scrapes ok / tried | samples per scrape | Prometheus CPU (cores) "
-          "| PromQL query + JSON decode s | whole source poll s | loop step s "
-          "| this process CPU (cores) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| discovery s | range queries + decode s per poll (sum over metrics) | whole values poll s | steps per poll "
+          "| loop step s | this process CPU (cores) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['gpus']:,} | {r['render_s']:.3f} ({r['renders_per_s']:.2f}) | {r['scrapes_ok']:.0f} / "
               f"{r['scrapes']:.0f} | {r['samples_per_scrape']:,.0f} | {r['prometheus_cores']:.2f} | "
-              f"{r['query_s']:.3f} | {r['source_poll_s']:.3f} | {r['step_s']:.3f} | "
+              f"{r['discovery_s']:.2f} | {r['query_s']:.3f} | {r['source_poll_s']:.3f} | "
+              f"{r['steps_per_poll']:.2f} | {r['step_s']:.3f} | "
               f"{r['own_cores']:.2f} |")  # fmt: skip
 
 

@@ -20,6 +20,8 @@ from twinloop.ops.live.kinds import build_source
 from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.telemetry.exporter import Exporter, LatestValues
 from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.report import IngestReport
+from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
 
 pytestmark = pytest.mark.integration
 PROMETHEUS = shutil.which("prometheus")
@@ -86,3 +88,24 @@ def test_watch_prometheus_reads_every_gpu_each_tick(prometheus: str) -> None:
     power = cluster.read("DCGM_FI_DEV_POWER_USAGE", "dc/row0", "max")
     assert power == pytest.approx(690.0)
     assert not [i for i in w._latest.values() if i.severity > 0]
+
+
+def test_follow_mode_catches_up_after_a_stall_without_losing_a_step(prometheus: str) -> None:
+    query = '{__name__=~"DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_GPU_TEMP"}'
+    cfg = PrometheusConfig(url=prometheus, mode="follow", queries=(query,), period_s=1.0, duration_s=8.0)
+    report = IngestReport()
+    frames: list[Frame] = []
+    for fr in PrometheusSource(cfg).frames(report):
+        frames.append(fr)
+        if len(frames) == 2:
+            time.sleep(3.5)  # the consumer stalls; the source must not skip the steps it missed
+    assert report.ok, report.summary()
+    labels, values = frames[0], Frame.concat(frames[1:])
+    assert len(labels) == 0 and sorted(labels.entities) == sorted(GPUS)
+    assert all(labels.labels[g].get("UUID") for g in GPUS)
+    assert max(len(np.unique(f.ts_s)) for f in frames[2:]) >= 3  # one poll read the stalled steps at once
+    for g in GPUS:
+        for name in ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP"):
+            sel = (values.entity_names() == g) & (values.field_names() == name)
+            ts = np.sort(values.ts_s[sel])
+            assert ts.size >= 6 and np.all(np.diff(ts) == 1.0), (g, name, ts)

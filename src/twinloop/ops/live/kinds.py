@@ -5,7 +5,8 @@
 * ``nvml`` — this machine's GPUs through NVML (``nvml:REC.json`` replays a recording through the fake NVML);
 * ``nvidia-smi`` — ``nvidia-smi --query-gpu ... -lms`` live, or ``nvidia-smi:FILE`` a recorded CSV;
 * ``dcgm:URL`` — scrape a dcgm-exporter ``/metrics`` every tick;
-* ``prometheus:URL`` — PromQL over DCGM metrics on a Prometheus server every tick (the fleet-scale path);
+* ``prometheus:URL`` — PromQL over DCGM metrics on a Prometheus server, every scrape step (the fleet-scale path:
+  labels once a minute, values through label-light range queries; see ``PrometheusConfig.mode`` ``follow``);
 * ``replay:FILE`` — a recording: a twinloop DuckDB store or long Parquet, a long/wide CSV (``ts, entity, ...``),
   or the NVML sampler's CSV (``t, power_mw, ...``), played at ``--speed``.
 
@@ -127,8 +128,9 @@ def _dcgm(a: KindArgs) -> Built:
 def _prometheus(a: KindArgs) -> Built:
     url = _need(a, "prometheus", "URL")
     query = '{__name__=~"' + "|".join(PROMQL_FIELDS) + '"}'
-    cfg = PrometheusConfig(url=url, mode="instant", queries=(query,), timeout_s=max(5.0, 2 * a.period_s))
-    return Built(Scheduled(cfg, a.period_s, a.duration_s), a.period_s, replay=False, whole_sweeps=True)
+    cfg = PrometheusConfig(url=url, mode="follow", queries=(query,), period_s=a.period_s, duration_s=a.duration_s,
+                           timeout_s=max(10.0, 2 * a.period_s))  # fmt: skip
+    return Built(PrometheusSource(cfg), a.period_s, replay=False, whole_sweeps=True)
 
 
 def _replay(a: KindArgs) -> Built:

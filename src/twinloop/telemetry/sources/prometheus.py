@@ -5,7 +5,10 @@ Modes:
 * ``instant`` — ``GET /api/v1/query`` for each query, ``polls`` times every ``period_s``;
 * ``range`` — ``GET /api/v1/query_range`` over ``[start_s, end_s]`` at ``step_s``;
 * ``scrape`` — ``GET <url>`` of a ``/metrics`` endpoint (dcgm-exporter, twinloop's exporter) and parse
-  the text format.
+  the text format;
+* ``follow`` — a fleet, every scrape: labels once per ``discover_s``, then label-light range queries for the
+  steps not read yet (:mod:`twinloop.telemetry.sources.prometheus_follow`), for ``duration_s`` (None: until
+  stopped).
 
 Label mapping to entities: an ``entity`` label (twinloop's exporter sets it) is used as is; otherwise
 ``<entity_prefix>/<Hostname>/gpu<gpu>`` for GPU series and ``<entity_prefix>/<Hostname>`` for series
@@ -19,9 +22,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 import httpx
+import numpy as np
 from pydantic import Field
 
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
@@ -29,6 +35,14 @@ from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.promtext import parse_text, parse_value
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig
+from twinloop.telemetry.sources.prometheus_follow import (
+    Follower,
+    discovery_queries,
+    fetch_range,
+    grid_floor,
+    poll_values,
+    sleep_until,
+)
 
 ALL_FIELDS_QUERY = '{__name__=~"DCGM_FI_.*|TWINLOOP_FI_.*"}'
 #: Prometheus label → twinloop entity label.
@@ -37,6 +51,8 @@ LABEL_MAP = {"UUID": "UUID", "modelName": "modelName", "Hostname": "Hostname", "
              # dcgm-exporter's Kubernetes pod mapping and MIG instance labels, kept as they are.
              "pod": "pod", "namespace": "namespace", "container": "container", "GPU_I_ID": "GPU_I_ID",
              "GPU_I_PROFILE": "GPU_I_PROFILE", "DCGM_FI_DRIVER_VERSION": "DCGM_FI_DRIVER_VERSION"}  # fmt: skip
+#: The labels follow mode's discovery keeps: those mapped above and those that name the entity.
+KEPT_LABELS = tuple(dict.fromkeys(("entity", "Hostname", "instance", *LABEL_MAP)))
 
 
 class PrometheusConfig(SourceConfig):
@@ -54,11 +70,14 @@ class PrometheusConfig(SourceConfig):
         timeout_s: HTTP timeout per request, s.
         entity_prefix: prefix for entities built from ``Hostname``/``gpu`` labels.
         field: field name for results without ``__name__``.
+        discover_s: follow: seconds between reads of the series' labels.
+        duration_s: follow: how long to follow, s (None: until the consumer stops).
+        max_catchup_steps: follow: the most steps one poll reads per metric after a stall.
     """
 
     url: str = "http://127.0.0.1:9090"
     queries: tuple[str, ...] = (ALL_FIELDS_QUERY,)
-    mode: Literal["instant", "range", "scrape"] = "instant"
+    mode: Literal["instant", "range", "scrape", "follow"] = "instant"
     start_s: float | None = None
     end_s: float | None = None
     step_s: float = Field(default=15.0, gt=0)
@@ -67,6 +86,9 @@ class PrometheusConfig(SourceConfig):
     timeout_s: float = Field(default=5.0, gt=0)
     entity_prefix: str = "site0/row0/rack0"
     field: str | None = None
+    discover_s: float = Field(default=60.0, gt=0)
+    duration_s: float | None = Field(default=None, gt=0)
+    max_catchup_steps: int = Field(default=300, ge=1)
 
 
 class _Rows:
@@ -155,6 +177,9 @@ class PrometheusSource(Source):
         """Yield one frame per poll (instant/scrape) or per query (range)."""
         cfg = self.cfg
         with httpx.Client(timeout=cfg.timeout_s) as client:
+            if cfg.mode == "follow":
+                yield from self._follow(client, report)
+                return
             if cfg.mode == "range":
                 end = time.time() if cfg.end_s is None else cfg.end_s
                 start = end - 3600.0 if cfg.start_s is None else cfg.start_s
@@ -180,15 +205,78 @@ class PrometheusSource(Source):
                         ts = now if s.ts_ms is None else s.ts_ms / 1000.0
                         self._add(rows, labels, ts, s.value, poll + 1, cfg.url, report)
                 else:
-                    for qi, query in enumerate(cfg.queries, start=1):
-                        params = {"query": query}
-                        data = self._get(client, cfg.url.rstrip("/") + "/api/v1/query", params, query, report)
-                        for series in (data or {}).get("result", []):
-                            value = series.get("value")
-                            if not isinstance(value, list) or len(value) != 2:
-                                report.add("parse_error", cfg.url, qi, f"{query}: result without a value")
-                                continue
-                            self._add(rows, series.get("metric", {}), float(value[0]), value[1], qi, cfg.url,
-                                      report)  # fmt: skip
+                    self._instant(client, rows, report)
                 if rows.ts:
                     yield self._frame(rows, cfg.url)
+
+    def _instant(self, client: httpx.Client, rows: _Rows, report: IngestReport,
+                 at_s: float | None = None) -> list[Mapping[str, str]]:  # fmt: skip
+        """Run the instant queries into ``rows``; the label sets of the series they returned."""
+        cfg = self.cfg
+        seen: list[Mapping[str, str]] = []
+        for qi, query in enumerate(cfg.queries, start=1):
+            params: dict[str, Any] = {"query": query} if at_s is None else {"query": query, "time": at_s}
+            data = self._get(client, cfg.url.rstrip("/") + "/api/v1/query", params, query, report)
+            for series in (data or {}).get("result", []):
+                value = series.get("value")
+                if not isinstance(value, list) or len(value) != 2:
+                    report.add("parse_error", cfg.url, qi, f"{query}: result without a value")
+                    continue
+                labels = series.get("metric", {})
+                self._add(rows, labels, float(value[0]), value[1], qi, cfg.url, report)
+                seen.append(labels)
+        return seen
+
+    def _discover(self, client: httpx.Client,
+                  report: IngestReport) -> tuple[list[str], list[dict[str, str]], Frame] | None:  # fmt: skip
+        """Follow mode's discovery: the metric names, the label sets, and a frame with no rows carrying them (None
+        when a query failed or found no series).
+        """
+        cfg = self.cfg
+        names: list[str] = []
+        raw: list[dict[str, str]] = []
+        labels: dict[str, dict[str, str]] = {}
+        for selector in cfg.queries:
+            for query in discovery_queries(selector, KEPT_LABELS):
+                data = self._get(client, cfg.url.rstrip("/") + "/api/v1/query", {"query": query}, query,
+                                 report)  # fmt: skip
+                if data is None:
+                    return None
+                for series in data.get("result", []):
+                    lab = series.get("metric", {})
+                    if query.startswith("count"):
+                        names.append(lab.get("__name__", ""))
+                    else:
+                        raw.append(lab)
+                        labels[self.entity_of(lab)] = {LABEL_MAP[k]: v for k, v in lab.items() if k in LABEL_MAP}
+        if not names or not labels:
+            return None
+        empty = np.zeros(0)
+        frame = Frame(empty, empty.astype(np.int32), empty.astype(np.int16), empty, tuple(labels), (), labels, cfg.url)
+        return names, raw, frame
+
+    def _follow(self, client: httpx.Client, report: IngestReport) -> Iterator[Frame]:
+        cfg = self.cfg
+        follower = Follower(cfg.period_s, cfg.discover_s, cfg.max_catchup_steps)
+        stop_at = None if cfg.duration_s is None else time.time() + cfg.duration_s
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="twinloop-promql") as pool:
+            while True:
+                now, failed = time.time(), False
+                if follower.due_for_discovery(now):
+                    at = grid_floor(now, cfg.period_s)
+                    found = self._discover(client, report)
+                    if found is None:
+                        follower.discovery_failed(at)
+                    else:
+                        follower.discovered(at, found[0], found[1])
+                        yield found[2]
+                window = follower.window(time.time()) if follower.metrics else None
+                if window is not None:
+                    fetch = partial(fetch_range, client, cfg.url, window=window, step_s=cfg.period_s)
+                    frame = poll_values(follower, fetch, pool, window, self.entity_of, cfg.url,
+                                        lambda err: report.add("source_error", cfg.url, None, err))  # fmt: skip
+                    failed = frame is None
+                    if frame is not None and len(frame):
+                        yield frame
+                if not sleep_until(follower.wake_at(time.time(), failed or not follower.metrics), stop_at):
+                    return
