@@ -16,7 +16,9 @@ Prometheus's scrapes (successful / attempted over the run, mean scrape duration,
 (cores, from /proc), the watcher's discovery (metric names and one label set per entity, median), its values poll (range
 queries + decode, summed over the metrics asked for concurrently, mean per poll; the whole poll with frame
 building, median; steps read per poll) and its loop
-step (detect → classify → respond, median), and this process's CPU (exporter, feeder and watcher together).
+step (detect → classify → respond, median), and the CPU of the exporter (with its feeder, in a process of its own)
+and of the watcher (this process), with the watcher's CPU seconds per step delivered: the figure that matters where
+Prometheus and the exporters run on other machines, as they do at a real site.
 
 Run: PYTHONPATH=src python benchmarks/watch_prometheus.py [--gpus 256,1024] [--seconds 20] [--loop-only 16384]
      [--gzip-level 1]
@@ -25,6 +27,7 @@ Run: PYTHONPATH=src python benchmarks/watch_prometheus.py [--gpus 256,1024] [--s
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import os
 import resource
 import shutil
@@ -129,33 +132,41 @@ def own_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
-    gpus = fleet(n)
+def serve_fleet(n: int, gzip_level: int, port_q: Any, stop_ev: Any, stats_q: Any) -> None:
+    """The exporter and its feeder, in a process of their own so that the watcher's CPU is measured apart."""
     latest = LatestValues()
-    renders: list[float] = []
+    renders: list[tuple[float, float]] = []
     plain_render = latest.render
 
     def timed_render() -> str:
         t = time.perf_counter()
         out = plain_render()
-        renders.append(time.perf_counter() - t)
+        renders.append((time.time(), time.perf_counter() - t))
         return out
 
     latest.render = timed_render  # type: ignore[method-assign]
-    plain_discover, plain_poll = PrometheusSource._discover, prometheus_source.poll_values
     stop = threading.Event()
-    feeder = threading.Thread(target=feed, args=(latest, gpus, stop), daemon=True)
-    feeder.start()
-    with (
-        tempfile.TemporaryDirectory() as d,
-        Exporter(latest, listen="127.0.0.1:0", gzip_level=gzip_level) as exporter,
-    ):
-        proc, url = start_prometheus(Path(d), exporter.port)
+    threading.Thread(target=feed, args=(latest, fleet(n), stop), daemon=True).start()
+    with Exporter(latest, listen="127.0.0.1:0", gzip_level=gzip_level) as exporter:
+        port_q.put(exporter.port)
+        stop_ev.wait()
+    stop.set()
+    stats_q.put(renders)
+
+
+def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
+    ctx = mp.get_context("spawn")
+    port_q, stats_q, stop_ev = ctx.Queue(), ctx.Queue(), ctx.Event()
+    child = ctx.Process(target=serve_fleet, args=(n, gzip_level, port_q, stop_ev, stats_q), daemon=True)
+    child.start()
+    exporter_port = port_q.get(timeout=120)
+    plain_discover, plain_poll = PrometheusSource._discover, prometheus_source.poll_values
+    with tempfile.TemporaryDirectory() as d:
+        proc, url = start_prometheus(Path(d), exporter_port)
         try:
             deadline = time.monotonic() + 120
             while (query(url, "count(DCGM_FI_DEV_POWER_USAGE)") or 0) < n and time.monotonic() < deadline:
                 time.sleep(0.5)
-            renders.clear()
             built = build_source(f"prometheus:{url}", period_s=1.0)
             # The source's own cost per values poll: the PromQL range queries (HTTP + JSON decode, all metrics) and
             # the whole poll (queries, parsing, frame building); it runs in the watcher's source thread.
@@ -213,12 +224,13 @@ def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
                 return out
 
             w.loop.step = timed_step  # type: ignore[method-assign]
-            prom_cpu0, own_cpu0 = cpu_s(proc.pid), own_cpu_s()
-            t0 = time.monotonic()
+            prom_cpu0, own_cpu0, exp_cpu0 = cpu_s(proc.pid), own_cpu_s(), cpu_s(child.pid)
+            t0, t0_wall = time.monotonic(), time.time()
             summary = w.run(stop=lambda: time.monotonic() - t0 >= seconds)
             wall = time.monotonic() - t0
             prom_cores = (cpu_s(proc.pid) - prom_cpu0) / wall
             own_cores = (own_cpu_s() - own_cpu0) / wall
+            exporter_cores = (cpu_s(child.pid) - exp_cpu0) / wall
             window, at = f"[{max(1, round(wall))}s]", time.time()
             scrape_s = query(url, f'avg_over_time(scrape_duration_seconds{{job="twinloop"}}{window})', at)
             scrapes = query(url, f'count_over_time(up{{job="twinloop"}}{window})', at)
@@ -227,9 +239,11 @@ def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
         finally:
             PrometheusSource._discover = plain_discover  # type: ignore[method-assign]
             prometheus_source.poll_values = plain_poll
-            stop.set()
+            stop_ev.set()
             proc.terminate()
             proc.wait(timeout=30)
+    renders = [dur for at, dur in stats_q.get(timeout=60) if at >= t0_wall]
+    child.join(timeout=30)
     lag = np.array(lags) if lags else np.array([np.nan])
     return {
         "gpus": n,
@@ -254,6 +268,8 @@ def measure(n: int, seconds: float, gzip_level: int = 1) -> dict[str, float]:
         "source_poll_s": float(np.median(whole)) if whole else float("nan"),
         "step_s": float(np.median(steps)) if steps else float("nan"),
         "own_cores": own_cores,
+        "exporter_cores": exporter_cores,
+        "watcher_cpu_s_per_step": own_cores * wall / max(summary.samples, 1),
     }
 
 
@@ -300,14 +316,14 @@ def main() -> None:
     print()
     print("| GPUs | render s (renders/s) | scrapes ok / tried | samples per scrape | Prometheus CPU (cores) "
           "| discovery s | range queries + decode s per poll (sum over metrics) | whole values poll s | steps per poll "
-          "| loop step s | this process CPU (cores) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| loop step s | exporter CPU (cores) | watcher CPU (cores) | watcher CPU s per step |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['gpus']:,} | {r['render_s']:.3f} ({r['renders_per_s']:.2f}) | {r['scrapes_ok']:.0f} / "
               f"{r['scrapes']:.0f} | {r['samples_per_scrape']:,.0f} | {r['prometheus_cores']:.2f} | "
               f"{r['discovery_s']:.2f} | {r['query_s']:.3f} | {r['source_poll_s']:.3f} | "
               f"{r['steps_per_poll']:.2f} | {r['step_s']:.3f} | "
-              f"{r['own_cores']:.2f} |")  # fmt: skip
+              f"{r['exporter_cores']:.2f} | {r['own_cores']:.2f} | {r['watcher_cpu_s_per_step']:.3f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -81,6 +81,8 @@ def test_window_reads_each_step_once_and_caps_a_long_stall() -> None:
     assert f.window(T0 + 0.9) is None
     assert f.window(T0 + 3.2) == (T0 + 1, T0 + 3)
     assert f.window(T0 + 100.5) == (T0 + 91, T0 + 100)  # older steps are given up (the loop reports the gap)
+    f.steps_per_poll = 4
+    assert f.window(T0 + 100.5) == (T0 + 91, T0 + 94)  # a backlog is read a few steps per poll
     assert f.wake_at(T0 + 0.2, failed=True) == T0 + 1 and f.wake_at(T0 + 5.2, failed=False) == T0 + 1
     assert grid_floor(T0 + 14.999, 15.0) == T0 and grid_floor(T0 + 15.0, 15.0) == T0 + 15
 

@@ -17,7 +17,7 @@ is 26 MB of JSON per poll, more than Prometheus can encode and Python decode in 
   so Prometheus evaluates one while this process decodes another, and the answers are decoded by ``msgspec``
   straight into typed records (about twice as fast as ``json`` on this shape).
 
-A poll that takes longer than ``period_s`` is caught up by the next one, which gets every step since (up to
+A poll that takes longer than ``period_s`` is caught up by the next ones, which get every step since (up to
 ``max_catchup_steps``; older steps are given up and the gap shows in the loop's warnings), so no scrape is lost to
 a slow poll. When any metric's query fails, nothing of that poll is kept and the same steps are asked for again
 a period later: a step is delivered whole, once.
@@ -176,12 +176,15 @@ class Follower:
     Attributes:
         period_s: the step of the grid read (the scrape interval), s.
         discover_s: seconds between discoveries.
-        max_catchup_steps: the most steps one poll reads after a stall.
+        max_catchup_steps: the most steps read back after a stall (older ones are given up).
+        steps_per_poll: the most steps one poll reads; a longer backlog is read in several polls back to back, so
+            frames keep flowing while the source catches up and no answer grows without bound.
     """
 
     period_s: float
     discover_s: float
     max_catchup_steps: int
+    steps_per_poll: int = 10
     keys: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     next_ts: float | None = None
@@ -195,6 +198,7 @@ class Follower:
         """``(start_s, end_s)`` of the grid steps not read yet and past at ``now_s`` (None: nothing new)."""
         end = grid_floor(now_s, self.period_s)
         start = end if self.next_ts is None else max(self.next_ts, end - (self.max_catchup_steps - 1) * self.period_s)
+        end = min(end, start + (self.steps_per_poll - 1) * self.period_s)
         return (start, end) if start <= end + 1e-9 else None
 
     def discovered(self, at_s: float, metrics: Sequence[str], label_sets: Sequence[Mapping[str, str]]) -> None:
