@@ -173,6 +173,7 @@ class TelemetryDB:
         self._range: tuple[float | None, float | None] = (None, None)
         self._file_id: tuple[int, int] | None = None
         self._generation = 0  # connections opened so far: the store cannot change while one stays open
+        self._ready_generation = -1  # the connection found to hold the telemetry tables (checked once per open)
         #: results cached until the store changes (see :meth:`cached`): key -> (store version, value)
         self._cache: dict[object, tuple[object, object]] = {}
 
@@ -244,6 +245,11 @@ class TelemetryDB:
             cur = parent.cursor()
             self._users[id(parent)] = self._users.get(id(parent), 0) + 1
             self._parent_of[id(cur)] = parent
+            # A file this object opened read-only cannot change while open: its tables are checked once per open.
+            known_ready = self._connect is None and self._ready_generation == self._generation
+            generation = self._generation
+        if known_ready:
+            return cur
         try:
             ready = queries.has_telemetry(cur)
         except duckdb.Error as exc:
@@ -252,6 +258,8 @@ class TelemetryDB:
         if not ready:
             self.release(cur)
             return None
+        if self._connect is None:
+            self._ready_generation = generation
         return cur
 
     def release(self, cur: duckdb.DuckDBPyConnection) -> None:

@@ -4,7 +4,7 @@ run (these need the bearer token always).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import duckdb
 from fastapi import APIRouter, Depends, HTTPException, Path
@@ -35,6 +35,16 @@ def _pending(state: WebState) -> list[ActionRow]:
     return [action_row(a) for a in state.controller.pending_actions()] if state.controller is not None else []
 
 
+def _recorded(state: WebState, cur: duckdb.DuckDBPyConnection | None, run: str | None) -> tuple[list[str], list[Any]]:
+    """The store's part of the incidents page (run names and groups), computed once per store version."""
+    if cur is None:
+        return [], []
+    key = (__name__, "incidents", run)
+    found = state.db.cached(key, state.db.version(cur),
+                            lambda: (runs(cur), incident_groups(cur, run, state.db.time_range(cur)[0])))  # fmt: skip
+    return found  # type: ignore[return-value]
+
+
 @router.get(
     "/incidents",
     response_model=Incidents,
@@ -47,8 +57,7 @@ def incidents(
     cur: duckdb.DuckDBPyConnection | None = Depends(cursor),
 ) -> Incidents:
     """The loop's incidents of ``run`` (all runs by default) grouped by event class, most severe first."""
-    names = runs(cur) if cur is not None else []
-    groups = incident_groups(cur, run, state.db.time_range(cur)[0]) if cur is not None else []
+    names, groups = _recorded(state, cur, run)
     mode = state.controller.status().get("mode") if state.controller is not None else None
     return Incidents(runs=names, run=run, groups=groups, pending=_pending(state), mode=mode)
 
