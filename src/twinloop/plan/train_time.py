@@ -18,9 +18,10 @@ One micro-batch on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers + 
 * pipeline point-to-point: ``2·v`` sends of the stage boundary activation (``/tp``: scatter-gather).
 
 A step is ``m + (pp-1)/v`` micro-batch times (1F1B with ``v`` interleaved chunks: bubble ``(pp-1)/(v·m)``)
-plus the exposed data-parallel gradient sync (DualPipe: twice the parameters over twice the ranks; overlapped with the last micro-batch's backward except
+plus the exposed data-parallel gradient sync (overlapped with the last micro-batch's backward except
 ``dp_last_bucket`` of it; ZeRO-3 gathers weights every micro-batch, overlapped with compute) plus the
-optimizer step (memory-bound). ``slowdown`` (≥ 1, from DVFS under a power limit) stretches compute.
+optimizer step (memory-bound). Under DualPipe both carry twice the parameters over twice the ranks
+(:mod:`twinloop.plan.dualpipe`). ``slowdown`` (≥ 1, from DVFS under a power limit) stretches compute.
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.plan import collectives as coll
-from twinloop.plan import dualpipe
+from twinloop.plan import dualpipe, nccl
 from twinloop.plan import gemm as gemm_mod
-from twinloop.plan import nccl
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
 from twinloop.plan.memory import activation_bytes_per_layer, micro_batches, params_per_gpu, stage_layers

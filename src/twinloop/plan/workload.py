@@ -27,7 +27,7 @@ With ``d = 2``, MHA, plain 4h MLP, dropout and an unfused core this reproduces `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from twinloop.hardware.gpu import GpuSpec
@@ -145,7 +145,7 @@ class TrainWorkload:
     fp8_cast_elems_repl: float = 0.0
     fp8_cast_elems_shard: float = 0.0
     node_limit: int = 0
-    ds: DeepSeekActivations = DeepSeekActivations()
+    ds: DeepSeekActivations = field(default_factory=DeepSeekActivations)
     fwd_ds_recompute_s: float = 0.0
 
 
