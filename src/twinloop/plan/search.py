@@ -163,7 +163,12 @@ def search(
             "plan train",
             "parallelism",
             f"no valid configuration for {ctx.request.gpus} GPUs, global batch {ctx.global_batch}, "
-            f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}",
+            f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}"
+            + (
+                " (DualPipe runs only even pp and micro-batch counts, without interleaving)"
+                if ctx.efficiency.pipeline_schedule == "dualpipe"
+                else ""
+            ),
         )
     w = ctx.workload
     req = ctx.request
