@@ -9,11 +9,14 @@ increasing the peak activation memory by 1/PP times"). It "only requires that th
 micro-batches be divisible by 2" (§3.2.2), and has no interleaved variant. Its bubble is the framework
 profile's ``bubble_scale`` (:mod:`twinloop.plan.frameworks`).
 
-The two copies of a parameter are data-parallel replicas of each other (their gradients are summed), so
-the planner treats each parameter's data-parallel group as ``2·dp·cp`` ranks: unsharded weights and
+The two copies of a parameter are data-parallel replicas of each other: DeepSeek's reference code
+(github.com/deepseek-ai/DualPipe, ``examples/example_dualpipe.py``) gives rank ``r`` the stages
+``full_modules[r]`` and ``full_modules[pp - 1 - r]`` and sums each copy's gradient with its mirror rank's.
+So the planner treats each parameter's data-parallel group as ``2·dp·cp`` ranks: unsharded weights and
 gradients double, while ZeRO-sharded state (optimizer from ZeRO-1, gradients from ZeRO-2, weights at
 ZeRO-3) is sharded over twice as many ranks and stays the same per GPU; the gradient sync moves twice the
-bytes per GPU. How HAI-LLM shards the mirror copies is not published (GUESS: as a data-parallel replica).
+bytes per GPU. How HAI-LLM shards the optimizer over the mirror copies is not published (GUESS: as over any
+data-parallel replica).
 """
 
 from __future__ import annotations
