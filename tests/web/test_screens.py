@@ -15,14 +15,10 @@ import pytest
 from twinloop.report import sim_report
 from twinloop.web import create_app
 
-from .conftest import ARTIFACTS, TOKEN, Loop, Server
-from .test_e2e_browser import ARGS, CHROMIUM, loaded
+from .conftest import ARTIFACTS, TOKEN, Loop, Server, loaded
 from .webdata import HOT_RACK
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs the Debian chromium package (/usr/bin/chromium)"),
-]
+pytestmark = pytest.mark.integration
 SIZES = ((1400, 1000), (800, 600))
 PAGES = (
     ("overview", "/"),
@@ -37,15 +33,6 @@ PAGES = (
 
 #: Runs in the page: what is wrong with it (an empty list when nothing is).
 PROBLEMS_JS = (Path(__file__).parent / "problems.js").read_text()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
