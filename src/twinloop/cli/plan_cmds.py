@@ -1,5 +1,6 @@
 """`twinloop plan train`: the training planner. The ``plan`` group itself (:data:`plan_app`) lives in
-:mod:`twinloop.cli.app` so that it can list its commands without importing them."""
+:mod:`twinloop.cli.app` so that it can list its commands without importing them.
+"""
 
 from __future__ import annotations
 
