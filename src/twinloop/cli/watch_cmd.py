@@ -69,8 +69,8 @@ class _WatchArgs:
     jobs: str | None
     db: Path | None
     speed: float
-    duration: float | None
-    period: float
+    duration_s: float | None
+    period_s: float
     alertmanager: str | None
     run_name: str
 
@@ -97,8 +97,8 @@ def _check(args: _WatchArgs) -> None:
         raise InputError("--mode", "", f"{args.mode!r} (allowed: {', '.join(MODES)})")
     if args.speed < 0:
         raise InputError("--speed", "", f"{args.speed} (allowed: >= 0)")
-    if args.duration is not None and args.duration <= 0:
-        raise InputError("--duration", "", f"{args.duration} (allowed: > 0 s)")
+    if args.duration_s is not None and args.duration_s <= 0:
+        raise InputError("--duration", "", f"{args.duration_s} (allowed: > 0 s)")
 
 
 def _job_source(jobs: str | None) -> JobSource | None:
@@ -125,7 +125,7 @@ def _prepare(args: _WatchArgs) -> _Parts:
     from twinloop.ops.respond.policy import load_policy
 
     _check(args)
-    built = build_source(args.source, period_s=args.period)
+    built = build_source(args.source, period_s=args.period_s)
     if args.speed > 0 and not built.replay:
         raise InputError("--speed", "", "only a recording (replay:FILE, nvidia-smi:FILE) can be paced")
     site = load_site(args.topology) if args.topology is not None else None
@@ -168,7 +168,7 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
     _say(
         f"watching {args.source} in {args.mode} mode, actuator {args.actuator}" + (f", recording to {db}" if db else "")
     )
-    summary = watcher.run(args.duration, stop.is_set)
+    summary = watcher.run(args.duration_s, stop.is_set)
     incidents, actions = records.summary() if records is not None else _in_memory(watcher)
     return _summary_doc(args, summary, incidents, actions)
 
