@@ -147,3 +147,11 @@ def browser() -> Iterator[Any]:
 def loaded(page: Any) -> None:
     """Wait until the page's script has marked it loaded (its data fetched and drawn)."""
     page.wait_for_selector("body[data-loaded]", state="attached", timeout=20_000)
+
+
+def shot(page: Any, name: str) -> Path:
+    """Save a full-page screenshot as ``tests/artifacts/web/NAME.png``; returns its path."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -15,7 +15,7 @@ import pytest
 
 from twinloop.web import create_app
 
-from .conftest import ARTIFACTS, AUTH, TOKEN, Loop, Server, loaded
+from .conftest import AUTH, TOKEN, Loop, Server, loaded, shot
 from .webdata import HOT_RACK
 
 pytestmark = pytest.mark.integration
@@ -31,11 +31,6 @@ def open_server(site_db: Path, loop: Loop) -> Iterator[Server]:
 
 def api(server: Server, path: str) -> Any:
     return httpx.get(server.url + path, headers=AUTH, timeout=10).json()
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def value(page: Any, selector: str) -> float:

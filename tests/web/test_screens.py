@@ -15,7 +15,7 @@ import pytest
 from twinloop.report import sim_report
 from twinloop.web import create_app
 
-from .conftest import ARTIFACTS, TOKEN, Loop, Server, loaded
+from .conftest import TOKEN, Loop, Server, loaded, shot
 from .webdata import HOT_RACK
 
 pytestmark = pytest.mark.integration
@@ -40,13 +40,6 @@ def open_server(site_db: Path, loop: Loop) -> Iterator[Server]:
     app = create_app(site_db, site_db.parent, TOKEN, open_read=True, controller=loop.controller, live_interval_s=30)
     with Server(app) as s:
         yield s
-
-
-def shot(page: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
 
 
 def settle(page: Any) -> None:
