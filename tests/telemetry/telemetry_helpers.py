@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
@@ -89,13 +88,6 @@ PROM_SERIES = [
     },
     {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "1", "Hostname": "node7"}, "values": [[T0, "NaN"]]},
 ]  # fmt: skip
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on (right now)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_long_csv(path: Path, frames: list[Frame]) -> Path:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from telemetry_helpers import free_port
+from tests import servers
 
 from twinloop.telemetry.exporter import Exporter
 from twinloop.telemetry.fields import FIELD_BY_NAME
@@ -31,7 +29,6 @@ DASHBOARDS = Path(__file__).resolve().parents[2] / "dashboards"
 #: The stock DCGM dashboard's queries (grafana.com 12239), kept as a fixture: users import the dashboard itself.
 STOCK = Path(__file__).resolve().parents[1] / "fixtures" / "grafana" / "dcgm-12239-queries.json"
 FILES = ("dcgm-12239-queries.json", "twinloop-facility.json")
-PROMETHEUS = shutil.which("prometheus")
 #: Grafana's built-in interval variables, as Grafana would set them for a 1 s scrape interval.
 BUILTINS = {"$__rate_interval": "5s", "$__interval": "1s", "$__range": "1m"}
 _LABEL_VALUES = re.compile(r"^label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\)$")
@@ -98,56 +95,17 @@ def test_provisioning_files_point_at_prometheus_and_the_dashboards() -> None:
 
 @pytest.fixture(scope="module")
 def prometheus_on_twin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if PROMETHEUS is None:
-        pytest.skip("the prometheus binary is not installed (Debian package 'prometheus'; scripts/test installs it)")
-    tmp = tmp_path_factory.mktemp("prom")
+    servers.require(servers.PROMETHEUS, "prometheus")  # before the twin runs
     with Exporter(listen="127.0.0.1:0") as exporter:
         feeder = exporter.feed(TwinSource(TwinConfig(steps=60)))
         feeder.join(120)
         assert not feeder.is_alive() and exporter.feed_error is None, exporter.feed_error
-        port = free_port()
-        config = tmp / "prometheus.yml"
-        config.write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: twinloop\n    honor_labels: true\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{exporter.port}']\n"
-        )
-        log_path = tmp / "prometheus.log"
-        with log_path.open("w") as log:
-            proc = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}"],
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-            url = f"http://127.0.0.1:{port}"
-            try:
-                _wait(url, proc, log_path)
-                yield url
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-
-
-def _wait(url: str, proc: subprocess.Popen[bytes], log_path: Path, timeout_s: float = 60.0) -> None:
-    """Until Prometheus holds at least 4 scrapes of the exporter (so rate() over 5 s has data)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"prometheus exited: {log_path.read_text()[-2000:]}")
-        try:
-            body = httpx.get(f"{url}/api/v1/query", params={"query": "min(count_over_time(TWINLOOP_FI_PUE[1m]))"},
-                             timeout=2).json()  # fmt: skip
-            result = body.get("data", {}).get("result", [])
-            if result and float(result[0]["value"][1]) >= 4:
-                return
-        except (httpx.HTTPError, ValueError):
-            pass
-        time.sleep(0.3)
-    pytest.fail(f"prometheus did not hold 4 scrapes of the exporter within {timeout_s:g} s")
+        target = f"127.0.0.1:{exporter.port}"
+        with servers.prometheus(tmp_path_factory.mktemp("prom"), [target]) as server:
+            # At least 4 scrapes of the exporter, so rate() over 5 s has data.
+            scrapes = "min(count_over_time(TWINLOOP_FI_PUE[1m]))"
+            server.wait_until(lambda: float(server.query(scrapes)[0]["value"][1]) >= 4, "4 scrapes", 60)
+            yield server.url
 
 
 def _query(url: str, expr: str, instant: bool = False) -> list[dict[str, Any]]:

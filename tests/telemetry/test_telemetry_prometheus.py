@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from telemetry_helpers import T0, free_port
+from telemetry_helpers import T0
+from tests.servers import free_port
 
 from twinloop.telemetry.exporter import LatestValues
 from twinloop.telemetry.frame import Frame

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import warnings
@@ -14,6 +13,7 @@ from typing import Any, ClassVar
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from tests.servers import chromium, free_port
 
 from twinloop.ops.events import EventClass, Incident, Severity
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
@@ -106,13 +106,6 @@ def app(site_db: Path, loop: Loop) -> FastAPI:
     return create_app(site_db, site_db.parent, TOKEN, controller=loop.controller)
 
 
-def free_port() -> int:
-    """A free loopback TCP port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Server:
     """uvicorn serving ``app`` in a thread on a free loopback port."""
 
@@ -142,3 +135,23 @@ def server(app: FastAPI) -> Iterator[Server]:
     """A real HTTP server for the app."""
     with Server(app) as s:
         yield s
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium (Playwright), one per test module; skips when Chromium or Playwright is absent."""
+    with chromium() as b:
+        yield b
+
+
+def loaded(page: Any) -> None:
+    """Wait until the page's script has marked it loaded (its data fetched and drawn)."""
+    page.wait_for_selector("body[data-loaded]", state="attached", timeout=20_000)
+
+
+def shot(page: Any, name: str) -> Path:
+    """Save a full-page screenshot as ``tests/artifacts/web/NAME.png``; returns its path."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -6,7 +6,6 @@ the token and refused without it, the planner plots its power sweep. Screenshots
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,32 +15,10 @@ import pytest
 
 from twinloop.web import create_app
 
-from .conftest import ARTIFACTS, AUTH, TOKEN, Loop, Server
+from .conftest import AUTH, TOKEN, Loop, Server, loaded, shot
 from .webdata import HOT_RACK
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs the Debian chromium package (/usr/bin/chromium)"),
-]
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -54,15 +31,6 @@ def open_server(site_db: Path, loop: Loop) -> Iterator[Server]:
 
 def api(server: Server, path: str) -> Any:
     return httpx.get(server.url + path, headers=AUTH, timeout=10).json()
-
-
-def loaded(page: Any) -> None:
-    page.wait_for_selector("body[data-loaded]", state="attached", timeout=20_000)
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def value(page: Any, selector: str) -> float:

@@ -15,14 +15,10 @@ import pytest
 from twinloop.report import sim_report
 from twinloop.web import create_app
 
-from .conftest import ARTIFACTS, TOKEN, Loop, Server
-from .test_e2e_browser import ARGS, CHROMIUM, loaded
+from .conftest import TOKEN, Loop, Server, loaded, shot
 from .webdata import HOT_RACK
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs the Debian chromium package (/usr/bin/chromium)"),
-]
+pytestmark = pytest.mark.integration
 SIZES = ((1400, 1000), (800, 600))
 PAGES = (
     ("overview", "/"),
@@ -39,27 +35,11 @@ PAGES = (
 PROBLEMS_JS = (Path(__file__).parent / "problems.js").read_text()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
 @pytest.fixture
 def open_server(site_db: Path, loop: Loop) -> Iterator[Server]:
     app = create_app(site_db, site_db.parent, TOKEN, open_read=True, controller=loop.controller, live_interval_s=30)
     with Server(app) as s:
         yield s
-
-
-def shot(page: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
 
 
 def settle(page: Any) -> None:

@@ -15,7 +15,15 @@ from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.base import REGISTRY
-from twinloop.ops.detect.offline import DEFAULT_DETECTORS, detect_blocks, detect_steps, pipeline_incidents, read_series
+from twinloop.ops.detect.offline import (
+    DEFAULT_DETECTORS,
+    InputReport,
+    SeriesBlock,
+    detect_blocks,
+    detect_steps,
+    pipeline_incidents,
+    read_series,
+)
 from twinloop.ops.events import Detection, Incident
 
 _EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, below as seconds
@@ -74,53 +82,14 @@ def detect(
     """Detect anomalies and change points in a time series file (telemetry exported from elsewhere)."""
 
     def run() -> None:
-        load_variants()
-        names = list(detector) if detector else list(DEFAULT_DETECTORS)
-        for n in names:
-            if n not in REGISTRY:
-                from twinloop.errors import unknown_name
-
-                raise unknown_name("--detector", "", "detector", n, REGISTRY)
+        names = _detector_names(detector)
         blocks, report = read_series(file, list(field) if field else None)
         n_samples = max(b.ts.size for b in blocks)
         if n_samples < 2:
             raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
-        prof = None
-        if profile is not None:
-            from twinloop.ops.detect.profiles import select_profile
-
-            hints = [file.name, *(b.field or "" for b in blocks), *(n for b in blocks for n in b.names)]
-            prof = select_profile(profile, hints)
-            names = prof.detector_names
-        if prof is not None:
-            from twinloop.ops.detect.profiles import detect_with_profile
-
-            detections = detect_with_profile(blocks, prof)
-        elif json_out:
-            detections = detect_blocks(blocks, names)
-        else:
-            # The detectors step through time in Python: a long single series takes a while, so show how far.
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-            columns = (TextColumn("detect"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
-            with Progress(*columns, console=stderr, transient=True) as bar:
-                task = bar.add_task("detect", total=detect_steps(blocks, len(names)))
-                detections = detect_blocks(blocks, names, progress=lambda n: bar.advance(task, n))
+        names, detections = _detect(file, blocks, names, profile, show_progress=not json_out)
         incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity", "nvidia-smi") else []
-        summary = {
-            "file": str(file),
-            "layout": report.layout,
-            "rows": report.rows,
-            "samples": n_samples,
-            "series": sum(len(b.names) for b in blocks),
-            "dt_s": report.dt_s,
-            "aligned_max_shift_s": report.aligned_max_shift_s,
-            "out_of_order_rows": report.out_of_order,
-            "duplicate_rows": report.duplicates,
-            "nan_count": report.nan_count,
-            "problems": report.problems,
-            "detectors": names,
-        }
+        summary = _summary(file, blocks, report, n_samples, names)
         if json_out:
             print_json(
                 {
@@ -129,40 +98,102 @@ def detect(
                     "incidents": [_incident_json(i) for i in incidents],
                 }
             )
-            return
-        stdout.print(
-            f"{file}: {report.layout} layout, {n_samples} samples of {summary['series']} series, "
-            f"dt {report.dt_s:.3g} s, {report.out_of_order} rows out of order (sorted), "
-            f"sweeps aligned (max shift {report.aligned_max_shift_s * 1000:.3g} ms), "
-            f"{report.duplicates} duplicate rows, {sum(report.nan_count.values())} NaN samples, "
-            f"{sum(report.problems.values())} bad rows skipped",
-            highlight=False,
-        )
-        cols = [Col("time", "left"), Col("entity / column", "left"), Col("field", "left"), Col("score"),
-                Col("kind", "left"), Col("class", "left"), Col("detector", "left")]  # fmt: skip
-        rows = [
-            [_time(d.ts), escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value, d.detector]
-            for d in detections
-        ]
-        print_table(stdout, f"{len(detections)} detections", cols, rows, keys=2)
-        if incidents:
-            cols = [Col("id"), Col("class", "left"), Col("root", "left"), Col("GPUs"), Col("start", "left"),
-                    Col("end", "left"), Col("severity", "left"), Col("status", "left")]  # fmt: skip
-            rows = [
-                [
-                    str(i.incident_id),
-                    i.event_class.value,
-                    escape(i.root),
-                    str(len(i.members)),
-                    _time(i.start_ts),
-                    _time(i.end_ts),
-                    i.severity.name.lower(),
-                    i.status,
-                ]
-                for i in incidents
-            ]
-            print_table(stdout, f"{len(incidents)} incidents (rules + topology grouping)", cols, rows)
-        if not detections:
-            stderr.print("no anomalies or change points found", highlight=False)
+        else:
+            _print_text(summary, report, detections, incidents)
 
     guarded(run)
+
+
+def _detector_names(detector: list[str] | None) -> list[str]:
+    """The detectors asked for (default: :data:`DEFAULT_DETECTORS`), each checked against the registry."""
+    load_variants()
+    names = list(detector) if detector else list(DEFAULT_DETECTORS)
+    for n in names:
+        if n not in REGISTRY:
+            from twinloop.errors import unknown_name
+
+            raise unknown_name("--detector", "", "detector", n, REGISTRY)
+    return names
+
+
+def _detect(
+    file: Path, blocks: list[SeriesBlock], names: list[str], profile: str | None, show_progress: bool
+) -> tuple[list[str], list[Detection]]:
+    """Run the detectors over the blocks: those of the profile when one is given (it replaces ``names``), else
+    ``names``, with a progress bar on stderr when ``show_progress``. Returns the detectors run and the detections.
+    """
+    if profile is not None:
+        from twinloop.ops.detect.profiles import detect_with_profile, select_profile
+
+        hints = [file.name, *(b.field or "" for b in blocks), *(n for b in blocks for n in b.names)]
+        prof = select_profile(profile, hints)
+        return prof.detector_names, detect_with_profile(blocks, prof)
+    if not show_progress:
+        return names, detect_blocks(blocks, names)
+    # The detectors step through time in Python: a long single series takes a while, so show how far.
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("detect"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeRemainingColumn())
+    with Progress(*columns, console=stderr, transient=True) as bar:
+        task = bar.add_task("detect", total=detect_steps(blocks, len(names)))
+        return names, detect_blocks(blocks, names, progress=lambda n: bar.advance(task, n))
+
+
+def _summary(
+    file: Path, blocks: list[SeriesBlock], report: InputReport, n_samples: int, names: list[str]
+) -> dict[str, Any]:
+    """What was read (layout, rows, cadence, what was repaired or skipped) and which detectors ran."""
+    return {
+        "file": str(file),
+        "layout": report.layout,
+        "rows": report.rows,
+        "samples": n_samples,
+        "series": sum(len(b.names) for b in blocks),
+        "dt_s": report.dt_s,
+        "aligned_max_shift_s": report.aligned_max_shift_s,
+        "out_of_order_rows": report.out_of_order,
+        "duplicate_rows": report.duplicates,
+        "nan_count": report.nan_count,
+        "problems": report.problems,
+        "detectors": names,
+    }
+
+
+def _print_text(
+    summary: dict[str, Any], report: InputReport, detections: list[Detection], incidents: list[Incident]
+) -> None:
+    """The human output: one line on what was read, a table of detections, a table of incidents if any."""
+    stdout.print(
+        f"{summary['file']}: {report.layout} layout, {summary['samples']} samples of {summary['series']} series, "
+        f"dt {report.dt_s:.3g} s, {report.out_of_order} rows out of order (sorted), "
+        f"sweeps aligned (max shift {report.aligned_max_shift_s * 1000:.3g} ms), "
+        f"{report.duplicates} duplicate rows, {sum(report.nan_count.values())} NaN samples, "
+        f"{sum(report.problems.values())} bad rows skipped",
+        highlight=False,
+    )
+    cols = [Col("time", "left"), Col("entity / column", "left"), Col("field", "left"), Col("score"),
+            Col("kind", "left"), Col("class", "left"), Col("detector", "left")]  # fmt: skip
+    rows = [
+        [_time(d.ts), escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value, d.detector]
+        for d in detections
+    ]
+    print_table(stdout, f"{len(detections)} detections", cols, rows, keys=2)
+    if incidents:
+        cols = [Col("id"), Col("class", "left"), Col("root", "left"), Col("GPUs"), Col("start", "left"),
+                Col("end", "left"), Col("severity", "left"), Col("status", "left")]  # fmt: skip
+        rows = [
+            [
+                str(i.incident_id),
+                i.event_class.value,
+                escape(i.root),
+                str(len(i.members)),
+                _time(i.start_ts),
+                _time(i.end_ts),
+                i.severity.name.lower(),
+                i.status,
+            ]
+            for i in incidents
+        ]
+        print_table(stdout, f"{len(incidents)} incidents (rules + topology grouping)", cols, rows)
+    if not detections:
+        stderr.print("no anomalies or change points found", highlight=False)

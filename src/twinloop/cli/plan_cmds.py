@@ -1,5 +1,6 @@
 """`twinloop plan train`: the training planner. The ``plan`` group itself (:data:`plan_app`) lives in
-:mod:`twinloop.cli.app` so that it can list its commands without importing them."""
+:mod:`twinloop.cli.app` so that it can list its commands without importing them.
+"""
 
 from __future__ import annotations
 
@@ -180,7 +181,12 @@ def train(
         outcome = guarded(run)
     if json_out:
         print_json(outcome.to_doc())
-        return
+    else:
+        _print_outcome(outcome, top)
+
+
+def _print_outcome(outcome: TrainOutcome, top: int) -> None:
+    """The plan's tables, then the routing it used, the search's ranking and the power sweep where asked for."""
     _print_plan(outcome.plan)
     r = outcome.routing
     if r is not None:

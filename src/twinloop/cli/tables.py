@@ -1,4 +1,4 @@
-"""Terminal tables that never cut a value, and numbers with units chosen by magnitude.
+r"""Terminal tables that never cut a value, and numbers with units chosen by magnitude.
 
 rich shrinks a table that is wider than the terminal by cutting cells (``h100-s…``, ``671…``). A name the
 user must type back or a number they act on must never be cut, so :func:`print_table` lays a table out in
@@ -8,7 +8,7 @@ the first of these that fits the console width:
 2. several tables, each repeating the key columns (the first ``keys``) with as many others as fit;
 3. one small two-column block per row (``header  value``), the key cells as its title.
 
-Headers may be written on two lines (``"HBM\\nTB/s"``) to keep numeric columns narrow. Commands owned by
+Headers may be written on two lines (``"HBM\nTB/s"``) to keep numeric columns narrow. Commands owned by
 other branches may use these helpers too; they import only rich.
 """
 
@@ -30,10 +30,10 @@ _BORDER = 3  # per column: one padding space each side and one vertical rule; pl
 
 @dataclass(frozen=True)
 class Col:
-    """A table column.
+    r"""A table column.
 
     Args:
-        header: header text; ``\\n`` splits it over two lines.
+        header: header text; ``\n`` splits it over two lines.
         justify: ``right`` for numbers, ``left`` for names and text.
         wrap: free text that may wrap at spaces (never inside a word); other columns are never wrapped.
     """

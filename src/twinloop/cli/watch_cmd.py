@@ -5,14 +5,23 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr
 from twinloop.errors import InputError
+
+if TYPE_CHECKING:
+    from twinloop.ops.live.cluster import JobSource
+    from twinloop.ops.live.kinds import Built
+    from twinloop.ops.live.site import SiteFile
+    from twinloop.ops.live.watcher import WatchSummary
+    from twinloop.ops.respond.adapters.base import ActionAdapter
+    from twinloop.ops.respond.policy import Policy
 
 MODES = ("observe", "approve", "auto")
 JOB_SOURCES = "slurm | k8s | FILE"
@@ -38,123 +47,181 @@ def watch(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Watch a cluster: detect → classify → respond → verify at the source's cadence, recording as it goes."""
-
-    def prepare() -> Any:
-        from twinloop.ops.live.actuators import make_actuator
-        from twinloop.ops.live.jobs import k8s_jobs, load_job_file, slurm_jobs
-        from twinloop.ops.live.kinds import build_source
-        from twinloop.ops.live.site import load_site
-        from twinloop.ops.respond.policy import load_policy
-
-        if mode not in MODES:
-            raise InputError("--mode", "", f"{mode!r} (allowed: {', '.join(MODES)})")
-        if speed < 0:
-            raise InputError("--speed", "", f"{speed} (allowed: >= 0)")
-        if duration is not None and duration <= 0:
-            raise InputError("--duration", "", f"{duration} (allowed: > 0 s)")
-        built = build_source(source, period_s=period)
-        if speed > 0 and not built.replay:
-            raise InputError("--speed", "", "only a recording (replay:FILE, nvidia-smi:FILE) can be paced")
-        site = load_site(topology) if topology is not None else None
-        pol = load_policy(policy) if policy is not None else None
-        job_source = None
-        if jobs == "slurm":
-            job_source = lambda gpus, _labels: slurm_jobs(gpus)  # noqa: E731
-        elif jobs == "k8s":
-            job_source = k8s_jobs
-        elif jobs is not None:
-            path = Path(jobs)
-            if not path.is_file():
-                raise InputError("--jobs", "", f"{jobs}: not slurm, k8s or a file")
-            job_source = lambda gpus, _labels: load_job_file(path, gpus)  # noqa: E731
-        adapter = make_actuator(actuator, say)
-        return built, site, pol, job_source, adapter
-
-    def say(message: str) -> None:
-        # Progress goes to stderr in every mode, so --json keeps stdout to one document.
-        stderr.print(message, markup=False, highlight=False, soft_wrap=True)
-
-    built, site, pol, job_source, adapter = guarded(prepare)
-
-    def run() -> dict[str, Any]:
-        from twinloop.ops.alerts import AlertmanagerClient
-        from twinloop.ops.live.cluster import LiveOptions, SourceCluster
-        from twinloop.ops.live.control import ControlChannel, control_path
-        from twinloop.ops.live.watcher import WatchConfig, Watcher
-        from twinloop.ops.records import LiveRecords
-        from twinloop.telemetry.store.session import SessionStore
-
-        # the store is opened only in short sessions (append, close), so `twinloop serve --db` reads it live
-        store = SessionStore(db) if db is not None else None
-        if db is not None:
-            db.parent.mkdir(parents=True, exist_ok=True)
-        cluster = SourceCluster(
-            built.source,
-            adapter,
-            LiveOptions(cadence_s=built.cadence_s, speed=speed, whole_sweeps=built.whole_sweeps),
-            site=site,
-            jobs=job_source,
-            on_frame=store.append if store is not None else None,
-        )
-        records = LiveRecords(store, run_name) if store is not None else None
-        control = ControlChannel(control_path(db), run_name) if db is not None else None
-        alerts = AlertmanagerClient(alertmanager) if alertmanager else None
-        config = WatchConfig(mode=mode, run=run_name, policy=pol)  # type: ignore[arg-type]
-        watcher = Watcher(cluster, records, control, alerts, config, say)
-        stop = threading.Event()
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, lambda *_: stop.set())
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        say(f"watching {source} in {mode} mode, actuator {actuator}" + (f", recording to {db}" if db else ""))
-        summary = watcher.run(duration, stop.is_set)
-        incidents, actions = records.summary() if records is not None else _in_memory(watcher)
-        doc = {
-            "source": source,
-            "mode": mode,
-            "actuator": actuator,
-            "db": str(db) if db is not None else None,
-            "run": run_name,
-            "stopped": summary.stopped,
-            "samples": summary.samples,
-            "first_ts": summary.first_ts,
-            "last_ts": summary.last_ts,
-            "wall_s": round(summary.wall_s, 3),
-            "counts": {
-                "incidents": len(incidents),
-                "incidents_warning_or_above": sum(1 for i in incidents if i["severity"] != "info"),
-                "actions": len(actions),
-                "actions_failed": sum(1 for a in actions if a["status"] == "failed"),
-                "pending": sum(1 for a in actions if a["status"] == "pending"),
-                "warnings": summary.warnings,
-                "held_steps": summary.held_steps,
-                "resumed_incidents": summary.resumed_incidents,
-                "relisted_pending": summary.relisted_pending,
-                "alerts_sent": summary.alerts_sent,
-                "alerts_failed": summary.alerts_failed,
-            },
-            "data_quality": summary.quality,
-            "incidents": incidents,
-            "actions": actions,
-        }
-        return doc
-
-    doc = guarded(run)
+    args = _WatchArgs(source, mode, actuator, policy, topology, jobs, db, speed, duration, period, alertmanager,
+                      run_name)  # fmt: skip
+    parts = guarded(lambda: _prepare(args))
+    doc = guarded(lambda: _run(args, parts))
     if json_out:
         print_json(doc)
     else:
-        c = doc["counts"]
-        stderr.print(
-            f"{doc['samples']} samples ({doc['stopped']}): {c['incidents']} incidents "
-            f"({c['incidents_warning_or_above']} warning or above), {c['actions']} actions "
-            f"({c['actions_failed']} failed, {c['pending']} pending), {c['warnings']} data warnings",
-            highlight=False,
+        _print_text(doc)
+
+
+@dataclass(frozen=True)
+class _WatchArgs:
+    """The command line of ``twinloop watch``, as given."""
+
+    source: str
+    mode: str
+    actuator: str
+    policy: Path | None
+    topology: Path | None
+    jobs: str | None
+    db: Path | None
+    speed: float
+    duration_s: float | None
+    period_s: float
+    alertmanager: str | None
+    run_name: str
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What the loop is built from: the source, the site, the policy, where jobs come from, the actuator."""
+
+    built: Built
+    site: SiteFile | None
+    policy: Policy | None
+    job_source: JobSource | None
+    adapter: ActionAdapter
+
+
+def _say(message: str) -> None:
+    # Progress goes to stderr in every mode, so --json keeps stdout to one document.
+    stderr.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def _check(args: _WatchArgs) -> None:
+    """Reject out-of-range options before anything is opened."""
+    if args.mode not in MODES:
+        raise InputError("--mode", "", f"{args.mode!r} (allowed: {', '.join(MODES)})")
+    if args.speed < 0:
+        raise InputError("--speed", "", f"{args.speed} (allowed: >= 0)")
+    if args.duration_s is not None and args.duration_s <= 0:
+        raise InputError("--duration", "", f"{args.duration_s} (allowed: > 0 s)")
+
+
+def _job_source(jobs: str | None) -> JobSource | None:
+    """Where the watcher learns which job runs on which GPU: Slurm, Kubernetes, a file, or nowhere."""
+    from twinloop.ops.live.jobs import k8s_jobs, load_job_file, slurm_jobs
+
+    if jobs is None:
+        return None
+    if jobs == "slurm":
+        return lambda gpus, _labels: slurm_jobs(gpus)
+    if jobs == "k8s":
+        return k8s_jobs
+    path = Path(jobs)
+    if not path.is_file():
+        raise InputError("--jobs", "", f"{jobs}: not slurm, k8s or a file")
+    return lambda gpus, _labels: load_job_file(path, gpus)
+
+
+def _prepare(args: _WatchArgs) -> _Parts:
+    """Check the options and build what the loop reads and acts through (bad input raises InputError)."""
+    from twinloop.ops.live.actuators import make_actuator
+    from twinloop.ops.live.kinds import build_source
+    from twinloop.ops.live.site import load_site
+    from twinloop.ops.respond.policy import load_policy
+
+    _check(args)
+    built = build_source(args.source, period_s=args.period_s)
+    if args.speed > 0 and not built.replay:
+        raise InputError("--speed", "", "only a recording (replay:FILE, nvidia-smi:FILE) can be paced")
+    site = load_site(args.topology) if args.topology is not None else None
+    pol = load_policy(args.policy) if args.policy is not None else None
+    job_source = _job_source(args.jobs)
+    return _Parts(built, site, pol, job_source, make_actuator(args.actuator, _say))
+
+
+def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
+    """Build the watcher, run it until the source ends, the duration passes or a signal stops it; the summary."""
+    from twinloop.ops.alerts import AlertmanagerClient
+    from twinloop.ops.live.cluster import LiveOptions, SourceCluster
+    from twinloop.ops.live.control import ControlChannel, control_path
+    from twinloop.ops.live.watcher import WatchConfig, Watcher
+    from twinloop.ops.records import LiveRecords
+    from twinloop.telemetry.store.session import SessionStore
+
+    db, built = args.db, parts.built
+    # the store is opened only in short sessions (append, close), so `twinloop serve --db` reads it live
+    store = SessionStore(db) if db is not None else None
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    cluster = SourceCluster(
+        built.source,
+        parts.adapter,
+        LiveOptions(cadence_s=built.cadence_s, speed=args.speed, whole_sweeps=built.whole_sweeps),
+        site=parts.site,
+        jobs=parts.job_source,
+        on_frame=store.append if store is not None else None,
+    )
+    records = LiveRecords(store, args.run_name) if store is not None else None
+    control = ControlChannel(control_path(db), args.run_name) if db is not None else None
+    alerts = AlertmanagerClient(args.alertmanager) if args.alertmanager else None
+    config = WatchConfig(mode=args.mode, run=args.run_name, policy=parts.policy)  # type: ignore[arg-type]
+    watcher = Watcher(cluster, records, control, alerts, config, _say)
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _say(
+        f"watching {args.source} in {args.mode} mode, actuator {args.actuator}" + (f", recording to {db}" if db else "")
+    )
+    summary = watcher.run(args.duration_s, stop.is_set)
+    incidents, actions = records.summary() if records is not None else _in_memory(watcher)
+    return _summary_doc(args, summary, incidents, actions)
+
+
+def _summary_doc(
+    args: _WatchArgs, summary: WatchSummary, incidents: list[dict[str, Any]], actions: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The JSON document of a watch: what ran, how it stopped, counts, data quality, incidents and actions."""
+    return {
+        "source": args.source,
+        "mode": args.mode,
+        "actuator": args.actuator,
+        "db": str(args.db) if args.db is not None else None,
+        "run": args.run_name,
+        "stopped": summary.stopped,
+        "samples": summary.samples,
+        "first_ts": summary.first_ts,
+        "last_ts": summary.last_ts,
+        "wall_s": round(summary.wall_s, 3),
+        "counts": {
+            "incidents": len(incidents),
+            "incidents_warning_or_above": sum(1 for i in incidents if i["severity"] != "info"),
+            "actions": len(actions),
+            "actions_failed": sum(1 for a in actions if a["status"] == "failed"),
+            "pending": sum(1 for a in actions if a["status"] == "pending"),
+            "warnings": summary.warnings,
+            "held_steps": summary.held_steps,
+            "resumed_incidents": summary.resumed_incidents,
+            "relisted_pending": summary.relisted_pending,
+            "alerts_sent": summary.alerts_sent,
+            "alerts_failed": summary.alerts_failed,
+        },
+        "data_quality": summary.quality,
+        "incidents": incidents,
+        "actions": actions,
+    }
+
+
+def _print_text(doc: dict[str, Any]) -> None:
+    """The human summary: counts on stderr, one line per incident on stdout."""
+    c = doc["counts"]
+    stderr.print(
+        f"{doc['samples']} samples ({doc['stopped']}): {c['incidents']} incidents "
+        f"({c['incidents_warning_or_above']} warning or above), {c['actions']} actions "
+        f"({c['actions_failed']} failed, {c['pending']} pending), {c['warnings']} data warnings",
+        highlight=False,
+    )
+    for i in doc["incidents"]:
+        closed = "open" if i["closed_ts"] is None else f"closed {i['closed_ts']:.1f}"
+        sys.stdout.write(
+            f"incident {i['incident_id']}: {i['class']} {i['severity']} at {i['root']} "
+            f"opened {i['opened_ts']:.1f}, {closed}\n"
         )
-        for i in doc["incidents"]:
-            closed = "open" if i["closed_ts"] is None else f"closed {i['closed_ts']:.1f}"
-            sys.stdout.write(
-                f"incident {i['incident_id']}: {i['class']} {i['severity']} at {i['root']} "
-                f"opened {i['opened_ts']:.1f}, {closed}\n"
-            )
 
 
 def _in_memory(watcher: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -106,7 +106,10 @@ class TrainEfficiency:
     A frozen value so a calibration can try other values (``dataclasses.replace``) without touching globals.
     ``collectives`` picks the collective cost model: ``"nccl"`` (algorithm/protocol per message size, NVLS and
     SHARP; :mod:`twinloop.plan.nccl`) or ``"alpha-beta"`` (the textbook costs, with NVLINK_EFFICIENCY and
-    NETWORK_EFFICIENCY to reproduce the model before issue 20's NCCL part).
+    NETWORK_EFFICIENCY to reproduce the model before issue 20's NCCL part). ``recompute_scheme`` says what the
+    ``selective`` recompute mode stores (``megatron`` or ``deepseek-v3``, :mod:`twinloop.plan.recompute`) and
+    ``pipeline_schedule`` which pipeline schedule runs (``1f1b``: Megatron's 1F1B/interleaved; ``dualpipe``:
+    :mod:`twinloop.plan.dualpipe`); both come from the framework profile.
     """
 
     gemm: float = GEMM_EFFICIENCY
@@ -125,6 +128,8 @@ class TrainEfficiency:
     fp8_cast_overhead: float = 1.0
     bubble_scale: float = 1.0
     a2a_dedup: bool = False
+    recompute_scheme: str = "megatron"
+    pipeline_schedule: str = "1f1b"
 
 
 DEFAULT_EFFICIENCY = TrainEfficiency()

@@ -111,7 +111,7 @@ def evaluate(
         imbalance: MoE routing imbalance (scalar or per configuration).
         eff: efficiency factors.
     """
-    mem = memory_per_gpu(w, c, global_batch, imbalance)
+    mem = memory_per_gpu(w, c, global_batch, imbalance, eff)
     t, p = time_and_power(w, c, topo, power_model, global_batch, power_limit_w, imbalance, eff)
     gpus = (c.tp * c.pp * c.dp * c.cp).astype(np.float64)
     tokens_step = float(global_batch * w.seq_len)

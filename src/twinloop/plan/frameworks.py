@@ -16,9 +16,11 @@ from typing import Literal
 
 from twinloop.errors import InputError
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
+from twinloop.plan.recompute import RecomputeScheme
 
 AttentionKernel = Literal["flash", "unfused"]
 Fp8Scaling = Literal["tensor", "block"]
+PipelineSchedule = Literal["1f1b", "dualpipe"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class FrameworkProfile:
         fp8_cast_overhead: share of the FP8 cast/amax/transpose traffic not fused into neighbouring kernels.
         a2a_dedup: the MoE dispatch sends a token once per destination node and forwards it over NVLink
             (DeepEP-style), instead of once per routed expert (NCCL all-to-all).
+        selective_recompute: what the ``selective`` recompute mode stores and recomputes: ``megatron``
+            (Korthikanti et al.: the attention core is recomputed) or ``deepseek-v3`` (norms and MLA
+            up-projections recomputed, FP8-cached Linear and SwiGLU inputs; :mod:`twinloop.plan.recompute`).
+        pipeline_schedule: ``1f1b`` (Megatron's 1F1B / interleaved) or ``dualpipe`` (two parameter copies,
+            ``pp + 1`` micro-batches in flight, even ``pp`` and micro-batches; :mod:`twinloop.plan.dualpipe`).
     """
 
     name: str
@@ -49,6 +56,8 @@ class FrameworkProfile:
     fp8_scaling: Fp8Scaling
     fp8_cast_overhead: float
     a2a_dedup: bool
+    selective_recompute: RecomputeScheme = "megatron"
+    pipeline_schedule: PipelineSchedule = "1f1b"
 
     def efficiency(self, base: TrainEfficiency = DEFAULT_EFFICIENCY) -> TrainEfficiency:
         """``base`` with this profile's framework factors."""
@@ -62,6 +71,8 @@ class FrameworkProfile:
             fp8_scaling=self.fp8_scaling,
             fp8_cast_overhead=self.fp8_cast_overhead,
             a2a_dedup=self.a2a_dedup,
+            recompute_scheme=self.selective_recompute,
+            pipeline_schedule=self.pipeline_schedule,
         )
 
 
@@ -112,6 +123,8 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             fp8_scaling="block",
             fp8_cast_overhead=0.5,  # GUESS: activations cached in FP8 for dispatch; casts fused with it
             a2a_dedup=True,  # published: node-limited routing, one IB send per node, NVLink forwarding (§3.2.2)
+            selective_recompute="deepseek-v3",  # published: §3.2.3 and §3.3.2 (plan/recompute.py)
+            pipeline_schedule="dualpipe",  # published: §3.2.2, Table 2 (plan/dualpipe.py)
         ),
     )
 }

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
+from twinloop.plan import dualpipe
 from twinloop.plan.evaluate import TrainArrays, evaluate, routing_imbalance
 from twinloop.plan.memory import memory_per_gpu
 from twinloop.plan.parallel import ConfigArrays, enumerate_configs
@@ -110,11 +111,15 @@ def _select(a: TrainArrays, idx: NDArray[np.int64]) -> TrainArrays:
 
 
 def candidate_configs(ctx: TrainContext, fixed: dict[str, int | str | bool] | None = None) -> ConfigArrays:
-    """Every valid configuration for the context, with the user's fixed choices (default: the request's)."""
+    """Every valid configuration for the context, with the user's fixed choices (default: the request's); under
+    the DualPipe schedule only those it can run (:func:`twinloop.plan.dualpipe.feasible`)."""
     fixed = ctx.request.fixed_parallelism() if fixed is None else fixed
-    return enumerate_configs(
+    configs = enumerate_configs(
         ctx.arch, ctx.gpu.gpus_per_node, ctx.request.gpus, ctx.global_batch, ctx.seq_len, fixed=fixed
     )
+    if ctx.efficiency.pipeline_schedule == "dualpipe" and len(configs):
+        configs = configs.select(np.flatnonzero(dualpipe.feasible(configs, ctx.global_batch)))
+    return configs
 
 
 def _concat(parts: list[Any]) -> Any:
@@ -158,14 +163,19 @@ def search(
             "plan train",
             "parallelism",
             f"no valid configuration for {ctx.request.gpus} GPUs, global batch {ctx.global_batch}, "
-            f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}",
+            f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}"
+            + (
+                " (DualPipe runs only even pp and micro-batch counts, without interleaving)"
+                if ctx.efficiency.pipeline_schedule == "dualpipe"
+                else ""
+            ),
         )
     w = ctx.workload
     req = ctx.request
     imbalance = routing_imbalance(
         ctx.arch, configs.ep, ctx.gpu.gpus_per_node, req.moe_zipf_s, req.seed, req.moe_imbalance
     )
-    mem = memory_per_gpu(w, configs, ctx.global_batch, imbalance)
+    mem = memory_per_gpu(w, configs, ctx.global_batch, imbalance, ctx.efficiency)
     fit = np.flatnonzero(mem.total <= w.hbm_capacity_bytes)
     smallest = float(mem.total.min())
     sub = configs.select(fit)

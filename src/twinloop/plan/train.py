@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from twinloop.errors import InputError
+from twinloop.plan import dualpipe
 from twinloop.plan import efficiency as effc
 from twinloop.plan.cost import cost_usd, facility_energy_kwh
 from twinloop.plan.evaluate import TrainArrays, evaluate, routing_imbalance
@@ -136,6 +137,10 @@ def _user_config(ctx: TrainContext) -> ParallelConfig | None:
     cfg = ctx.parallel_config()
     if cfg is not None:
         validate_config(cfg, ctx.arch, ctx.gpu.gpus_per_node, ctx.request.gpus, ctx.global_batch, ctx.seq_len)
+        if ctx.efficiency.pipeline_schedule == "dualpipe":
+            why = dualpipe.infeasible_reason(ConfigArrays.from_configs([cfg]), ctx.global_batch)
+            if why is not None:
+                raise InputError("parallel config", why[0], f"{why[1]} (framework {ctx.request.framework})")
     return cfg
 
 

@@ -4,9 +4,11 @@ One micro-batch on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers + 
 
 * compute: forward GEMMs at the policy dtype's peak × ``gemm`` efficiency (attention core at the flash
   efficiency, or as GEMMs when unfused), ×3 for forward + backward, plus recomputation (full: the layers'
-  forward again; selective: the attention core's forward);
+  forward again; selective: the attention core's forward, or under DeepSeek-V3's scheme the MLA
+  up-projections' forward, :mod:`twinloop.plan.recompute`);
 * element-wise work, memory-bound: ``elementwise_hbm_passes`` × the activation bytes the layers store /
-  usable HBM bandwidth (full recompute repeats the forward third; selective the attention-core third);
+  usable HBM bandwidth (full recompute repeats the forward third; selective the attention-core third, or
+  under DeepSeek-V3's scheme the forward third of the recomputed norm and SwiGLU outputs);
 * TP/SP communication: per layer 2 all-reduces forward and 2 backward (with SP: reduce-scatter +
   all-gather pairs, the same ring volume), 2 more with full recompute; ``tp_comm_exposed`` of it exposed;
 * CP ring attention: ``cp-1`` K/V exchanges forward, twice that backward, hidden behind the attention core;
@@ -18,7 +20,8 @@ One micro-batch on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers + 
 A step is ``m + (pp-1)/v`` micro-batch times (1F1B with ``v`` interleaved chunks: bubble ``(pp-1)/(v·m)``)
 plus the exposed data-parallel gradient sync (overlapped with the last micro-batch's backward except
 ``dp_last_bucket`` of it; ZeRO-3 gathers weights every micro-batch, overlapped with compute) plus the
-optimizer step (memory-bound). ``slowdown`` (≥ 1, from DVFS under a power limit) stretches compute.
+optimizer step (memory-bound). Under DualPipe both carry twice the parameters over twice the ranks
+(:mod:`twinloop.plan.dualpipe`). ``slowdown`` (≥ 1, from DVFS under a power limit) stretches compute.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.plan import collectives as coll
+from twinloop.plan import dualpipe, nccl
 from twinloop.plan import gemm as gemm_mod
-from twinloop.plan import nccl
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
 from twinloop.plan.memory import activation_bytes_per_layer, micro_batches, params_per_gpu, stage_layers
@@ -195,7 +198,11 @@ def _compute(st: _Stage) -> _Compute:
     layer_gemm = layer_gemm / eff.gemm + tokens / tp * lf * st.imbalance * w.fwd_experts_s / (eff.gemm * g.experts)
     head_gemm = tokens / tp * w.fwd_head_s / (eff.gemm * g.head)
     attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
-    gemm = 3 * (layer_gemm + head_gemm + attn) + np.where(full, layer_gemm + attn, np.where(selective, attn, 0.0))
+    deepseek = eff.recompute_scheme == "deepseek-v3"
+    unfused = 1.0 if w.attention_kernel == "unfused" else 0.0
+    # selective: Megatron recomputes the attention core; DeepSeek-V3 the MLA up-projections (+ an unfused core)
+    sel_gemm = (tokens / tp * lf * w.fwd_ds_recompute_s / (eff.gemm * g.proj) + unfused * attn) if deepseek else attn
+    gemm = 3 * (layer_gemm + head_gemm + attn) + np.where(full, layer_gemm + attn, np.where(selective, sel_gemm, 0.0))
     hbm = eff.hbm * w.hbm_bytes_per_s
     act_layer = activation_bytes_per_layer(w, c)
     scores = c.micro_batch * (w.seq_len / c.cp) * w.seq_len * w.n_heads / tp * w.act_score_bytes
@@ -207,7 +214,12 @@ def _compute(st: _Stage) -> _Compute:
     ew = ew + eff.fp8_cast_overhead * gemm_mod.FP8_CAST_BYTES_PER_ELEMENT * tokens * layers * fp8_elems / hbm
     ew_extra = np.where(full, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew
     ew_scores = eff.elementwise_hbm_passes * layers * scores / hbm
-    ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew_scores
+    sel_ew = ew_scores
+    if deepseek:  # the recomputed norm outputs (replicated unless SP) and SwiGLU outputs (TP-sharded)
+        repl_div = np.where(c.sequence_parallel == 1, tp, 1)
+        ds_bytes = tokens * layers * (w.ds.recompute_repl_bytes / repl_div + w.ds.recompute_shard_bytes / tp)
+        sel_ew = sel_ew + eff.elementwise_hbm_passes * ds_bytes / hbm
+    ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * sel_ew
     return _Compute(gemm=gemm, attn=attn, compute_mb=gemm + ew + ew_extra, hbm_bytes_per_s=hbm)
 
 
@@ -272,11 +284,18 @@ def _pp_comm(st: _Stage) -> F64:
     return np.where(c.pp > 1, 2 * c.interleave * p2p_one, 0.0)
 
 
+def _dp_params(st: _Stage) -> tuple[F64, F64, NDArray[np.int64]]:
+    """(non-expert, expert) parameters per GPU and each parameter's data-parallel group size, with DualPipe's
+    second copy counted as a data-parallel replica (:mod:`twinloop.plan.dualpipe`)."""
+    dense, experts = params_per_gpu(st.w, st.c)
+    copies = dualpipe.param_copies(st.c, st.eff.pipeline_schedule)
+    return dense * copies, experts * copies, st.c.dp * st.c.cp * copies.astype(np.int64)
+
+
 def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
     """Data-parallel gradient sync / ZeRO over a step: (total, exposed after overlap with ``busy_mb`` compute)."""
     w, c, topo, eff = st.w, st.c, st.topo, st.eff
-    dense, experts = params_per_gpu(w, c)
-    n_dp = c.dp * c.cp
+    dense, experts, n_dp = _dp_params(st)
     n_edp = n_dp // c.ep
     k_dp, _ = _link_for(topo, n_dp, c.tp)
     k_edp, _ = _link_for(topo, n_edp, c.tp * c.ep)
@@ -304,8 +323,7 @@ def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
 def _optimizer_s(st: _Stage, hbm_bytes_per_s: float) -> F64:
     """Adam update (memory-bound): read+write master and both moments, read grads, write weights."""
     w, c = st.w, st.c
-    dense, experts = params_per_gpu(w, c)
-    n_dp = c.dp * c.cp
+    dense, experts, n_dp = _dp_params(st)
     shard = np.where(c.zero >= 1, dense / n_dp + experts / (n_dp // c.ep), dense + experts)
     opt_bytes = 2 * w.bytes_master + 4 * w.bytes_opt_state + w.bytes_grads + w.bytes_weights
     return np.asarray(shard * opt_bytes / hbm_bytes_per_s, dtype=np.float64)
@@ -351,7 +369,10 @@ def step_time(
     step = m * micro + bubble + dp_exposed + optimizer
     overlapped = (dp_total - dp_exposed) + m * ((cp_total - cp_mb) + (tp_total - tp_mb) + (ep_total - ep_mb))
     overlapped += m * (pp_total - pp_mb)
-    rc_flops = np.where(st.full, w.fwd_model_flops - w.fwd_head_flops, np.where(st.selective, w.fwd_attn_flops, 0.0))
+    sel_flops = w.fwd_attn_flops
+    if eff.recompute_scheme == "deepseek-v3":
+        sel_flops = w.ds.recompute_gemm_flops + (w.fwd_attn_flops if w.attention_kernel == "unfused" else 0.0)
+    rc_flops = np.where(st.full, w.fwd_model_flops - w.fwd_head_flops, np.where(st.selective, sel_flops, 0.0))
     hw_flops = float(global_batch * w.seq_len) * (3 * w.fwd_model_flops + rc_flops) / (c.tp * c.pp * c.dp * c.cp)
     return TimeArrays(
         step_s=step,

@@ -27,7 +27,7 @@ With ``d = 2``, MHA, plain 4h MLP, dropout and an unfused core this reproduces `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from twinloop.hardware.gpu import GpuSpec
@@ -36,6 +36,7 @@ from twinloop.model.flops import forward_flops_per_token
 from twinloop.model.params import param_counts, shared_expert_params_per_layer
 from twinloop.model.precision import PrecisionPolicy
 from twinloop.plan.gemm import curve_name
+from twinloop.plan.recompute import DeepSeekActivations, deepseek_activations
 
 AttentionKernel = Literal["flash", "unfused"]
 
@@ -78,6 +79,9 @@ class TrainWorkload:
             average layer that are replicated across TP (layer inputs) / sharded by TP (output-projection
             and down-projection inputs); 0 for a policy without FP8 GEMMs.
         node_limit: a token's routed experts span at most this many nodes (0 = no limit).
+        ds: what an average layer stores and recomputes per token under DeepSeek-V3's selective scheme
+            (:mod:`twinloop.plan.recompute`); fwd_ds_recompute_s: forward seconds per token at peak of the
+            GEMMs that scheme recomputes (MLA up-projections, whole model).
     """
 
     name: str
@@ -141,6 +145,8 @@ class TrainWorkload:
     fp8_cast_elems_repl: float = 0.0
     fp8_cast_elems_shard: float = 0.0
     node_limit: int = 0
+    ds: DeepSeekActivations = field(default_factory=DeepSeekActivations)
+    fwd_ds_recompute_s: float = 0.0
 
 
 def _activation_terms(arch: ModelArch, d: float, dropout: bool, kernel: AttentionKernel) -> tuple[float, float, float]:
@@ -210,6 +216,7 @@ def build_workload(
     emb_stage = max(pc.embedding + pc.position_embedding, pc.lm_head or pc.embedding)
     d = policy.bytes("activations_stored")
     repl, shard, score = _activation_terms(arch, d, dropout, attention_kernel)
+    ds = deepseek_activations(arch, policy, dropout)
     return TrainWorkload(
         name=arch.name,
         n_layers=arch.n_layers,
@@ -272,6 +279,8 @@ def build_workload(
         fp8_cast_elems_repl=_fp8_cast_elems(arch, policy)[0],
         fp8_cast_elems_shard=_fp8_cast_elems(arch, policy)[1],
         node_limit=arch.node_limit,
+        ds=ds,
+        fwd_ds_recompute_s=ds.recompute_gemm_flops / rate("attn_proj"),
     )
 
 

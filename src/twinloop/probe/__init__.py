@@ -1,5 +1,6 @@
 """Node capabilities for GPU workloads: kernel, io_uring, CXL, HMM, P2P DMA, NUMA, PCIe, drivers, IOMMU,
-huge pages, NVMe — read from procfs/sysfs without root — and measured storage read throughput."""
+huge pages, NVMe — read from procfs/sysfs without root — and measured storage read throughput.
+"""
 
 from twinloop.probe.bench_io import IoBenchResult, ReadMeasurement, bench_io
 from twinloop.probe.finding import STATUSES, Finding, Status

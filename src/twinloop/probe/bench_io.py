@@ -152,7 +152,8 @@ def io_uring_binding() -> str | None:
 
 def read_io_uring(path: Path, block_bytes: int, queue_depth: int = 4) -> ReadMeasurement:
     """Sequential reads through io_uring (``liburing`` Python binding, ``Ring`` API), ``queue_depth``
-    block reads in flight, on a buffered descriptor after evicting the file's cached pages."""
+    block reads in flight, on a buffered descriptor after evicting the file's cached pages.
+    """
     binding = io_uring_binding()
     if binding is None:
         return ReadMeasurement(method="io_uring", available=False, reason="io_uring binding not installed")

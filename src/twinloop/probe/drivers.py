@@ -13,7 +13,8 @@ GPU_DRIVERS = ("nvidia", "amdgpu", "i915", "xe", "habanalabs")
 
 def check_drivers(ctx: ProbeContext) -> list[Finding]:
     """One ``driver.<name>`` per GPU driver: present when ``/sys/module/<name>`` exists (a loaded module,
-    or a built-in one with parameters), with its version when the module publishes one."""
+    or a built-in one with parameters), with its version when the module publishes one.
+    """
     modules = ctx.root.listdir("sys/module")
     if not modules.ok:
         return [unknown(f"driver.{name}", modules) for name in GPU_DRIVERS]

@@ -35,7 +35,8 @@ def _pools(ctx: ProbeContext) -> tuple[list[dict[str, Any]], list[Read]]:
 
 def check_hugepages(ctx: ProbeContext) -> list[Finding]:
     """``hugepages.reserved`` (pool pages > 0 → present, supported but none → absent) and
-    ``hugepages.thp`` (``always``/``madvise`` → present, ``never`` → absent)."""
+    ``hugepages.thp`` (``always``/``madvise`` → present, ``never`` → absent).
+    """
     listing = ctx.root.listdir(_POOLS)
     meminfo = ctx.root.read("proc/meminfo")
     info = parse_meminfo(meminfo.text) if meminfo.ok else {}

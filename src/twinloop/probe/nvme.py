@@ -39,7 +39,8 @@ def _controller(ctx: ProbeContext, name: str) -> dict[str, Any]:
 
 def check_nvme(ctx: ProbeContext) -> list[Finding]:
     """``nvme``: present with one entry per controller; absent when the NVMe class is not registered
-    (no NVMe driver) or has no controllers, provided ``/sys/class`` itself is readable."""
+    (no NVMe driver) or has no controllers, provided ``/sys/class`` itself is readable.
+    """
     listing = ctx.root.listdir(_CLASS, pattern=r"nvme\d+")
     if listing.state == "unreadable":
         return [unknown("nvme", listing)]

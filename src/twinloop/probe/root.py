@@ -74,9 +74,7 @@ class SysRoot:
         node = self.node_path(rel)
         path = self.host_path(rel)
         if not path.exists():
-            if path.is_symlink():
-                return Read(node, "unreadable", error="broken symlink")
-            return Read(node, "missing")
+            return _absent(node, path)
         try:
             if path.suffix == ".gz":
                 with gzip.open(path, "rb") as gz:
@@ -93,9 +91,7 @@ class SysRoot:
         node = self.node_path(rel)
         path = self.host_path(rel)
         if not path.exists():
-            if path.is_symlink():
-                return Read(node, "unreadable", error="broken symlink")
-            return Read(node, "missing")
+            return _absent(node, path)
         try:
             names = sorted(os.listdir(path))
         except OSError as exc:
@@ -111,6 +107,13 @@ class SysRoot:
             return os.path.basename(os.readlink(self.host_path(rel)))
         except OSError:
             return None
+
+
+def _absent(node: str, path: Path) -> Read:
+    """What a path that does not exist reads as: missing, or unreadable when it is a broken symlink."""
+    if path.is_symlink():
+        return Read(node, "unreadable", error="broken symlink")
+    return Read(node, "missing")
 
 
 def _read_capped(read: Callable[[int], bytes]) -> bytes:

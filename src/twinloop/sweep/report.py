@@ -1,5 +1,6 @@
 """The sweep's self-contained HTML report: the intervals as tables and, per metric, each seed's value with the
-mean and 95 % interval per loop setting (charts through :mod:`twinloop.report.charts`, ECharts inlined)."""
+mean and 95 % interval per loop setting (charts through :mod:`twinloop.report.charts`, ECharts inlined).
+"""
 
 from __future__ import annotations
 

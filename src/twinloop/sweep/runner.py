@@ -37,7 +37,8 @@ def default_workers() -> int:
 def ray_session(address: str | None = None, workers: int | None = None) -> Iterator[dict[str, Any]]:
     """A connected Ray: the one already initialized, a cluster at ``address`` (``ray://host:10001``, ``auto``),
     or a fresh local one with ``num_cpus=workers``, no dashboard and quiet logs. Yields ``ray.cluster_resources()``;
-    shuts down only what it started."""
+    shuts down only what it started.
+    """
     import ray
 
     started = False

@@ -38,6 +38,7 @@ class RowSink:
         self.written = 0
 
     def __call__(self, row: dict[str, Any]) -> None:
+        """Take one run's row; every ``batch`` rows are written out."""
         self._buf.append(row)
         if len(self._buf) >= self.batch:
             self.flush()

@@ -73,7 +73,7 @@ def summarize(rows: Iterable[dict[str, Any]]) -> list[Stat]:
 
 
 def by_scenario(summary: Sequence[Stat]) -> dict[str, dict[str, dict[str, Stat]]]:
-    """scenario → metric → loop setting → :class:`Stat` (first-seen order), the layout of the tables."""
+    """Scenario → metric → loop setting → :class:`Stat` (first-seen order), the layout of the tables."""
     out: dict[str, dict[str, dict[str, Stat]]] = {}
     for s in summary:
         out.setdefault(s.scenario, {}).setdefault(s.metric, {})[s.loop] = s

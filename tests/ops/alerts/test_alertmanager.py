@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from tests import servers
 
 from twinloop.ops.alerts import AlertmanagerClient
 from twinloop.ops.events import EventClass, Incident, Severity
@@ -19,51 +17,11 @@ from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 
 pytestmark = pytest.mark.integration
 
-BINARY = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture
 def alertmanager(tmp_path: Path) -> Iterator[str]:
-    if BINARY is None:
-        pytest.skip("prometheus-alertmanager is not installed (Debian package; scripts/test installs it as root)")
-    port = free_port()
-    config = tmp_path / "alertmanager.yml"
-    config.write_text("route:\n  receiver: blackhole\n  group_wait: 1s\nreceivers:\n  - name: blackhole\n")
-    log = (tmp_path / "am.log").open("w")
-    proc = subprocess.Popen(
-        [BINARY, f"--config.file={config}", f"--storage.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"alertmanager exited: {(tmp_path / 'am.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("alertmanager did not become ready in 30 s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+    with servers.alertmanager(tmp_path) as server:
+        yield server.url
 
 
 def alerts(url: str, active: bool = True) -> list[dict]:
@@ -109,7 +67,7 @@ def test_incidents_fire_and_resolve_and_failed_actions_raise_an_alert(alertmanag
 
 
 def test_an_unreachable_alertmanager_is_a_warning_not_a_crash() -> None:
-    client = AlertmanagerClient(f"http://127.0.0.1:{free_port()}", timeout_s=0.5, attempts=2)
+    client = AlertmanagerClient(f"http://127.0.0.1:{servers.free_port()}", timeout_s=0.5, attempts=2)
     inc = Incident(1, EventClass.POWER_THROTTLE, "a/b/c/d/gpu0", ("a/b/c/d/gpu0",), 1.0, 2.0, Severity.MAJOR)
     warning = client.incidents([inc])
     assert warning is not None and "not sent" in warning and client.failed == 1

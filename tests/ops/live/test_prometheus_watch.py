@@ -3,16 +3,13 @@ here on 127.0.0.1 and stopped afterwards: the fleet path, at 8 GPUs."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
+from tests import servers
 
 from twinloop.ops.live.actuators import NoActuator
 from twinloop.ops.live.cluster import LiveOptions, SourceCluster
@@ -24,57 +21,22 @@ from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
 
 pytestmark = pytest.mark.integration
-PROMETHEUS = shutil.which("prometheus")
 GPUS = [f"dc/row0/rack{i // 4}/node{i // 2}/gpu{i % 2}" for i in range(8)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[str]:
-    if PROMETHEUS is None:
-        pytest.skip("the prometheus binary is not installed (Debian package 'prometheus')")
     latest = LatestValues()
     cols = {"DCGM_FI_DEV_POWER_USAGE": np.linspace(200, 690, 8), "DCGM_FI_DEV_GPU_TEMP": np.full(8, 55.0),
             "DCGM_FI_DEV_SM_CLOCK": np.full(8, 1755.0)}  # fmt: skip
     latest.update(Frame.from_dense(time.time(), GPUS, cols))
-    with Exporter(latest, listen="127.0.0.1:0") as exporter:
-        port = free_port()
-        (tmp_path / "p.yml").write_text(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: twinloop\n    honor_labels: true\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{exporter.port}']\n"
-        )
-        log = (tmp_path / "p.log").open("w")
-        proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'p.yml'}",
-                                 f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline:
-                try:
-                    res = httpx.get(f"{url}/api/v1/query", params={"query": "count(DCGM_FI_DEV_POWER_USAGE)"},
-                                    timeout=1).json()  # fmt: skip
-                    if res["data"]["result"] and float(res["data"]["result"][0]["value"][1]) == 8:
-                        break
-                except (httpx.HTTPError, KeyError, ValueError):
-                    pass
-                time.sleep(0.3)
-            else:
-                pytest.fail("prometheus did not scrape the exporter in 40 s")
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-            log.close()
+    with (
+        Exporter(latest, listen="127.0.0.1:0") as exporter,
+        servers.prometheus(tmp_path, [f"127.0.0.1:{exporter.port}"]) as server,
+    ):
+        count = "count(DCGM_FI_DEV_POWER_USAGE)"
+        server.wait_until(lambda: float(server.query(count)[0]["value"][1]) == 8, "a scrape of all 8 GPUs", 40)
+        yield server.url
 
 
 def test_watch_prometheus_reads_every_gpu_each_tick(prometheus: str) -> None:

@@ -59,8 +59,14 @@ def rollup(
     hi = np.full(n_groups, -np.inf)
     first = np.full(n_groups, np.inf)
     last_ts = np.full(n_groups, -np.inf)
-    np.minimum.at(lo, inverse, value)
-    np.maximum.at(hi, inverse, value)
+    # Writers that bypass the Validator may store NaN values. DuckDB orders NaN above every number (min skips it
+    # unless the group is all NaN, max is NaN once one is) and the retention compaction recomputes rows in SQL,
+    # so the rollup follows DuckDB: fmin/fmax skip NaN, then the groups holding NaN are set as DuckDB has them.
+    np.fmin.at(lo, inverse, value)
+    np.fmax.at(hi, inverse, value)
+    nans = np.bincount(inverse, weights=np.isnan(value), minlength=n_groups)
+    hi[nans > 0] = np.nan
+    lo[(nans == count) & (count > 0)] = np.nan
     np.minimum.at(first, inverse, ts)
     np.maximum.at(last_ts, inverse, ts)
     last = np.zeros(n_groups)
