@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.telemetry.frame import Frame
+from twinloop.telemetry.validate import MAX_SANE_TS_S
 
 F64 = NDArray[np.float64]
 
@@ -113,7 +114,7 @@ class SampleAssembler:
         if not known.any():
             return
         ts = frame.ts_s[known]
-        ok_ts = np.isfinite(ts)
+        ok_ts = (ts >= 0.0) & (ts <= MAX_SANE_TS_S)  # NaN, inf and absurd times (they would overflow the tick key)
         pos, ts = pos[known][ok_ts], ts[ok_ts]
         fidx = frame.field_idx[known][ok_ts]
         value = frame.value[known][ok_ts]
