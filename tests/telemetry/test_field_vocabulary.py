@@ -32,8 +32,6 @@ ALLOWED: dict[str, int] = {
     "ops/detect/pipeline.py": 19,
     "ops/detect/rules.py": 21,  # 20 here; 21 on the decide3 branch (15:45 UTC), so the merge stays green
     "ops/detect/synthetic.py": 3,
-    "ops/live/kinds.py": 10,
-    "ops/live/sampler_csv.py": 11,
 }
 
 

@@ -23,6 +23,18 @@ from typing import ClassVar
 
 from twinloop.errors import InputError, unknown_name
 from twinloop.ops.live.sampler_csv import SamplerCsvConfig, SamplerCsvSource, is_sampler_csv
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+    DCGM_FI_DEV_FB_USED,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_MEMORY_TEMP,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_DEV_XID_ERRORS,
+    DCGM_FI_PROF_DRAM_ACTIVE,
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
+)
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig
@@ -34,9 +46,9 @@ from twinloop.telemetry.sources.replay import ReplayConfig, ReplaySource
 
 #: The DCGM fields the ``prometheus`` kind asks for each tick (what the rules read).
 PROMQL_FIELDS = (
-    "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_SM_CLOCK",
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_DEV_FB_USED",
+    DCGM_FI_DEV_POWER_USAGE, DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP, DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT, DCGM_FI_DEV_CLOCKS_EVENT_REASONS, DCGM_FI_DEV_XID_ERRORS,
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, DCGM_FI_PROF_DRAM_ACTIVE, DCGM_FI_DEV_FB_USED,
 )  # fmt: skip
 
 

@@ -17,23 +17,36 @@ import pyarrow.csv as pacsv
 from pydantic import Field
 
 from twinloop.errors import InputError
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+    DCGM_FI_DEV_FB_USED,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_GPU_UTIL,
+    DCGM_FI_DEV_MEM_CLOCK,
+    DCGM_FI_DEV_MEM_COPY_UTIL,
+    DCGM_FI_DEV_MEMORY_TEMP,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+)
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Pacer, Source, SourceConfig
 
 #: sampler column → (field, factor to the field's unit).
 COLUMNS: dict[str, tuple[str, float]] = {
-    "power_mw": ("DCGM_FI_DEV_POWER_USAGE", 1e-3),  # nvmlDeviceGetPowerUsage: a 1 s average on Hopper
-    "energy_mj": ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 1e-3),
-    "gpu_temp_c": ("DCGM_FI_DEV_GPU_TEMP", 1.0),
-    "mem_temp_c": ("DCGM_FI_DEV_MEMORY_TEMP", 1.0),
-    "sm_mhz": ("DCGM_FI_DEV_SM_CLOCK", 1.0),
-    "mem_mhz": ("DCGM_FI_DEV_MEM_CLOCK", 1.0),
-    "util_gpu": ("DCGM_FI_DEV_GPU_UTIL", 1.0),
-    "util_mem": ("DCGM_FI_DEV_MEM_COPY_UTIL", 1.0),
-    "reasons": ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", 1.0),
-    "power_limit_mw": ("DCGM_FI_DEV_POWER_MGMT_LIMIT", 1e-3),
-    "fb_used_mib": ("DCGM_FI_DEV_FB_USED", 1.0),
+    "power_mw": (DCGM_FI_DEV_POWER_USAGE, 1e-3),  # nvmlDeviceGetPowerUsage: a 1 s average on Hopper
+    "energy_mj": (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 1e-3),
+    "gpu_temp_c": (DCGM_FI_DEV_GPU_TEMP, 1.0),
+    "mem_temp_c": (DCGM_FI_DEV_MEMORY_TEMP, 1.0),
+    "sm_mhz": (DCGM_FI_DEV_SM_CLOCK, 1.0),
+    "mem_mhz": (DCGM_FI_DEV_MEM_CLOCK, 1.0),
+    "util_gpu": (DCGM_FI_DEV_GPU_UTIL, 1.0),
+    "util_mem": (DCGM_FI_DEV_MEM_COPY_UTIL, 1.0),
+    "reasons": (DCGM_FI_DEV_CLOCKS_EVENT_REASONS, 1.0),
+    "power_limit_mw": (DCGM_FI_DEV_POWER_MGMT_LIMIT, 1e-3),
+    "fb_used_mib": (DCGM_FI_DEV_FB_USED, 1.0),
 }
 
 
