@@ -19,7 +19,9 @@ Per FP8 GEMM ``Y = X·Wᵀ`` TE quantises three tensors per training step:
   than the forward ones;
 * the weight ``W``: cast and transposed once per optimizer step, not per micro-batch (TE caches the FP8
   weights from the first micro-batch, ``is_first_microbatch``): 4 bytes per FP8 weight element per step, and
-  the FP8 copy plus its transpose stay resident: :data:`FP8_WEIGHT_COPY_BYTES` = 2 bytes per element.
+  the FP8 copy plus its transpose stay resident: :data:`FP8_WEIGHT_COPY_BYTES` = 2 bytes per element. Under
+  ZeRO-3 / FSDP the gathered weights are freed after use, so they are cast again at every gather (forward and
+  backward of each micro-batch); FP8 all-gather (casting the local shard before gathering) is not modelled.
 
 **Fusion** (``fused``, the profile's ``fp8_fused_casts``): TE's ``LayerNormLinear`` / ``LayerNormMLP`` emit
 the LayerNorm output (QKV and FFN-up inputs) directly in FP8 + FP8ᵀ, and its activation kernels emit the

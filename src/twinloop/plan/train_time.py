@@ -221,6 +221,10 @@ def _compute(st: _Stage) -> _Compute:
         repl = (b_fused * fx.fused_repl + b_unfused * fx.unfused_repl) / np.where(c.sequence_parallel == 1, tp, 1)
         per_token = repl + (b_fused * fx.fused_shard + b_unfused * fx.unfused_shard) / tp
         ew = ew + tokens * layers * per_token / hbm
+        # ZeRO-3 frees the gathered weights after use, so TE cannot keep their FP8 copies across micro-batches:
+        # the gathered weights are cast again at each gather (forward and backward)
+        w_cast = fp8_casts.weight_cast_bytes_per_element(eff.fp8_amax) * fp8_weight_elems(w, c) / hbm
+        ew = ew + np.where(c.zero == 3, 2 * w_cast, 0.0)
     ew_extra = np.where(full, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew
     ew_scores = eff.elementwise_hbm_passes * layers * scores / hbm
     sel_ew = ew_scores
@@ -331,13 +335,15 @@ def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
 
 def _optimizer_s(st: _Stage, hbm_bytes_per_s: float) -> F64:
     """Adam update (memory-bound): read+write master and both moments, read grads, write weights; plus the
-    per-step cast-transpose of the FP8 GEMM weights (TE casts them once per step, :mod:`.fp8_casts`)."""
+    per-step cast-transpose of the FP8 GEMM weights (TE casts them in the first micro-batch and keeps them for
+    the step, :mod:`.fp8_casts`; under ZeRO-3 they are cast at every gather, charged per micro-batch)."""
     w, c = st.w, st.c
     dense, experts, n_dp = _dp_params(st)
     shard = np.where(c.zero >= 1, dense / n_dp + experts / (n_dp // c.ep), dense + experts)
     opt_bytes = 2 * w.bytes_master + 4 * w.bytes_opt_state + w.bytes_grads + w.bytes_weights
     copies = dualpipe.param_copies(c, st.eff.pipeline_schedule)
     cast = fp8_weight_elems(w, c) * copies * fp8_casts.weight_cast_bytes_per_element(st.eff.fp8_amax)
+    cast = np.where(c.zero == 3, 0.0, cast)  # ZeRO-3: cast at every gather instead (in the micro-batch)
     return np.asarray((shard * opt_bytes + cast) / hbm_bytes_per_s, dtype=np.float64)
 
 
