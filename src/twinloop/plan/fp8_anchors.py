@@ -113,4 +113,6 @@ def compare_ratio(r: Fp8Ratio) -> Comparison:
     for precision in ("bf16", "fp8-mixed"):
         req = make_request(model=r.model, gpu="h100-sxm", gpus=r.gpus, precision=precision, **s)
         rates[precision] = plan_train(req).tokens_per_s
-    return Comparison(r.id, r.role, r.fp8_tokens_per_s_gpu / r.bf16_tokens_per_s_gpu, rates["fp8-mixed"] / rates["bf16"])
+    return Comparison(
+        r.id, r.role, r.fp8_tokens_per_s_gpu / r.bf16_tokens_per_s_gpu, rates["fp8-mixed"] / rates["bf16"]
+    )
