@@ -6,6 +6,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from twinloop.hardware.gpu import get_gpu
 from twinloop.model.arch import load_model
@@ -114,3 +116,28 @@ def test_predicted_fp8_cells_in_band() -> None:
             assert abs(fp8_anchors.compare_point(p).error) <= 0.15, p.id
     for r in fp8_anchors.ratios():
         assert abs(fp8_anchors.compare_ratio(r).error) <= 0.10, r.id
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    zero=st.integers(0, 3),
+    sp=st.booleans(),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+    micro_batch=st.integers(1, 2),
+    amax=st.sampled_from(["delayed", "current", "tile"]),
+    fused=st.booleans(),
+)
+def test_quantisation_never_speeds_a_step_up(
+    tp: int, zero: int, sp: bool, recompute: str, micro_batch: int, amax: str, fused: bool
+) -> None:
+    """Invariant over layouts and recipes: the FP8 step with its quantisation work takes at least as long as the
+    same FP8 GEMMs with none, and current scaling at least as long as delayed."""
+    w = _workload("fp8-mixed")
+    c = _configs(tp=tp, dp=8 // tp, zero=zero, sequence_parallel=sp and tp > 1, recompute=recompute,
+                 micro_batch=micro_batch)  # fmt: skip
+    bare = dataclasses.replace(w, fp8=Fp8CastElems())
+    with_casts = _step(w, c, fp8_amax=amax, fp8_fused_casts=fused)
+    assert with_casts > _step(bare, c, fp8_amax=amax, fp8_fused_casts=fused)
+    current = _step(w, c, fp8_amax="current", fp8_fused_casts=fused)
+    assert current >= _step(w, c, fp8_amax="delayed", fp8_fused_casts=fused)

@@ -292,7 +292,8 @@ def _fp8_cast_elems(
     of width ``q + kv`` from the attention backward, unfused), output projection (input from the attention
     kernel, unfused; ``dY`` residual-stream, unfused), FFN up/gate (input fused into LayerNorm; ``dY`` of
     width ``2f`` fused into dSwiGLU), FFN down (input fused into SwiGLU; ``dY`` residual-stream, unfused).
-    Routed experts: the dispatched input is not a LayerNorm output (unfused), per routed copy.
+    Routed experts: the dispatched input is not a LayerNorm output (unfused), per routed copy. MLA's
+    down/up projections are counted at the MHA-equivalent widths (``q``, ``k + v``, output): an approximation.
     """
     fp8 = {c: curve_name(policy.dtype(c)) == "fp8" for c in ("attn_proj", "dense_ffn", "expert_ffn")}
     f_repl = f_shard = u_repl = u_shard = 0.0
