@@ -54,6 +54,18 @@ def test_bytes_per_element_by_recipe() -> None:
     assert fp8_casts.cast_bytes_per_element("current", True) == (6.0, 6.0)
     assert fp8_casts.cast_bytes_per_element("tile", True) == (0.0, 4.0)
     assert fp8_casts.weight_cast_bytes_per_element("current") > fp8_casts.weight_cast_bytes_per_element("delayed")
+    # SP over 4 ranks: local row-wise cast (fused 0, unfused 4 - 1) + transpose of the 4x gathered tensor (2 B)
+    fused, unfused = fp8_casts.sp_gathered_bytes_per_element("delayed", True, np.array([4.0]))
+    assert (float(fused[0]), float(unfused[0])) == (8.0, 11.0)
+
+
+def test_sequence_parallel_gathered_transpose_costs_time() -> None:
+    """Under SP the FP8ᵀ copies of gathered tensors are made after the gather: more HBM traffic than the
+    same TP group without the gather (each rank then casts the full tensor itself, 4 B per element)."""
+    w = _workload("fp8-mixed", "llama-3-70b")
+    sp, no_sp = _configs(tp=4, dp=2, sequence_parallel=True), _configs(tp=4, dp=2, sequence_parallel=False)
+    bare = dataclasses.replace(w, fp8=Fp8CastElems())
+    assert _step(w, sp) - _step(bare, sp) > _step(w, no_sp) - _step(bare, no_sp)
 
 
 def _step(w, c, framework: str = "megatron-core-2024", **eff_kw: object) -> float:  # type: ignore[no-untyped-def]

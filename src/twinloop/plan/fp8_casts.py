@@ -30,11 +30,21 @@ writes 1 + 1 bytes instead of the 2 the BF16 kernel wrote: 0 extra bytes. Not fu
 (from the flash-attention kernel, BF16) and the residual-stream gradients (``dY`` of the output projection
 and of the FFN down projection) and the QKV ``dY`` (from the flash-attention backward): 4 bytes each.
 
+**Sequence parallelism** (Hopper): TE cannot all-gather a transposed FP8 tensor, so the tensors SP gathers
+(the QKV and FFN-up inputs forward, the output-projection and FFN-down ``dY`` backward: the ``repl`` class
+below) are cast row-wise on the local shard (no local transpose: 1 B less), gathered in FP8, and the
+transposed copy is made from the gathered tensor: :data:`GATHER_TRANSPOSE_BYTES` = 2 bytes (read 1, write 1)
+per *gathered* element (published: Transformer Engine docs, "FP8 Current Scaling", Distributed training: "All
+gather of transposed FP8 tensors is not supported ... the non-transposed tensor is gathered and then it is
+transposed"; applied to every scaling recipe, GUESS for delayed scaling). Added after the published cells'
+errors were seen (see the calibration doc); nothing was tuned.
+
 **Scaling**: delayed scaling (TE's default ``DelayedScaling``; amax history) takes the scale from previous
 steps, so the amax is a by-product of the cast kernel, and the per-step amax reduction is one small
 all-reduce per ``fp8_autocast`` (microseconds: not modelled). *Current* scaling (NeMo 25.x's ``FP8-CS``)
 needs the whole tensor's amax before casting: one more BF16 read (:data:`CURRENT_AMAX_BYTES` = 2) on every
-quantised tensor, and the fused kernels cannot emit FP8 in the same pass (GUESS: charged as an unfused
+quantised tensor (published: TE docs, "the tensor needs to be read twice - first to compute amax, then to apply
+the scaling factor and quantize"), and the fused kernels cannot emit FP8 in the same pass (GUESS: charged as an unfused
 cast + amax, 6 bytes). The per-tensor amax all-reduce that current scaling needs under sequence parallelism
 is latency-bound (tens of µs per layer) and not modelled. Block/tile scaling (DeepSeek-V3, 1×128 tiles)
 computes each tile's amax inside the cast kernel: like delayed scaling.
@@ -45,13 +55,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+
 Fp8Amax = Literal["delayed", "current", "tile"]
 
 #: Derived. Cast-transpose kernel: read BF16 (2 bytes), write FP8 (1) and the transposed FP8 copy (1).
 CAST_TRANSPOSE_BYTES = 4.0
 
-#: Derived. Current scaling reads the BF16 tensor once more to find its amax before the cast.
+#: Published (TE docs, "FP8 Current Scaling"). Current scaling reads the BF16 tensor once more for its amax.
 CURRENT_AMAX_BYTES = 2.0
+
+#: Published (TE docs, see the module docstring). Under sequence parallelism the transposed FP8 copy of a gathered
+#: tensor is made after the all-gather: read FP8 (1) + write FP8ᵀ (1) per gathered element.
+GATHER_TRANSPOSE_BYTES = 2.0
 
 #: Derived. TE keeps the FP8 weight and its transpose for the whole step (1 + 1 bytes per element), beside
 #: the BF16 weights.
@@ -88,6 +107,16 @@ def cast_bytes_per_element(amax: str, fused_casts: bool) -> tuple[float, float]:
     if not fused_casts or amax == "current":
         return unfused, unfused
     return 0.0, unfused
+
+
+def sp_gathered_bytes_per_element(amax: str, fused_casts: bool, tp: F64) -> tuple[F64, F64]:
+    """Extra HBM bytes per *local* (fused, unfused) element of a tensor that sequence parallelism gathers over
+    ``tp`` ranks (array): the local row-wise cast (no transposed write) plus the transpose of the ``tp``-times
+    larger gathered tensor."""
+    fused, unfused = cast_bytes_per_element(amax, fused_casts)
+    local_f = max(fused - 1.0, 0.0)  # a fused kernel writing FP8 instead of BF16 costs nothing either way
+    gathered = GATHER_TRANSPOSE_BYTES * np.asarray(tp, dtype=np.float64)
+    return local_f + gathered, unfused - 1.0 + gathered
 
 
 def weight_cast_bytes_per_element(amax: str) -> float:

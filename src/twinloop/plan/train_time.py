@@ -218,8 +218,12 @@ def _compute(st: _Stage) -> _Compute:
     fx = w.fp8
     if fx.any:
         b_fused, b_unfused = fp8_casts.cast_bytes_per_element(eff.fp8_amax, eff.fp8_fused_casts)
-        repl = (b_fused * fx.fused_repl + b_unfused * fx.unfused_repl) / np.where(c.sequence_parallel == 1, tp, 1)
-        per_token = repl + (b_fused * fx.fused_shard + b_unfused * fx.unfused_shard) / tp
+        tpf = tp.astype(np.float64)
+        g_fused, g_unfused = fp8_casts.sp_gathered_bytes_per_element(eff.fp8_amax, eff.fp8_fused_casts, tpf)
+        sp_repl = (g_fused * fx.fused_repl + g_unfused * fx.unfused_repl) / tpf  # SP: local shard + gathered ᵀ
+        no_sp = b_fused * fx.fused_repl + b_unfused * fx.unfused_repl  # replicated on every TP rank
+        repl = np.where((c.sequence_parallel == 1) & (tp > 1), sp_repl, no_sp)
+        per_token = repl + (b_fused * fx.fused_shard + b_unfused * fx.unfused_shard) / tpf
         ew = ew + tokens * layers * per_token / hbm
         # ZeRO-3 frees the gathered weights after use, so TE cannot keep their FP8 copies across micro-batches:
         # the gathered weights are cast again at each gather (forward and backward)
