@@ -34,7 +34,9 @@ and of the FFN down projection) and the QKV ``dY`` (from the flash-attention bac
 (the QKV and FFN-up inputs forward, the output-projection and FFN-down ``dY`` backward: the ``repl`` class
 below) are cast row-wise on the local shard (no local transpose: 1 B less), gathered in FP8, and the
 transposed copy is made from the gathered tensor: :data:`GATHER_TRANSPOSE_BYTES` = 2 bytes (read 1, write 1)
-per *gathered* element (published: Transformer Engine docs, "FP8 Current Scaling", Distributed training: "All
+per *gathered* element (published: Transformer Engine docs, ``docs/features/low_precision_training/
+fp8_current_scaling/fp8_current_scaling.rst`` as stored for github.com/pggPL/TransformerEngine, a fork of
+NVIDIA/TransformerEngine; section Distributed training: "All
 gather of transposed FP8 tensors is not supported ... the non-transposed tensor is gathered and then it is
 transposed"; applied to every scaling recipe, GUESS for delayed scaling). Added after the published cells'
 errors were seen (see the calibration doc); nothing was tuned.
