@@ -106,7 +106,9 @@ class TrainEfficiency:
     A frozen value so a calibration can try other values (``dataclasses.replace``) without touching globals.
     ``collectives`` picks the collective cost model: ``"nccl"`` (algorithm/protocol per message size, NVLS and
     SHARP; :mod:`twinloop.plan.nccl`) or ``"alpha-beta"`` (the textbook costs, with NVLINK_EFFICIENCY and
-    NETWORK_EFFICIENCY to reproduce the model before issue 20's NCCL part). ``recompute_scheme`` says what the
+    NETWORK_EFFICIENCY to reproduce the model before issue 20's NCCL part). ``fp8_fused_casts`` / ``fp8_amax``:
+    whether TE's LayerNorm/activation kernels emit FP8 directly and which scaling recipe runs (``delayed``,
+    ``current``, ``tile``), :mod:`twinloop.plan.fp8_casts`. ``recompute_scheme`` says what the
     ``selective`` recompute mode stores (``megatron`` or ``deepseek-v3``, :mod:`twinloop.plan.recompute`) and
     ``pipeline_schedule`` which pipeline schedule runs (``1f1b``: Megatron's 1F1B/interleaved; ``dualpipe``:
     :mod:`twinloop.plan.dualpipe`); both come from the framework profile.
@@ -125,7 +127,8 @@ class TrainEfficiency:
     dp_last_bucket: float = DP_LAST_BUCKET_FRACTION
     gemm_shape: bool = True
     fp8_scaling: str = "tensor"
-    fp8_cast_overhead: float = 1.0
+    fp8_fused_casts: bool = False
+    fp8_amax: str = "delayed"
     bubble_scale: float = 1.0
     a2a_dedup: bool = False
     recompute_scheme: str = "megatron"

@@ -16,6 +16,7 @@ from typing import Literal
 
 from twinloop.errors import InputError
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
+from twinloop.plan.fp8_casts import Fp8Amax
 from twinloop.plan.recompute import RecomputeScheme
 
 AttentionKernel = Literal["flash", "unfused"]
@@ -35,7 +36,11 @@ class FrameworkProfile:
         bubble_scale: pipeline bubble relative to 1F1B's ``(pp-1)/v`` micro-batch times (DualPipe < 1).
         attention_kernel: default attention kernel (a request may override it).
         fp8_scaling: ``tensor`` (per-tensor delayed scaling) or ``block`` (1×128 / 128×128 blocks).
-        fp8_cast_overhead: share of the FP8 cast/amax/transpose traffic not fused into neighbouring kernels.
+        fp8_fused_casts: TE's LayerNorm and activation kernels emit FP8 (+ transposed FP8) directly, so only
+            the attention output and the residual-stream / QKV output gradients need their own cast-transpose
+            (:mod:`twinloop.plan.fp8_casts`).
+        fp8_amax: where the FP8 scale comes from: ``delayed`` (amax history), ``current`` (the tensor's own
+            amax: one more read per quantised tensor) or ``tile`` (per 1×128 tile inside the cast kernel).
         a2a_dedup: the MoE dispatch sends a token once per destination node and forwards it over NVLink
             (DeepEP-style), instead of once per routed expert (NCCL all-to-all).
         selective_recompute: what the ``selective`` recompute mode stores and recomputes: ``megatron``
@@ -54,7 +59,8 @@ class FrameworkProfile:
     bubble_scale: float
     attention_kernel: AttentionKernel
     fp8_scaling: Fp8Scaling
-    fp8_cast_overhead: float
+    fp8_fused_casts: bool
+    fp8_amax: Fp8Amax
     a2a_dedup: bool
     selective_recompute: RecomputeScheme = "megatron"
     pipeline_schedule: PipelineSchedule = "1f1b"
@@ -69,7 +75,8 @@ class FrameworkProfile:
             dp_last_bucket=self.dp_last_bucket,
             bubble_scale=self.bubble_scale,
             fp8_scaling=self.fp8_scaling,
-            fp8_cast_overhead=self.fp8_cast_overhead,
+            fp8_fused_casts=self.fp8_fused_casts,
+            fp8_amax=self.fp8_amax,
             a2a_dedup=self.a2a_dedup,
             recompute_scheme=self.selective_recompute,
             pipeline_schedule=self.pipeline_schedule,
@@ -90,7 +97,8 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             bubble_scale=1.0,
             attention_kernel="unfused",
             fp8_scaling="tensor",
-            fp8_cast_overhead=1.0,
+            fp8_fused_casts=False,  # no FP8 on the A100s of 2022; no Transformer Engine
+            fp8_amax="delayed",
             a2a_dedup=False,
         ),
         FrameworkProfile(
@@ -105,8 +113,25 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             bubble_scale=1.0,
             attention_kernel="flash",
             fp8_scaling="tensor",
-            fp8_cast_overhead=0.5,  # GUESS: the layer-input casts fuse into LayerNorm-Linear, the others do not
+            fp8_fused_casts=True,  # published: TE LayerNormLinear / LayerNormMLP emit FP8 from norm and activation
+            fp8_amax="delayed",  # published: TE's default recipe (DelayedScaling) in 2024 releases
             a2a_dedup=False,  # NCCL all-to-all token dispatcher
+        ),
+        FrameworkProfile(
+            name="megatron-bridge-2025",
+            description="As megatron-core-2024 but FP8 with per-tensor *current* scaling (NeMo 25.x / "
+            "Megatron-Bridge FP8-CS recipe): each quantised tensor's amax is read before its cast",
+            tp_comm_exposed=0.3,  # GUESS, as megatron-core-2024
+            pp_p2p_exposed=0.3,  # GUESS, as megatron-core-2024
+            ep_a2a_exposed=1.0,  # GUESS, as megatron-core-2024
+            dp_last_bucket=DEFAULT_EFFICIENCY.dp_last_bucket,
+            bubble_scale=1.0,
+            attention_kernel="flash",
+            fp8_scaling="tensor",
+            fp8_fused_casts=True,  # the fused kernels exist, but current scaling defeats them (fp8_casts)
+            fp8_amax="current",  # published: "per-tensor FP8 quantization, scaling factors computed in the
+            # current step" (NeMo performance summary, 25.04+)
+            a2a_dedup=False,
         ),
         FrameworkProfile(
             name="deepseek-v3",
@@ -121,7 +146,8 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             bubble_scale=1.0 / 3.0,
             attention_kernel="flash",
             fp8_scaling="block",
-            fp8_cast_overhead=0.5,  # GUESS: activations cached in FP8 for dispatch; casts fused with it
+            fp8_fused_casts=True,  # GUESS: DeepSeek fuses its FP8 casts into neighbouring kernels (§3.3.1)
+            fp8_amax="tile",  # published: 1×128 activation tiles / 128×128 weight blocks, scale per tile (§3.3.1)
             a2a_dedup=True,  # published: node-limited routing, one IB send per node, NVLink forwarding (§3.2.2)
             selective_recompute="deepseek-v3",  # published: §3.2.3 and §3.3.2 (plan/recompute.py)
             pipeline_schedule="dualpipe",  # published: §3.2.2, Table 2 (plan/dualpipe.py)

@@ -127,11 +127,7 @@ TILE_M, TILE_N, TILE_K = 128, 128, 64
 #: the best shapes; 0.95 charges a small residual cost.
 FP8_BLOCKWISE_FACTOR = 0.95
 
-#: Bytes of HBM traffic per FP8 GEMM-input activation element per training step for casts, amax and
-#: transposes (Transformer Engine's cast-transpose kernels): forward read BF16 (2) + write FP8 (1) + write the
-#: transposed FP8 copy for the weight gradient (1); backward the output gradient the same again (4). The
-#: amax reduction is fused into the cast. Derived, not fitted.
-FP8_CAST_BYTES_PER_ELEMENT = 8.0
+#: (FP8 casts, amax and transposes are memory-bound work beside the GEMM: :mod:`twinloop.plan.fp8_casts`.)
 
 #: Dtypes that use each curve (narrower-than-FP8 formats use the FP8 curve: GUESS).
 _CURVE_OF = {"fp8": "fp8", "int8": "fp8", "fp4": "fp8", "fp6": "fp8"}

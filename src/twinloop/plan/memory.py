@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from twinloop.plan import dualpipe
 from twinloop.plan import efficiency as eff
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
+from twinloop.plan.fp8_casts import FP8_WEIGHT_COPY_BYTES
 from twinloop.plan.parallel import ConfigArrays
 from twinloop.plan.workload import TrainWorkload
 
@@ -65,6 +66,15 @@ def params_per_gpu(w: TrainWorkload, c: ConfigArrays) -> tuple[F64, F64]:
     dense = (w.params_layers * frac + emb) / c.tp
     experts = w.params_experts * frac / (c.ep * c.tp)
     return dense, experts
+
+
+def fp8_weight_elems(w: TrainWorkload, c: ConfigArrays) -> F64:
+    """FP8 GEMM weight elements one GPU quantises per step and keeps as FP8 + FP8ᵀ (:mod:`.fp8_casts`)."""
+    frac = stage_layers(w.n_layers, c.pp, c.interleave) / w.n_layers
+    fx = w.fp8
+    dense = w.params_layers * frac * fx.layer_param_share
+    experts = w.params_experts * frac * fx.expert_param_share / c.ep
+    return np.asarray((dense + experts) / c.tp, dtype=np.float64)
 
 
 def micro_batches(global_batch: int, c: ConfigArrays) -> NDArray[np.int64]:
@@ -151,7 +161,10 @@ def memory_per_gpu(
     def sharded(stage: int) -> F64:
         return np.where(c.zero >= stage, dense / dp_group + experts / exp_group, dense + experts)
 
-    weights = sharded(3) * w.bytes_weights
+    # TE's FP8 weight + transpose, held for the step (ZeRO-3 gathers a layer at a time: two layers' worth)
+    fp8_w = fp8_weight_elems(w, c) * copies
+    fp8_w = np.where(c.zero == 3, 2 * fp8_w / (stage_layers(w.n_layers, c.pp, c.interleave) * copies), fp8_w)
+    weights = sharded(3) * w.bytes_weights + FP8_WEIGHT_COPY_BYTES * fp8_w
     gradients = sharded(2) * w.bytes_grads
     optimizer = sharded(1) * (w.bytes_master + 2 * w.bytes_opt_state)
     activations = activation_memory(w, c, global_batch, efficiency)

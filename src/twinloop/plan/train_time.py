@@ -34,11 +34,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.plan import collectives as coll
-from twinloop.plan import dualpipe, nccl
+from twinloop.plan import dualpipe, fp8_casts, nccl
 from twinloop.plan import gemm as gemm_mod
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
-from twinloop.plan.memory import activation_bytes_per_layer, micro_batches, params_per_gpu, stage_layers
+from twinloop.plan.memory import (
+    activation_bytes_per_layer,
+    fp8_weight_elems,
+    micro_batches,
+    params_per_gpu,
+    stage_layers,
+)
 from twinloop.plan.parallel import ConfigArrays
 from twinloop.plan.workload import TrainWorkload
 
@@ -208,10 +214,21 @@ def _compute(st: _Stage) -> _Compute:
     scores = c.micro_batch * (w.seq_len / c.cp) * w.seq_len * w.n_heads / tp * w.act_score_bytes
     output_bytes = 2 * w.bytes_act * tokens * (w.hidden + w.vocab) / tp
     ew = eff.elementwise_hbm_passes * (layers * act_layer + output_bytes) / hbm
-    # FP8 casts, amax and transposes of every FP8 GEMM input (forward and backward), memory-bound
-    fp8_elems = np.where(c.sequence_parallel == 1, w.fp8_cast_elems_repl / tp, w.fp8_cast_elems_repl)
-    fp8_elems = fp8_elems + w.fp8_cast_elems_shard / tp
-    ew = ew + eff.fp8_cast_overhead * gemm_mod.FP8_CAST_BYTES_PER_ELEMENT * tokens * layers * fp8_elems / hbm
+    # FP8 casts, amax and transposes of every quantised input (forward) and output gradient (backward)
+    fx = w.fp8
+    if fx.any:
+        b_fused, b_unfused = fp8_casts.cast_bytes_per_element(eff.fp8_amax, eff.fp8_fused_casts)
+        tpf = tp.astype(np.float64)
+        g_fused, g_unfused = fp8_casts.sp_gathered_bytes_per_element(eff.fp8_amax, eff.fp8_fused_casts, tpf)
+        sp_repl = (g_fused * fx.fused_repl + g_unfused * fx.unfused_repl) / tpf  # SP: local shard + gathered ᵀ
+        no_sp = b_fused * fx.fused_repl + b_unfused * fx.unfused_repl  # replicated on every TP rank
+        repl = np.where((c.sequence_parallel == 1) & (tp > 1), sp_repl, no_sp)
+        per_token = repl + (b_fused * fx.fused_shard + b_unfused * fx.unfused_shard) / tpf
+        ew = ew + tokens * layers * per_token / hbm
+        # ZeRO-3 frees the gathered weights after use, so TE cannot keep their FP8 copies across micro-batches:
+        # the gathered weights are cast again at each gather (forward and backward)
+        w_cast = fp8_casts.weight_cast_bytes_per_element(eff.fp8_amax) * fp8_weight_elems(w, c) / hbm
+        ew = ew + np.where(c.zero == 3, 2 * w_cast, 0.0)
     ew_extra = np.where(full, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * ew
     ew_scores = eff.elementwise_hbm_passes * layers * scores / hbm
     sel_ew = ew_scores
@@ -321,12 +338,17 @@ def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
 
 
 def _optimizer_s(st: _Stage, hbm_bytes_per_s: float) -> F64:
-    """Adam update (memory-bound): read+write master and both moments, read grads, write weights."""
+    """Adam update (memory-bound): read+write master and both moments, read grads, write weights; plus the
+    per-step cast-transpose of the FP8 GEMM weights (TE casts them in the first micro-batch and keeps them for
+    the step, :mod:`.fp8_casts`; under ZeRO-3 they are cast at every gather, charged per micro-batch)."""
     w, c = st.w, st.c
     dense, experts, n_dp = _dp_params(st)
     shard = np.where(c.zero >= 1, dense / n_dp + experts / (n_dp // c.ep), dense + experts)
     opt_bytes = 2 * w.bytes_master + 4 * w.bytes_opt_state + w.bytes_grads + w.bytes_weights
-    return np.asarray(shard * opt_bytes / hbm_bytes_per_s, dtype=np.float64)
+    copies = dualpipe.param_copies(c, st.eff.pipeline_schedule)
+    cast = fp8_weight_elems(w, c) * copies * fp8_casts.weight_cast_bytes_per_element(st.eff.fp8_amax)
+    cast = np.where(c.zero == 3, 0.0, cast)  # ZeRO-3: cast at every gather instead (in the micro-batch)
+    return np.asarray((shard * opt_bytes + cast) / hbm_bytes_per_s, dtype=np.float64)
 
 
 def step_time(

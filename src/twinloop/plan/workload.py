@@ -35,6 +35,7 @@ from twinloop.model.arch import ModelArch
 from twinloop.model.flops import forward_flops_per_token
 from twinloop.model.params import param_counts, shared_expert_params_per_layer
 from twinloop.model.precision import PrecisionPolicy
+from twinloop.plan.fp8_casts import Fp8CastElems
 from twinloop.plan.gemm import curve_name
 from twinloop.plan.recompute import DeepSeekActivations, deepseek_activations
 
@@ -75,9 +76,9 @@ class TrainWorkload:
         q_dim / kv_dim / o_dim: QKV and output projection widths (``a·hd``, ``kv·(hd + hd_v)``, ``a·hd_v``).
         ffn_hidden / moe_ffn_hidden / shared_ffn_hidden / gated: FFN widths and whether the MLP is gated.
         dtype_proj / dtype_ffn / dtype_experts / dtype_head: GEMM dtype of each op class.
-        fp8_cast_elems_repl / fp8_cast_elems_shard: FP8 GEMM-input activation elements per token of an
-            average layer that are replicated across TP (layer inputs) / sharded by TP (output-projection
-            and down-projection inputs); 0 for a policy without FP8 GEMMs.
+        fp8: the tensors FP8 training quantises per token of an average layer (inputs forward, output
+            gradients backward), split by TE fusion and TP sharding, and the FP8 share of the weights
+            (:mod:`twinloop.plan.fp8_casts`); all zero for a policy without FP8 GEMMs.
         node_limit: a token's routed experts span at most this many nodes (0 = no limit).
         ds: what an average layer stores and recomputes per token under DeepSeek-V3's selective scheme
             (:mod:`twinloop.plan.recompute`); fwd_ds_recompute_s: forward seconds per token at peak of the
@@ -142,8 +143,7 @@ class TrainWorkload:
     dtype_ffn: str = "bf16"
     dtype_experts: str = "bf16"
     dtype_head: str = "bf16"
-    fp8_cast_elems_repl: float = 0.0
-    fp8_cast_elems_shard: float = 0.0
+    fp8: Fp8CastElems = field(default_factory=Fp8CastElems)
     node_limit: int = 0
     ds: DeepSeekActivations = field(default_factory=DeepSeekActivations)
     fwd_ds_recompute_s: float = 0.0
@@ -276,28 +276,59 @@ def build_workload(
         dtype_ffn=policy.dtype("dense_ffn"),
         dtype_experts=policy.dtype("expert_ffn"),
         dtype_head=policy.dtype("lm_head"),
-        fp8_cast_elems_repl=_fp8_cast_elems(arch, policy)[0],
-        fp8_cast_elems_shard=_fp8_cast_elems(arch, policy)[1],
+        fp8=_fp8_cast_elems(arch, policy, fl.attn_proj, fl.dense_ffn + fl.router, shared_flops),
         node_limit=arch.node_limit,
         ds=ds,
         fwd_ds_recompute_s=ds.recompute_gemm_flops / rate("attn_proj"),
     )
 
 
-def _fp8_cast_elems(arch: ModelArch, policy: PrecisionPolicy) -> tuple[float, float]:
-    """FP8 GEMM-input activation elements per token of an average layer: (replicated, TP-sharded)."""
+def _fp8_cast_elems(
+    arch: ModelArch, policy: PrecisionPolicy, attn_flops: float, dense_flops: float, shared_flops: float
+) -> Fp8CastElems:
+    """The tensors FP8 training quantises per token of an average layer (see :mod:`twinloop.plan.fp8_casts`).
+
+    Forward inputs and backward output gradients of each FP8 GEMM: QKV (input fused into LayerNorm, ``dY``
+    of width ``q + kv`` from the attention backward, unfused), output projection (input from the attention
+    kernel, unfused; ``dY`` residual-stream, unfused), FFN up/gate (input fused into LayerNorm; ``dY`` of
+    width ``2f`` fused into dSwiGLU), FFN down (input fused into SwiGLU; ``dY`` residual-stream, unfused).
+    Routed experts: the dispatched input is not a LayerNorm output (unfused), per routed copy. MLA's
+    down/up projections are counted at the MHA-equivalent widths (``q``, ``k + v``, output): an approximation.
+    """
     fp8 = {c: curve_name(policy.dtype(c)) == "fp8" for c in ("attn_proj", "dense_ffn", "expert_ffn")}
-    repl = shard = 0.0
+    f_repl = f_shard = u_repl = u_shard = 0.0
+    h, up = float(arch.hidden), 2.0 if arch.mlp == "gated" else 1.0
     if fp8["attn_proj"]:
-        repl += arch.hidden  # QKV input
-        shard += arch.n_heads * arch.v_head_dim  # output-projection input
+        q = arch.n_heads * arch.head_dim
+        kv = arch.n_kv_heads * (arch.head_dim + arch.v_head_dim)
+        f_repl += h  # QKV input (LayerNormLinear)
+        u_shard += arch.n_heads * arch.v_head_dim + q + kv  # output-projection input; QKV dY
+        u_repl += h  # output-projection dY
     n_layers = arch.n_dense_layers + arch.n_moe_layers
+    dense, moe = arch.n_dense_layers / n_layers, arch.n_moe_layers / n_layers
+
+    def ffn(f: float, share: float, input_fused: bool) -> tuple[float, float, float, float]:
+        """(fused repl, fused shard, unfused repl, unfused shard) of one FFN, ``share`` per layer."""
+        input_f, input_u = (h, 0.0) if input_fused else (0.0, h)
+        down_dy = h  # residual-stream gradient: its own cast-transpose
+        return input_f * share, (1 + up) * f * share, (input_u + down_dy) * share, 0.0
+
+    parts: list[tuple[float, float, float, float]] = []
     if fp8["dense_ffn"]:
-        repl += arch.hidden * arch.n_dense_layers / n_layers
-        shard += arch.ffn_hidden * arch.n_dense_layers / n_layers
+        parts.append(ffn(float(arch.ffn_hidden), dense, True))
     if fp8["expert_ffn"] and arch.is_moe:
-        k = arch.experts_per_token
-        moe = arch.n_moe_layers / n_layers
-        repl += (k + (1 if arch.shared_ffn_hidden else 0)) * arch.hidden * moe
-        shard += (k * arch.moe_ffn_hidden + arch.shared_ffn_hidden) * moe
-    return repl, shard
+        parts.append(ffn(float(arch.moe_ffn_hidden), arch.experts_per_token * moe, False))
+        if arch.shared_ffn_hidden:
+            parts.append(ffn(float(arch.shared_ffn_hidden), moe, True))
+    for a, b, c, d in parts:
+        f_repl, f_shard, u_repl, u_shard = f_repl + a, f_shard + b, u_repl + c, u_shard + d
+    total = attn_flops + dense_flops + shared_flops
+    fp8_flops = attn_flops * fp8["attn_proj"] + dense_flops * fp8["dense_ffn"] + shared_flops * fp8["expert_ffn"]
+    return Fp8CastElems(
+        fused_repl=f_repl,
+        fused_shard=f_shard,
+        unfused_repl=u_repl,
+        unfused_shard=u_shard,
+        layer_param_share=fp8_flops / total if total > 0 else 0.0,
+        expert_param_share=1.0 if fp8["expert_ffn"] and arch.is_moe else 0.0,
+    )
