@@ -18,22 +18,33 @@ from dataclasses import dataclass
 #: with ``f`` the clock DVFS allows under the power limit (applied once, in plan/train_power.py). Each GEMM's
 #: shape and dtype scale it by :func:`twinloop.plan.gemm.relative_efficiency` (the unfused QK^T and softmax·V
 #: use it unscaled). Fitted on Korthikanti Table 5 (A100 FP16, 312 TFLOP/s stated at its 1,410 MHz f_max)
-#: together with ELEMENTWISE_HBM_PASSES. For scale, the measured H100 BF16 8192³ GEMM reaches 0.90 per clock.
-GEMM_EFFICIENCY = 0.92
+#: together with ELEMENTWISE_HBM_PASSES (refitted when HBM_EFFICIENCY became the measured 0.90: 0.92 → 0.93,
+#: worst error 4.6 → 4.1 %). For scale, the measured H100 BF16 8192³ GEMM reaches 0.90 per clock.
+GEMM_EFFICIENCY = 0.93
 
 #: FITTED. HBM passes per stored activation byte over one training step (forward + backward) for the
 #: memory-bound element-wise work (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free
 #: parts): element-wise time per layer = passes × activation bytes the layer stores / usable HBM bandwidth.
-#: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes).
-ELEMENTWISE_HBM_PASSES = 8.5
+#: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes) together
+#: with GEMM_EFFICIENCY, at HBM_EFFICIENCY 0.90 (was 8.5 at the former guess 0.85).
+ELEMENTWISE_HBM_PASSES = 9.5
 
 #: Achieved fraction of the FLOP peak for fused (flash) attention. FlashAttention-2 reports 50-73 % of
 #: A100 peak forward and lower backward (Dao 2023, Fig. 5-6); 0.55 is a round figure across fwd+bwd.
 FLASH_ATTENTION_EFFICIENCY = 0.55
 
-#: Usable fraction of the HBM bandwidth for streaming kernels (STREAM-like copies on A100/H100 reach
-#: ~80-90 % of the datasheet figure; GUESS within that range).
-HBM_EFFICIENCY = 0.85
+#: MEASURED. Usable fraction of the datasheet HBM bandwidth for the training planner's streaming
+#: (read + write) element-wise and optimizer kernels. A device-to-device copy of 4 GiB on a real H100 SXM
+#: (``/work/shared/data/h100/results_run{1,2}.json``, ``memcopy.GBps_rw``: 3,019 and 3,007 GB/s read + write,
+#: ``tools/workload.py``) against the catalog's 3.35 TB/s: 3,013 / 3,350 = 0.90. One GPU; applied to every GPU.
+HBM_EFFICIENCY = 0.90
+
+#: MEASURED. Usable fraction of the datasheet HBM bandwidth when decode streams the weights (read-only,
+#: skinny GEMMs), the serving roofline's ``ServeEfficiency.hbm``. Llama-3-8B's linear layers (15.0 GB BF16)
+#: replayed as one CUDA graph on a real H100 SXM (``results_run{1,2}.json``, ``decode_like.rows``) at batch
+#: 1, 8 and 32 (memory-bound: intensity ≤ 32 FLOP/B): 2,708/2,710, 2,623/2,627, 2,613/2,615 GB/s, mean 2,649
+#: of 3,350 = 0.79. Batch 128 (2,340 GB/s) is already partly compute-bound and left out.
+DECODE_HBM_EFFICIENCY = 0.79
 
 #: NCCL bus bandwidth / NVLink wire rate for large all-reduce inside one node. nccl-tests on DGX A100 report
 #: ~230 GB/s bus bandwidth on 300 GB/s per-direction NVLink3 (0.77); DGX H100 ~360-370 of 450 (0.8).
