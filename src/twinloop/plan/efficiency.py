@@ -89,9 +89,11 @@ DP_LAST_BUCKET_FRACTION = 0.05
 #: fragmentation. GUESS from typical PyTorch/Megatron jobs (~2-3 GB unaccounted by formula).
 RESERVED_BYTES = 2.5e9
 
-#: Die temperature assumed for power (leakage) during sustained training (GUESS: liquid/air-cooled GPUs
-#: under training load typically read 60-75 C).
-TRAIN_DIE_TEMP_C = 65.0
+#: MEASURED. Die temperature assumed for power (leakage) during sustained training: a real H100 SXM held
+#: 67 C over the last 10 s of 60 s of BF16 GEMMs at its 700 W limit (``/work/shared/data/h100``,
+#: ``samples_20hz.csv`` phase ``gemm_peak``: 66.9 C at 698 W); a 1.1B Llama training phase at 690 W read
+#: 62 C after 60 s, still rising. One GPU with unknown cooling; ``benchmarks/calibrate_h100_constants.py``.
+TRAIN_DIE_TEMP_C = 67.0
 
 #: Activity during the compute phase of a step: SM activity and the tensor-core activity per unit of the
 #: GEMM share of the compute time (DCGM PIPE_TENSOR_ACTIVE reads ~0.6-0.8 on well-tuned LLM training; GUESS).
