@@ -20,10 +20,8 @@ from twinloop.hardware.gpu import get_gpu
 from twinloop.plan import efficiency as effc
 
 #: The shared data next to the checkout (``/work/main`` → ``/work/shared``), else ``/work/shared`` (a worktree).
-DATA = next(
-    (p for p in (Path(__file__).resolve().parents[2] / "shared" / "data" / "h100", Path("/work/shared/data/h100")) if p.exists()),
-    Path("/work/shared/data/h100"),
-)
+_CANDIDATES = (Path(__file__).resolve().parents[2] / "shared" / "data" / "h100", Path("/work/shared/data/h100"))
+DATA = next((p for p in _CANDIDATES if p.exists()), _CANDIDATES[-1])
 RUNS = ("results_run1.json", "results_run2.json")
 #: Decode rows that are memory-bound (batch ≤ 32: ≤ 32 FLOP per weight byte, far below the ~200 FLOP/B ridge).
 DECODE_BATCHES = (1, 8, 32)
@@ -33,10 +31,12 @@ MIB = 1024**2
 
 def _phase_samples(phase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(t, die °C, W, fb used MiB) of run 2's 20 Hz samples inside the first ``phase`` window."""
-    marks = list(csv.DictReader(open(DATA / "phases.csv")))
+    with open(DATA / "phases.csv") as f:
+        marks = list(csv.DictReader(f))
     i = next(k for k, m in enumerate(marks) if m["phase"] == phase)
     t0, t1 = float(marks[i]["t"]), float(marks[i + 1]["t"])
-    rows = [r for r in csv.DictReader(open(DATA / "samples_20hz.csv")) if t0 <= float(r["t"]) < t1]
+    with open(DATA / "samples_20hz.csv") as f:
+        rows = [r for r in csv.DictReader(f) if t0 <= float(r["t"]) < t1]
     col = lambda k: np.array([float(r[k]) for r in rows])  # noqa: E731
     return col("t") - t0, col("gpu_temp_c"), col("power_mw") / 1e3, col("fb_used_mib")
 
@@ -46,7 +46,7 @@ def main() -> int:
     if not (DATA / RUNS[0]).exists():
         print(f"{DATA}: not present, nothing to derive")
         return 0
-    runs = [json.load(open(DATA / r)) for r in RUNS]
+    runs = [json.loads((DATA / r).read_text()) for r in RUNS]
     hbm = get_gpu("h100-sxm").hbm_bandwidth_bytes_per_s / 1e9
     print(f"H100 SXM datasheet HBM bandwidth (catalog): {hbm:,.0f} GB/s")
 
@@ -65,7 +65,8 @@ def main() -> int:
     print(f"  {w[last].mean():.0f} W (max {temp.max():.0f} °C); code {effc.TRAIN_DIE_TEMP_C}")
     t, temp, w, _ = _phase_samples("train_steady")
     last = t >= t[-1] - 10.0
-    print(f"  cross-check, 1.1B Llama training 60 s: last 10 s {temp[last].mean():.1f} °C at {w[last].mean():.0f} W (still rising)")
+    print(f"  cross-check, 1.1B Llama training 60 s: last 10 s {temp[last].mean():.1f} °C", end="")
+    print(f" at {w[last].mean():.0f} W (still rising)")
 
     _, _, _, fb_idle = _phase_samples("idle")
     _, _, _, fb_train = _phase_samples("train_steady")
