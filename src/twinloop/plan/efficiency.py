@@ -1,12 +1,14 @@
 """Every efficiency factor and modelling constant of the training planner, named, in one place.
 
-Each constant says what it is and where its value comes from. Two are *fitted* here (marked FITTED):
-they were chosen by ``benchmarks/calibrate_korthikanti.py --fit`` to minimize the worst relative error over the
-eight cells of Korthikanti et al. 2022, Table 5 (A100, GPT 22B-1T, full recompute and selective recompute +
-sequence parallelism; ``megatron-2022`` profile); docs/sections/calibration-plan-train.md reports the fit. The
-GEMM shape/dtype curves are fitted on measured H100 GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent
-factors (overlaps, bubble, FP8 handling) come from :mod:`twinloop.plan.frameworks`. The others are published
-measurements (cited) or stated guesses (marked GUESS) that no fit touched.
+Each constant says what it is and where its value comes from: MEASURED (on the real H100 SXM readings in
+``/work/shared/data/h100``, derived by ``benchmarks/calibrate_h100_constants.py``), FITTED (chosen by a
+calibration, which says on what: ``GEMM_EFFICIENCY`` and ``ELEMENTWISE_HBM_PASSES`` by
+``benchmarks/calibrate_korthikanti.py --fit`` minimizing the worst relative error over the eight cells of
+Korthikanti et al. 2022, Table 5; docs/sections/calibration-plan-train.md reports the fit), PUBLISHED (cited) or
+a stated GUESS that no measurement covers (only the per-phase activities, ``COMPUTE_*``/``COMM_*``;
+tests/plan/test_efficiency_kinds.py pins that list). The GEMM shape/dtype curves are fitted on measured H100
+GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent factors (overlaps, bubble, FP8 handling) come
+from :mod:`twinloop.plan.frameworks`.
 """
 
 from __future__ import annotations
@@ -80,10 +82,15 @@ PP_P2P_EXPOSED_FRACTION = 1.0
 #: Fraction of the MoE all-to-all left on the critical path with no compute/communication overlap.
 EP_A2A_EXPOSED_FRACTION = 1.0
 
-#: The data-parallel gradient sync overlaps the backward pass except its last bucket: Megatron/DDP default
-#: bucket of 40M parameters; this is the share of the sync assumed left exposed even when backward is long
-#: enough to hide it (GUESS: one bucket out of ~20).
-DP_LAST_BUCKET_FRACTION = 0.05
+#: PUBLISHED. The data-parallel gradient sync overlaps the backward pass except its last bucket, which is
+#: only ready when backward ends. Megatron-Core's default bucket: "If unspecified, MCore uses a default value
+#: of max(40000000, 1000000 * dp_size) parameters" (``DistributedDataParallelConfig.bucket_size``,
+#: megatron/core/distributed/distributed_data_parallel_config.py). The exposed share of the sync is
+#: ``min(1, bucket / parameters on the GPU)`` (:func:`twinloop.plan.train_time.dp_last_bucket_fraction`);
+#: it replaces the former GUESS of a fixed 0.05.
+DP_BUCKET_PARAMS = 40e6
+#: PUBLISHED. Megatron-Core's bucket grows by this many parameters per data-parallel rank (same source).
+DP_BUCKET_PARAMS_PER_RANK = 1e6
 
 #: MEASURED (one GPU, no NCCL). Bytes used on each GPU beyond the tensors PyTorch allocates: CUDA context,
 #: cuBLAS workspaces and the caching allocator's reserved-but-free blocks at the peak. A 1.1B Llama trained
@@ -105,7 +112,8 @@ COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE = 0.85
 #: HBM (DRAM_ACTIVE) activity in the compute phase outside element-wise kernels (GEMM operand streaming).
 COMPUTE_DRAM_ACTIVE_BASE = 0.25
 
-#: Activity while only communication runs (NCCL kernels keep a few SMs and HBM busy; GUESS).
+#: Activity while only communication runs (NCCL kernels keep a few SMs and HBM busy; GUESS: the H100 readings
+#: have no DCGM profiling counters to measure these or the compute-phase activities above).
 COMM_SM_ACTIVE = 0.2
 COMM_DRAM_ACTIVE = 0.15
 
@@ -140,7 +148,7 @@ class TrainEfficiency:
     tp_comm_exposed: float = TP_COMM_EXPOSED_FRACTION
     pp_p2p_exposed: float = PP_P2P_EXPOSED_FRACTION
     ep_a2a_exposed: float = EP_A2A_EXPOSED_FRACTION
-    dp_last_bucket: float = DP_LAST_BUCKET_FRACTION
+    dp_bucket_params: float = DP_BUCKET_PARAMS
     gemm_shape: bool = True
     fp8_scaling: str = "tensor"
     fp8_fused_casts: bool = False
