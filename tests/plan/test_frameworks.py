@@ -21,7 +21,7 @@ def test_profile_conformance(name: str) -> None:
     assert p.name == name and p.description
     for f in (p.tp_comm_exposed, p.pp_p2p_exposed, p.ep_a2a_exposed, p.bubble_scale):
         assert 0.0 < f <= 1.0
-    assert 0.0 <= p.dp_last_bucket <= 1.0
+    assert p.dp_bucket_params > 0.0
     assert p.attention_kernel in ("flash", "unfused") and p.fp8_scaling in ("tensor", "block")
     assert p.fp8_amax in ("delayed", "current", "tile")
     eff = p.efficiency()

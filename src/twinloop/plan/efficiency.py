@@ -1,12 +1,14 @@
 """Every efficiency factor and modelling constant of the training planner, named, in one place.
 
-Each constant says what it is and where its value comes from. Two are *fitted* here (marked FITTED):
-they were chosen by ``benchmarks/calibrate_korthikanti.py --fit`` to minimize the worst relative error over the
-eight cells of Korthikanti et al. 2022, Table 5 (A100, GPT 22B-1T, full recompute and selective recompute +
-sequence parallelism; ``megatron-2022`` profile); docs/sections/calibration-plan-train.md reports the fit. The
-GEMM shape/dtype curves are fitted on measured H100 GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent
-factors (overlaps, bubble, FP8 handling) come from :mod:`twinloop.plan.frameworks`. The others are published
-measurements (cited) or stated guesses (marked GUESS) that no fit touched.
+Each constant says what it is and where its value comes from: MEASURED (on the real H100 SXM readings in
+``/work/shared/data/h100``, derived by ``benchmarks/calibrate_h100_constants.py``), FITTED (chosen by a
+calibration, which says on what: ``GEMM_EFFICIENCY`` and ``ELEMENTWISE_HBM_PASSES`` by
+``benchmarks/calibrate_korthikanti.py --fit`` minimizing the worst relative error over the eight cells of
+Korthikanti et al. 2022, Table 5; docs/sections/calibration-plan-train.md reports the fit), PUBLISHED (cited) or
+a stated GUESS that no measurement covers (only the per-phase activities, ``COMPUTE_*``/``COMM_*``;
+tests/plan/test_efficiency_kinds.py pins that list). The GEMM shape/dtype curves are fitted on measured H100
+GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent factors (overlaps, bubble, FP8 handling) come
+from :mod:`twinloop.plan.frameworks`.
 """
 
 from __future__ import annotations
@@ -18,22 +20,33 @@ from dataclasses import dataclass
 #: with ``f`` the clock DVFS allows under the power limit (applied once, in plan/train_power.py). Each GEMM's
 #: shape and dtype scale it by :func:`twinloop.plan.gemm.relative_efficiency` (the unfused QK^T and softmax·V
 #: use it unscaled). Fitted on Korthikanti Table 5 (A100 FP16, 312 TFLOP/s stated at its 1,410 MHz f_max)
-#: together with ELEMENTWISE_HBM_PASSES. For scale, the measured H100 BF16 8192³ GEMM reaches 0.90 per clock.
-GEMM_EFFICIENCY = 0.92
+#: together with ELEMENTWISE_HBM_PASSES (refitted when HBM_EFFICIENCY became the measured 0.90: 0.92 → 0.93,
+#: worst error 4.6 → 4.1 %). For scale, the measured H100 BF16 8192³ GEMM reaches 0.90 per clock.
+GEMM_EFFICIENCY = 0.93
 
 #: FITTED. HBM passes per stored activation byte over one training step (forward + backward) for the
 #: memory-bound element-wise work (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free
 #: parts): element-wise time per layer = passes × activation bytes the layer stores / usable HBM bandwidth.
-#: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes).
-ELEMENTWISE_HBM_PASSES = 8.5
+#: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes) together
+#: with GEMM_EFFICIENCY, at HBM_EFFICIENCY 0.90 (was 8.5 at the former guess 0.85).
+ELEMENTWISE_HBM_PASSES = 9.5
 
 #: Achieved fraction of the FLOP peak for fused (flash) attention. FlashAttention-2 reports 50-73 % of
 #: A100 peak forward and lower backward (Dao 2023, Fig. 5-6); 0.55 is a round figure across fwd+bwd.
 FLASH_ATTENTION_EFFICIENCY = 0.55
 
-#: Usable fraction of the HBM bandwidth for streaming kernels (STREAM-like copies on A100/H100 reach
-#: ~80-90 % of the datasheet figure; GUESS within that range).
-HBM_EFFICIENCY = 0.85
+#: MEASURED. Usable fraction of the datasheet HBM bandwidth for the training planner's streaming
+#: (read + write) element-wise and optimizer kernels. A device-to-device copy of 4 GiB on a real H100 SXM
+#: (``/work/shared/data/h100/results_run{1,2}.json``, ``memcopy.GBps_rw``: 3,019 and 3,007 GB/s read + write,
+#: ``tools/workload.py``) against the catalog's 3.35 TB/s: 3,013 / 3,350 = 0.90. One GPU; applied to every GPU.
+HBM_EFFICIENCY = 0.90
+
+#: MEASURED. Usable fraction of the datasheet HBM bandwidth when decode streams the weights (read-only,
+#: skinny GEMMs), the serving roofline's ``ServeEfficiency.hbm``. Llama-3-8B's linear layers (15.0 GB BF16)
+#: replayed as one CUDA graph on a real H100 SXM (``results_run{1,2}.json``, ``decode_like.rows``) at batch
+#: 1, 8 and 32 (memory-bound: intensity ≤ 32 FLOP/B): 2,708/2,710, 2,623/2,627, 2,613/2,615 GB/s, mean 2,649
+#: of 3,350 = 0.79. Batch 128 (2,340 GB/s) is already partly compute-bound and left out.
+DECODE_HBM_EFFICIENCY = 0.79
 
 #: NCCL bus bandwidth / NVLink wire rate for large all-reduce inside one node. nccl-tests on DGX A100 report
 #: ~230 GB/s bus bandwidth on 300 GB/s per-direction NVLink3 (0.77); DGX H100 ~360-370 of 450 (0.8).
@@ -69,18 +82,28 @@ PP_P2P_EXPOSED_FRACTION = 1.0
 #: Fraction of the MoE all-to-all left on the critical path with no compute/communication overlap.
 EP_A2A_EXPOSED_FRACTION = 1.0
 
-#: The data-parallel gradient sync overlaps the backward pass except its last bucket: Megatron/DDP default
-#: bucket of 40M parameters; this is the share of the sync assumed left exposed even when backward is long
-#: enough to hide it (GUESS: one bucket out of ~20).
-DP_LAST_BUCKET_FRACTION = 0.05
+#: PUBLISHED. The data-parallel gradient sync overlaps the backward pass except its last bucket, which is
+#: only ready when backward ends. Megatron-Core's default bucket: "If unspecified, MCore uses a default value
+#: of max(40000000, 1000000 * dp_size) parameters" (``DistributedDataParallelConfig.bucket_size``,
+#: megatron/core/distributed/distributed_data_parallel_config.py). The exposed share of the sync is
+#: ``min(1, bucket / parameters on the GPU)`` (:func:`twinloop.plan.train_time.dp_last_bucket_fraction`);
+#: it replaces the former GUESS of a fixed 0.05.
+DP_BUCKET_PARAMS = 40e6
+#: PUBLISHED. Megatron-Core's bucket grows by this many parameters per data-parallel rank (same source).
+DP_BUCKET_PARAMS_PER_RANK = 1e6
 
-#: Bytes reserved on each GPU beyond the model state: CUDA context (~0.5-1 GB), NCCL buffers and allocator
-#: fragmentation. GUESS from typical PyTorch/Megatron jobs (~2-3 GB unaccounted by formula).
-RESERVED_BYTES = 2.5e9
+#: MEASURED (one GPU, no NCCL). Bytes used on each GPU beyond the tensors PyTorch allocates: CUDA context,
+#: cuBLAS workspaces and the caching allocator's reserved-but-free blocks at the peak. A 1.1B Llama trained
+#: with PyTorch on a real H100 SXM (``/work/shared/data/h100``): NVML fb used at the peak 59,026 MiB − the
+#: driver's 480 MiB (read with no context) − ``torch.cuda.max_memory_allocated`` 55,447 MiB = 3.25 GB
+#: (``benchmarks/calibrate_h100_constants.py``). NCCL's buffers (multi-GPU jobs) are not in it: a lower bound.
+RESERVED_BYTES = 3.25e9
 
-#: Die temperature assumed for power (leakage) during sustained training (GUESS: liquid/air-cooled GPUs
-#: under training load typically read 60-75 C).
-TRAIN_DIE_TEMP_C = 65.0
+#: MEASURED. Die temperature assumed for power (leakage) during sustained training: a real H100 SXM held
+#: 67 C over the last 10 s of 60 s of BF16 GEMMs at its 700 W limit (``/work/shared/data/h100``,
+#: ``samples_20hz.csv`` phase ``gemm_peak``: 66.9 C at 698 W); a 1.1B Llama training phase at 690 W read
+#: 62 C after 60 s, still rising. One GPU with unknown cooling; ``benchmarks/calibrate_h100_constants.py``.
+TRAIN_DIE_TEMP_C = 67.0
 
 #: Activity during the compute phase of a step: SM activity and the tensor-core activity per unit of the
 #: GEMM share of the compute time (DCGM PIPE_TENSOR_ACTIVE reads ~0.6-0.8 on well-tuned LLM training; GUESS).
@@ -89,7 +112,8 @@ COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE = 0.85
 #: HBM (DRAM_ACTIVE) activity in the compute phase outside element-wise kernels (GEMM operand streaming).
 COMPUTE_DRAM_ACTIVE_BASE = 0.25
 
-#: Activity while only communication runs (NCCL kernels keep a few SMs and HBM busy; GUESS).
+#: Activity while only communication runs (NCCL kernels keep a few SMs and HBM busy; GUESS: the H100 readings
+#: have no DCGM profiling counters to measure these or the compute-phase activities above).
 COMM_SM_ACTIVE = 0.2
 COMM_DRAM_ACTIVE = 0.15
 
@@ -124,7 +148,7 @@ class TrainEfficiency:
     tp_comm_exposed: float = TP_COMM_EXPOSED_FRACTION
     pp_p2p_exposed: float = PP_P2P_EXPOSED_FRACTION
     ep_a2a_exposed: float = EP_A2A_EXPOSED_FRACTION
-    dp_last_bucket: float = DP_LAST_BUCKET_FRACTION
+    dp_bucket_params: float = DP_BUCKET_PARAMS
     gemm_shape: bool = True
     fp8_scaling: str = "tensor"
     fp8_fused_casts: bool = False

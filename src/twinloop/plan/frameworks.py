@@ -32,7 +32,7 @@ class FrameworkProfile:
         name / description: registry name and one line saying what it stands for.
         tp_comm_exposed / pp_p2p_exposed / ep_a2a_exposed: exposed share of TP/SP collectives, pipeline
             sends and the MoE all-to-all (0..1].
-        dp_last_bucket: share of the data-parallel sync left exposed even when backward hides the rest.
+        dp_bucket_params: smallest gradient bucket (parameters); the last one is left exposed after backward.
         bubble_scale: pipeline bubble relative to 1F1B's ``(pp-1)/v`` micro-batch times (DualPipe < 1).
         attention_kernel: default attention kernel (a request may override it).
         fp8_scaling: ``tensor`` (per-tensor delayed scaling) or ``block`` (1×128 / 128×128 blocks).
@@ -55,7 +55,7 @@ class FrameworkProfile:
     tp_comm_exposed: float
     pp_p2p_exposed: float
     ep_a2a_exposed: float
-    dp_last_bucket: float
+    dp_bucket_params: float
     bubble_scale: float
     attention_kernel: AttentionKernel
     fp8_scaling: Fp8Scaling
@@ -72,7 +72,7 @@ class FrameworkProfile:
             tp_comm_exposed=self.tp_comm_exposed,
             pp_p2p_exposed=self.pp_p2p_exposed,
             ep_a2a_exposed=self.ep_a2a_exposed,
-            dp_last_bucket=self.dp_last_bucket,
+            dp_bucket_params=self.dp_bucket_params,
             bubble_scale=self.bubble_scale,
             fp8_scaling=self.fp8_scaling,
             fp8_fused_casts=self.fp8_fused_casts,
@@ -93,7 +93,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             tp_comm_exposed=1.0,  # published: the 2022 code ran TP collectives between GEMMs
             pp_p2p_exposed=1.0,  # published: blocking sends in the 2022 schedule
             ep_a2a_exposed=1.0,  # no MoE in that code base; no overlap
-            dp_last_bucket=DEFAULT_EFFICIENCY.dp_last_bucket,
+            dp_bucket_params=DEFAULT_EFFICIENCY.dp_bucket_params,
             bubble_scale=1.0,
             attention_kernel="unfused",
             fp8_scaling="tensor",
@@ -109,7 +109,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             tp_comm_exposed=0.3,  # GUESS: TE userbuffer overlap hides most AG/RS behind the GEMMs it splits
             pp_p2p_exposed=0.3,  # GUESS: overlap_p2p_comm in the interleaved schedule
             ep_a2a_exposed=1.0,  # GUESS: 2024 releases did not overlap the token dispatcher's all-to-all
-            dp_last_bucket=DEFAULT_EFFICIENCY.dp_last_bucket,
+            dp_bucket_params=DEFAULT_EFFICIENCY.dp_bucket_params,
             bubble_scale=1.0,
             attention_kernel="flash",
             fp8_scaling="tensor",
@@ -124,7 +124,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             tp_comm_exposed=0.3,  # GUESS, as megatron-core-2024
             pp_p2p_exposed=0.3,  # GUESS, as megatron-core-2024
             ep_a2a_exposed=1.0,  # GUESS, as megatron-core-2024
-            dp_last_bucket=DEFAULT_EFFICIENCY.dp_last_bucket,
+            dp_bucket_params=DEFAULT_EFFICIENCY.dp_bucket_params,
             bubble_scale=1.0,
             attention_kernel="flash",
             fp8_scaling="tensor",
@@ -140,7 +140,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             tp_comm_exposed=1.0,  # DeepSeek-V3 trained without TP
             pp_p2p_exposed=0.1,  # GUESS: DualPipe overlaps forward/backward chunk communication
             ep_a2a_exposed=0.1,  # published: "nearly full computation-communication overlap" (DualPipe); 0.1 GUESS
-            dp_last_bucket=DEFAULT_EFFICIENCY.dp_last_bucket,
+            dp_bucket_params=DEFAULT_EFFICIENCY.dp_bucket_params,
             # Derived from DeepSeek-V3 Table 2: DualPipe bubble (PP/2-1)(F&B + B - 3W) vs 1F1B (PP-1)(F+B);
             # with B = 2F, W = B/2 and F&B = F + B that is ~1/3 of 1F1B's for large PP.
             bubble_scale=1.0 / 3.0,

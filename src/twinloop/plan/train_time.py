@@ -18,8 +18,9 @@ One micro-batch on the heaviest pipeline stage (``v·⌈L/(pp·v)⌉`` layers + 
 * pipeline point-to-point: ``2·v`` sends of the stage boundary activation (``/tp``: scatter-gather).
 
 A step is ``m + (pp-1)/v`` micro-batch times (1F1B with ``v`` interleaved chunks: bubble ``(pp-1)/(v·m)``)
-plus the exposed data-parallel gradient sync (overlapped with the last micro-batch's backward except
-``dp_last_bucket`` of it; ZeRO-3 gathers weights every micro-batch, overlapped with compute) plus the
+plus the exposed data-parallel gradient sync (overlapped with the last micro-batch's backward except its
+last gradient bucket, Megatron-Core's default size; ZeRO-3 gathers weights every micro-batch, overlapped
+with compute) plus the
 optimizer step (memory-bound). Under DualPipe both carry twice the parameters over twice the ranks
 (:mod:`twinloop.plan.dualpipe`). ``slowdown`` (≥ 1, from DVFS under a power limit) stretches compute.
 """
@@ -35,6 +36,7 @@ from numpy.typing import NDArray
 
 from twinloop.plan import collectives as coll
 from twinloop.plan import dualpipe, fp8_casts, nccl
+from twinloop.plan import efficiency as effc
 from twinloop.plan import gemm as gemm_mod
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
@@ -309,6 +311,16 @@ def _dp_params(st: _Stage) -> tuple[F64, F64, NDArray[np.int64]]:
     return dense * copies, experts * copies, st.c.dp * st.c.cp * copies.astype(np.int64)
 
 
+def dp_last_bucket_fraction(params_per_gpu: F64, n_dp: NDArray[np.int64], bucket_params: float) -> F64:
+    """Share of the data-parallel sync in its last gradient bucket, which backward cannot hide.
+
+    Megatron-Core's default bucket is ``max(40M, 1M × dp_size)`` parameters
+    (:data:`twinloop.plan.efficiency.DP_BUCKET_PARAMS`); a GPU holding fewer parameters has one bucket.
+    """
+    bucket = np.maximum(bucket_params, effc.DP_BUCKET_PARAMS_PER_RANK * n_dp.astype(np.float64))
+    return np.asarray(np.clip(bucket / np.maximum(params_per_gpu, 1.0), 0.0, 1.0), dtype=np.float64)
+
+
 def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
     """Data-parallel gradient sync / ZeRO over a step: (total, exposed after overlap with ``busy_mb`` compute)."""
     w, c, topo, eff = st.w, st.c, st.topo, st.eff
@@ -328,10 +340,11 @@ def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
     ar_e, rs_e, ag_e = sync(experts, n_edp, k_edp)
     ar, rs, ag = ar_d + ar_e, rs_d + rs_e, ag_d + ag_e
     bwd_window, fwd_window = (2.0 / 3.0) * busy_mb, (1.0 / 3.0) * busy_mb
-    z0 = np.maximum(eff.dp_last_bucket * ar, ar - bwd_window)
-    z12 = np.maximum(eff.dp_last_bucket * rs, rs - bwd_window) + np.maximum(eff.dp_last_bucket * ag, ag - fwd_window)
+    last = dp_last_bucket_fraction(dense + experts, n_dp, eff.dp_bucket_params)
+    z0 = np.maximum(last * ar, ar - bwd_window)
+    z12 = np.maximum(last * rs, rs - bwd_window) + np.maximum(last * ag, ag - fwd_window)
     z3_total = m * (2 * ag + rs)
-    z3 = np.maximum(eff.dp_last_bucket * z3_total, z3_total - m * busy_mb)
+    z3 = np.maximum(last * z3_total, z3_total - m * busy_mb)
     total = np.select([c.zero == 0, c.zero == 3], [ar, z3_total], default=rs + ag)
     exposed = np.select([c.zero == 0, c.zero == 3], [z0, z3], default=z12)
     return np.where(n_dp > 1, total, 0.0), np.where(n_dp > 1, exposed, 0.0)
