@@ -14,6 +14,7 @@ the first line of the command's docstring (``tests/cli/test_lazy.py`` checks tha
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -280,6 +281,16 @@ class PlanGroup(LazyGroup):
     @staticmethod
     def owner() -> typer.Typer:
         return plan_app
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The planner command ``cmd_name``; before it (and numpy) loads, OpenBLAS is limited to one thread.
+
+        The planners' arrays are small and their work elementwise (no BLAS); OpenBLAS would start a worker
+        thread per core when numpy loads, ~40 ms of CPU for nothing on this 2-core machine (issue 15: start-up).
+        ``OPENBLAS_NUM_THREADS`` set by the user wins.
+        """
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        return super().get_command(ctx, cmd_name)
 
 
 def _version(value: bool) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from twinloop.catalog import CATALOG_DIR
 from twinloop.checked import Range, build, check_fields
-from twinloop.errors import unknown_name
+from twinloop.errors import InputError, unknown_name
 from twinloop.hardware.yaml_cache import load_yaml
 
 
@@ -34,19 +34,35 @@ class LinkSpec:
 
 
 @cache
-def link_catalog() -> dict[str, LinkSpec]:
-    """The packaged link catalog (cached)."""
+def _entries() -> dict[str, Any]:
+    """The packaged ``links`` mapping as parsed, not yet validated."""
+    raw = load_yaml(CATALOG_DIR / "links.yaml")
+    if not isinstance(raw, dict) or not isinstance(raw.get("links"), dict):
+        raise InputError(str(CATALOG_DIR / "links.yaml"), "links", "expected a mapping 'links: {name: {...}}'")
+    return raw["links"]
+
+
+@cache
+def _link(name: str) -> LinkSpec:
     path = CATALOG_DIR / "links.yaml"
-    raw = load_yaml(path)
-    return {
-        name: build(LinkSpec, {"name": name, **body}, str(path), f"links.{name}.")
-        for name, body in raw["links"].items()
-    }
+    body = _entries()[name]
+    if not isinstance(body, dict):
+        raise InputError(str(path), f"links.{name}", "expected a mapping of fields")
+    return build(LinkSpec, {"name": name, **body}, str(path), f"links.{name}.")
+
+
+@cache
+def link_catalog() -> dict[str, LinkSpec]:
+    """The packaged link catalog, every entry validated (cached)."""
+    return {name: _link(name) for name in _entries()}
 
 
 def get_link(name: str, source: str = "--link") -> LinkSpec:
-    """Look up a link by name; unknown names raise a clear :class:`~twinloop.errors.InputError`."""
-    catalog = link_catalog()
-    if name not in catalog:
-        raise unknown_name(source, "", "link", name, catalog)
-    return catalog[name]
+    """Look up a link by name; unknown names raise a clear :class:`~twinloop.errors.InputError`.
+
+    Only this entry is validated (as :func:`twinloop.hardware.gpu.get_gpu`: start-up time).
+    """
+    entries = _entries()
+    if name not in entries:
+        raise unknown_name(source, "", "link", name, entries)
+    return _link(name)
