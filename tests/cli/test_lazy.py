@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,20 +32,31 @@ NOT_FOR_PLANNING = ["duckdb", "pyarrow", "fastapi", "starlette", "uvicorn", "htt
 FIRST_RUN_ONLY = ["yaml"]  # parses the catalogs once, then reads them from the cache
 
 
-def _loaded_after(args: list[str], names: list[str], env: dict[str, str] | None = None) -> list[str]:
-    """Run the CLI in a fresh interpreter; return which of ``names`` it imported."""
+def _start(args: list[str], names: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run the CLI in a fresh interpreter; which of ``names`` it imported, its dataclass code cache, its env."""
     code = f"""
-import json, sys
+import json, os, sys
 from twinloop.cli.main import app
 try:
     app({args!r})
 except SystemExit:
     pass
-sys.stderr.write(json.dumps([m for m in {names!r} if m in sys.modules]))
+from twinloop import codecache
+cache = codecache.installed()
+sys.stderr.write(json.dumps({{"loaded": [m for m in {names!r} if m in sys.modules],
+                              "compiled": cache.compiled, "reused": cache.reused,
+                              "openblas": os.environ.get("OPENBLAS_NUM_THREADS")}}))
 """
     env = {**os.environ, "PYTHONPATH": SRC, "COLUMNS": "80", **(env or {})}
+    if env.get("OPENBLAS_NUM_THREADS") == "":  # "" stands for unset
+        del env["OPENBLAS_NUM_THREADS"]
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    return json.loads(proc.stderr.strip().splitlines()[-1])
+    return json.loads(proc.stderr.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _loaded_after(args: list[str], names: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """Run the CLI in a fresh interpreter; return which of ``names`` it imported."""
+    return _start(args, names, env)["loaded"]  # type: ignore[no-any-return]
 
 
 def test_help_imports_nothing_heavy() -> None:
@@ -60,9 +72,14 @@ def test_group_help_and_version_import_nothing_heavy(args: list[str]) -> None:
 
 def test_plan_train_imports_only_the_planner(tmp_path: Path) -> None:
     args = ["plan", "train", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8"]
-    env = {"TWINLOOP_CACHE_DIR": str(tmp_path)}
-    assert _loaded_after(args, NOT_FOR_PLANNING + FIRST_RUN_ONLY, env) == FIRST_RUN_ONLY  # an empty cache
-    assert _loaded_after(args, NOT_FOR_PLANNING + FIRST_RUN_ONLY, env) == []
+    env = {"TWINLOOP_CACHE_DIR": str(tmp_path), "OPENBLAS_NUM_THREADS": ""}
+    first = _start(args, NOT_FOR_PLANNING + FIRST_RUN_ONLY, env)  # an empty cache
+    assert first["loaded"] == FIRST_RUN_ONLY and first["compiled"] > 100
+    again = _start(args, NOT_FOR_PLANNING + FIRST_RUN_ONLY, env)
+    # The catalogs and every dataclass method come from the cache; OpenBLAS starts no worker threads.
+    methods = first["compiled"] + first["reused"]  # classes with the same fields share a method's text
+    assert again == {"loaded": [], "compiled": 0, "reused": methods, "openblas": "1"}
+    assert _start(args, [], {**env, "OPENBLAS_NUM_THREADS": "4"})["openblas"] == "4"  # the user's setting wins
     # A value that needs typer's own conversion still gets it (pydantic, on demand): 8.0 reads as 8.
     code = f"""
 from twinloop.cli.main import app

@@ -7,27 +7,20 @@ import), so an edited catalog is parsed afresh rather than served stale; it is w
 (temporary file, then rename) and only when JSON round-trips the parsed data exactly. Where no cache directory
 is writable the YAML is parsed every time, as before.
 
-Cache directory: ``$TWINLOOP_CACHE_DIR``, else ``$XDG_CACHE_HOME/twinloop``, else ``~/.cache/twinloop``.
+Cache directory: :func:`twinloop.user_cache.cache_dir`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import zlib
 from pathlib import Path
 from typing import Any
 
 from twinloop.errors import InputError
+from twinloop.user_cache import cache_dir, write_atomically
 
-
-def cache_dir() -> Path:
-    """Where parsed catalogs are kept (see the module doc)."""
-    env = os.environ
-    if env.get("TWINLOOP_CACHE_DIR"):
-        return Path(env["TWINLOOP_CACHE_DIR"]).expanduser()
-    xdg = env.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "twinloop"
+__all__ = ["cache_dir", "load_yaml"]
 
 
 def _parse(text: str, path: Path) -> Any:
@@ -54,18 +47,10 @@ def load_yaml(path: Path) -> Any:
     except (OSError, ValueError):
         pass
     data = _parse(text, path)
-    tmp = None
     try:
         encoded = json.dumps(data)
-        if json.loads(encoded) == data:  # only plain data: a date or an int key would not come back the same
-            import tempfile
-
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=cached.name, suffix=".tmp")
-            with os.fdopen(fd, "w") as fh:
-                fh.write(encoded)
-            os.replace(tmp, cached)
-    except (OSError, TypeError, ValueError):
-        if tmp is not None:  # no cache this time: the next run parses the YAML again
-            Path(tmp).unlink(missing_ok=True)
+    except (TypeError, ValueError):
+        return data
+    if json.loads(encoded) == data:  # only plain data: a date or an int key would not come back the same
+        write_atomically(cached, encoded.encode())  # where it cannot, the next run parses the YAML again
     return data
