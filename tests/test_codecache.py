@@ -116,25 +116,38 @@ def test_other_exec_calls_pass_through(cache: codecache.CodeCache) -> None:
 
 
 def test_a_bad_file_is_ignored_and_replaced(tmp_path: Path) -> None:
-    path = tmp_path / "c.marshal"
-    path.write_bytes(b"\x00garbage")
-    cache = codecache.CodeCache(path)
-    cache.load()
-    assert cache.codes == {}
-    cache.exec("def f(): return 3", {}, {})
-    assert cache.save()
-    again = codecache.CodeCache(path)
-    again.load()
-    assert list(again.codes) == ["def f(): return 3"]
+    cache = codecache.CodeCache(tmp_path)
+    cache.file("m").write_bytes(b"\x00garbage")
+    cache.exec("def f(): return 3", {"__name__": "m"}, {})
+    assert cache.compiled == 1 and cache.save() == 1
+    again = codecache.CodeCache(tmp_path)
+    namespace: dict[str, Any] = {}
+    again.exec("def f(): return 3", {"__name__": "m"}, namespace)
+    assert again.reused == 1 and again.compiled == 0 and namespace["f"]() == 3
+
+
+def test_a_module_file_keeps_what_the_module_still_uses(tmp_path: Path) -> None:
+    """A module whose classes changed: its file is rewritten with the current methods only (no growth)."""
+    first = codecache.CodeCache(tmp_path)
+    for text in ("a = 1", "b = 2"):
+        first.exec(text, {"__name__": "m"}, {})
+    first.exec("c = 3", {"__name__": "other"}, {})
+    assert first.save() == 2
+    second = codecache.CodeCache(tmp_path)
+    for text in ("a = 1", "b = 20"):  # one class of m changed
+        second.exec(text, {"__name__": "m"}, {})
+    assert (second.reused, second.compiled) == (1, 1) and second.save() == 1  # "other" untouched
+    third = codecache.CodeCache(tmp_path)
+    assert set(codecache._read(third.file("m"))) == {"a = 1", "b = 20"}
+    assert set(codecache._read(third.file("other"))) == {"c = 3"}
 
 
 def test_an_unwritable_directory_only_means_compiling_again(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    cache = codecache.CodeCache(blocker / "sub" / "c.marshal")  # a directory under a file cannot exist
-    cache.load()
-    cache.exec("z = 1", {}, {})
-    assert not cache.save()
+    cache = codecache.CodeCache(blocker / "sub")  # a directory under a file cannot exist
+    cache.exec("z = 1", {"__name__": "m"}, {})
+    assert cache.save() == 0
 
 
 def test_the_next_process_compiles_nothing(tmp_path: Path) -> None:
@@ -154,4 +167,4 @@ sys.stdout.write(json.dumps([cache.compiled, cache.reused]))
     ]  # fmt: skip
     (first_compiled, first_reused), (second_compiled, second_reused) = runs
     assert first_compiled > 100 and second_compiled == 0 and second_reused == first_compiled + first_reused
-    assert codecache.cache_file().name in {p.name for p in tmp_path.iterdir()}
+    assert (tmp_path / codecache.cache_directory().name / "twinloop.plan.train.marshal").is_file()

@@ -9,13 +9,15 @@ docs/sections/benchmarks-cli.md), ~80 ms of CPU on the development VM.
 How: :func:`install` gives the :mod:`dataclasses` module its own name ``exec`` (a module global, found before the
 builtin) bound to :func:`CodeCache.exec`: a source text is compiled once, as the builtin would compile it (file
 name ``<string>``, no inherited ``__future__`` flags), and its code object is kept by its exact text; the next
-process loads the code objects from a marshal file, as Python loads ``__pycache__``, and runs them with the same
+process loads the code objects from marshal files, as Python loads ``__pycache__``, and runs them with the same
 globals and locals. The same text gives the same code object, so the classes are the same; only the compiling is
-skipped. The file is named by the interpreter's cache tag and optimisation level (marshal is version-specific) and
-rewritten atomically at exit when something new was compiled. An unreadable file is ignored; an unwritable
-directory only means compiling again next time. It relies on nothing private beyond ``dataclasses`` calling the
-name ``exec`` with a source string (3.10 to 3.13 do; Python 3.13 compiles a class's methods in one ``exec`` and
-gains less); any other call goes to the builtin unchanged.
+skipped. There is one file per module that defines dataclasses (read only when that module defines its first
+one), in a folder named by the interpreter's cache tag and optimisation level (marshal is version-specific). When a
+module compiled something new its file is rewritten atomically at exit with what the process used from it: a
+module's classes are all defined when it is imported, so what it did not use is stale. An unreadable file is
+ignored; an unwritable directory only means compiling again next time. It relies on nothing private beyond
+``dataclasses`` calling the name ``exec`` with a source string and a globals dict (3.10 to 3.13 do; Python 3.13
+compiles a class's methods in one ``exec`` and gains less); any other call goes to the builtin unchanged.
 
 The command line installs it first thing (:mod:`twinloop.cli.main`); importing the library does not.
 """
@@ -32,46 +34,47 @@ from typing import Any
 
 from twinloop.user_cache import cache_dir, write_atomically
 
-#: more entries than this in the file (the dataclasses of every twinloop command together are ~1,000): start afresh
-MAX_ENTRIES = 20_000
-
 
 class CodeCache:
-    """Code objects by their exact source text, loaded from and saved to one marshal file."""
+    """Code objects by their exact source text, one marshal file per defining module."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.codes: dict[str, CodeType] = {}
-        self.compiled = 0  # new source texts compiled by this process
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.known: dict[str, dict[str, CodeType]] = {}  # by module: read from its file, plus what was compiled
+        self.used: dict[str, dict[str, CodeType]] = {}  # by module: what this process ran
+        self.dirty: set[str] = set()  # modules that compiled something new
+        self.compiled = 0  # source texts compiled by this process
         self.reused = 0  # source texts served from the cache
 
-    def load(self) -> None:
-        """Read the file (a missing, truncated or foreign file leaves the cache empty)."""
-        self.codes = _read(self.path)
+    def file(self, module: str) -> Path:
+        """The marshal file of ``module``."""
+        name = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in module[:200])
+        return self.directory / f"{name}.marshal"
 
     def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
         """``builtins.exec`` for dataclasses: a source string's code object comes from the cache."""
         if type(source) is not str or type(globals) is not dict:  # not dataclasses' call: the builtin as it is
             builtins.exec(source, globals, locals)
             return
-        code = self.codes.get(source)
+        module = str(globals.get("__name__", ""))
+        known = self.known.get(module)
+        if known is None:
+            known = self.known[module] = _read(self.file(module))
+        code = known.get(source)
         if code is None:
-            code = compile(source, "<string>", "exec", dont_inherit=True)
-            self.codes[source] = code
+            code = known[source] = compile(source, "<string>", "exec", dont_inherit=True)
+            self.dirty.add(module)
             self.compiled += 1
         else:
             self.reused += 1
+        self.used.setdefault(module, {})[source] = code
         builtins.exec(code, globals, locals)
 
-    def save(self) -> bool:
-        """Merge what this process compiled into the file (another process may have added to it meanwhile)."""
-        if not self.compiled:
-            return False
-        merged = _read(self.path)
-        if len(merged) + len(self.codes) > MAX_ENTRIES:
-            merged = {}
-        merged.update(self.codes)
-        return write_atomically(self.path, marshal.dumps(merged))
+    def save(self) -> int:
+        """Rewrite the file of each module that compiled something new; return how many were written."""
+        written = sum(write_atomically(self.file(m), marshal.dumps(self.used[m])) for m in sorted(self.dirty))
+        self.dirty.clear()
+        return written
 
 
 def _read(path: Path) -> dict[str, CodeType]:
@@ -84,9 +87,9 @@ def _read(path: Path) -> dict[str, CodeType]:
     return {k: v for k, v in data.items() if type(k) is str and type(v) is CodeType}
 
 
-def cache_file() -> Path:
-    """The marshal file for this interpreter (its cache tag and ``-O`` level name it)."""
-    return cache_dir() / f"dataclass-code-{sys.implementation.cache_tag}-O{sys.flags.optimize}.marshal"
+def cache_directory() -> Path:
+    """The folder for this interpreter (its cache tag and ``-O`` level name it)."""
+    return cache_dir() / f"dataclass-code-{sys.implementation.cache_tag}-O{sys.flags.optimize}"
 
 
 def installed() -> CodeCache | None:
@@ -111,8 +114,7 @@ def install() -> CodeCache | None:
         return current
     import dataclasses
 
-    cache = CodeCache(cache_file())
-    cache.load()
+    cache = CodeCache(cache_directory())
     dataclasses.exec = cache.exec  # type: ignore[attr-defined]
     atexit.register(cache.save)
     return cache
