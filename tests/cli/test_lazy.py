@@ -80,6 +80,8 @@ def test_plan_train_imports_only_the_planner(tmp_path: Path) -> None:
     methods = first["compiled"] + first["reused"]  # classes with the same fields share a method's text
     assert again == {"loaded": [], "compiled": 0, "reused": methods, "openblas": "1"}
     assert _start(args, [], {**env, "OPENBLAS_NUM_THREADS": "4"})["openblas"] == "4"  # the user's setting wins
+    # The MoE routing simulator behind `plan serve` and `plan moe` multiplies large matrices: BLAS as it was.
+    assert _start(["plan", "moe", "--help"], [], {**env, "OPENBLAS_NUM_THREADS": ""})["openblas"] is None
     # A value that needs typer's own conversion still gets it (pydantic, on demand): 8.0 reads as 8.
     code = f"""
 from twinloop.cli.main import app

@@ -282,14 +282,19 @@ class PlanGroup(LazyGroup):
     def owner() -> typer.Typer:
         return plan_app
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        """The planner command ``cmd_name``; before it (and numpy) loads, OpenBLAS is limited to one thread.
+    #: Planner commands without BLAS work: numpy loads for them with one OpenBLAS thread (see get_command).
+    #: Not ``serve``/``compare``/``moe``: the MoE routing simulator multiplies large float32 matrices.
+    ONE_BLAS_THREAD = frozenset({"train"})
 
-        The planners' arrays are small and their work elementwise (no BLAS); OpenBLAS would start a worker
-        thread per core when numpy loads, ~40 ms of CPU for nothing on this 2-core machine (issue 15: start-up).
-        ``OPENBLAS_NUM_THREADS`` set by the user wins.
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The planner command ``cmd_name``, imported on first use.
+
+        ``plan train``'s arrays are small and its work elementwise (no BLAS), so before numpy loads OpenBLAS is
+        limited to one thread: it would start a worker per core at import, ~40 ms of CPU for nothing on a
+        2-core machine (issue 15: start-up). ``OPENBLAS_NUM_THREADS`` set by the user wins.
         """
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        if cmd_name in self.ONE_BLAS_THREAD:
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         return super().get_command(ctx, cmd_name)
 
 
