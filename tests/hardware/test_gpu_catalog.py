@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_unknown_gpu_lists_close_names() -> None:
 
 
 def test_bad_catalog_names_file_and_field(tmp_path: Path) -> None:
-    good = gpu_catalog()["h100-sxm"].model_dump(exclude={"name"})
+    good = {k: v for k, v in dataclasses.asdict(gpu_catalog()["h100-sxm"]).items() if k != "name"}
     good["tdp_w"] = -5
     import yaml
 
@@ -52,3 +53,15 @@ def test_bad_catalog_names_file_and_field(tmp_path: Path) -> None:
     p.write_text("gpus: [unclosed")
     with pytest.raises(InputError, match="malformed YAML"):
         load_gpu_catalog(p)
+
+
+def test_lookup_validates_the_entry_the_catalog_holds() -> None:
+    """get_gpu/get_link check one entry on demand; the whole packaged catalogs still validate, the same objects."""
+    from twinloop.hardware.link import get_link, link_catalog
+
+    catalog = gpu_catalog()
+    assert len(catalog) >= 10 and all(get_gpu(name) is spec for name, spec in catalog.items())
+    links = link_catalog()
+    assert {"ib-ndr", "nvlink4"} <= set(links) and all(get_link(n) is spec for n, spec in links.items())
+    with pytest.raises(InputError, match=r"--scaleout: unknown link 'ib-xdr'.*did you mean"):
+        get_link("ib-xdr", source="--scaleout")

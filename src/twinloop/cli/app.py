@@ -14,6 +14,7 @@ the first line of the command's docstring (``tests/cli/test_lazy.py`` checks tha
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -172,7 +173,10 @@ class LazyGroup(TyperGroup):
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         try:
-            return super().resolve_command(ctx, args)
+            name, command, rest = super().resolve_command(ctx, args)
+            if command is not None:
+                _fast_options(command, name or "", ctx)  # its --help too, without pydantic
+            return name, command, rest
         except typer.TyperException as exc:
             # The base class suggests close names from the loaded commands only; add the lazy ones.
             import difflib
@@ -184,18 +188,37 @@ class LazyGroup(TyperGroup):
 
 
 def _build(owner: typer.Typer, name: str, markup: Any) -> Any:
-    """The click command for ``name`` from what ``owner`` has registered (after its module was imported)."""
+    """The click command for ``name`` from what ``owner`` has registered (after its module was imported).
+
+    Its plain str/int/float options convert without pydantic (:mod:`twinloop.cli.scalar_params`).
+    """
     from typer.main import get_command_from_info, get_command_name, get_group_from_info
 
     for info in owner.registered_commands:
         if (info.name or get_command_name(info.callback.__name__)) == name:  # type: ignore[union-attr]
-            return get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=markup)
+            return _fast_options(get_command_from_info(info, pretty_exceptions_short=True, rich_markup_mode=markup))
     for group in owner.registered_groups:
         if group.name == name:
-            return get_group_from_info(
-                group, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=markup
+            return _fast_options(
+                get_group_from_info(group, pretty_exceptions_short=True, suggest_commands=True, rich_markup_mode=markup)
             )
     return None
+
+
+def _fast_options(command: Any, name: str | None = None, parent: Any = None) -> Any:
+    """``command`` with its plain options converting without pydantic (:mod:`twinloop.cli.scalar_params`).
+
+    With ``name``, its ``--help`` option too (click creates it from a context). That module uses a private hook
+    of typer; where an installed typer lacks it, the command is left as typer built it: correct, only slower
+    (``tests/cli/test_scalar_params.py`` fails then, so the loss does not go unnoticed).
+    """
+    try:
+        from twinloop.cli.scalar_params import context_for, install
+
+        install(command, context_for(command, name, parent) if name is not None else None)
+    except (ImportError, AttributeError, TypeError):  # a typer whose private coercion hook moved
+        pass
+    return command
 
 
 class RootGroup(LazyGroup):
@@ -217,6 +240,8 @@ class RootGroup(LazyGroup):
         **extra: Any,
     ) -> Any:
         """Run the command line; a bad flag, unknown option or missing argument is one stderr line, exit 2."""
+        # --help and the completion flags of the root itself convert without pydantic.
+        _fast_options(self, prog_name or "twinloop")
         try:
             rv = super().main(
                 args, prog_name or "twinloop", complete_var, False, windows_expand_args=windows_expand_args, **extra
@@ -256,6 +281,21 @@ class PlanGroup(LazyGroup):
     @staticmethod
     def owner() -> typer.Typer:
         return plan_app
+
+    #: Planner commands without BLAS work: numpy loads for them with one OpenBLAS thread (see get_command).
+    #: Not ``serve``/``compare``/``moe``: the MoE routing simulator multiplies large float32 matrices.
+    ONE_BLAS_THREAD = frozenset({"train"})
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The planner command ``cmd_name``, imported on first use.
+
+        ``plan train``'s arrays are small and its work elementwise (no BLAS), so before numpy loads OpenBLAS is
+        limited to one thread: it would start a worker per core at import, ~40 ms of CPU for nothing on a
+        2-core machine (issue 15: start-up). ``OPENBLAS_NUM_THREADS`` set by the user wins.
+        """
+        if cmd_name in self.ONE_BLAS_THREAD:
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        return super().get_command(ctx, cmd_name)
 
 
 def _version(value: bool) -> None:

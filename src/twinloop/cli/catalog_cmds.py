@@ -16,7 +16,7 @@ def gpus(json_out: bool = JSON_OPTION) -> None:
 
     catalog = gpu_catalog()
     if json_out:
-        print_json({"gpus": [spec.model_dump() for spec in catalog.values()]})
+        print_json({"gpus": list(catalog.values())})
         return
     cols = [Col("name (--gpu)", "left"), Col("TDP\nW"), Col("idle\nW"), Col("HBM\nGB"), Col("HBM\nTB/s"),
             Col("BF16"), Col("FP8"), Col("SM clock\nMHz"), Col("slowdown\n°C")]  # fmt: skip

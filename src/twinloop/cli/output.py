@@ -14,11 +14,21 @@ from rich.console import Console
 
 from twinloop.errors import InputError
 
+
+def _console(stderr: bool = False, soft_wrap: bool = False) -> Console:
+    console = Console(stderr=stderr, soft_wrap=soft_wrap, emoji=False)
+    if console.color_system is None:
+        # rich's automatic highlighting only adds colour: without a colour system (a pipe, a file, NO_COLOR,
+        # TERM=dumb) the bytes are the same, and its regexes cost a few ms of every command (issue 15: start-up).
+        console = Console(stderr=stderr, soft_wrap=soft_wrap, emoji=False, highlight=False)
+    return console
+
+
 # soft_wrap: a free-text line longer than the terminal is left for the terminal to wrap, so a long path or
 # name is never broken or cut by rich; tables still lay out at the console width (see cli/tables.py).
 # emoji=False: ":ab:" in a PCI address or ":cd:" in a path must print as written, not as an emoji.
-stdout = Console(soft_wrap=True, emoji=False)
-stderr = Console(stderr=True, emoji=False)
+stdout = _console(soft_wrap=True)
+stderr = _console(stderr=True)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
 

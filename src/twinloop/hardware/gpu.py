@@ -2,75 +2,77 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal
-
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from typing import Annotated, Any, Literal
 
 from twinloop.catalog import CATALOG_DIR
-from twinloop.errors import InputError, pydantic_error, unknown_name
+from twinloop.checked import FieldError, Range, build, check_fields
+from twinloop.errors import InputError, unknown_name
+from twinloop.hardware.yaml_cache import load_yaml
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+_TEMP = Range(gt=40, lt=130)
 
 
-class GpuSpec(BaseModel):
-    """One accelerator kind. Every number is per GPU; ``sources`` cites where each came from."""
+@dataclass(frozen=True, kw_only=True)  # kw_only: fields in the catalog's order, defaults or not
+class GpuSpec:
+    """One accelerator kind. Every number is per GPU; ``sources`` cites where each came from.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A frozen dataclass checked at construction (:mod:`twinloop.checked`, not pydantic: see there why).
+    """
 
     name: str
     display_name: str
     vendor: Literal["nvidia", "amd", "intel"]
-    tdp_w: float = Field(gt=0, le=3000)
-    idle_power_w: float = Field(gt=0, le=500)
-    power_limit_min_w: float = Field(gt=0, le=3000)
-    power_limit_max_w: float = Field(gt=0, le=3000)
-    hbm_bytes: float = Field(gt=0)
-    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
-    dense_tflops: dict[Dtype, float] = Field(description="dense tensor TFLOP/s per dtype, no sparsity")
-    sm_clock_min_mhz: float = Field(gt=0)
-    sm_clock_max_mhz: float = Field(gt=0)
-    slowdown_temp_c: float = Field(gt=40, lt=130)
-    shutdown_temp_c: float = Field(gt=40, lt=130)
-    hbm_max_temp_c: float = Field(gt=40, lt=130)
-    scaleup_link: str = Field(description="name of the scale-up link in links.yaml")
-    scaleup_bandwidth_bytes_per_s: float = Field(gt=0, description="per GPU, both directions together")
-    gpus_per_node: int = Field(ge=1, le=72)
-    thermal_resistance_c_per_w: float = Field(gt=0, description="die to coolant, model parameter")
-    thermal_capacitance_j_per_c: float = Field(gt=0, description="die + package + cold plate, model parameter")
-    gemm_clock_at_tdp_mhz: float | None = Field(
-        default=None, gt=0, description="SM clock a dense BF16 GEMM sustains at TDP (None: the H100's share of f_max)"
-    )
-    peak_tflops_clock_mhz: float | None = Field(
-        default=None,
-        gt=0,
-        description="SM clock at which dense_tflops holds (None: sm_clock_max_mhz); H100 SXM: 989 TFLOP/s at 1,830 MHz",
-    )
+    tdp_w: Annotated[float, Range(gt=0, le=3000)]
+    idle_power_w: Annotated[float, Range(gt=0, le=500)]
+    power_limit_min_w: Annotated[float, Range(gt=0, le=3000)]
+    power_limit_max_w: Annotated[float, Range(gt=0, le=3000)]
+    hbm_bytes: Annotated[float, Range(gt=0)]
+    hbm_bandwidth_bytes_per_s: Annotated[float, Range(gt=0)]
+    #: dense tensor TFLOP/s per dtype, no sparsity
+    dense_tflops: dict[Dtype, Annotated[float, Range(gt=0)]]
+    sm_clock_min_mhz: Annotated[float, Range(gt=0)]
+    sm_clock_max_mhz: Annotated[float, Range(gt=0)]
+    slowdown_temp_c: Annotated[float, _TEMP]
+    shutdown_temp_c: Annotated[float, _TEMP]
+    hbm_max_temp_c: Annotated[float, _TEMP]
+    #: name of the scale-up link in links.yaml
+    scaleup_link: str
+    #: per GPU, both directions together
+    scaleup_bandwidth_bytes_per_s: Annotated[float, Range(gt=0)]
+    gpus_per_node: Annotated[int, Range(ge=1, le=72)]
+    #: die to coolant, model parameter
+    thermal_resistance_c_per_w: Annotated[float, Range(gt=0)]
+    #: die + package + cold plate, model parameter
+    thermal_capacitance_j_per_c: Annotated[float, Range(gt=0)]
+    #: SM clock a dense BF16 GEMM sustains at TDP (None: the H100's share of f_max)
+    gemm_clock_at_tdp_mhz: Annotated[float, Range(gt=0)] | None = None
+    #: SM clock at which dense_tflops holds (None: sm_clock_max_mhz); H100 SXM: 989 TFLOP/s at 1,830 MHz
+    peak_tflops_clock_mhz: Annotated[float, Range(gt=0)] | None = None
     sources: dict[str, str]
 
-    @model_validator(mode="after")
-    def _consistent(self) -> GpuSpec:
-        if not self.power_limit_min_w <= self.tdp_w <= self.power_limit_max_w:
-            raise ValueError("need power_limit_min_w <= tdp_w <= power_limit_max_w")
-        if not self.idle_power_w < self.power_limit_min_w:
-            raise ValueError("need idle_power_w < power_limit_min_w")
-        if not self.sm_clock_min_mhz < self.sm_clock_max_mhz:
-            raise ValueError("need sm_clock_min_mhz < sm_clock_max_mhz")
-        if not self.slowdown_temp_c < self.shutdown_temp_c:
-            raise ValueError("need slowdown_temp_c < shutdown_temp_c")
-        if self.gemm_clock_at_tdp_mhz is not None and not (
-            self.sm_clock_min_mhz < self.gemm_clock_at_tdp_mhz <= self.sm_clock_max_mhz
-        ):
-            raise ValueError("need sm_clock_min_mhz < gemm_clock_at_tdp_mhz <= sm_clock_max_mhz")
-        if self.peak_tflops_clock_mhz is not None and not (
-            self.sm_clock_min_mhz < self.peak_tflops_clock_mhz <= self.sm_clock_max_mhz
-        ):
-            raise ValueError("need sm_clock_min_mhz < peak_tflops_clock_mhz <= sm_clock_max_mhz")
-        if "bf16" not in self.dense_tflops:
-            raise ValueError("dense_tflops needs at least bf16")
-        return self
+    def __post_init__(self) -> None:
+        check_fields(self)
+        problems = [
+            (self.power_limit_min_w <= self.tdp_w <= self.power_limit_max_w,
+             "need power_limit_min_w <= tdp_w <= power_limit_max_w"),
+            (self.idle_power_w < self.power_limit_min_w, "need idle_power_w < power_limit_min_w"),
+            (self.sm_clock_min_mhz < self.sm_clock_max_mhz, "need sm_clock_min_mhz < sm_clock_max_mhz"),
+            (self.slowdown_temp_c < self.shutdown_temp_c, "need slowdown_temp_c < shutdown_temp_c"),
+            (self.gemm_clock_at_tdp_mhz is None
+             or self.sm_clock_min_mhz < self.gemm_clock_at_tdp_mhz <= self.sm_clock_max_mhz,
+             "need sm_clock_min_mhz < gemm_clock_at_tdp_mhz <= sm_clock_max_mhz"),
+            (self.peak_tflops_clock_mhz is None
+             or self.sm_clock_min_mhz < self.peak_tflops_clock_mhz <= self.sm_clock_max_mhz,
+             "need sm_clock_min_mhz < peak_tflops_clock_mhz <= sm_clock_max_mhz"),
+            ("bf16" in self.dense_tflops, "dense_tflops needs at least bf16"),
+        ]  # fmt: skip
+        for ok, message in problems:
+            if not ok:
+                raise FieldError(type(self).__name__, "", message)
 
     @property
     def peak_clock_mhz(self) -> float:
@@ -101,37 +103,50 @@ _WIDER: dict[str, tuple[str, ...]] = {
 }
 
 
+def _entries(path: Path) -> dict[str, Any]:
+    """The ``gpus`` mapping of a catalog file as parsed, not yet validated."""
+    raw = load_yaml(path)
+    if not isinstance(raw, dict) or not isinstance(raw.get("gpus"), dict):
+        raise InputError(str(path), "gpus", "expected a mapping 'gpus: {name: {...}}'")
+    return raw["gpus"]
+
+
+def _spec(path: Path, name: str, body: Any) -> GpuSpec:
+    if not isinstance(body, dict):
+        raise InputError(str(path), f"gpus.{name}", "expected a mapping of fields")
+    return build(GpuSpec, {"name": name, **body}, str(path), f"gpus.{name}.")
+
+
 def load_gpu_catalog(path: Path | None = None) -> dict[str, GpuSpec]:
     """Load and validate a GPU catalog YAML (the packaged one by default)."""
     path = path or CATALOG_DIR / "gpus.yaml"
-    try:
-        # libyaml when present: the pure-Python loader takes ~0.1 s of every `twinloop plan` start.
-        raw = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), "", f"malformed YAML: {exc}".splitlines()[0]) from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("gpus"), dict):
-        raise InputError(str(path), "gpus", "expected a mapping 'gpus: {name: {...}}'")
-    out: dict[str, GpuSpec] = {}
-    for name, body in raw["gpus"].items():
-        try:
-            out[name] = GpuSpec(name=name, **body)
-        except ValidationError as exc:
-            err = pydantic_error(str(path), exc)
-            raise InputError(err.source, f"gpus.{name}.{err.field}".rstrip("."), err.message) from None
-        except TypeError as exc:
-            raise InputError(str(path), f"gpus.{name}", str(exc)) from None
-    return out
+    return {name: _spec(path, name, body) for name, body in _entries(path).items()}
+
+
+@cache
+def _packaged_entries() -> dict[str, Any]:
+    return _entries(CATALOG_DIR / "gpus.yaml")
+
+
+@cache
+def _packaged_gpu(name: str) -> GpuSpec:
+    return _spec(CATALOG_DIR / "gpus.yaml", name, _packaged_entries()[name])
 
 
 @cache
 def gpu_catalog() -> dict[str, GpuSpec]:
-    """The packaged GPU catalog (cached)."""
-    return load_gpu_catalog()
+    """The packaged GPU catalog, every entry validated (cached)."""
+    return {name: _packaged_gpu(name) for name in _packaged_entries()}
 
 
 def get_gpu(name: str, source: str = "--gpu") -> GpuSpec:
-    """Look up a GPU by catalog name; unknown names raise :class:`InputError` listing close ones."""
-    catalog = gpu_catalog()
-    if name not in catalog:
-        raise unknown_name(source, "", "GPU", name, catalog)
-    return catalog[name]
+    """Look up a GPU by catalog name; unknown names raise :class:`InputError` listing close ones.
+
+    Only this entry is validated (the same object :func:`gpu_catalog` holds): a command that plans on one GPU
+    does not pay for checking the other catalog entries (start-up time, issue 15). The tests validate the
+    whole packaged catalog.
+    """
+    entries = _packaged_entries()
+    if name not in entries:
+        raise unknown_name(source, "", "GPU", name, entries)
+    return _packaged_gpu(name)

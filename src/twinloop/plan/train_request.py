@@ -9,11 +9,10 @@ parameter as the training budget, flash attention without dropout (Llama-style t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from twinloop.errors import InputError, pydantic_error
+from twinloop.checked import Range, build, check_fields
+from twinloop.errors import InputError
 from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import GpuPowerModel
 from twinloop.model.arch import ModelArch, load_model
@@ -31,41 +30,53 @@ CHINCHILLA_TOKENS_PER_PARAM = 20.0
 
 PARALLEL_FIELDS = ("tp", "pp", "dp", "ep", "cp", "zero", "recompute", "sequence_parallel", "micro_batch", "interleave")
 
+_POSITIVE = Range(ge=1)
 
-class TrainRequest(BaseModel):
-    """A training-plan request (frozen). Sizes in sequences/tokens, prices in USD, power in watts."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True, kw_only=True)
+class TrainRequest:
+    """A training-plan request (frozen). Sizes in sequences/tokens, prices in USD, power in watts.
 
-    model: str = Field(description="catalog model name or path to a Hugging Face config.json")
-    gpu: str = Field(description="catalog GPU name")
-    gpus: int = Field(ge=1, le=1_000_000)
-    tp: int | None = Field(default=None, ge=1)
-    pp: int | None = Field(default=None, ge=1)
-    dp: int | None = Field(default=None, ge=1)
-    ep: int | None = Field(default=None, ge=1)
-    cp: int | None = Field(default=None, ge=1)
-    zero: int | None = Field(default=None, ge=0, le=3)
+    Checked at construction (:mod:`twinloop.checked`: the planner's start-up cannot afford pydantic).
+    """
+
+    #: catalog model name or path to a Hugging Face config.json
+    model: str
+    #: catalog GPU name
+    gpu: str
+    gpus: Annotated[int, Range(ge=1, le=1_000_000)]
+    tp: Annotated[int, _POSITIVE] | None = None
+    pp: Annotated[int, _POSITIVE] | None = None
+    dp: Annotated[int, _POSITIVE] | None = None
+    ep: Annotated[int, _POSITIVE] | None = None
+    cp: Annotated[int, _POSITIVE] | None = None
+    zero: Annotated[int, Range(ge=0, le=3)] | None = None
     recompute: Recompute | None = None
     sequence_parallel: bool | None = None
-    micro_batch: int | None = Field(default=None, ge=1)
-    interleave: int | None = Field(default=None, ge=1)
-    global_batch: int | None = Field(default=None, ge=1, description="sequences per optimizer step")
-    tokens_per_batch: int | None = Field(default=None, ge=1, description="tokens per optimizer step")
-    seq_len: int | None = Field(default=None, ge=1)
+    micro_batch: Annotated[int, _POSITIVE] | None = None
+    interleave: Annotated[int, _POSITIVE] | None = None
+    #: sequences per optimizer step
+    global_batch: Annotated[int, _POSITIVE] | None = None
+    #: tokens per optimizer step
+    tokens_per_batch: Annotated[int, _POSITIVE] | None = None
+    seq_len: Annotated[int, _POSITIVE] | None = None
     precision: str = "bf16"
-    price_per_gpu_hour: float = Field(default=2.0, ge=0)
-    price_per_kwh: float = Field(default=0.10, ge=0)
-    pue: float = Field(default=DEFAULT_PUE, ge=1.0, le=5.0)
-    train_tokens: float | None = Field(default=None, gt=0)
-    power_limit_w: float | None = Field(default=None, gt=0)
+    price_per_gpu_hour: Annotated[float, Range(ge=0)] = 2.0
+    price_per_kwh: Annotated[float, Range(ge=0)] = 0.10
+    pue: Annotated[float, Range(ge=1.0, le=5.0)] = DEFAULT_PUE
+    train_tokens: Annotated[float, Range(gt=0)] | None = None
+    power_limit_w: Annotated[float, Range(gt=0)] | None = None
     scaleout: str | None = None
     attention_kernel: AttentionKernel | None = None
     framework: str = DEFAULT_FRAMEWORK
     dropout: bool = False
-    moe_zipf_s: float = Field(default=0.0, ge=0)
-    moe_imbalance: float | None = Field(default=None, gt=0, le=1000, description="measured routing load factor")
+    moe_zipf_s: Annotated[float, Range(ge=0)] = 0.0
+    #: measured routing load factor
+    moe_imbalance: Annotated[float, Range(gt=0, le=1000)] | None = None
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     def fixed_parallelism(self) -> dict[str, int | str | bool]:
         """The parallelism choices the user made (the rest are searched)."""
@@ -73,11 +84,8 @@ class TrainRequest(BaseModel):
 
 
 def make_request(source: str = "plan train", **fields: Any) -> TrainRequest:
-    """Build a :class:`TrainRequest`, turning validation errors into one-line :class:`InputError`."""
-    try:
-        return TrainRequest(**fields)
-    except ValidationError as exc:
-        raise pydantic_error(source, exc) from None
+    """Build a :class:`TrainRequest`, turning every bad field into one-line :class:`InputError`."""
+    return build(TrainRequest, fields, source)
 
 
 @dataclass(frozen=True)
