@@ -248,6 +248,9 @@ class DetectionPipeline:
         self._job_size = np.zeros(0)
         self._temp = np.full(n, np.nan)
         self._power = np.full(n, np.nan)
+        # Power through each GPU's thermal RC (the power its die temperature reflects now) and when last updated.
+        self._power_rc = np.full(n, np.nan)
+        self._power_rc_ts = np.full(n, np.nan)
         self._limit = self.limits.tdp_w.copy()
         self._loop_limited = np.zeros(n, dtype=bool)
         self._replica_jobs: set[str] = set()
@@ -367,14 +370,33 @@ class DetectionPipeline:
             slow = ~(clock >= (1.0 - self.slow_clock) * med[np.maximum(group, 0)])
         return explained & slow
 
+    def _filter_power(self, ts: float, power: F64) -> None:
+        """Advance the RC-filtered power: an exact first-order lag of time constant ``thermal_tau_s`` over the
+        time since each GPU's last reading (a GPU's first reading starts it)."""
+        ok = np.isfinite(power)
+        with np.errstate(invalid="ignore"):
+            a = -np.expm1(-(ts - self._power_rc_ts) / self.limits.thermal_tau_s)
+        fresh = ok & ~np.isfinite(self._power_rc)
+        lagged = np.where(ok, self._power_rc + a * (power - self._power_rc), self._power_rc)
+        self._power_rc = np.where(fresh, power, lagged)
+        self._power_rc_ts = np.where(ok, ts, self._power_rc_ts)
+
     def _thermal_excess(self, frame: RuleFrame) -> F64:
         """Per GPU: its die temperature at its power, less the median of its row's same-model GPUs, °C
         (``T - R·P``: the temperature its coolant or inlet air would explain), scaled down where the row's own spread
-        is wide so that ``local_excess_c`` means max(``local_excess_c``, 4 robust sigmas); 0 where unknown."""
-        t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
-        if t is None or p is None:
+        is wide so that ``local_excess_c`` means max(``local_excess_c``, 4 robust sigmas); 0 where unknown.
+
+        ``P`` is the power through the GPU's thermal RC (:meth:`_filter_power`), the power its die temperature
+        reflects: with the instantaneous power, GPUs whose load just rose (still warming) looked cool and those held
+        at their slowdown temperature (already there) looked warm against them. On ``mixed_hall`` four A100s, each
+        at the temperature its coolant and its own healthy R gave, were taken for thermal-path faults while their row
+        ramped up, and each was capped and drained."""
+        t = frame.gpu.get(TEMP)
+        if t is None or frame.gpu.get(POWER) is None:
             return np.zeros(self.n_gpus)
-        base = t - self.limits.thermal_resistance_c_per_w * p
+        base = t - self.limits.thermal_resistance_c_per_w * np.where(
+            np.isfinite(self._power_rc), self._power_rc, frame.gpu[POWER]
+        )
         model, n_models = self.limits.models()
         group = self.grouper.row_index * n_models + model
         n_groups = int(group.max(initial=0)) + 1
@@ -464,6 +486,7 @@ class DetectionPipeline:
             np.copyto(self._temp, gpu[TEMP], where=np.isfinite(gpu[TEMP]))
         if POWER in gpu:
             np.copyto(self._power, gpu[POWER], where=np.isfinite(gpu[POWER]))
+            self._filter_power(ts, gpu[POWER])
         if POWER_LIMIT in gpu:
             np.copyto(self._limit, gpu[POWER_LIMIT], where=np.isfinite(gpu[POWER_LIMIT]))
         job = self._map_jobs(job_index, job_ids, job_fields)
