@@ -39,6 +39,10 @@ def _pass_doc(r: PassResult) -> dict[str, Any]:
             {"class": str(i.event_class), "root": i.root, "start_s": i.start_ts} for i in r.detection.false_alarms
         ],
         "incidents": len(r.incidents),
+        # The learned classifier's second opinion (acts on nothing): per incident, and where it and the rules differ.
+        "advisory": None
+        if r.advisor is None
+        else {**r.advisor.summary(), "incidents": [a.to_dict() for a in r.advisor.advice.values()]},
         "actions": [
             {
                 "t_s": a.ts,
