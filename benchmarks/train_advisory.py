@@ -63,7 +63,9 @@ def main() -> None:
         s = score(truth, pred)
         print(f"{name:9s} held-out: n={s.n} accuracy={s.accuracy:.3f} macro_F1={s.macro_f1:.3f}")
     disagree = [i for i in range(len(truth)) if adv[i] != rules[i]]
-    right = Counter("advisory" if adv[i] == truth[i] else "rules" if rules[i] == truth[i] else "neither" for i in disagree)
+    right = Counter(
+        "advisory" if adv[i] == truth[i] else "rules" if rules[i] == truth[i] else "neither" for i in disagree
+    )
     print(f"held-out disagreements: {len(disagree)} of {len(truth)}; right one: {dict(right)}")
     if args.write:
         MODEL.parent.mkdir(parents=True, exist_ok=True)

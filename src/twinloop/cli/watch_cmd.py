@@ -135,6 +135,10 @@ def watch(
             "data_quality": summary.quality,
             "incidents": incidents,
             "actions": actions,
+            # The learned classifier's second opinion (acts on nothing): per incident, where it and the rules differ.
+            "advisory": None
+            if watcher.advisor is None
+            else {**watcher.advisor.summary(), "incidents": [a.to_dict() for a in watcher.advisor.advice.values()]},
         }
         return doc
 

@@ -156,6 +156,11 @@ class LiveRecords:
                len(i.members), i.n_detections, i.status)  # fmt: skip
         self._tx(loop_records.incident_upsert(self.run, row, json.dumps(list(i.members)), closed, pipeline_id))
 
+    def advice(self, a: Advice) -> None:
+        """Insert or replace one incident's advisory class (the learned classifier's second opinion)."""
+        row = (a.incident_id, a.ts, a.rule_class.value, a.advisory_class.value, a.probability, a.rule_class_probability)
+        self._tx(loop_records.advisory_upsert(self.run, row))
+
     def close_incident(self, incident_id: int, ts: float, why: str) -> None:
         """Close a stored incident that a restarted watcher did not see again."""
         self._tx(loop_records.incident_close(self.run, incident_id, ts, why))

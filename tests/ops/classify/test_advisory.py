@@ -117,3 +117,30 @@ def test_twinloop_run_stores_the_advisory_class_of_every_incident(tmp_path: Path
         rows = read_loop_table(store.con, "loop_advisory", "loop-on")
     assert {row["incident_id"] for row in rows} == set(r.on.advisor.advice)
     assert all(row["advisory_class"] == "job_hang" and row["advisory_probability"] > 0.9 for row in rows)
+
+
+def _watch(tmp: Path, advisory: bool) -> tuple[list[tuple[object, ...]], list[dict[str, object]], object]:
+    import duckdb
+
+    from twinloop.ops.live.actuators import NoActuator
+    from twinloop.ops.live.cluster import LiveOptions, SourceCluster
+    from twinloop.ops.live.watcher import WatchConfig, Watcher
+    from twinloop.ops.records import LiveRecords
+    from twinloop.telemetry.sources.files import FileConfig, FileSource
+
+    caps = Path(__file__).resolve().parents[2] / "fixtures" / "h100" / "nvml_1hz_idle_to_caps.csv"
+    con = duckdb.connect(str(tmp / f"w{int(advisory)}.duckdb"))
+    cluster = SourceCluster(FileSource(FileConfig(path=str(caps))), NoActuator(), LiveOptions(cadence_s=1.0))
+    w = Watcher(cluster, LiveRecords(con), config=WatchConfig(mode="auto", heartbeat_s=0.0, advisory=advisory))
+    w.run()
+    log = [(a.ts, str(a.request.kind), a.request.target, a.request.value, a.status) for a in w.loop.actions]
+    rows = read_loop_table(con, "loop_advisory")
+    return log, rows, w.advisor
+
+
+def test_watch_records_the_advisory_class_and_acts_the_same_without_it(tmp_path: Path) -> None:
+    log_on, rows, advisor = _watch(tmp_path, True)
+    log_off, rows_off, none = _watch(tmp_path, False)
+    assert none is None and rows_off == []
+    assert advisor is not None and rows and len(rows) == len(advisor.advice)  # type: ignore[attr-defined]
+    assert log_on == log_off

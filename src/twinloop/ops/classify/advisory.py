@@ -139,7 +139,9 @@ class AdvisoryModel:
         except json.JSONDecodeError as exc:
             raise InputError(source, f"line {exc.lineno}", f"not JSON: {exc.msg}") from exc
         if not isinstance(d, dict) or d.get("kind") != "multinomial_logistic":
-            raise InputError(source, "kind", f"{d.get('kind') if isinstance(d, dict) else d!r} (allowed: multinomial_logistic)")
+            raise InputError(
+                source, "kind", f"{d.get('kind') if isinstance(d, dict) else d!r} (allowed: multinomial_logistic)"
+            )
         if d.get("n_features") != N_FEATURES:
             raise InputError(source, "n_features", f"{d.get('n_features')} (allowed: {N_FEATURES}, this version's)")
         try:
@@ -152,10 +154,12 @@ class AdvisoryModel:
             raise InputError(source, "model", f"{exc} (allowed: the fields to_json writes)") from None
         k = 1 if len(classes) == 2 else len(classes)
         if len(classes) < 2 or coef.shape != (k, columns.size) or intercept.shape != (k,):
-            raise InputError(source, "coef", f"shape {coef.shape} for {len(classes)} classes (allowed: ({k}, {columns.size}))")
+            raise InputError(
+                source, "coef", f"shape {coef.shape} for {len(classes)} classes (allowed: ({k}, {columns.size}))"
+            )
         if mean.shape != (columns.size,) or scale.shape != (columns.size,) or not (scale > 0).all():
             raise InputError(source, "scale", "one positive value per column (allowed: > 0)")
-        if columns.size and not (0 <= columns.min() and columns.max() < N_FEATURES):
+        if columns.size and not (columns.min() >= 0 and columns.max() < N_FEATURES):
             raise InputError(source, "columns", f"outside 0..{N_FEATURES - 1}")
         return cls(classes, columns, mean, scale, clip_z, coef, intercept, dict(d.get("trained_on", {})))
 

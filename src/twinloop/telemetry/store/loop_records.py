@@ -29,6 +29,7 @@ __all__ = [
     "action_summary_rows",
     "action_upsert",
     "action_verification",
+    "advisory_upsert",
     "ensure_schema",
     "incident_close",
     "incident_summary_rows",
@@ -154,6 +155,14 @@ def incident_upsert(run: str, row: Sequence[Any], entities_json: str, closed_ts:
         ("INSERT INTO loop_incident_entities VALUES (?, ?, ?, ?, ?)",
          [run, incident_id, entities_json, closed_ts, pipeline_id]),
     ]  # fmt: skip
+
+
+def advisory_upsert(run: str, row: Sequence[Any]) -> list[Statement]:
+    """Insert or replace one incident's advisory class: ``row`` is its ``loop_advisory`` columns after ``run``."""
+    return [
+        ("DELETE FROM loop_advisory WHERE run = ? AND incident_id = ?", [run, row[0]]),
+        ("INSERT INTO loop_advisory VALUES (?, ?, ?, ?, ?, ?, ?)", [run, *row]),
+    ]
 
 
 def incident_close(run: str, incident_id: int, ts: float, why: str) -> list[Statement]:
