@@ -477,7 +477,28 @@ class DetectionPipeline:
             self.out_of_order_count += 1
             return []
         self._observe_dt(ts)
-        c = self.config
+        frame = self._frame(ts, fields, job_index, job_ids, job_fields)
+        self._hardware_stage(frame)  # 1. hardware rules
+        self._field_stage(ts, frame.gpu)  # 2. per-field detectors
+        self._straggler_stage(frame)  # 3. stragglers
+        self._job_stage(frame)  # 4. job rules
+        if site_fields:
+            self._facility_stage(ts, site_fields)  # 5. facility rules
+        updates = self.grouper.step(ts)
+        if not self.config.emit_info:
+            updates = [u for u in updates if u.event_class in FAULT_CLASSES]
+        return updates
+
+    # --- the stages of a step, in order -------------------------------------------------------------------------
+    def _frame(
+        self,
+        ts: float,
+        fields: Mapping[str, NDArray[np.float64]],
+        job_index: I64 | None,
+        job_ids: Sequence[str] | None,
+        job_fields: Mapping[str, NDArray[np.float64]] | None,
+    ) -> RuleFrame:
+        """Check the sample's arrays, keep the latest temperature / power / limit, map the jobs: the rules' frame."""
         gpu = {k: np.asarray(v, dtype=np.float64) for k, v in fields.items()}
         for k, v in gpu.items():
             if v.shape != (self.n_gpus,):
@@ -490,9 +511,11 @@ class DetectionPipeline:
         if POWER_LIMIT in gpu:
             np.copyto(self._limit, gpu[POWER_LIMIT], where=np.isfinite(gpu[POWER_LIMIT]))
         job = self._map_jobs(job_index, job_ids, job_fields)
-        frame = RuleFrame(ts, self.dt_s, gpu, self.limits, self._job_slot, job, len(self._slot_names))
+        return RuleFrame(ts, self.dt_s, gpu, self.limits, self._job_slot, job, len(self._slot_names))
 
-        # 1. hardware rules
+    def _hardware_stage(self, frame: RuleFrame) -> None:
+        """Every hardware rule: onsets, the throttling split (cooling fault's / row's / the GPU's own), grouping."""
+        ts = frame.ts
         for rule in self.hw_rules:
             fired, score = rule.update(frame)
             was = self._prev_fired.get(rule.name)
@@ -502,49 +525,67 @@ class DetectionPipeline:
                 rising = fired & ~was if was is not None and was.shape == fired.shape else fired
                 self._hw_onset[rising] = ts
             onsets = self._onsets(ts, rule.name, fired, score, rule.event_class, "anomaly", f"rule:{rule.name}")
-            cls = rule.event_class
             if rule.name == "thermal_throttle" and fired.any():
-                # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
-                cooling = fired & (self._last_cooling >= ts - c.quiet_s)
-                if cooling.any():
-                    own = cooling & (self._last_thermal_path >= ts - c.quiet_s)
-                    for mask, sig in ((own, THERMAL_PATH), (cooling & ~own, "")):
-                        if mask.any():
-                            self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(mask), (), sig)
-                    self._last_hw[cooling] = ts
-                    self._last_explainer[cooling] = ts
-                    fired = fired & ~cooling
-                    onsets = [(i, d) for i, d in onsets if fired[i]]
-                # A throttling GPU no warmer for its power than its row's same-model GPUs is the tail of a hot row
-                # (its air, its coolant, the afternoon), not its own thermal path: the row's incident.
-                local = fired & (self._thermal_excess(frame) >= c.local_excess_c)
-                self.grouper.row_wide[fired] = ~local[fired]
-                self.grouper.local_fault[fired] = local[fired]
+                fired, onsets = self._split_throttle(frame, fired, onsets)
             if fired.any():
-                idx = np.flatnonzero(fired)
-                # A GPU's own thermal path (the die above its coolant, or much warmer for its power than its row's
-                # GPUs) is another cause than its row's coolant or air: inside an open row incident it still opens
-                # its own incident.
-                if rule.name == "cooling":
-                    own_path = fired
-                elif rule.name == "thermal_throttle":
-                    own_path = self.grouper.local_fault & fired
-                else:
-                    own_path = np.zeros_like(fired)
-                for mask, sig in ((fired & ~own_path, ""), (own_path, THERMAL_PATH)):
-                    if mask.any():
-                        self.grouper.observe(ts, cls, np.flatnonzero(mask), [o for o in onsets if mask[o[0]]], sig)
-                if rule.name == "cooling":
-                    self._last_thermal_path[idx] = ts
-                if rule.name in _COOLING_RULES:
-                    self._last_cooling[idx] = ts
-                if rule.name not in _CDU_SIDE:
-                    self._last_hw[idx] = ts
-                if rule.name in _EXPLAINS_STRAGGLER:
-                    self._last_explainer[idx] = ts
+                self._observe_hardware(ts, rule.name, rule.event_class, fired, onsets)
 
-        # 2. per-field detectors. An activity field that moved away from its slow reference marks a workload
-        # change at once (its own detector may confirm a sample later than the power detector fires).
+    def _split_throttle(
+        self, frame: RuleFrame, fired: NDArray[np.bool_], onsets: list[tuple[int, Detection]]
+    ) -> tuple[NDArray[np.bool_], list[tuple[int, Detection]]]:
+        """Throttling explained by a cooling fault goes to that fault's incident (returned no longer fired); of the
+        rest, mark which is its row's (``row_wide``) and which its own thermal path's (``local_fault``)."""
+        ts, c = frame.ts, self.config
+        # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
+        cooling = fired & (self._last_cooling >= ts - c.quiet_s)
+        if cooling.any():
+            own = cooling & (self._last_thermal_path >= ts - c.quiet_s)
+            for mask, sig in ((own, THERMAL_PATH), (cooling & ~own, "")):
+                if mask.any():
+                    self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(mask), (), sig)
+            self._last_hw[cooling] = ts
+            self._last_explainer[cooling] = ts
+            fired = fired & ~cooling
+            onsets = [(i, d) for i, d in onsets if fired[i]]
+        # A throttling GPU no warmer for its power than its row's same-model GPUs is the tail of a hot row
+        # (its air, its coolant, the afternoon), not its own thermal path: the row's incident.
+        local = fired & (self._thermal_excess(frame) >= c.local_excess_c)
+        self.grouper.row_wide[fired] = ~local[fired]
+        self.grouper.local_fault[fired] = local[fired]
+        return fired, onsets
+
+    def _observe_hardware(
+        self, ts: float, name: str, cls: EventClass, fired: NDArray[np.bool_], onsets: list[tuple[int, Detection]]
+    ) -> None:
+        """Group a hardware rule's firing GPUs (a GPU's own thermal path apart) and note what they explain."""
+        idx = np.flatnonzero(fired)
+        # A GPU's own thermal path (the die above its coolant, or much warmer for its power than its row's
+        # GPUs) is another cause than its row's coolant or air: inside an open row incident it still opens
+        # its own incident.
+        if name == "cooling":
+            own_path = fired
+        elif name == "thermal_throttle":
+            own_path = self.grouper.local_fault & fired
+        else:
+            own_path = np.zeros_like(fired)
+        for mask, sig in ((fired & ~own_path, ""), (own_path, THERMAL_PATH)):
+            if mask.any():
+                self.grouper.observe(ts, cls, np.flatnonzero(mask), [o for o in onsets if mask[o[0]]], sig)
+        if name == "cooling":
+            self._last_thermal_path[idx] = ts
+        if name in _COOLING_RULES:
+            self._last_cooling[idx] = ts
+        if name not in _CDU_SIDE:
+            self._last_hw[idx] = ts
+        if name in _EXPLAINS_STRAGGLER:
+            self._last_explainer[idx] = ts
+
+    def _field_stage(self, ts: float, gpu: Mapping[str, F64]) -> None:
+        """Per-field detectors; a change right after a workload change is benign, one no rule explains is
+        unclassified (and vetoes SDC)."""
+        c = self.config
+        # An activity field that moved away from its slow reference marks a workload change at once (its own
+        # detector may confirm a sample later than the power detector fires).
         a_ref = 1.0 - 2.0 ** (-self.dt_s / 120.0)
         for f in ACTIVITY_FIELDS & gpu.keys():
             x = gpu[f]
@@ -583,10 +624,12 @@ class DetectionPipeline:
                 if mask.any():
                     self.grouper.observe(ts, cls, np.flatnonzero(mask), onsets)
 
-        # 3. stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
-        # (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose)
+    def _straggler_stage(self, frame: RuleFrame) -> None:
+        """Stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
+        (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose)."""
+        ts = frame.ts
         frame.expected_slow = self._loop_limited
-        explained = self._last_explainer >= ts - c.window_s
+        explained = self._last_explainer >= ts - self.config.window_s
         if self._replica_jobs:
             replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
             explained = explained | np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
@@ -597,7 +640,9 @@ class DetectionPipeline:
             if fired.any():
                 self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
 
-        # 4. job rules (per job slot)
+    def _job_stage(self, frame: RuleFrame) -> None:
+        """Job rules, per job slot: a job-rooted incident over the job's GPUs."""
+        ts, c = frame.ts, self.config
         frame.hw_recent = self._hw_onset >= ts - c.hw_window_s
         frame.slowing = self._slowing(frame, self._last_explainer >= ts - c.window_s)
         replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
@@ -619,20 +664,15 @@ class DetectionPipeline:
                 members = np.flatnonzero(self._job_slot == s)
                 self.grouper.observe_named(ts, rule.event_class, entity, jdet, members)
 
-        # 5. facility rules (one site)
-        if site_fields:
-            firing = self.facility_rules.update(ts, self.dt_s, site_fields)
-            for cls, site_score in firing.items():
-                site_det = None
-                if cls not in self._site_firing:
-                    site_det = Detection(ts, self.site, "rule:facility", site_score, "anomaly", cls, "facility")
-                self.grouper.observe_named(ts, cls, self.site, site_det, np.arange(self.n_gpus, dtype=np.int64))
-            self._site_firing = set(firing)
-
-        updates = self.grouper.step(ts)
-        if not c.emit_info:
-            updates = [u for u in updates if u.event_class in FAULT_CLASSES]
-        return updates
+    def _facility_stage(self, ts: float, site_fields: Mapping[str, Any]) -> None:
+        """Facility rules (one site): a site-rooted incident over every GPU."""
+        firing = self.facility_rules.update(ts, self.dt_s, site_fields)
+        for cls, site_score in firing.items():
+            site_det = None
+            if cls not in self._site_firing:
+                site_det = Detection(ts, self.site, "rule:facility", site_score, "anomaly", cls, "facility")
+            self.grouper.observe_named(ts, cls, self.site, site_det, np.arange(self.n_gpus, dtype=np.int64))
+        self._site_firing = set(firing)
 
     @property
     def open_incidents(self) -> list[Incident]:
