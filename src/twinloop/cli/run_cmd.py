@@ -86,6 +86,13 @@ def _print(doc: dict[str, Any]) -> None:
     for a in on["actions"]:
         counts[(a["kind"], a["status"])] = counts.get((a["kind"], a["status"]), 0) + 1
     stdout.print("Actions (loop on): " + (", ".join(f"{k} {s} x{n}" for (k, s), n in sorted(counts.items())) or "none"))
+    adv = on.get("advisory")
+    if adv:
+        stdout.print(
+            f"Advisory classifier (loop on; acts on nothing): {adv['incidents_judged']} incidents judged, "
+            f"{adv['disagreements']} with another class than the rules"
+            + (" (" + ", ".join(f"{k} x{n}" for k, n in adv["by_pair"].items()) + ")" if adv["by_pair"] else "")
+        )
     stdout.print(f"False alarms: {len(on['false_alarms'])}. Telemetry, records and report: {doc['out']}")
 
 
