@@ -229,3 +229,45 @@ def test_gpus_pinned_at_slowdown_while_their_row_still_warms_are_the_rows_incide
                 opened[u.incident_id] = u
     gpu_roots = {i.root for i in opened.values() if i.root.count("/") == 4}
     assert gpu_roots == {ents[bad]}, sorted(gpu_roots)
+
+
+def test_a_busy_gpu_with_a_slightly_high_r_in_a_half_idle_row_is_no_thermal_path_fault() -> None:
+    # An air-cooled A100 row, half idle (60 W), half busy and held at its slowdown temperature, all at steady state.
+    # One busy GPU has a thermal resistance 10 % above the catalog's (manufacturing spread, 2.5 sigma at 4 %): it is
+    # 5-6 °C warmer for its power than the row's median, and in °C the row's spread is the idle GPUs' (R·P small).
+    # Before: that GPU was a thermal-path fault of its own (capped, drained, its job requeued: mixed_hall seed 4).
+    # Now its excess is judged relative to its own R·P. A GPU whose thermal interface failed (R x 2) still is one.
+    from twinloop.hardware.gpu import load_gpu_catalog
+    from twinloop.hardware.power import CLOCK_EVENT_SW_THERMAL
+    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP, GpuLimits
+
+    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    n = len(ents)
+    spec = load_gpu_catalog()["a100-sxm-80gb"]
+    lim = GpuLimits.from_kinds([spec], np.zeros(n, np.int64), np.full(n, 1.8))
+    pipe = DetectionPipeline(ents, limits=lim, config=PipelineConfig(emit_info=False))
+    rng = np.random.default_rng(5)
+    r_true = lim.thermal_resistance_c_per_w * (1.0 + 0.04 * np.clip(rng.standard_normal(n), -2.0, 2.0))
+    busy = np.arange(n) % 2 == 0
+    spread_gpu, bad, coolant_c = 10, 200, 34.0
+    r_true[spread_gpu] = 1.10 * lim.thermal_resistance_c_per_w[spread_gpu]
+    t_max = lim.slowdown_temp_c - 2.0
+    opened: dict[int, Incident] = {}
+    for t in range(300):
+        r_now = r_true.copy()
+        if t >= 150:
+            r_now[bad] *= 2.0
+        power = np.where(busy, np.minimum(400.0, (t_max - coolant_c) / r_now), 60.0)
+        temp = coolant_c + r_now * power
+        held = busy & (power < 400.0)
+        fields = {
+            TEMP: np.round(temp),
+            POWER: power,
+            CLOCK_REASONS: np.where(held, CLOCK_EVENT_SW_THERMAL, 0),
+            SM_CLOCK: np.where(held, 1200.0, 1410.0),
+        }
+        for u in pipe.step(float(t), fields):
+            if u.event_class == EventClass.THERMAL_THROTTLE:
+                opened[u.incident_id] = u
+    gpu_roots = {i.root for i in opened.values() if i.root.count("/") == 4}
+    assert gpu_roots == {ents[bad]}, sorted(gpu_roots)

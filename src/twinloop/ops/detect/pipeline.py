@@ -383,30 +383,46 @@ class DetectionPipeline:
 
     def _thermal_excess(self, frame: RuleFrame) -> F64:
         """Per GPU: its die temperature at its power, less the median of its row's same-model GPUs, °C
-        (``T - R·P``: the temperature its coolant or inlet air would explain), scaled down where the row's own spread
-        is wide so that ``local_excess_c`` means max(``local_excess_c``, 4 robust sigmas); 0 where unknown.
+        (``T - R·P``: the temperature its coolant or inlet air would explain), cut down to
+        ``local_excess_c · z / 4`` where ``z``, its robust z-score among those GPUs *relative to its own* ``R·P``, is
+        under 4: so ``>= local_excess_c`` means at least that many degrees *and* 4 robust sigmas; 0 where unknown.
 
-        ``P`` is the power through the GPU's thermal RC (:meth:`_filter_power`), the power its die temperature
-        reflects: with the instantaneous power, GPUs whose load just rose (still warming) looked cool and those held
-        at their slowdown temperature (already there) looked warm against them. On ``mixed_hall`` four A100s, each
-        at the temperature its coolant and its own healthy R gave, were taken for thermal-path faults while their row
-        ramped up, and each was capped and drained."""
+        Two things make a healthy GPU look warm for its power, both seen on ``mixed_hall`` (A100s capped, drained
+        and their jobs requeued, each at exactly the temperature its coolant and its own healthy R gave):
+
+        * thermal lag: ``P`` is the power through the GPU's thermal RC (:meth:`_filter_power`), the power its die
+          temperature reflects; with the instantaneous power, GPUs whose load had just risen (still warming) looked
+          cool, and those already held at their slowdown temperature looked warm against them;
+        * spread in R: manufacturing spread and a failing thermal interface both *multiply* a GPU's thermal
+          resistance, so a healthy GPU's excess grows with its power. In °C, the spread of a row that mixes idle
+          and busy GPUs is the idle ones' (small), and a busy GPU 10 % above the catalog R stood out; in units of
+          its own ``R·P`` the spread is that of R itself."""
         t = frame.gpu.get(TEMP)
         if t is None or frame.gpu.get(POWER) is None:
             return np.zeros(self.n_gpus)
-        base = t - self.limits.thermal_resistance_c_per_w * np.where(
-            np.isfinite(self._power_rc), self._power_rc, frame.gpu[POWER]
-        )
+        p = np.where(np.isfinite(self._power_rc), self._power_rc, frame.gpu[POWER])
+        rp = self.limits.thermal_resistance_c_per_w * p
         model, n_models = self.limits.models()
         group = self.grouper.row_index * n_models + model
         n_groups = int(group.max(initial=0)) + 1
-        med, _ = group_median(base, group, n_groups)
-        excess = base - med[group]
-        # In units of the row's own spread (robust z, 4 sigma): an air row's inlet temperatures differ along the
-        # row, so its warmest healthy GPU sits well above its median; a failing thermal path stands out of that.
-        mad, _ = group_median(np.abs(excess), group, n_groups)
-        excess = excess * np.minimum(1.0, self.config.local_excess_c / np.maximum(4.0 * 1.4826 * mad[group], 1e-9))
-        return np.where(np.isfinite(excess), excess, 0.0)
+        med, _ = group_median(t - rp, group, n_groups)
+        excess = t - rp - med[group]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.where(rp > 0, excess / rp, np.nan)  # its R above its peers', as a fraction of its own R
+            rel_med, _ = group_median(rel, group, n_groups)
+            rel_dev = rel - rel_med[group]
+            mad, _ = group_median(np.abs(rel_dev), group, n_groups)
+            # An idle GPU's few degrees of R·P round to a handful of values, which can make the whole group's
+            # spread look narrow; the busier half alone measures R well. The wider of the two is the spread (a
+            # GPU not judged local stays in its row's incident, and the cooling rule still finds a failing path).
+            rp_med, _ = group_median(rp, group, n_groups)
+            busier = np.where(rp >= rp_med[group], group, -1)
+            busy_med, _ = group_median(rel, busier, n_groups)
+            busy_mad, _ = group_median(np.abs(rel - busy_med[group]), busier, n_groups)
+            mad = np.fmax(mad, busy_mad)
+            z = rel_dev / np.maximum(1.4826 * mad[group], 1e-9)
+            out = np.minimum(excess, self.config.local_excess_c * z / 4.0)
+        return np.where(np.isfinite(out), out, 0.0)
 
     def _impact(self, cls: EventClass, members: I64) -> Impact:
         slots = self._job_slot[members]
