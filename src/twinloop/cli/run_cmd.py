@@ -39,6 +39,10 @@ def _pass_doc(r: PassResult) -> dict[str, Any]:
             {"class": str(i.event_class), "root": i.root, "start_s": i.start_ts} for i in r.detection.false_alarms
         ],
         "incidents": len(r.incidents),
+        # The learned classifier's second opinion (acts on nothing): per incident, and where it and the rules differ.
+        "advisory": None
+        if r.advisor is None
+        else {**r.advisor.summary(), "incidents": [a.to_dict() for a in r.advisor.advice.values()]},
         "actions": [
             {
                 "t_s": a.ts,
@@ -82,6 +86,13 @@ def _print(doc: dict[str, Any]) -> None:
     for a in on["actions"]:
         counts[(a["kind"], a["status"])] = counts.get((a["kind"], a["status"]), 0) + 1
     stdout.print("Actions (loop on): " + (", ".join(f"{k} {s} x{n}" for (k, s), n in sorted(counts.items())) or "none"))
+    adv = on.get("advisory")
+    if adv:
+        stdout.print(
+            f"Advisory classifier (loop on; acts on nothing): {adv['incidents_judged']} incidents judged, "
+            f"{adv['disagreements']} with another class than the rules"
+            + (" (" + ", ".join(f"{k} x{n}" for k, n in adv["by_pair"].items()) + ")" if adv["by_pair"] else "")
+        )
     stdout.print(f"False alarms: {len(on['false_alarms'])}. Telemetry, records and report: {doc['out']}")
 
 

@@ -170,7 +170,12 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
     )
     summary = watcher.run(args.duration_s, stop.is_set)
     incidents, actions = records.summary() if records is not None else _in_memory(watcher)
-    return _summary_doc(args, summary, incidents, actions)
+    advisor = watcher.advisor
+    # The learned classifier's second opinion (acts on nothing): per incident, where it and the rules differ.
+    advisory = (
+        None if advisor is None else {**advisor.summary(), "incidents": [a.to_dict() for a in advisor.advice.values()]}
+    )
+    return {**_summary_doc(args, summary, incidents, actions), "advisory": advisory}
 
 
 def _summary_doc(

@@ -146,48 +146,72 @@ def label_incident(
     return C.BENIGN_PHASE_CHANGE, "none"
 
 
+class FaultJobs:
+    """A ``run_pass`` step hook: the job each GPU/node fault struck (a fault that takes a GPU down also unassigns
+    its job in that step, so the jobs *before* the step are looked at)."""
+
+    def __init__(self) -> None:
+        self.fault_jobs: dict[tuple[str, str], str | None] = {}
+        self._adapter: TwinAdapter | None = None
+        self._job_ids: list[str] = []
+        self._jobs_before: NDArray[np.int64] | None = None
+
+    def on_step(self, twin: Twin, result: StepResult) -> None:
+        if self._adapter is None:
+            self._adapter = TwinAdapter(twin)
+            self._job_ids = twin.telemetry.entities("job")
+        before = twin.job_of_gpu if self._jobs_before is None else self._jobs_before
+        for e in result.events:
+            if e.kind == "fault_start":
+                gpus = self._adapter.gpus_of(e.entity)
+                owners = before[gpus] if gpus is not None else np.zeros(0, np.int64)
+                owners = owners[owners >= 0]
+                job = self._job_ids[int(np.bincount(owners).argmax())] if owners.size else None
+                self.fault_jobs.setdefault((e.detail, e.entity), job)
+        self._jobs_before = twin.job_of_gpu.copy()
+
+    @property
+    def jobs_before(self) -> NDArray[np.int64] | None:
+        """Every GPU's job index before the last step (None before the first)."""
+        return self._jobs_before
+
+    def with_jobs(self, faults: Sequence[Label]) -> tuple[Label, ...]:
+        """``faults`` with the job each struck filled in (a fault on a GPU or node is also on the job that ran
+        there when it struck; the job may move afterwards)."""
+        return tuple(replace(f, job=f.job or self.fault_jobs.get((f.kind, f.entity))) for f in faults)
+
+
 class _FirstReports:
     """run_pass hooks that keep each incident's first report with its features and the jobs its GPUs ran."""
 
     def __init__(self) -> None:
         self.reported: dict[int, Reported] = {}
-        self.fault_jobs: dict[tuple[str, str], str | None] = {}
+        self.faults = FaultJobs()
         self._extractor: FeatureExtractor | None = None
-        self._adapter: TwinAdapter | None = None
         self._job_ids: list[str] = []
         self._level_ids: dict[str, list[str]] = {}
-        self._jobs_before: NDArray[np.int64] | None = None
 
-    def _setup(self, twin: Twin) -> tuple[FeatureExtractor, TwinAdapter]:
-        """The extractor, adapter and entity ids, made on the first step (run_pass makes the twin)."""
-        if self._extractor is None or self._adapter is None:
+    def _setup(self, twin: Twin) -> FeatureExtractor:
+        """The extractor and entity ids, made on the first step (run_pass makes the twin)."""
+        if self._extractor is None:
             topo, limits = twin.topo, gpu_limits(twin)
             clock_max = np.array([k.sm_clock_max_mhz for k in topo.kinds], dtype=np.float64)[topo.gpu_kind]
             self._extractor = FeatureExtractor(
                 twin.telemetry.entities("gpu"), limits.slowdown_temp_c, limits.tdp_w, clock_max, dt_s=twin.dt_s
             )
-            self._adapter = TwinAdapter(twin)
             self._job_ids = twin.telemetry.entities("job")
             self._level_ids = {lvl: twin.telemetry.entities(lvl) for lvl in ("row", "rack", "node")}
-        return self._extractor, self._adapter
+        return self._extractor
 
     def on_step(self, twin: Twin, result: StepResult) -> None:
-        extractor, adapter = self._setup(twin)
-        job_ids = self._job_ids
-        # A fault that takes a GPU down also unassigns its job in that step: look at the jobs before it.
-        before = twin.job_of_gpu if self._jobs_before is None else self._jobs_before
-        for e in result.events:
-            if e.kind == "fault_start":
-                gpus = adapter.gpus_of(e.entity)
-                owners = before[gpus] if gpus is not None else np.zeros(0, np.int64)
-                owners = owners[owners >= 0]
-                job = job_ids[int(np.bincount(owners).argmax())] if owners.size else None
-                self.fault_jobs.setdefault((e.detail, e.entity), job)
-        self._jobs_before = twin.job_of_gpu.copy()
-        extractor.observe(result.t_s, result.gpu, result.facility, self._level_ids, self._jobs_before, job_ids)
+        extractor = self._setup(twin)
+        self.faults.on_step(twin, result)
+        extractor.observe(
+            result.t_s, result.gpu, result.facility, self._level_ids, self.faults.jobs_before, self._job_ids
+        )
 
     def on_incidents(self, twin: Twin, result: StepResult, updates: Sequence[Incident]) -> None:
-        extractor, _ = self._setup(twin)
+        extractor = self._setup(twin)
         jobs_now = twin.job_of_gpu
         for inc in updates:
             if inc.incident_id not in self.reported:
@@ -202,9 +226,21 @@ def collect_run(spec: ScenarioSpec, source: str = "scenario") -> RunIncidents:
     """Run ``spec`` with detection only (:func:`run_pass`, loop off) and keep every incident's first report."""
     hooks = _FirstReports()
     result = run_pass(spec, False, on_step=hooks.on_step, on_incidents=hooks.on_incidents, source=source)
-    # A fault on a GPU or node is also on the job that ran there when it struck (the job may move afterwards).
-    faults = tuple(replace(f, job=f.job or hooks.fault_jobs.get((f.kind, f.entity))) for f in result.faults)
+    faults = hooks.faults.with_jobs(result.faults)
     return RunIncidents(spec.name, spec.seed, tuple(hooks.reported.values()), faults, result.background, result.wall_s)
+
+
+def collect_sample_run(spec: ScenarioSpec, source: str = "scenario") -> RunIncidents:
+    """:func:`collect_run` with the features the loop's advisory classifier computes from the samples it sees
+    (:class:`~twinloop.ops.classify.advisory.Advisor`: what a live cluster offers, no twin internals), so a model
+    trained on them sees in use what it saw in training."""
+    faults = FaultJobs()
+    result = run_pass(spec, False, on_step=faults.on_step, keep_first_reports=True, source=source)
+    assert result.advisor is not None
+    reported = tuple(Reported(r.incident, r.features, r.jobs) for r in result.advisor.first_reports.values())
+    return RunIncidents(
+        spec.name, spec.seed, reported, faults.with_jobs(result.faults), result.background, result.wall_s
+    )
 
 
 @dataclass(frozen=True)
@@ -262,7 +298,10 @@ def dataset_from_runs(runs: Iterable[RunIncidents]) -> Dataset:
 
 
 def build_dataset(
-    seeds: Sequence[int], duration_s: float = 1500.0, progress: Callable[[int, RunIncidents], None] | None = None
+    seeds: Sequence[int],
+    duration_s: float = 1500.0,
+    progress: Callable[[int, RunIncidents], None] | None = None,
+    from_samples: bool = False,
 ) -> Dataset:
     """Simulate :func:`~twinloop.closedloop.fault_scenarios.random_scenario` for every seed and label the incidents.
 
@@ -270,10 +309,12 @@ def build_dataset(
         seeds: scenario seeds (same seeds → identical dataset).
         duration_s: simulated time per run, s.
         progress: called after each run with (index, run).
+        from_samples: features as the loop's advisory classifier computes them (:func:`collect_sample_run`).
     """
     runs = []
+    collect = collect_sample_run if from_samples else collect_run
     for k, seed in enumerate(seeds):
-        run = collect_run(random_scenario(seed, duration_s), f"classify-scenario-{seed}")
+        run = collect(random_scenario(seed, duration_s), f"classify-scenario-{seed}")
         runs.append(run)
         if progress is not None:
             progress(k, run)

@@ -18,6 +18,7 @@ from typing import Any
 
 from twinloop.closedloop.cluster import TwinCluster
 from twinloop.closedloop.labels import ground_truth
+from twinloop.ops.classify.advisory import Advisor, AdvisoryModel
 from twinloop.ops.detect.pipeline import PipelineConfig
 from twinloop.ops.evaluate import DetectionReport, Label, evaluate_detection
 from twinloop.ops.events import Incident
@@ -45,6 +46,7 @@ class PassResult:
     wall_s: float
     max_gpu_temp_c: float
     gpu_s_above_slowdown: float
+    advisor: Advisor | None = None
 
 
 def run_pass(
@@ -60,6 +62,8 @@ def run_pass(
     source: str = "scenario",
     optimize_cooling: bool = True,
     precool: bool = True,
+    advisory: AdvisoryModel | None = None,
+    keep_first_reports: bool = False,
 ) -> PassResult:
     """Run ``spec`` once with the loop off or on.
 
@@ -68,6 +72,10 @@ def run_pass(
     ``optimize_cooling`` adds the cooling optimizer to the loop; ``precool`` feeds it the packaged heat forecaster
     (:mod:`twinloop.ops.learn.precool`) on the twin's rack heat and queue, so it tightens a row's cooling before
     the queue's jobs heat it.
+    ``advisory`` adds the learned classifier's second opinion (:class:`~twinloop.ops.classify.advisory.Advisor`,
+    on the runner's ``on_sample`` / ``on_incidents`` hooks; it acts on nothing): ``PassResult.advisor.advice``.
+    ``keep_first_reports`` keeps every incident's first report with its features (``advisor.first_reports``) even
+    without a model (training data).
     """
     started = time.perf_counter()
     heat = None
@@ -83,9 +91,17 @@ def run_pass(
         on_step=on_step,
     )
 
+    advisor = None
+    if advisory is not None or keep_first_reports:
+        topo = cluster.topology()
+        advisor = Advisor(topo.gpu_ids, topo.limits, advisory, dt_s=spec.step_s)
+
     def incidents_hook(sample: Sample, updates: Sequence[Incident]) -> None:
-        assert on_incidents is not None and cluster.last_result is not None
-        on_incidents(cluster.twin, cluster.last_result, updates)
+        if advisor is not None:
+            advisor.on_incidents(sample, updates)
+        if on_incidents is not None:
+            assert cluster.last_result is not None
+            on_incidents(cluster.twin, cluster.last_result, updates)
 
     runner = LoopRunner(
         cluster,
@@ -94,7 +110,8 @@ def run_pass(
         pipeline_config=pipeline_config,
         optimize_cooling=optimize_cooling,
         forecast=heat,
-        on_incidents=incidents_hook if on_incidents is not None else None,
+        on_sample=advisor.observe if advisor is not None else None,
+        on_incidents=incidents_hook if on_incidents is not None or advisor is not None else None,
     )
     runner.run()
     faults, background = ground_truth(cluster.twin, cluster.adapter)
@@ -111,6 +128,7 @@ def run_pass(
         wall_s=time.perf_counter() - started,
         max_gpu_temp_c=cluster.max_gpu_temp_c,
         gpu_s_above_slowdown=cluster.gpu_s_above_slowdown,
+        advisor=advisor,
     )
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from twinloop.closedloop.passes import Mode, PassResult, outcome_metrics, run_pass
+from twinloop.ops.classify.advisory import AdvisoryModel, load_advisory_model
 from twinloop.ops.records import GroundTruthLabel, write_run
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.scenario import ScenarioSpec
@@ -45,6 +47,7 @@ def run_scenario(
     mode: Mode = "auto",
     source: str = "scenario",
     on_step: Callable[[Twin, StepResult], None] | None = None,
+    advisory: AdvisoryModel | None | Literal["packaged"] = "packaged",
 ) -> ScenarioRun:
     """Run ``spec`` with the loop off, then on, and write telemetry, loop records and the report under ``out``.
 
@@ -54,6 +57,8 @@ def run_scenario(
         mode: the loop-on pass's mode (observe, approve, auto).
         source: what errors and records name as the scenario's origin.
         on_step: called after every step of both passes (progress).
+        advisory: the learned classifier's model for the advisory class of every incident (both passes; it acts
+            on nothing), ``"packaged"`` (default) for the packaged one, None for none.
     """
     from twinloop.report.sim import sim_report
 
@@ -71,14 +76,17 @@ def run_scenario(
         writers[0].add(result)
         tick(twin, result)
 
-    off = run_pass(spec, False, on_step=tick, source=source)
-    on = run_pass(spec, True, mode=mode, on_step=record, source=source)
+    model = load_advisory_model() if advisory == "packaged" else advisory
+    assert model is None or isinstance(model, AdvisoryModel)
+    off = run_pass(spec, False, on_step=tick, source=source, advisory=model)
+    on = run_pass(spec, True, mode=mode, on_step=record, source=source, advisory=model)
     writer = writers[0]
     writer.close()
     store = writer.store
     for r in (off, on):
         gt = [GroundTruthLabel(f.kind, f.entity, f.start_s, f.end_s) for f in r.faults]
-        write_run(store.con, r.name, r.incidents, r.actions, gt)
+        advice = r.advisor.advice.values() if r.advisor is not None else ()
+        write_run(store.con, r.name, r.incidents, r.actions, gt, advice)
     store.close()
     m_off, m_on = outcome_metrics(off), outcome_metrics(on)
     report = sim_report(

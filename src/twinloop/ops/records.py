@@ -6,6 +6,7 @@ Tables (``run`` names the pass, e.g. ``loop-off`` / ``loop-on``)::
     loop_incidents(run, incident_id, event_class, root, severity, start_ts, end_ts, n_members, n_detections, status)
     loop_actions(run, action_id, ts, kind, target, value, status, detail, incident_id, clamped)
     loop_ground_truth(run, fault, entity, start_ts, end_ts)
+    loop_advisory(run, incident_id, ts, rule_class, advisory_class, advisory_probability, rule_class_probability)
 
 Writes replace a run's rows in one transaction, so a crash never leaves half a run. The tables and their SQL
 belong to the store (:mod:`twinloop.telemetry.store.loop_records`); this module turns loop objects into rows.
@@ -26,6 +27,7 @@ from typing import Any
 
 import duckdb
 
+from twinloop.ops.classify.advisory import Advice
 from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import ActionResult
 from twinloop.telemetry.store import loop_records
@@ -48,8 +50,10 @@ def write_run(
     incidents: Iterable[Incident],
     actions: Iterable[ActionResult],
     ground_truth: Iterable[GroundTruthLabel] = (),
+    advice: Iterable[Advice] = (),
 ) -> None:
-    """Replace ``run``'s incidents, actions and ground truth in one transaction."""
+    """Replace ``run``'s incidents, actions, ground truth and advisory classes (the learned classifier's second
+    opinion, :mod:`twinloop.ops.classify.advisory`) in one transaction."""
     inc_rows = [
         (run, i.incident_id, str(i.event_class), i.root, i.severity.name.lower(), i.start_ts, i.end_ts,
          len(i.members), i.n_detections, i.status)
@@ -61,11 +65,16 @@ def write_run(
         for a in actions
     ]  # fmt: skip
     gt_rows = [(run, g.fault, g.entity, g.start_ts, g.end_ts) for g in ground_truth]
-    loop_records.replace_run(con, run, inc_rows, act_rows, gt_rows)
+    adv_rows = [
+        (run, a.incident_id, a.ts, a.rule_class.value, a.advisory_class.value, a.probability, a.rule_class_probability)
+        for a in advice
+    ]
+    loop_records.replace_run(con, run, inc_rows, act_rows, gt_rows, adv_rows)
 
 
 def read_table(con: duckdb.DuckDBPyConnection, table: str, run: str | None = None) -> list[dict[str, Any]]:
-    """Rows of ``loop_incidents``/``loop_actions``/``loop_ground_truth`` as dicts (all runs, or one)."""
+    """Rows of ``loop_incidents``/``loop_actions``/``loop_ground_truth``/``loop_advisory`` as dicts (all runs, or
+    one)."""
     return loop_records.read_loop_table(con, table, run)
 
 
@@ -146,6 +155,11 @@ class LiveRecords:
         row = (i.incident_id, str(i.event_class), i.root, i.severity.name.lower(), i.start_ts, i.end_ts,
                len(i.members), i.n_detections, i.status)  # fmt: skip
         self._tx(loop_records.incident_upsert(self.run, row, json.dumps(list(i.members)), closed, pipeline_id))
+
+    def advice(self, a: Advice) -> None:
+        """Insert or replace one incident's advisory class (the learned classifier's second opinion)."""
+        row = (a.incident_id, a.ts, a.rule_class.value, a.advisory_class.value, a.probability, a.rule_class_probability)
+        self._tx(loop_records.advisory_upsert(self.run, row))
 
     def close_incident(self, incident_id: int, ts: float, why: str) -> None:
         """Close a stored incident that a restarted watcher did not see again."""

@@ -182,3 +182,92 @@ def test_a_hot_rows_tail_gpu_is_the_rows_incident_and_a_local_fault_keeps_its_ow
             if u.event_class == EventClass.THERMAL_THROTTLE:
                 opened[u.incident_id] = u
     assert {i.root for i in opened.values()} == {"dc/r00", ents[b]}
+
+
+def test_gpus_pinned_at_slowdown_while_their_row_still_warms_are_the_rows_incident() -> None:
+    # An air-cooled A100 row's load ramps up (8 W/s per GPU, a job's ramp-up). The GPUs differ only by the
+    # manufacturing spread of their thermal resistance (4 %): the warmer ones reach their slowdown temperature
+    # first and are held there (throttled, power cut back) while the others are still warming through their RC,
+    # ~10 °C below their steady state. Before: against the row's instantaneous T - R·P the held GPUs looked "much
+    # warmer for their power" than their still-warming row-mates and each opened its own thermal-path incident
+    # (mixed_hall: four A100s capped and drained). Now the comparison uses the power through the RC: their
+    # throttling is the row's. A GPU whose thermal path really failed (R x 2) keeps its own incident.
+    from twinloop.hardware.gpu import load_gpu_catalog
+    from twinloop.hardware.power import CLOCK_EVENT_SW_THERMAL
+    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP, GpuLimits
+
+    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    n = len(ents)
+    spec = load_gpu_catalog()["a100-sxm-80gb"]
+    lim = GpuLimits.from_kinds([spec], np.zeros(n, np.int64), np.full(n, 1.8))
+    pipe = DetectionPipeline(ents, limits=lim, config=PipelineConfig(emit_info=False))
+    rng = np.random.default_rng(11)
+    r_true = lim.thermal_resistance_c_per_w * (1.0 + 0.04 * rng.standard_normal(n))
+    bad, coolant_c = 200, 33.0
+    t_max = lim.slowdown_temp_c - 2.0  # the throttle holds the die here
+    temp = coolant_c + r_true * 60.0
+    opened: dict[int, Incident] = {}
+    for t in range(400):
+        r_now = r_true.copy()
+        if t >= 250:
+            r_now[bad] *= 2.0
+        demand = np.full(n, float(np.clip(60.0 + 8.0 * (t - 60), 60.0, 400.0)))
+        # The throttle cuts power to what holds the die at t_max (at steady state: (t_max - coolant) / R).
+        cap = (t_max - coolant_c) / r_now
+        held = (temp >= t_max - 0.25) & (demand > cap)
+        power = np.where(held, cap, demand)
+        tss = coolant_c + r_now * power
+        temp = tss + (temp - tss) * np.exp(-1.0 / (r_now * spec.thermal_capacitance_j_per_c))
+        fields = {
+            TEMP: np.round(temp),
+            POWER: power,
+            CLOCK_REASONS: np.where(held, CLOCK_EVENT_SW_THERMAL, 0),
+            SM_CLOCK: np.where(held, 1200.0, 1410.0),
+        }
+        for u in pipe.step(float(t), fields):
+            if u.event_class == EventClass.THERMAL_THROTTLE:
+                opened[u.incident_id] = u
+    gpu_roots = {i.root for i in opened.values() if i.root.count("/") == 4}
+    assert gpu_roots == {ents[bad]}, sorted(gpu_roots)
+
+
+def test_a_busy_gpu_with_a_slightly_high_r_in_a_half_idle_row_is_no_thermal_path_fault() -> None:
+    # An air-cooled A100 row, half idle (60 W), half busy and held at its slowdown temperature, all at steady state.
+    # One busy GPU has a thermal resistance 10 % above the catalog's (manufacturing spread, 2.5 sigma at 4 %): it is
+    # 5-6 °C warmer for its power than the row's median, and in °C the row's spread is the idle GPUs' (R·P small).
+    # Before: that GPU was a thermal-path fault of its own (capped, drained, its job requeued: mixed_hall seed 4).
+    # Now its excess is judged relative to its own R·P. A GPU whose thermal interface failed (R x 2) still is one.
+    from twinloop.hardware.gpu import load_gpu_catalog
+    from twinloop.hardware.power import CLOCK_EVENT_SW_THERMAL
+    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP, GpuLimits
+
+    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    n = len(ents)
+    spec = load_gpu_catalog()["a100-sxm-80gb"]
+    lim = GpuLimits.from_kinds([spec], np.zeros(n, np.int64), np.full(n, 1.8))
+    pipe = DetectionPipeline(ents, limits=lim, config=PipelineConfig(emit_info=False))
+    rng = np.random.default_rng(5)
+    r_true = lim.thermal_resistance_c_per_w * (1.0 + 0.04 * np.clip(rng.standard_normal(n), -2.0, 2.0))
+    busy = np.arange(n) % 2 == 0
+    spread_gpu, bad, coolant_c = 10, 200, 34.0
+    r_true[spread_gpu] = 1.10 * lim.thermal_resistance_c_per_w[spread_gpu]
+    t_max = lim.slowdown_temp_c - 2.0
+    opened: dict[int, Incident] = {}
+    for t in range(300):
+        r_now = r_true.copy()
+        if t >= 150:
+            r_now[bad] *= 2.0
+        power = np.where(busy, np.minimum(400.0, (t_max - coolant_c) / r_now), 60.0)
+        temp = coolant_c + r_now * power
+        held = busy & (power < 400.0)
+        fields = {
+            TEMP: np.round(temp),
+            POWER: power,
+            CLOCK_REASONS: np.where(held, CLOCK_EVENT_SW_THERMAL, 0),
+            SM_CLOCK: np.where(held, 1200.0, 1410.0),
+        }
+        for u in pipe.step(float(t), fields):
+            if u.event_class == EventClass.THERMAL_THROTTLE:
+                opened[u.incident_id] = u
+    gpu_roots = {i.root for i in opened.values() if i.root.count("/") == 4}
+    assert gpu_roots == {ents[bad]}, sorted(gpu_roots)

@@ -248,6 +248,9 @@ class DetectionPipeline:
         self._job_size = np.zeros(0)
         self._temp = np.full(n, np.nan)
         self._power = np.full(n, np.nan)
+        # Power through each GPU's thermal RC (the power its die temperature reflects now) and when last updated.
+        self._power_rc = np.full(n, np.nan)
+        self._power_rc_ts = np.full(n, np.nan)
         self._limit = self.limits.tdp_w.copy()
         self._loop_limited = np.zeros(n, dtype=bool)
         self._replica_jobs: set[str] = set()
@@ -367,24 +370,59 @@ class DetectionPipeline:
             slow = ~(clock >= (1.0 - self.slow_clock) * med[np.maximum(group, 0)])
         return explained & slow
 
+    def _filter_power(self, ts: float, power: F64) -> None:
+        """Advance the RC-filtered power: an exact first-order lag of time constant ``thermal_tau_s`` over the
+        time since each GPU's last reading (a GPU's first reading starts it)."""
+        ok = np.isfinite(power)
+        with np.errstate(invalid="ignore"):
+            a = -np.expm1(-(ts - self._power_rc_ts) / self.limits.thermal_tau_s)
+        fresh = ok & ~np.isfinite(self._power_rc)
+        lagged = np.where(ok, self._power_rc + a * (power - self._power_rc), self._power_rc)
+        self._power_rc = np.where(fresh, power, lagged)
+        self._power_rc_ts = np.where(ok, ts, self._power_rc_ts)
+
     def _thermal_excess(self, frame: RuleFrame) -> F64:
         """Per GPU: its die temperature at its power, less the median of its row's same-model GPUs, °C
-        (``T - R·P``: the temperature its coolant or inlet air would explain), scaled down where the row's own spread
-        is wide so that ``local_excess_c`` means max(``local_excess_c``, 4 robust sigmas); 0 where unknown."""
-        t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
-        if t is None or p is None:
+        (``T - R·P``: the temperature its coolant or inlet air would explain), cut down to
+        ``local_excess_c · z / 4`` where ``z``, its robust z-score among those GPUs *relative to its own* ``R·P``, is
+        under 4: so ``>= local_excess_c`` means at least that many degrees *and* 4 robust sigmas; 0 where unknown.
+
+        Two things make a healthy GPU look warm for its power, both seen on ``mixed_hall`` (A100s capped, drained
+        and their jobs requeued, each at exactly the temperature its coolant and its own healthy R gave):
+
+        * thermal lag: ``P`` is the power through the GPU's thermal RC (:meth:`_filter_power`), the power its die
+          temperature reflects; with the instantaneous power, GPUs whose load had just risen (still warming) looked
+          cool, and those already held at their slowdown temperature looked warm against them;
+        * spread in R: manufacturing spread and a failing thermal interface both *multiply* a GPU's thermal
+          resistance, so a healthy GPU's excess grows with its power. In °C, the spread of a row that mixes idle
+          and busy GPUs is the idle ones' (small), and a busy GPU 10 % above the catalog R stood out; in units of
+          its own ``R·P`` the spread is that of R itself."""
+        t = frame.gpu.get(TEMP)
+        if t is None or frame.gpu.get(POWER) is None:
             return np.zeros(self.n_gpus)
-        base = t - self.limits.thermal_resistance_c_per_w * p
+        p = np.where(np.isfinite(self._power_rc), self._power_rc, frame.gpu[POWER])
+        rp = self.limits.thermal_resistance_c_per_w * p
         model, n_models = self.limits.models()
         group = self.grouper.row_index * n_models + model
         n_groups = int(group.max(initial=0)) + 1
-        med, _ = group_median(base, group, n_groups)
-        excess = base - med[group]
-        # In units of the row's own spread (robust z, 4 sigma): an air row's inlet temperatures differ along the
-        # row, so its warmest healthy GPU sits well above its median; a failing thermal path stands out of that.
-        mad, _ = group_median(np.abs(excess), group, n_groups)
-        excess = excess * np.minimum(1.0, self.config.local_excess_c / np.maximum(4.0 * 1.4826 * mad[group], 1e-9))
-        return np.where(np.isfinite(excess), excess, 0.0)
+        med, _ = group_median(t - rp, group, n_groups)
+        excess = t - rp - med[group]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = np.where(rp > 0, excess / rp, np.nan)  # its R above its peers', as a fraction of its own R
+            rel_med, _ = group_median(rel, group, n_groups)
+            rel_dev = rel - rel_med[group]
+            mad, _ = group_median(np.abs(rel_dev), group, n_groups)
+            # An idle GPU's few degrees of R·P round to a handful of values, which can make the whole group's
+            # spread look narrow; the busier half alone measures R well. The wider of the two is the spread (a
+            # GPU not judged local stays in its row's incident, and the cooling rule still finds a failing path).
+            rp_med, _ = group_median(rp, group, n_groups)
+            busier = np.where(rp >= rp_med[group], group, -1)
+            busy_med, _ = group_median(rel, busier, n_groups)
+            busy_mad, _ = group_median(np.abs(rel - busy_med[group]), busier, n_groups)
+            mad = np.fmax(mad, busy_mad)
+            z = rel_dev / np.maximum(1.4826 * mad[group], 1e-9)
+            out = np.minimum(excess, self.config.local_excess_c * z / 4.0)
+        return np.where(np.isfinite(out), out, 0.0)
 
     def _impact(self, cls: EventClass, members: I64) -> Impact:
         slots = self._job_slot[members]
@@ -455,7 +493,28 @@ class DetectionPipeline:
             self.out_of_order_count += 1
             return []
         self._observe_dt(ts)
-        c = self.config
+        frame = self._frame(ts, fields, job_index, job_ids, job_fields)
+        self._hardware_stage(frame)  # 1. hardware rules
+        self._field_stage(ts, frame.gpu)  # 2. per-field detectors
+        self._straggler_stage(frame)  # 3. stragglers
+        self._job_stage(frame)  # 4. job rules
+        if site_fields:
+            self._facility_stage(ts, site_fields)  # 5. facility rules
+        updates = self.grouper.step(ts)
+        if not self.config.emit_info:
+            updates = [u for u in updates if u.event_class in FAULT_CLASSES]
+        return updates
+
+    # --- the stages of a step, in order -------------------------------------------------------------------------
+    def _frame(
+        self,
+        ts: float,
+        fields: Mapping[str, NDArray[np.float64]],
+        job_index: I64 | None,
+        job_ids: Sequence[str] | None,
+        job_fields: Mapping[str, NDArray[np.float64]] | None,
+    ) -> RuleFrame:
+        """Check the sample's arrays, keep the latest temperature / power / limit, map the jobs: the rules' frame."""
         gpu = {k: np.asarray(v, dtype=np.float64) for k, v in fields.items()}
         for k, v in gpu.items():
             if v.shape != (self.n_gpus,):
@@ -464,12 +523,15 @@ class DetectionPipeline:
             np.copyto(self._temp, gpu[TEMP], where=np.isfinite(gpu[TEMP]))
         if POWER in gpu:
             np.copyto(self._power, gpu[POWER], where=np.isfinite(gpu[POWER]))
+            self._filter_power(ts, gpu[POWER])
         if POWER_LIMIT in gpu:
             np.copyto(self._limit, gpu[POWER_LIMIT], where=np.isfinite(gpu[POWER_LIMIT]))
         job = self._map_jobs(job_index, job_ids, job_fields)
-        frame = RuleFrame(ts, self.dt_s, gpu, self.limits, self._job_slot, job, len(self._slot_names))
+        return RuleFrame(ts, self.dt_s, gpu, self.limits, self._job_slot, job, len(self._slot_names))
 
-        # 1. hardware rules
+    def _hardware_stage(self, frame: RuleFrame) -> None:
+        """Every hardware rule: onsets, the throttling split (cooling fault's / row's / the GPU's own), grouping."""
+        ts = frame.ts
         for rule in self.hw_rules:
             fired, score = rule.update(frame)
             was = self._prev_fired.get(rule.name)
@@ -479,49 +541,67 @@ class DetectionPipeline:
                 rising = fired & ~was if was is not None and was.shape == fired.shape else fired
                 self._hw_onset[rising] = ts
             onsets = self._onsets(ts, rule.name, fired, score, rule.event_class, "anomaly", f"rule:{rule.name}")
-            cls = rule.event_class
             if rule.name == "thermal_throttle" and fired.any():
-                # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
-                cooling = fired & (self._last_cooling >= ts - c.quiet_s)
-                if cooling.any():
-                    own = cooling & (self._last_thermal_path >= ts - c.quiet_s)
-                    for mask, sig in ((own, THERMAL_PATH), (cooling & ~own, "")):
-                        if mask.any():
-                            self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(mask), (), sig)
-                    self._last_hw[cooling] = ts
-                    self._last_explainer[cooling] = ts
-                    fired = fired & ~cooling
-                    onsets = [(i, d) for i, d in onsets if fired[i]]
-                # A throttling GPU no warmer for its power than its row's same-model GPUs is the tail of a hot row
-                # (its air, its coolant, the afternoon), not its own thermal path: the row's incident.
-                local = fired & (self._thermal_excess(frame) >= c.local_excess_c)
-                self.grouper.row_wide[fired] = ~local[fired]
-                self.grouper.local_fault[fired] = local[fired]
+                fired, onsets = self._split_throttle(frame, fired, onsets)
             if fired.any():
-                idx = np.flatnonzero(fired)
-                # A GPU's own thermal path (the die above its coolant, or much warmer for its power than its row's
-                # GPUs) is another cause than its row's coolant or air: inside an open row incident it still opens
-                # its own incident.
-                if rule.name == "cooling":
-                    own_path = fired
-                elif rule.name == "thermal_throttle":
-                    own_path = self.grouper.local_fault & fired
-                else:
-                    own_path = np.zeros_like(fired)
-                for mask, sig in ((fired & ~own_path, ""), (own_path, THERMAL_PATH)):
-                    if mask.any():
-                        self.grouper.observe(ts, cls, np.flatnonzero(mask), [o for o in onsets if mask[o[0]]], sig)
-                if rule.name == "cooling":
-                    self._last_thermal_path[idx] = ts
-                if rule.name in _COOLING_RULES:
-                    self._last_cooling[idx] = ts
-                if rule.name not in _CDU_SIDE:
-                    self._last_hw[idx] = ts
-                if rule.name in _EXPLAINS_STRAGGLER:
-                    self._last_explainer[idx] = ts
+                self._observe_hardware(ts, rule.name, rule.event_class, fired, onsets)
 
-        # 2. per-field detectors. An activity field that moved away from its slow reference marks a workload
-        # change at once (its own detector may confirm a sample later than the power detector fires).
+    def _split_throttle(
+        self, frame: RuleFrame, fired: NDArray[np.bool_], onsets: list[tuple[int, Detection]]
+    ) -> tuple[NDArray[np.bool_], list[tuple[int, Detection]]]:
+        """Throttling explained by a cooling fault goes to that fault's incident (returned no longer fired); of the
+        rest, mark which is its row's (``row_wide``) and which its own thermal path's (``local_fault``)."""
+        ts, c = frame.ts, self.config
+        # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
+        cooling = fired & (self._last_cooling >= ts - c.quiet_s)
+        if cooling.any():
+            own = cooling & (self._last_thermal_path >= ts - c.quiet_s)
+            for mask, sig in ((own, THERMAL_PATH), (cooling & ~own, "")):
+                if mask.any():
+                    self.grouper.observe(ts, EventClass.COOLING_DEGRADATION, np.flatnonzero(mask), (), sig)
+            self._last_hw[cooling] = ts
+            self._last_explainer[cooling] = ts
+            fired = fired & ~cooling
+            onsets = [(i, d) for i, d in onsets if fired[i]]
+        # A throttling GPU no warmer for its power than its row's same-model GPUs is the tail of a hot row
+        # (its air, its coolant, the afternoon), not its own thermal path: the row's incident.
+        local = fired & (self._thermal_excess(frame) >= c.local_excess_c)
+        self.grouper.row_wide[fired] = ~local[fired]
+        self.grouper.local_fault[fired] = local[fired]
+        return fired, onsets
+
+    def _observe_hardware(
+        self, ts: float, name: str, cls: EventClass, fired: NDArray[np.bool_], onsets: list[tuple[int, Detection]]
+    ) -> None:
+        """Group a hardware rule's firing GPUs (a GPU's own thermal path apart) and note what they explain."""
+        idx = np.flatnonzero(fired)
+        # A GPU's own thermal path (the die above its coolant, or much warmer for its power than its row's
+        # GPUs) is another cause than its row's coolant or air: inside an open row incident it still opens
+        # its own incident.
+        if name == "cooling":
+            own_path = fired
+        elif name == "thermal_throttle":
+            own_path = self.grouper.local_fault & fired
+        else:
+            own_path = np.zeros_like(fired)
+        for mask, sig in ((fired & ~own_path, ""), (own_path, THERMAL_PATH)):
+            if mask.any():
+                self.grouper.observe(ts, cls, np.flatnonzero(mask), [o for o in onsets if mask[o[0]]], sig)
+        if name == "cooling":
+            self._last_thermal_path[idx] = ts
+        if name in _COOLING_RULES:
+            self._last_cooling[idx] = ts
+        if name not in _CDU_SIDE:
+            self._last_hw[idx] = ts
+        if name in _EXPLAINS_STRAGGLER:
+            self._last_explainer[idx] = ts
+
+    def _field_stage(self, ts: float, gpu: Mapping[str, F64]) -> None:
+        """Per-field detectors; a change right after a workload change is benign, one no rule explains is
+        unclassified (and vetoes SDC)."""
+        c = self.config
+        # An activity field that moved away from its slow reference marks a workload change at once (its own
+        # detector may confirm a sample later than the power detector fires).
         a_ref = 1.0 - 2.0 ** (-self.dt_s / 120.0)
         for f in ACTIVITY_FIELDS & gpu.keys():
             x = gpu[f]
@@ -560,10 +640,12 @@ class DetectionPipeline:
                 if mask.any():
                     self.grouper.observe(ts, cls, np.flatnonzero(mask), onsets)
 
-        # 3. stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
-        # (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose)
+    def _straggler_stage(self, frame: RuleFrame) -> None:
+        """Stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
+        (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose)."""
+        ts = frame.ts
         frame.expected_slow = self._loop_limited
-        explained = self._last_explainer >= ts - c.window_s
+        explained = self._last_explainer >= ts - self.config.window_s
         if self._replica_jobs:
             replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
             explained = explained | np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
@@ -574,7 +656,9 @@ class DetectionPipeline:
             if fired.any():
                 self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
 
-        # 4. job rules (per job slot)
+    def _job_stage(self, frame: RuleFrame) -> None:
+        """Job rules, per job slot: a job-rooted incident over the job's GPUs."""
+        ts, c = frame.ts, self.config
         frame.hw_recent = self._hw_onset >= ts - c.hw_window_s
         frame.slowing = self._slowing(frame, self._last_explainer >= ts - c.window_s)
         replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
@@ -596,20 +680,15 @@ class DetectionPipeline:
                 members = np.flatnonzero(self._job_slot == s)
                 self.grouper.observe_named(ts, rule.event_class, entity, jdet, members)
 
-        # 5. facility rules (one site)
-        if site_fields:
-            firing = self.facility_rules.update(ts, self.dt_s, site_fields)
-            for cls, site_score in firing.items():
-                site_det = None
-                if cls not in self._site_firing:
-                    site_det = Detection(ts, self.site, "rule:facility", site_score, "anomaly", cls, "facility")
-                self.grouper.observe_named(ts, cls, self.site, site_det, np.arange(self.n_gpus, dtype=np.int64))
-            self._site_firing = set(firing)
-
-        updates = self.grouper.step(ts)
-        if not c.emit_info:
-            updates = [u for u in updates if u.event_class in FAULT_CLASSES]
-        return updates
+    def _facility_stage(self, ts: float, site_fields: Mapping[str, Any]) -> None:
+        """Facility rules (one site): a site-rooted incident over every GPU."""
+        firing = self.facility_rules.update(ts, self.dt_s, site_fields)
+        for cls, site_score in firing.items():
+            site_det = None
+            if cls not in self._site_firing:
+                site_det = Detection(ts, self.site, "rule:facility", site_score, "anomaly", cls, "facility")
+            self.grouper.observe_named(ts, cls, self.site, site_det, np.arange(self.n_gpus, dtype=np.int64))
+        self._site_firing = set(firing)
 
     @property
     def open_incidents(self) -> list[Incident]:

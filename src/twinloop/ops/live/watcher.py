@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from twinloop.ops.alerts import AlertmanagerClient
+from twinloop.ops.classify.advisory import Advisor, load_advisory_model
 from twinloop.ops.detect.pipeline import DETECTOR_THRESHOLDS, RULE_THRESHOLDS, PipelineConfig
 from twinloop.ops.events import Incident, Severity
 from twinloop.ops.learn.feedback import ThresholdTuner
@@ -54,6 +55,8 @@ class WatchConfig:
         heartbeat_s: how often the status and decisions are exchanged with the control file, wall s.
         alert_refresh_s: how often firing alerts are re-sent, wall s.
         hold_on_warnings: take no action on a step whose sample has data-quality warnings.
+        advisory: judge every incident with the packaged learned classifier too (a second opinion beside the
+            rules' class, recorded and reported, acted on by nothing; :mod:`twinloop.ops.classify.advisory`).
     """
 
     mode: Mode = "observe"
@@ -62,6 +65,7 @@ class WatchConfig:
     heartbeat_s: float = 1.0
     alert_refresh_s: float = 60.0
     hold_on_warnings: bool = True
+    advisory: bool = True
 
 
 @dataclass
@@ -112,6 +116,8 @@ class Watcher:
         self.summary = WatchSummary()
         self.tuner = ThresholdTuner()
         self.runner: LoopRunner | None = None
+        #: The learned classifier's second opinion (built at start when ``config.advisory``), by stored incident id.
+        self.advisor: Advisor | None = None
         self._inc_offset = 0
         self._act_offset = 0
         self._inc_map: dict[int, int] = {}  # pipeline incident id -> stored id
@@ -133,7 +139,9 @@ class Watcher:
         """Read the topology, restore what a previous run left, build the runner."""
         if self.runner is not None:
             return
-        self.cluster.topology()
+        topo = self.cluster.topology()
+        if self.config.advisory:
+            self.advisor = Advisor(topo.gpu_ids, topo.limits, load_advisory_model())
         scale = self._restore_thresholds()
         self.runner = LoopRunner(
             self.cluster,
@@ -141,6 +149,7 @@ class Watcher:
             policy=self.config.policy,
             pipeline_config=PipelineConfig(threshold_scale=scale),
             optimize_cooling=bool(self.cluster.topology().liquid_rows),
+            on_sample=self.advisor.observe if self.advisor is not None else None,
             on_incidents=self._on_incidents,
             on_actions=self._on_actions,
         )
@@ -218,6 +227,8 @@ class Watcher:
     # ------------------------------------------------------------------ hooks
     def _on_incidents(self, sample: Sample, updates: Sequence[Incident]) -> None:
         stored = [self._stored_view(u) for u in updates]
+        if self.advisor is not None:
+            self.advisor.on_incidents(sample, stored)
         for inc, raw in zip(stored, updates, strict=True):
             new = inc.incident_id not in self._latest
             self._latest[inc.incident_id] = inc
@@ -225,6 +236,8 @@ class Watcher:
                 self._source_of[inc.incident_id] = inc.evidence[0].source
             if self.records is not None:
                 self.records.incident(inc, raw.incident_id)
+                if new and self.advisor is not None and inc.incident_id in self.advisor.advice:
+                    self.records.advice(self.advisor.advice[inc.incident_id])
             if new and inc.severity >= Severity.MINOR:
                 self.say(
                     f"incident {inc.incident_id} opened: {inc.event_class} at {inc.root} ({inc.severity.name.lower()})"

@@ -9,6 +9,7 @@ Tables (``run`` names the pass, e.g. ``loop-off`` / ``loop-on``, or a watcher's 
     loop_incidents(run, incident_id, event_class, root, severity, start_ts, end_ts, n_members, n_detections, status)
     loop_actions(run, action_id, ts, kind, target, value, status, detail, incident_id, clamped)
     loop_ground_truth(run, fault, entity, start_ts, end_ts)
+    loop_advisory(run, incident_id, ts, rule_class, advisory_class, advisory_probability, rule_class_probability)
     loop_incident_entities(run, incident_id, entities, closed_ts, pipeline_id)   -- live watchers
     loop_action_notes(run, action_id, rule, reason, verification)                -- live watchers
     loop_state(run, key, value)                                                  -- live watchers
@@ -28,6 +29,7 @@ __all__ = [
     "action_summary_rows",
     "action_upsert",
     "action_verification",
+    "advisory_upsert",
     "ensure_schema",
     "incident_close",
     "incident_summary_rows",
@@ -52,6 +54,8 @@ CREATE TABLE IF NOT EXISTS loop_actions(run VARCHAR, action_id BIGINT, ts DOUBLE
   value DOUBLE, status VARCHAR, detail VARCHAR, incident_id BIGINT, clamped BOOLEAN);
 CREATE TABLE IF NOT EXISTS loop_ground_truth(run VARCHAR, fault VARCHAR, entity VARCHAR, start_ts DOUBLE,
   end_ts DOUBLE);
+CREATE TABLE IF NOT EXISTS loop_advisory(run VARCHAR, incident_id BIGINT, ts DOUBLE, rule_class VARCHAR,
+  advisory_class VARCHAR, advisory_probability DOUBLE, rule_class_probability DOUBLE);
 """
 
 _LIVE_SCHEMA = """
@@ -63,7 +67,12 @@ CREATE TABLE IF NOT EXISTS loop_state(run VARCHAR, key VARCHAR, value VARCHAR);
 """
 
 #: The tables :func:`read_loop_table` reads, with the column each is ordered by (after ``run``).
-LOOP_TABLES = {"loop_incidents": "start_ts", "loop_actions": "action_id", "loop_ground_truth": "start_ts"}
+LOOP_TABLES = {
+    "loop_incidents": "start_ts",
+    "loop_actions": "action_id",
+    "loop_ground_truth": "start_ts",
+    "loop_advisory": "incident_id",
+}
 
 
 def ensure_schema(con: Con, live: bool = True) -> None:
@@ -79,9 +88,10 @@ def replace_run(
     incidents: Sequence[tuple[Any, ...]],
     actions: Sequence[tuple[Any, ...]],
     ground_truth: Sequence[tuple[Any, ...]],
+    advisory: Sequence[tuple[Any, ...]] = (),
 ) -> None:
-    """Replace ``run``'s incidents, actions and ground truth (rows in column order, ``run`` first) in one
-    transaction.
+    """Replace ``run``'s incidents, actions, ground truth and advisory classes (rows in column order, ``run``
+    first) in one transaction.
     """
     con.execute(_SCHEMA)
     con.execute("BEGIN TRANSACTION")
@@ -90,6 +100,7 @@ def replace_run(
             ("loop_incidents", incidents, 10),
             ("loop_actions", actions, 10),
             ("loop_ground_truth", ground_truth, 5),
+            ("loop_advisory", advisory, 7),
         ):
             con.execute(f"DELETE FROM {table} WHERE run = ?", [run])
             if rows:
@@ -144,6 +155,14 @@ def incident_upsert(run: str, row: Sequence[Any], entities_json: str, closed_ts:
         ("INSERT INTO loop_incident_entities VALUES (?, ?, ?, ?, ?)",
          [run, incident_id, entities_json, closed_ts, pipeline_id]),
     ]  # fmt: skip
+
+
+def advisory_upsert(run: str, row: Sequence[Any]) -> list[Statement]:
+    """Insert or replace one incident's advisory class: ``row`` is its ``loop_advisory`` columns after ``run``."""
+    return [
+        ("DELETE FROM loop_advisory WHERE run = ? AND incident_id = ?", [run, row[0]]),
+        ("INSERT INTO loop_advisory VALUES (?, ?, ?, ?, ?, ?, ?)", [run, *row]),
+    ]
 
 
 def incident_close(run: str, incident_id: int, ts: float, why: str) -> list[Statement]:
