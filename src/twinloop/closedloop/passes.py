@@ -49,6 +49,11 @@ class PassResult:
     advisor: Advisor | None = None
 
 
+def _heat_forecast() -> RowHeatForecast:
+    models, sample_s = load_models()
+    return RowHeatForecast(models, sample_s)
+
+
 def run_pass(
     spec: ScenarioSpec,
     loop_on: bool,
@@ -78,10 +83,7 @@ def run_pass(
     without a model (training data).
     """
     started = time.perf_counter()
-    heat = None
-    if loop_on and optimize_cooling and precool:
-        models, sample_s = load_models()
-        heat = RowHeatForecast(models, sample_s)
+    heat = _heat_forecast() if loop_on and optimize_cooling and precool else None
     cluster = TwinCluster(
         spec,
         source,

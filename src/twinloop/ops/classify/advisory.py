@@ -44,6 +44,13 @@ from twinloop.ops.classify.learned import LogisticClassifier
 from twinloop.ops.detect.rules import GpuLimits
 from twinloop.ops.events import EventClass, Incident
 from twinloop.ops.ports import Sample
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_SM_CLOCK,
+    TWINLOOP_FI_CDU_FLOW,
+    TWINLOOP_FI_CDU_SETPOINT,
+    TWINLOOP_FI_CDU_SUPPLY_TEMP,
+    TWINLOOP_FI_PSU_STATE,
+)
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -51,8 +58,8 @@ I64 = NDArray[np.int64]
 PACKAGED_MODEL = "advisory.json"
 
 #: Sample fields broadcast per GPU that the feature extractor reads per node / per row.
-_NODE_FIELDS = ("TWINLOOP_FI_PSU_STATE",)
-_ROW_FIELDS = ("TWINLOOP_FI_CDU_SUPPLY_TEMP", "TWINLOOP_FI_CDU_FLOW", "TWINLOOP_FI_CDU_SETPOINT")
+_NODE_FIELDS = (TWINLOOP_FI_PSU_STATE,)
+_ROW_FIELDS = (TWINLOOP_FI_CDU_SUPPLY_TEMP, TWINLOOP_FI_CDU_FLOW, TWINLOOP_FI_CDU_SETPOINT)
 
 
 @dataclass(frozen=True)
@@ -265,7 +272,7 @@ class Advisor:
         job_ids = [j if "/" in j else f"{self.site}/jobs/{j}" for j in sample.job_ids]
         job_index = sample.job_index if sample.job_index is not None else np.full(len(self.gpu_ids), -1, np.int64)
         self._job_index, self._job_ids = np.asarray(job_index, np.int64), job_ids
-        clock = sample.gpu.get("DCGM_FI_DEV_SM_CLOCK")
+        clock = sample.gpu.get(DCGM_FI_DEV_SM_CLOCK)
         if clock is not None:
             np.fmax(self._clock_max, np.asarray(clock, np.float64), out=self._clock_max)
             self.extractor.clock_max = self._clock_max
