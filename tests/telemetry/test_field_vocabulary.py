@@ -2,8 +2,8 @@
 
 The source is read with ``ast`` (docstrings, comments and help texts that *mention* a field are prose, not
 spellings, and are not looked at): any other string constant that is a field name, or looks like one
-(``DCGM_FI_*``, ``TWINLOOP_FI_*``), fails the test. Files owned by other work in progress still hold some;
-``ALLOWED`` lists them with how many, so the list can only shrink.
+(``DCGM_FI_*``, ``TWINLOOP_FI_*``), fails the test. ``ALLOWED`` would list a file that may still hold some, with
+how many; it is empty.
 """
 
 from __future__ import annotations
@@ -22,17 +22,8 @@ PACKAGE = Path(fields.__file__).resolve().parents[1]
 LOOKS_LIKE_A_FIELD = re.compile(r"(?:DCGM|TWINLOOP)_FI_[A-Z0-9_]+")
 #: dcgm-exporter *label* names in the DCGM style, not fields.
 NOT_FIELDS = frozenset({"DCGM_FI_DRIVER_VERSION"})
-#: Files (relative to ``src/twinloop``) that may still spell field names as strings, and at most how many (issue
-#: 18: ops/ and closedloop/ were being changed elsewhere when the rest moved to the constants). Empty it.
-ALLOWED: dict[str, int] = {
-    "closedloop/cluster.py": 2,
-    "closedloop/twin_history.py": 2,
-    "ops/classify/features.py": 23,
-    "ops/detect/facility_rules.py": 6,
-    "ops/detect/pipeline.py": 19,
-    "ops/detect/rules.py": 21,  # 20 here; 21 on the decide3 branch (15:45 UTC), so the merge stays green
-    "ops/detect/synthetic.py": 3,
-}
+#: Files (relative to ``src/twinloop``) that may still spell field names as strings, and at most how many (none).
+ALLOWED: dict[str, int] = {}
 
 
 def field_literals(source: str) -> list[str]:

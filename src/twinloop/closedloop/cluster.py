@@ -36,11 +36,12 @@ from twinloop.ops.detect.rules import (
     GpuLimits,
 )
 from twinloop.ops.ports import END, PollResult, RackHeat, Sample, Topology
+from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec
 
-_STATE_OF_FIELD = {"DCGM_FI_DEV_GPU_TEMP": "gpu_temp_c", "DCGM_FI_DEV_POWER_USAGE": "gpu_power_w"}
+_STATE_OF_FIELD = {DCGM_FI_DEV_GPU_TEMP: "gpu_temp_c", DCGM_FI_DEV_POWER_USAGE: "gpu_power_w"}
 
 #: Node and row fields the rules read per GPU (PSU health; the CDU's supply, setpoint, flow, pump speed, heat load
 #: and facility-water valve), by level.

@@ -48,6 +48,7 @@ from twinloop.errors import InputError
 from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import GpuPowerModel
 from twinloop.ops.learn.forecast import KNOWN_COLUMNS, FloatArray, HeatLoadForecaster, LoadHistory
+from twinloop.telemetry.fields import TWINLOOP_FI_IT_POWER, TWINLOOP_FI_RACK_POWER
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.jobs import CHECKPOINT_ACTIVITY, Phase
 from twinloop.twin.scheduler import ClusterView
@@ -288,8 +289,8 @@ class TwinRecorder:
         """Record this step (None when it carried no facility block); returns the rack and site observations."""
         if result.facility is None:
             return None
-        rack_load = np.asarray(result.facility["rack"]["TWINLOOP_FI_RACK_POWER"], dtype=np.float64)
-        site_load = float(result.facility["site"]["TWINLOOP_FI_IT_POWER"][0])
+        rack_load = np.asarray(result.facility["rack"][TWINLOOP_FI_RACK_POWER], dtype=np.float64)
+        site_load = float(result.facility["site"][TWINLOOP_FI_IT_POWER][0])
         delta = self._realized_delta()
         known = self.known_ahead()
         ts = self.day_offset_s + result.t_s

@@ -106,6 +106,10 @@ TWINLOOP_FI_JOB_LOSS: Final = "TWINLOOP_FI_JOB_LOSS"
 TWINLOOP_FI_JOB_TOKENS_PER_S: Final = "TWINLOOP_FI_JOB_TOKENS_PER_S"
 TWINLOOP_FI_JOB_GPUS: Final = "TWINLOOP_FI_JOB_GPUS"
 TWINLOOP_FI_JOB_PHASE: Final = "TWINLOOP_FI_JOB_PHASE"
+# gpu, from the job: the step time of the job's rank on this GPU on its own (per-rank step timers)
+TWINLOOP_FI_RANK_STEP_TIME: Final = "TWINLOOP_FI_RANK_STEP_TIME"
+#: DCGM's profiling fields (``DCGM_FI_PROF_*``: activity ratios in 0..1) share this prefix.
+PROFILING_PREFIX: Final = "DCGM_FI_PROF_"
 TWINLOOP_FI_JOB_GRAD_NORM: Final = "TWINLOOP_FI_JOB_GRAD_NORM"
 TWINLOOP_FI_JOB_PROGRESS: Final = "TWINLOOP_FI_JOB_PROGRESS"
 # an older name, accepted on input (see ``ALIASES``)
@@ -352,6 +356,7 @@ FIELDS: tuple[FieldSpec, ...] = (
     _F(TWINLOOP_FI_PUE, "ratio", "site", "Power usage effectiveness = facility / IT power", min_value=1.0),
     # --- job (entity id ``<site>/jobs/<job id>``) ---
     _F(TWINLOOP_FI_JOB_STEP_TIME, "s", "job", "Wall time of the last training step / serving iteration"),
+    _F(TWINLOOP_FI_RANK_STEP_TIME, "s", "gpu", "Step time of the job's rank on this GPU alone (no wait for peers)"),
     _F(TWINLOOP_FI_JOB_LOSS, "loss", "job", "Training loss of the last step", min_value=None),
     _F(TWINLOOP_FI_JOB_TOKENS_PER_S, "tokens/s", "job", "Job throughput"),
     _F(TWINLOOP_FI_JOB_GPUS, "count", "job", "GPUs allocated to the job"),

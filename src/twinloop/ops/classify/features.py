@@ -28,6 +28,30 @@ from twinloop.hardware.power import (
     CLOCK_EVENT_SW_THERMAL,
 )
 from twinloop.ops.events import EventClass, Incident
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
+    DCGM_FI_DEV_FB_USED,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_MEMORY_TEMP,
+    DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_DEV_XID_ERRORS,
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
+    TWINLOOP_FI_AMBIENT_TEMP,
+    TWINLOOP_FI_CDU_FLOW,
+    TWINLOOP_FI_CDU_SETPOINT,
+    TWINLOOP_FI_CDU_SUPPLY_TEMP,
+    TWINLOOP_FI_FACILITY_POWER,
+    TWINLOOP_FI_JOB_LOSS,
+    TWINLOOP_FI_JOB_PHASE,
+    TWINLOOP_FI_JOB_STEP_TIME,
+    TWINLOOP_FI_JOB_TOKENS_PER_S,
+    TWINLOOP_FI_POWER_BUDGET,
+    TWINLOOP_FI_PSU_STATE,
+    TWINLOOP_FI_PUE,
+    TWINLOOP_FI_RACK_COOLANT_TEMP,
+)
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -85,27 +109,27 @@ RULE_COLUMNS: tuple[int, ...] = tuple(i for i, n in enumerate(FEATURE_NAMES) if 
 TELEMETRY_COLUMNS: tuple[int, ...] = tuple(i for i in range(N_FEATURES) if i not in RULE_COLUMNS)
 
 _GPU = {
-    "temp": "DCGM_FI_DEV_GPU_TEMP",
-    "hbm": "DCGM_FI_DEV_MEMORY_TEMP",
-    "power": "DCGM_FI_DEV_POWER_USAGE",
-    "limit": "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-    "clock": "DCGM_FI_DEV_SM_CLOCK",
-    "tensor": "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    "fb": "DCGM_FI_DEV_FB_USED",
+    "temp": DCGM_FI_DEV_GPU_TEMP,
+    "hbm": DCGM_FI_DEV_MEMORY_TEMP,
+    "power": DCGM_FI_DEV_POWER_USAGE,
+    "limit": DCGM_FI_DEV_POWER_MGMT_LIMIT,
+    "clock": DCGM_FI_DEV_SM_CLOCK,
+    "tensor": DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
+    "fb": DCGM_FI_DEV_FB_USED,
 }
 _JOB = {
-    "loss": "TWINLOOP_FI_JOB_LOSS",
-    "step": "TWINLOOP_FI_JOB_STEP_TIME",
-    "tokens": "TWINLOOP_FI_JOB_TOKENS_PER_S",
-    "phase": "TWINLOOP_FI_JOB_PHASE",
+    "loss": TWINLOOP_FI_JOB_LOSS,
+    "step": TWINLOOP_FI_JOB_STEP_TIME,
+    "tokens": TWINLOOP_FI_JOB_TOKENS_PER_S,
+    "phase": TWINLOOP_FI_JOB_PHASE,
 }
 _SITE = {
-    "facility": "TWINLOOP_FI_FACILITY_POWER",
-    "budget": "TWINLOOP_FI_POWER_BUDGET",
-    "pue": "TWINLOOP_FI_PUE",
-    "ambient": "TWINLOOP_FI_AMBIENT_TEMP",
+    "facility": TWINLOOP_FI_FACILITY_POWER,
+    "budget": TWINLOOP_FI_POWER_BUDGET,
+    "pue": TWINLOOP_FI_PUE,
+    "ambient": TWINLOOP_FI_AMBIENT_TEMP,
 }
-_ROW = {"supply": "TWINLOOP_FI_CDU_SUPPLY_TEMP", "flow": "TWINLOOP_FI_CDU_FLOW", "setpoint": "TWINLOOP_FI_CDU_SETPOINT"}
+_ROW = {"supply": TWINLOOP_FI_CDU_SUPPLY_TEMP, "flow": TWINLOOP_FI_CDU_FLOW, "setpoint": TWINLOOP_FI_CDU_SETPOINT}
 
 
 class _Ring:
@@ -234,9 +258,9 @@ class FeatureExtractor:
         if gpu is not None:
             for k, name in _GPU.items():
                 self._gpu[k].push(ts, np.asarray(gpu.get(name, nan), dtype=np.float64))
-            reasons = gpu.get("DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+            reasons = gpu.get(DCGM_FI_DEV_CLOCKS_EVENT_REASONS)
             self._reasons = np.zeros(self.n_gpus, np.int64) if reasons is None else np.asarray(reasons, np.int64)
-            xid = gpu.get("DCGM_FI_DEV_XID_ERRORS")
+            xid = gpu.get(DCGM_FI_DEV_XID_ERRORS)
             if xid is not None:
                 self._last_xid_ts[np.asarray(xid) != 0] = ts
             # An activity field away from its slow reference marks a workload change (as the pipeline does).
@@ -263,7 +287,7 @@ class FeatureExtractor:
         site = facility.get("site", {})
         self._site.push(ts, np.array([float(np.asarray(site.get(f, [np.nan]))[0]) for f in _SITE.values()]))
         ids = level_ids or {}
-        for level, names in (("row", _ROW), ("rack", {"coolant": "TWINLOOP_FI_RACK_COOLANT_TEMP"})):
+        for level, names in (("row", _ROW), ("rack", {"coolant": TWINLOOP_FI_RACK_COOLANT_TEMP})):
             block = facility.get(level)
             if block is None or level not in ids:
                 continue
@@ -279,9 +303,9 @@ class FeatureExtractor:
                     self._rack = ring
             ring.push(ts, per_gpu)
         node = facility.get("node")
-        if node is not None and "node" in ids and "TWINLOOP_FI_PSU_STATE" in node:
+        if node is not None and "node" in ids and TWINLOOP_FI_PSU_STATE in node:
             idx = self._level_index("node", ids["node"])
-            state = np.asarray(node["TWINLOOP_FI_PSU_STATE"], dtype=np.float64)
+            state = np.asarray(node[TWINLOOP_FI_PSU_STATE], dtype=np.float64)
             self._psu_state = np.where(idx >= 0, state[np.maximum(idx, 0)], 0.0)
         jobs = facility.get("job")
         if jobs is not None and job_ids is not None:

@@ -60,19 +60,31 @@ from twinloop.ops.detect.rules import (
     hardware_rules,
 )
 from twinloop.ops.events import FAULT_CLASSES, Detection, DetectionKind, EventClass, Impact, Incident
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_FB_USED,
+    DCGM_FI_DEV_GPU_TEMP,
+    DCGM_FI_DEV_GPU_UTIL,
+    DCGM_FI_DEV_MEMORY_TEMP,
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    DCGM_FI_PROF_DRAM_ACTIVE,
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
+    DCGM_FI_PROF_SM_ACTIVE,
+    PROFILING_PREFIX,
+)
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 #: Fields watched by a per-field detector by default, and which detector.
 DEFAULT_FIELD_DETECTORS: Mapping[str, str] = {
-    "DCGM_FI_DEV_GPU_TEMP": "ewma_zscore",
-    "DCGM_FI_DEV_MEMORY_TEMP": "ewma_zscore",
-    "DCGM_FI_DEV_POWER_USAGE": "cusum",
-    "DCGM_FI_DEV_SM_CLOCK": "cusum",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "cusum",
-    "DCGM_FI_PROF_DRAM_ACTIVE": "cusum",
-    "DCGM_FI_DEV_FB_USED": "cusum",
+    DCGM_FI_DEV_GPU_TEMP: "ewma_zscore",
+    DCGM_FI_DEV_MEMORY_TEMP: "ewma_zscore",
+    DCGM_FI_DEV_POWER_USAGE: "cusum",
+    DCGM_FI_DEV_SM_CLOCK: "cusum",
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: "cusum",
+    DCGM_FI_PROF_DRAM_ACTIVE: "cusum",
+    DCGM_FI_DEV_FB_USED: "cusum",
 }
 
 #: Reading resolution per field (NVML: whole °C, 15 MHz SM clock bins; power "accurate to within +/- 5 W" per the
@@ -80,20 +92,20 @@ DEFAULT_FIELD_DETECTORS: Mapping[str, str] = {
 #: that resolution (step / sqrt(12)), so a reading flickering between two bins, or an idle GPU's power moving by
 #: a watt, is no change; set ``min_std_abs`` in ``detector_params`` to override.
 FIELD_RESOLUTION: Mapping[str, float] = {
-    "DCGM_FI_DEV_GPU_TEMP": 1.0,
-    "DCGM_FI_DEV_MEMORY_TEMP": 1.0,
-    "DCGM_FI_DEV_SM_CLOCK": 15.0,
-    "DCGM_FI_DEV_POWER_USAGE": 5.0,
+    DCGM_FI_DEV_GPU_TEMP: 1.0,
+    DCGM_FI_DEV_MEMORY_TEMP: 1.0,
+    DCGM_FI_DEV_SM_CLOCK: 15.0,
+    DCGM_FI_DEV_POWER_USAGE: 5.0,
 }
 
 #: Fields whose change means the workload changed (explains a power/temperature change as benign).
 ACTIVITY_FIELDS: frozenset[str] = frozenset(
     {
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        "DCGM_FI_PROF_SM_ACTIVE",
-        "DCGM_FI_DEV_GPU_UTIL",
-        "DCGM_FI_DEV_FB_USED",
+        DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
+        DCGM_FI_PROF_DRAM_ACTIVE,
+        DCGM_FI_PROF_SM_ACTIVE,
+        DCGM_FI_DEV_GPU_UTIL,
+        DCGM_FI_DEV_FB_USED,
     }
 )
 
@@ -122,7 +134,7 @@ DETECTOR_THRESHOLDS: Mapping[str, str] = {
     "page_hinkley": "lambda_",
 }
 
-_FOLLOWS_POWER = frozenset({"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"})
+_FOLLOWS_POWER = frozenset({DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP})
 _COOLING_RULES = frozenset({"cooling", "coolant", "cdu_setpoint", "cdu_pump", "cdu_capacity"})
 #: Rules on the CDU's own reports: no signal of the GPUs' own hardware changed, so they do not veto an SDC.
 _CDU_SIDE = frozenset({"cdu_setpoint", "cdu_pump", "cdu_capacity"})
@@ -606,7 +618,7 @@ class DetectionPipeline:
         for f in ACTIVITY_FIELDS & gpu.keys():
             x = gpu[f]
             ref = self._activity_ref.setdefault(f, np.full(self.n_gpus, np.nan))
-            tol = 0.05 if f.startswith("DCGM_FI_PROF_") else 0.05 * np.abs(ref)
+            tol = 0.05 if f.startswith(PROFILING_PREFIX) else 0.05 * np.abs(ref)
             with np.errstate(invalid="ignore"):
                 moved = np.abs(x - ref) > tol
             self._last_activity[moved] = ts

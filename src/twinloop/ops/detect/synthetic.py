@@ -41,6 +41,7 @@ from twinloop.ops.detect.rules import (
     TENSOR,
     XID,
 )
+from twinloop.telemetry.fields import DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_MEMORY_TEMP, DCGM_FI_PROF_DRAM_ACTIVE
 
 F64 = NDArray[np.float64]
 
@@ -228,15 +229,15 @@ class SyntheticCluster:
 
         fields = {
             TEMP: temp,
-            "DCGM_FI_DEV_MEMORY_TEMP": temp + 4.0 + rng.normal(0.0, 0.3, n),
+            DCGM_FI_DEV_MEMORY_TEMP: temp + 4.0 + rng.normal(0.0, 0.3, n),
             POWER: power,
             SM_CLOCK: clock,
             POWER_LIMIT: limit.astype(np.float64),
             CLOCK_REASONS: reasons.astype(np.float64),
             XID: self.xid.copy(),
             TENSOR: tensor,
-            "DCGM_FI_PROF_DRAM_ACTIVE": dram + rng.normal(0.0, 0.01, n),
-            "DCGM_FI_DEV_FB_USED": np.full(n, 60_000.0),
+            DCGM_FI_PROF_DRAM_ACTIVE: dram + rng.normal(0.0, 0.01, n),
+            DCGM_FI_DEV_FB_USED: np.full(n, 60_000.0),
         }
         nan, _ = self._mask("nan", t_s)
         if nan.any():
