@@ -254,39 +254,47 @@ class FeatureExtractor:
             job_ids: job entity ids, in the order of the ``job`` arrays.
         """
         self.now = ts
-        nan = np.full(self.n_gpus, np.nan)
         if gpu is not None:
-            for k, name in _GPU.items():
-                self._gpu[k].push(ts, np.asarray(gpu.get(name, nan), dtype=np.float64))
-            reasons = gpu.get(DCGM_FI_DEV_CLOCKS_EVENT_REASONS)
-            self._reasons = np.zeros(self.n_gpus, np.int64) if reasons is None else np.asarray(reasons, np.int64)
-            xid = gpu.get(DCGM_FI_DEV_XID_ERRORS)
-            if xid is not None:
-                self._last_xid_ts[np.asarray(xid) != 0] = ts
-            # An activity field away from its slow reference marks a workload change (as the pipeline does).
-            act = np.stack([np.asarray(gpu.get(_GPU[k], nan), dtype=np.float64) for k in ("tensor", "fb")])
-            ref = self._activity_ref
-            tol = np.stack([np.full(self.n_gpus, 0.05), 0.05 * np.abs(np.nan_to_num(ref[1]))])
-            with np.errstate(invalid="ignore"):
-                moved = (np.abs(act - ref) > tol).any(axis=0)
-            self._last_activity_ts[moved] = ts
-            self._activity_ref = np.where(np.isfinite(act), np.where(np.isnan(ref), act, ref + 0.01 * (act - ref)), ref)
+            self._observe_gpu(ts, gpu)
         if job_index is not None and job_ids is not None:
-            for j in job_ids:
-                if j not in self._job_slot:
-                    self._job_slot[j] = len(self._job_ids)
-                    self._job_ids.append(j)
-                    self._job[j] = _Ring(self._size, len(_JOB))
-                    self._job_phase = np.append(self._job_phase, np.nan)
-                    self._job_phase_ts = np.append(self._job_phase_ts, ts)
-            slot = np.array([self._job_slot[j] for j in job_ids] + [-1], dtype=np.int64)
-            ji = np.asarray(job_index, dtype=np.int64)
-            self._job_index = slot[np.where(ji >= 0, ji, len(job_ids))]
-        if facility is None:
-            return
+            self._observe_job_map(ts, job_index, job_ids)
+        if facility is not None:
+            self._observe_facility(ts, facility, level_ids or {}, job_ids)
+
+    def _observe_gpu(self, ts: float, gpu: Mapping[str, NDArray[Any]]) -> None:
+        nan = np.full(self.n_gpus, np.nan)
+        for k, name in _GPU.items():
+            self._gpu[k].push(ts, np.asarray(gpu.get(name, nan), dtype=np.float64))
+        reasons = gpu.get(DCGM_FI_DEV_CLOCKS_EVENT_REASONS)
+        self._reasons = np.zeros(self.n_gpus, np.int64) if reasons is None else np.asarray(reasons, np.int64)
+        xid = gpu.get(DCGM_FI_DEV_XID_ERRORS)
+        if xid is not None:
+            self._last_xid_ts[np.asarray(xid) != 0] = ts
+        # An activity field away from its slow reference marks a workload change (as the pipeline does).
+        act = np.stack([np.asarray(gpu.get(_GPU[k], nan), dtype=np.float64) for k in ("tensor", "fb")])
+        ref = self._activity_ref
+        tol = np.stack([np.full(self.n_gpus, 0.05), 0.05 * np.abs(np.nan_to_num(ref[1]))])
+        with np.errstate(invalid="ignore"):
+            moved = (np.abs(act - ref) > tol).any(axis=0)
+        self._last_activity_ts[moved] = ts
+        self._activity_ref = np.where(np.isfinite(act), np.where(np.isnan(ref), act, ref + 0.01 * (act - ref)), ref)
+
+    def _observe_job_map(self, ts: float, job_index: I64, job_ids: Sequence[str]) -> None:
+        for j in job_ids:
+            if j not in self._job_slot:
+                self._job_slot[j] = len(self._job_ids)
+                self._job_ids.append(j)
+                self._job[j] = _Ring(self._size, len(_JOB))
+                self._job_phase = np.append(self._job_phase, np.nan)
+                self._job_phase_ts = np.append(self._job_phase_ts, ts)
+        slot = np.array([self._job_slot[j] for j in job_ids] + [-1], dtype=np.int64)
+        ji = np.asarray(job_index, dtype=np.int64)
+        self._job_index = slot[np.where(ji >= 0, ji, len(job_ids))]
+
+    def _observe_facility(self, ts: float, facility: Mapping[str, Mapping[str, NDArray[Any]]],
+                          ids: Mapping[str, Sequence[str]], job_ids: Sequence[str] | None) -> None:  # fmt: skip
         site = facility.get("site", {})
         self._site.push(ts, np.array([float(np.asarray(site.get(f, [np.nan]))[0]) for f in _SITE.values()]))
-        ids = level_ids or {}
         for level, names in (("row", _ROW), ("rack", {"coolant": TWINLOOP_FI_RACK_COOLANT_TEMP})):
             block = facility.get(level)
             if block is None or level not in ids:
