@@ -391,16 +391,9 @@ class FeatureExtractor:
             float(phase == _CHECKPOINT),
         ]
 
-    def features(self, incident: Incident) -> F64:
-        """The feature vector (``FEATURE_NAMES`` order) of ``incident`` as seen now (its first report)."""
-        t = self.now
-        members = self.member_index(incident)
-        if members.size == 0:
-            members = np.arange(self.n_gpus, dtype=np.int64)
-        mask = np.zeros(self.n_gpus, dtype=bool)
-        mask[members] = True
-        others = np.flatnonzero(~mask)
-        level = self.root_level(incident.root)
+    def _jobs_of(self, incident: Incident, level: str, members: I64) -> tuple[I64, float, int]:
+        """The job slots of the members that run one, the largest share of one job they cover, and the job slot
+        the incident is about (its root job, else the members' most common one; -1: none)."""
         jobs = self._job_index[members]
         busy = jobs[jobs >= 0]
         coverage, slot = 0.0, -1
@@ -412,6 +405,19 @@ class FeatureExtractor:
             sizes = np.bincount(self._job_index[self._job_index >= 0], minlength=len(self._job_ids))
             counts = np.bincount(busy, minlength=len(self._job_ids))
             coverage = float(np.max(counts / np.maximum(sizes, 1)))
+        return busy, coverage, slot
+
+    def features(self, incident: Incident) -> F64:
+        """The feature vector (``FEATURE_NAMES`` order) of ``incident`` as seen now (its first report)."""
+        t = self.now
+        members = self.member_index(incident)
+        if members.size == 0:
+            members = np.arange(self.n_gpus, dtype=np.int64)
+        mask = np.zeros(self.n_gpus, dtype=bool)
+        mask[members] = True
+        others = np.flatnonzero(~mask)
+        level = self.root_level(incident.root)
+        busy, coverage, slot = self._jobs_of(incident, level, members)
         g = self._gpu
         temp_d, temp_c = self._delta(g["temp"], members, others)
         hbm_d, _ = self._delta(g["hbm"], members, others)
