@@ -16,7 +16,6 @@ MAX_LINES = 80
 #: (path under src/twinloop, qualified name) still over the limit, with who owns the split.
 ALLOWED = {
     ("plan/workload.py", "build_workload"),  # issue 20 (planner4)
-    ("closedloop/fault_scenarios.py", "random_scenario"),  # issue 14 (decide4)
 }
 
 

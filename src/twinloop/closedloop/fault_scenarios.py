@@ -72,6 +72,30 @@ def random_scenario(seed: int, duration_s: float = 1500.0) -> ScenarioSpec:
         "flow_kg_per_s": round(row_w / 20000.0, 2),
         "pump_power_w": round(row_w / 250.0),
     }
+    jobs, train = _random_jobs(rng, n_nodes, n_gpus, duration_s)
+    faults = _random_faults(rng, duration_s, rows, racks, nodes, train, facility_w)
+    raw = {
+        "name": f"classify-{seed}",
+        "site": "dc1",
+        "duration_s": duration_s,
+        "step_s": 1.0,
+        "seed": seed,
+        "rows": [{"count": rows, "racks": racks, "nodes_per_rack": nodes, "cooling": "liquid", "cdu": cdu}],
+        "power_chain": {"facility_power_budget_w": round(1.3 * n_nodes * node_w * 1.2, -3)},
+        "cooling": {"facility_water_setpoint_c": float(rng.uniform(22.0, 26.0))},
+        "weather": {"start_hour": float(rng.uniform(0.0, 23.9)), "drybulb_mean_c": float(rng.uniform(12.0, 30.0))},
+        "jobs": jobs,
+        "faults": faults,
+        "failures": "on",
+        "telemetry": {"gpu_every_s": 1.0, "facility_every_s": 1.0, "aggregate": "sample"},
+    }
+    return scenario_from_dict(raw, f"classify-scenario-{seed}")
+
+
+def _random_jobs(rng: np.random.Generator, n_nodes: int, n_gpus: int,
+                 duration_s: float) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
+    """The scenario's jobs (a training job on half to three quarters of the GPUs, maybe a serving fleet and a
+    second training job) and the first training job's GPU count."""
     train = 8 * int(rng.integers(n_nodes // 2, 3 * n_nodes // 4 + 1))
     jobs: list[dict[str, Any]] = [
         {
@@ -108,6 +132,12 @@ def random_scenario(seed: int, duration_s: float = 1500.0) -> ScenarioSpec:
                 "run_s": float(rng.uniform(300.0, 900.0)),
             }
         )
+    return jobs, train
+
+
+def _random_faults(rng: np.random.Generator, duration_s: float, rows: int, racks: int, nodes: int, train: int,
+                   facility_w: float) -> list[dict[str, Any]]:  # fmt: skip
+    """Two or three faults, one per equal slot of the run after its first 300 s."""
     n_faults = int(rng.integers(2, 4))
     slot_s = (duration_s - 300.0) / n_faults
     faults = []
@@ -124,22 +154,7 @@ def random_scenario(seed: int, duration_s: float = 1500.0) -> ScenarioSpec:
                 "magnitude": _magnitude(kind, rng, facility_w),
             }
         )
-    raw = {
-        "name": f"classify-{seed}",
-        "site": "dc1",
-        "duration_s": duration_s,
-        "step_s": 1.0,
-        "seed": seed,
-        "rows": [{"count": rows, "racks": racks, "nodes_per_rack": nodes, "cooling": "liquid", "cdu": cdu}],
-        "power_chain": {"facility_power_budget_w": round(1.3 * n_nodes * node_w * 1.2, -3)},
-        "cooling": {"facility_water_setpoint_c": float(rng.uniform(22.0, 26.0))},
-        "weather": {"start_hour": float(rng.uniform(0.0, 23.9)), "drybulb_mean_c": float(rng.uniform(12.0, 30.0))},
-        "jobs": jobs,
-        "faults": faults,
-        "failures": "on",
-        "telemetry": {"gpu_every_s": 1.0, "facility_every_s": 1.0, "aggregate": "sample"},
-    }
-    return scenario_from_dict(raw, f"classify-scenario-{seed}")
+    return faults
 
 
 def _target(kind: str, rng: np.random.Generator, rows: int, racks: int, nodes: int, train_gpus: int) -> str:
