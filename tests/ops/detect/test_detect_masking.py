@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from twinloop.hardware.gpu import GpuSpec, load_gpu_catalog
 from twinloop.ops.detect.grouping import IncidentGrouper
 from twinloop.ops.detect.pipeline import THERMAL_PATH, DetectionPipeline, PipelineConfig
-from twinloop.ops.detect.rules import POWER_LIMIT, SM_CLOCK
+from twinloop.ops.detect.rules import POWER_LIMIT, SM_CLOCK, GpuLimits
 from twinloop.ops.detect.synthetic import fleet_entities
 from twinloop.ops.events import EventClass, Incident
 
@@ -184,6 +185,15 @@ def test_a_hot_rows_tail_gpu_is_the_rows_incident_and_a_local_fault_keeps_its_ow
     assert {i.root for i in opened.values()} == {"dc/r00", ents[b]}
 
 
+def _a100_row() -> tuple[list[str], GpuSpec, GpuLimits, DetectionPipeline]:
+    """One air-cooled row of A100s (4 racks) and a pipeline over it."""
+    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    n = len(ents)
+    spec = load_gpu_catalog()["a100-sxm-80gb"]
+    lim = GpuLimits.from_kinds([spec], np.zeros(n, np.int64), np.full(n, 1.8))
+    return ents, spec, lim, DetectionPipeline(ents, limits=lim, config=PipelineConfig(emit_info=False))
+
+
 def test_gpus_pinned_at_slowdown_while_their_row_still_warms_are_the_rows_incident() -> None:
     # An air-cooled A100 row's load ramps up (8 W/s per GPU, a job's ramp-up). The GPUs differ only by the
     # manufacturing spread of their thermal resistance (4 %): the warmer ones reach their slowdown temperature
@@ -192,15 +202,11 @@ def test_gpus_pinned_at_slowdown_while_their_row_still_warms_are_the_rows_incide
     # warmer for their power" than their still-warming row-mates and each opened its own thermal-path incident
     # (mixed_hall: four A100s capped and drained). Now the comparison uses the power through the RC: their
     # throttling is the row's. A GPU whose thermal path really failed (R x 2) keeps its own incident.
-    from twinloop.hardware.gpu import load_gpu_catalog
     from twinloop.hardware.power import CLOCK_EVENT_SW_THERMAL
-    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP, GpuLimits
+    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP
 
-    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    ents, spec, lim, pipe = _a100_row()
     n = len(ents)
-    spec = load_gpu_catalog()["a100-sxm-80gb"]
-    lim = GpuLimits.from_kinds([spec], np.zeros(n, np.int64), np.full(n, 1.8))
-    pipe = DetectionPipeline(ents, limits=lim, config=PipelineConfig(emit_info=False))
     rng = np.random.default_rng(11)
     r_true = lim.thermal_resistance_c_per_w * (1.0 + 0.04 * rng.standard_normal(n))
     bad, coolant_c = 200, 33.0
@@ -237,15 +243,11 @@ def test_a_busy_gpu_with_a_slightly_high_r_in_a_half_idle_row_is_no_thermal_path
     # 5-6 °C warmer for its power than the row's median, and in °C the row's spread is the idle GPUs' (R·P small).
     # Before: that GPU was a thermal-path fault of its own (capped, drained, its job requeued: mixed_hall seed 4).
     # Now its excess is judged relative to its own R·P. A GPU whose thermal interface failed (R x 2) still is one.
-    from twinloop.hardware.gpu import load_gpu_catalog
     from twinloop.hardware.power import CLOCK_EVENT_SW_THERMAL
-    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP, GpuLimits
+    from twinloop.ops.detect.rules import CLOCK_REASONS, POWER, TEMP
 
-    ents = fleet_entities(n_rows=1, racks_per_row=4)
+    ents, _spec, lim, pipe = _a100_row()
     n = len(ents)
-    spec = load_gpu_catalog()["a100-sxm-80gb"]
-    lim = GpuLimits.from_kinds([spec], np.zeros(n, np.int64), np.full(n, 1.8))
-    pipe = DetectionPipeline(ents, limits=lim, config=PipelineConfig(emit_info=False))
     rng = np.random.default_rng(5)
     r_true = lim.thermal_resistance_c_per_w * (1.0 + 0.04 * np.clip(rng.standard_normal(n), -2.0, 2.0))
     busy = np.arange(n) % 2 == 0
