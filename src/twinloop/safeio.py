@@ -127,6 +127,8 @@ def parse_yaml(text: str, source: str, max_nodes: int = MAX_NODES, max_depth: in
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # PyYAML >= 6.0.3 stops deep flow nesting in its scanner
+            raise InputError(source, "", f"YAML nested too deep (allowed: <= {max_depth} levels)") from None
         raise InputError(source, "", f"malformed YAML: {exc}".splitlines()[0]) from None
     except RecursionError:
         raise InputError(source, "", f"YAML nested too deep (allowed: <= {max_depth} levels)") from None
