@@ -1,9 +1,10 @@
 # Copied (below this header) from shared/data/h100/tools/shapes.py, the project's read-only H100 measurement
-# tools, so that it travels to a lent GPU machine; see tools/gpu/README.md. One line added: the heat soak touches
-# /tmp/twinloop_soak as it begins, so that tools/gpu/cap_check.py caps the power inside the soak and not during a shape.
+# tools, so that it travels to a lent GPU machine; see tools/gpu/README.md. Two changes: the heat soak touches
+# /tmp/twinloop_soak as it begins, so that tools/gpu/cap_check.py caps the power inside the soak and not during a
+# shape; SOAK_S and COOL_S (environment, default 180 and 120) set the soak and cool-down lengths.
 """GEMM throughput by shape and dtype (BF16, FP8 per-tensor scaled), SDPA attention by sequence length,
 then a heat soak (dense GEMMs 180 s) and a cool-down (120 s idle) for thermal constants. NVML sampled at 10 Hz."""
-import json, sys, threading, time, torch, pynvml as N
+import json, os, sys, threading, time, torch, pynvml as N
 import torch.nn.functional as F
 OUT = sys.argv[1]; N.nvmlInit(); h = N.nvmlDeviceGetHandleByIndex(0); dev = "cuda"
 samples = []; marks = []; stop = False
@@ -47,10 +48,10 @@ json.dump(res, open(f"{OUT}/shapes.json", "w"), indent=0)
 marks.append((time.time(), "heat_soak"))
 open("/tmp/twinloop_soak", "w").close()
 a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16); b = torch.randn_like(a); t0 = time.time()
-while time.time() - t0 < 180:
+while time.time() - t0 < float(os.environ.get("SOAK_S", 180)):
     for _ in range(10): a @ b
     torch.cuda.synchronize()
-marks.append((time.time(), "cooldown")); del a, b; torch.cuda.empty_cache(); time.sleep(120)
+marks.append((time.time(), "cooldown")); del a, b; torch.cuda.empty_cache(); time.sleep(float(os.environ.get("COOL_S", 120)))
 marks.append((time.time(), "end")); stop = True; th.join()
 with open(f"{OUT}/soak_10hz.csv", "w") as f:
     f.write("t,power_mw,gpu_temp_c,sm_mhz\n"); [f.write(",".join(map(str, r)) + "\n") for r in samples]
