@@ -43,9 +43,7 @@ def search_rows() -> None:
             clock = next(p.clock_mhz for p in plan.phases.phases if p.name == "compute")
             rates[precision] = plan.tflops_per_gpu
             c = plan.config
-            layout = (
-                f"tp{c.get('tp')} pp{c.get('pp')} dp{c.get('dp')} zero{c.get('zero')} recompute {c.get('recompute')}"
-            )
+            layout = f"tp{c.tp} pp{c.pp} dp{c.dp} zero{c.zero} recompute {c.recompute}"
             extra = ""
             if precision != "bf16":
                 bare = _gemm_only_rate(req, c)
