@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from twinloop.plan import fp8_anchors
+from twinloop.lab import fp8_anchors
 from twinloop.plan.fp8_casts import Fp8CastElems
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig
 from twinloop.plan.train import evaluate_one, plan_train
