@@ -15,9 +15,9 @@ import sys
 import numpy as np
 
 from twinloop.hardware.link import get_link
+from twinloop.lab.nccl_anchors import busbw_curve, compare, points, topology_for
 from twinloop.plan import nccl
 from twinloop.plan.efficiency import NCCL_NETWORK_BUS_EFFICIENCY, NCCL_NVLINK_BUS_EFFICIENCY, NVLS_ALGBW_FRACTION
-from twinloop.plan.nccl_anchors import busbw_curve, compare, points, topology_for
 
 
 def refit() -> None:

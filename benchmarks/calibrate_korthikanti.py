@@ -100,8 +100,8 @@ def llama3_checks() -> None:
         c = plan.config
         print(
             f"  {gpus:6d} GPUs: predicted MFU {100 * plan.mfu:.1f} % vs published {100 * published:.0f} % "
-            f"({100 * (plan.mfu / published - 1):+.1f} %), chosen zero {c['zero']} recompute {c['recompute']} "
-            f"sp {c['sequence_parallel']} interleave {c['interleave']}, "
+            f"({100 * (plan.mfu / published - 1):+.1f} %), chosen zero {c.zero} recompute {c.recompute} "
+            f"sp {c.sequence_parallel} interleave {c.interleave}, "
             f"memory {plan.memory_per_gpu_bytes['total'] / 1e9:.1f} GB"
         )
 

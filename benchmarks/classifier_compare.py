@@ -1,7 +1,7 @@
 """Rule-based vs learned incident classification on held-apart twin runs.
 
-Simulates seeded random scenarios (``twinloop.closedloop.fault_scenarios``), labels every incident at its first report
-(``twinloop.closedloop.dataset``), trains the learned classifiers on the *train* seeds only (the L2 penalty is
+Simulates seeded random scenarios (``twinloop.lab.fault_scenarios``), labels every incident at its first report
+(``twinloop.lab.classifier_dataset``), trains the learned classifiers on the *train* seeds only (the L2 penalty is
 chosen by 4-fold cross-validation grouped by run, inside the train seeds) and scores every classifier on the
 *test* seeds, which no choice looked at. Prints data sizes, per-class precision / recall / F1, macro-F1,
 accuracy, lenient accuracy (any class the fault may show as), confusion matrices and wall times.
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from twinloop.closedloop.dataset import Dataset, build_dataset
+from twinloop.lab.classifier_dataset import Dataset, build_dataset
+from twinloop.lab.classifier_metrics import Scores, lenient_accuracy, score
 from twinloop.ops.classify.base import LABELS, IncidentClassifier, make_classifier, to_label
-from twinloop.ops.classify.metrics import Scores, lenient_accuracy, score
 from twinloop.ops.events import EventClass
 
 TRAIN_SEED0, TEST_SEED0 = 1000, 5000

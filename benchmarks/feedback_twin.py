@@ -1,9 +1,9 @@
 """Feedback learning on twin runs with delayed labels: threshold tuning and rule-outcome learning, scored on
 held-apart seeds.
 
-Every run is a :func:`twinloop.closedloop.fault_scenarios.random_scenario` (128-256 H100s, 2-3 random faults) of
+Every run is a :func:`twinloop.lab.fault_scenarios.random_scenario` (128-256 H100s, 2-3 random faults) of
 ``--duration`` seconds; runs follow each other back to back on one simulated clock
-(:mod:`twinloop.closedloop.feedback_eval`).
+(:mod:`twinloop.lab.feedback_eval`).
 
 1. Thresholds. Starting from mis-set configurations (every tunable rule threshold × 0.5 / × 0.25 = 2× / 4× too
    sensitive, × 2 / × 4 = too dull) and from the default (× 1), a
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from twinloop.closedloop.feedback_eval import (
+from twinloop.lab.feedback_eval import (
     RunOutcome,
     TuningResult,
     score,

@@ -1,6 +1,6 @@
 """Heat-load forecaster vs persistence on twin runs, trained and evaluated on held-apart seeds.
 
-Each seed is a 2-hour run of :func:`twinloop.closedloop.forecast_scenarios.forecast_scenario` (256 H100s in 8 racks, 5 s
+Each seed is a 2-hour run of :func:`twinloop.lab.forecast_scenarios.forecast_scenario` (256 H100s in 8 racks, 5 s
 steps, a random job queue). The forecaster (ridge regression per level and horizon on load history plus what
 the queue and the planner knew in advance, :mod:`twinloop.closedloop.twin_history`) is fitted on the training
 seeds and scored on the test seeds, per rack and for the site, at 5, 10 and 15 minutes: MAE of the forecast and
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from twinloop.closedloop.forecast_scenarios import forecast_scenario
 from twinloop.closedloop.twin_history import HORIZONS_S, TwinHistory, TwinRecorder, record_run, train_forecasters
+from twinloop.lab.forecast_scenarios import forecast_scenario
 from twinloop.ops.learn.forecast import HeatLoadForecaster, evaluate
 from twinloop.ops.learn.forecast_online import OnlineForecast
 from twinloop.twin.engine import Twin

@@ -36,7 +36,7 @@ def main() -> None:
         err = 100 * (g / PUBLISHED_GPU_H_PER_T - 1)
         print(
             f"{fw:20s} published layout (tp1 pp16 ep64): {g:9,.0f} GPU-h/T tokens ({err:+.1f} % vs 180K), "
-            f"MFU {100 * plan.mfu:.1f} %, chosen zero {plan.config['zero']} recompute {plan.config['recompute']}"
+            f"MFU {100 * plan.mfu:.1f} %, chosen zero {plan.config.zero} recompute {plan.config.recompute}"
         )
         ctx = resolve(make_request(**BASE, framework=fw))
         res = search(ctx, "throughput")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from twinloop.plan import fp8_anchors
+from twinloop.lab import fp8_anchors
 from twinloop.plan.fp8_casts import Fp8CastElems
 from twinloop.plan.parallel import ConfigArrays, ParallelConfig
 from twinloop.plan.train import evaluate_one, plan_train
@@ -43,9 +43,7 @@ def search_rows() -> None:
             clock = next(p.clock_mhz for p in plan.phases.phases if p.name == "compute")
             rates[precision] = plan.tflops_per_gpu
             c = plan.config
-            layout = (
-                f"tp{c.get('tp')} pp{c.get('pp')} dp{c.get('dp')} zero{c.get('zero')} recompute {c.get('recompute')}"
-            )
+            layout = f"tp{c.tp} pp{c.pp} dp{c.dp} zero{c.zero} recompute {c.recompute}"
             extra = ""
             if precision != "bf16":
                 bare = _gemm_only_rate(req, c)

@@ -1,8 +1,8 @@
 """Train the loop's advisory incident classifier and score it on held-apart runs; writes the packaged model.
 
-Simulates seeded random fault scenarios (``twinloop.closedloop.fault_scenarios.random_scenario``) with the loop off,
+Simulates seeded random fault scenarios (``twinloop.lab.fault_scenarios.random_scenario``) with the loop off,
 keeps every incident's first report with the features the loop's :class:`~twinloop.ops.classify.advisory.Advisor`
-computes from its samples, labels them from the injected ground truth (``twinloop.closedloop.dataset``), fits a
+computes from its samples, labels them from the injected ground truth (``twinloop.lab.classifier_dataset``), fits a
 telemetry-only multinomial logistic regression on the *train* seeds and scores it, and the rules, on the *test*
 seeds. With ``--write`` the model goes to ``src/twinloop/ops/classify/models/advisory.json``. No packaged scenario
 is in the training data.
@@ -17,11 +17,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from twinloop.closedloop.dataset import build_dataset
+from twinloop.lab.classifier_dataset import build_dataset
+from twinloop.lab.classifier_metrics import score
 from twinloop.ops.classify.advisory import AdvisoryModel
 from twinloop.ops.classify.base import make_classifier
 from twinloop.ops.classify.learned import LogisticClassifier
-from twinloop.ops.classify.metrics import score
 
 TRAIN_SEED0, TEST_SEED0 = 1000, 5000
 MODEL = Path(__file__).resolve().parents[1] / "src" / "twinloop" / "ops" / "classify" / "models" / "advisory.json"
@@ -47,7 +47,7 @@ def main() -> None:
     model = AdvisoryModel.from_classifier(
         clf,
         {
-            "data": "twin random fault scenarios (twinloop.closedloop.fault_scenarios.random_scenario), loop off",
+            "data": "twin random fault scenarios (twinloop.lab.fault_scenarios.random_scenario), loop off",
             "seeds": f"{train_seeds[0]}..{train_seeds[-1]}",
             "duration_s": args.duration_s,
             "incidents": len(train),

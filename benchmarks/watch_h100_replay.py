@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from twinloop.ops.live.phases import load_phases, phase_at, phase_group
+from twinloop.lab.phases import load_phases, phase_at, phase_group
 
 FILES = ("nvml_ingest_1hz.duckdb", "samples_20hz.csv")
 

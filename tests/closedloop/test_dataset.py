@@ -7,7 +7,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from twinloop.closedloop.dataset import (
+from twinloop.lab.classifier_dataset import (
     CANONICAL_CLASS,
     Reported,
     RunIncidents,
@@ -16,7 +16,7 @@ from twinloop.closedloop.dataset import (
     dataset_from_runs,
     label_incident,
 )
-from twinloop.closedloop.fault_scenarios import random_scenario
+from twinloop.lab.fault_scenarios import random_scenario
 from twinloop.ops.classify.features import FEATURE_NAMES, N_FEATURES, FeatureExtractor
 from twinloop.ops.evaluate import FAULT_CLASSES, Label
 from twinloop.ops.events import EventClass, Incident, Severity

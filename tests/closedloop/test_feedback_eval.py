@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinloop.closedloop.fault_scenarios import random_scenario
-from twinloop.closedloop.feedback_eval import (
+from twinloop.errors import InputError
+from twinloop.lab.fault_scenarios import random_scenario
+from twinloop.lab.feedback_eval import (
     Alarm,
     LabelQueue,
     RunOutcome,
@@ -19,7 +20,6 @@ from twinloop.closedloop.feedback_eval import (
     train_rules,
     train_thresholds,
 )
-from twinloop.errors import InputError
 from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, PipelineConfig
 from twinloop.ops.events import EventClass, Incident, Severity
 from twinloop.ops.learn.feedback import RuleOutcomeLearner, ThresholdTuner, learned_policy, rule_outcomes

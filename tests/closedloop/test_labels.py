@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from twinloop.closedloop.cluster import TwinCluster
-from twinloop.closedloop.dataset import background_class
 from twinloop.closedloop.labels import ground_truth
+from twinloop.lab.classifier_dataset import background_class
 from twinloop.ops.events import EventClass
 from twinloop.ops.ports import END
 from twinloop.twin.scenario import scenario_from_dict

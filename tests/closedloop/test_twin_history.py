@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinloop.closedloop.forecast_scenarios import forecast_scenario
 from twinloop.closedloop.twin_history import (
     KNOWN_COLUMNS,
     TwinHistory,
@@ -14,6 +13,7 @@ from twinloop.closedloop.twin_history import (
     train_forecasters,
 )
 from twinloop.errors import InputError
+from twinloop.lab.forecast_scenarios import forecast_scenario
 from twinloop.ops.learn.forecast import HeatLoadForecaster, LoadHistory, evaluate, features
 from twinloop.ops.learn.forecast_online import OnlineForecast
 from twinloop.twin.engine import Twin

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinloop.hardware.gpu import get_gpu
+from twinloop.lab import fp8_anchors
 from twinloop.model.arch import load_model
 from twinloop.model.precision import get_policy
-from twinloop.plan import fp8_anchors, fp8_casts
+from twinloop.plan import fp8_casts
 from twinloop.plan.collectives import default_topology
 from twinloop.plan.fp8_casts import Fp8CastElems
 from twinloop.plan.frameworks import get_framework

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinloop.hardware.gpu import get_gpu
+from twinloop.lab.nccl_anchors import compare, points, topology_for
 from twinloop.plan import collectives as coll
 from twinloop.plan import nccl
 from twinloop.plan.efficiency import NCCL_NETWORK_BUS_EFFICIENCY, NCCL_NVLINK_BUS_EFFICIENCY
-from twinloop.plan.nccl_anchors import compare, points, topology_for
 
 H100 = topology_for("h100-sxm")
 A100 = topology_for("a100-sxm-80gb")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ def test_search_plans_the_best_config_and_sweeps_it() -> None:
     out = plan_train_flow(FIELDS, search="cost", sweep=True, top=3, sweep_points=5)
     assert out.search is not None and out.sweep is not None
     best = out.search.ranked.configs.config(0)
-    assert out.plan.config == dataclasses.asdict(best)
+    assert out.plan.config == best
     assert len(out.sweep.rows()) == 5
     doc = out.to_doc()
     assert len(doc["search"]["results"]) == 3 and len(doc["power_sweep"]["points"]) == 5

@@ -59,7 +59,7 @@ def test_llama3_405b_published_layout_is_feasible(gpus: int, dp: int, published_
                      tokens_per_batch=16_777_216)
     )  # fmt: skip
     assert plan.fits and plan.memory_per_gpu_bytes["total"] <= plan.hbm_bytes
-    assert (plan.config["tp"], plan.config["pp"], plan.config["dp"]) == (8, 16, dp)
+    assert (plan.config.tp, plan.config.pp, plan.config.dp) == (8, 16, dp)
     # Predicted (not fitted) MFU within 20 % of the published 43 % / 41 % (now -9.8 % / +11.3 %): loose, but it
     # catches a power cap counted twice (32.9 % / 29.7 % on main before the GEMM clock normalisation).
     assert plan.mfu == pytest.approx(published_mfu, rel=0.20)
@@ -69,7 +69,7 @@ def test_contract_and_consistency() -> None:
     plan = plan_train(make_request(**_small(tp=2, pp=2, dp=4, cp=1, zero=1, recompute="selective",
                                             sequence_parallel=True, micro_batch=2, interleave=2)))  # fmt: skip
     assert plan.chosen_by == "user"
-    assert plan.config["tp"] == 2 and plan.config["interleave"] == 2
+    assert plan.config.tp == 2 and plan.config.interleave == 2
     parts = [plan.step_breakdown_s[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_p2p", "bubble")]
     parts += [plan.step_breakdown_s["dp_sync_exposed"], plan.step_breakdown_s["optimizer"]]
     assert sum(parts) == pytest.approx(plan.step_time_s)
@@ -118,7 +118,7 @@ def test_auto_choice_is_the_fastest_fitting_config() -> None:
 
 def test_partial_choice_is_respected() -> None:
     plan = plan_train(make_request(**_small(tp=4, recompute="full")))
-    assert plan.config["tp"] == 4 and plan.config["recompute"] == "full"
+    assert plan.config.tp == 4 and plan.config.recompute == "full"
 
 
 def test_lower_power_limit_is_slower_and_cooler() -> None:

@@ -29,9 +29,9 @@ def _print_plan(plan: TrainPlan) -> None:
     stdout.print(
         f"[bold]{plan.model}[/] on {plan.gpus} × {plan.gpu} ({plan.precision}), seq {plan.seq_len}, "
         f"global batch {plan.global_batch} ({plan.tokens_per_step:,} tokens), config chosen by {plan.chosen_by}: "
-        f"tp {c['tp']} pp {c['pp']} dp {c['dp']} cp {c['cp']} ep {c['ep']} micro-batch {c['micro_batch']} "
-        f"ZeRO {c['zero']} recompute {c['recompute']} SP {'on' if c['sequence_parallel'] else 'off'} "
-        f"interleave {c['interleave']}"
+        f"tp {c.tp} pp {c.pp} dp {c.dp} cp {c.cp} ep {c.ep} micro-batch {c.micro_batch} "
+        f"ZeRO {c.zero} recompute {c.recompute} SP {'on' if c.sequence_parallel else 'off'} "
+        f"interleave {c.interleave}"
     )
     mem = [[k, f"{v / GB:.2f}"] for k, v in plan.memory_per_gpu_bytes.items()]
     mem += [["headroom", f"{plan.headroom_bytes / GB:.2f}"], ["fits", "yes" if plan.fits else "[red]NO[/]"]]

@@ -96,7 +96,7 @@ class TrainPlan:
     micro_batches: int
     params_total: int
     params_active: int
-    config: dict[str, Any]
+    config: ParallelConfig
     chosen_by: str
     memory_per_gpu_bytes: dict[str, float]
     hbm_bytes: float
@@ -285,7 +285,7 @@ def plan_train(request: TrainRequest) -> TrainPlan:
         micro_batches=ctx.global_batch // (cfg.dp * cfg.micro_batch),
         params_total=int(w.params_total),
         params_active=int(w.params_active),
-        config=dataclasses.asdict(cfg),
+        config=cfg,
         chosen_by=chosen_by,
         memory_per_gpu_bytes=memory,
         hbm_bytes=ctx.gpu.hbm_bytes,

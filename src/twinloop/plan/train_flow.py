@@ -132,9 +132,9 @@ def plan_train_flow(
     plan = plan_train(request)
     swept = None
     if sweep:
-        from twinloop.plan.parallel import ConfigArrays, ParallelConfig
+        from twinloop.plan.parallel import ConfigArrays
         from twinloop.plan.power_sweep import DEFAULT_POINTS, power_sweep
 
-        cfg = ConfigArrays.from_configs([ParallelConfig(**plan.config)])
+        cfg = ConfigArrays.from_configs([plan.config])
         swept = power_sweep(resolve(request), cfg, DEFAULT_POINTS if sweep_points is None else sweep_points)
     return TrainOutcome(plan=plan, search=result, sweep=swept, routing=routed, top=top)

@@ -28,11 +28,11 @@ With ``d = 2``, MHA, plain 4h MLP, dropout and an unfused core this reproduces `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
 from twinloop.hardware.gpu import GpuSpec
 from twinloop.model.arch import ModelArch
-from twinloop.model.flops import forward_flops_per_token
+from twinloop.model.flops import FlopBreakdown, forward_flops_per_token
 from twinloop.model.params import param_counts, shared_expert_params_per_layer
 from twinloop.model.precision import PrecisionPolicy
 from twinloop.plan.fp8_casts import Fp8CastElems
@@ -176,6 +176,52 @@ def _activation_terms(arch: ModelArch, d: float, dropout: bool, kernel: Attentio
     return repl, shard, score
 
 
+class _ParamGroups(TypedDict):
+    params_total: float
+    params_active: float
+    params_layers: float
+    params_experts: float
+    params_embedding_stage: float
+    params_embedding_all: float
+
+
+class _ElementBytes(TypedDict):
+    bytes_weights: float
+    bytes_grads: float
+    bytes_master: float
+    bytes_opt_state: float
+    bytes_act: float
+    bytes_tp_comm: float
+    bytes_dp_comm: float
+    bytes_dispatch: float
+    bytes_combine: float
+
+
+class _ForwardSeconds(TypedDict):
+    fwd_layers_s: float
+    fwd_experts_s: float
+    fwd_attn_s: float
+    fwd_head_s: float
+    fwd_attn_proj_s: float
+    fwd_dense_ffn_s: float
+    fwd_shared_s: float
+    fwd_ds_recompute_s: float
+
+
+class _GemmShapes(TypedDict):
+    q_dim: int
+    kv_dim: int
+    o_dim: int
+    ffn_hidden: int
+    moe_ffn_hidden: int
+    shared_ffn_hidden: int
+    gated: bool
+    dtype_proj: str
+    dtype_ffn: str
+    dtype_experts: str
+    dtype_head: str
+
+
 def build_workload(
     arch: ModelArch,
     policy: PrecisionPolicy,
@@ -191,29 +237,9 @@ def build_workload(
             (Megatron-LM 2022: the full score matrix computed, stored and streamed through HBM).
         dropout: whether dropout masks are stored (GPT-3-style training; Llama-style training has none).
     """
-    pc = param_counts(arch)
     # Flash attention skips the masked half of a causal score matrix; the unfused core computes all of it.
     fl = forward_flops_per_token(arch, seq_len / 2 if attention_kernel == "flash" else float(seq_len))
     shared_flops = 2.0 * arch.n_moe_layers * shared_expert_params_per_layer(arch)
-    routed_flops = fl.expert_ffn - shared_flops
-
-    # The datasheet TFLOP/s hold at ``peak_clock_mhz``; the time model's full clock is f_max, from which DVFS
-    # slows compute-bound work (plan/gemm.py: efficiencies are clock-normalised, DVFS applies once).
-    clock_x = gpu.sm_clock_max_mhz / gpu.peak_clock_mhz
-
-    def rate(op_class: str) -> float:
-        return gpu.tflops(policy.dtype(op_class)) * 1e12 * clock_x
-
-    fwd_attn_proj_s = fl.attn_proj / rate("attn_proj")
-    fwd_dense_ffn_s = fl.dense_ffn / rate("dense_ffn") + fl.router / rate("router")
-    fwd_shared_s = shared_flops / rate("expert_ffn")
-    fwd_layers_s = fwd_attn_proj_s + fwd_dense_ffn_s + fwd_shared_s
-    fwd_experts_s = routed_flops / rate("expert_ffn")
-    fwd_attn_s = fl.attn_core / rate("attn_core")
-    fwd_head_s = fl.lm_head / rate("lm_head")
-    embedding_all = pc.embedding + pc.position_embedding + pc.lm_head
-    layers = pc.total - embedding_all - pc.moe_experts
-    emb_stage = max(pc.embedding + pc.position_embedding, pc.lm_head or pc.embedding)
     d = policy.bytes("activations_stored")
     repl, shard, score = _activation_terms(arch, d, dropout, attention_kernel)
     ds = deepseek_activations(arch, policy, dropout)
@@ -230,29 +256,13 @@ def build_workload(
         n_moe_layers=arch.n_moe_layers,
         experts_per_token=arch.experts_per_token,
         n_routed_experts=arch.n_routed_experts,
-        params_total=float(pc.total),
-        params_active=float(pc.active),
-        params_layers=float(layers),
-        params_experts=float(pc.moe_experts),
-        params_embedding_stage=float(emb_stage),
-        params_embedding_all=float(embedding_all),
-        bytes_weights=policy.bytes("weights_stored"),
-        bytes_grads=policy.bytes("gradients"),
-        bytes_master=policy.bytes("master_weights"),
-        bytes_opt_state=policy.bytes("optimizer_states"),
-        bytes_act=d,
-        bytes_tp_comm=policy.bytes("tp_comm"),
-        bytes_dp_comm=policy.bytes("dp_grad_comm"),
-        bytes_dispatch=policy.bytes("moe_dispatch"),
-        bytes_combine=policy.bytes("moe_combine"),
+        **_param_groups(arch),
+        **_element_bytes(policy),
         act_repl_bytes=repl,
         act_shard_bytes=shard,
         act_score_bytes=score,
         act_input_bytes=d * arch.hidden,
-        fwd_layers_s=fwd_layers_s,
-        fwd_experts_s=fwd_experts_s,
-        fwd_attn_s=fwd_attn_s,
-        fwd_head_s=fwd_head_s,
+        **_forward_seconds(fl, shared_flops, policy, gpu, ds.recompute_gemm_flops),
         fwd_model_flops=float(fl.total),
         fwd_param_flops=float(fl.total - fl.attn_core),
         fwd_attn_flops=float(fl.attn_core),
@@ -262,25 +272,83 @@ def build_workload(
         peak_bf16_flops_per_s=gpu.tflops("bf16") * 1e12,
         attention_kernel=attention_kernel,
         dropout=dropout,
-        fwd_attn_proj_s=fwd_attn_proj_s,
-        fwd_dense_ffn_s=fwd_dense_ffn_s,
-        fwd_shared_s=fwd_shared_s,
-        q_dim=arch.n_heads * arch.head_dim,
-        kv_dim=arch.n_kv_heads * (arch.head_dim + arch.v_head_dim),
-        o_dim=arch.n_heads * arch.v_head_dim,
-        ffn_hidden=arch.ffn_hidden,
-        moe_ffn_hidden=arch.moe_ffn_hidden,
-        shared_ffn_hidden=arch.shared_ffn_hidden,
-        gated=arch.mlp == "gated",
-        dtype_proj=policy.dtype("attn_proj"),
-        dtype_ffn=policy.dtype("dense_ffn"),
-        dtype_experts=policy.dtype("expert_ffn"),
-        dtype_head=policy.dtype("lm_head"),
+        **_gemm_shapes(arch, policy),
         fp8=_fp8_cast_elems(arch, policy, fl.attn_proj, fl.dense_ffn + fl.router, shared_flops),
         node_limit=arch.node_limit,
         ds=ds,
-        fwd_ds_recompute_s=ds.recompute_gemm_flops / rate("attn_proj"),
     )
+
+
+def _param_groups(arch: ModelArch) -> _ParamGroups:
+    """Parameter counts by where they live: all, active per token, layers, routed experts, embedding stages."""
+    pc = param_counts(arch)
+    embedding_all = pc.embedding + pc.position_embedding + pc.lm_head
+    return {
+        "params_total": float(pc.total),
+        "params_active": float(pc.active),
+        "params_layers": float(pc.total - embedding_all - pc.moe_experts),
+        "params_experts": float(pc.moe_experts),
+        "params_embedding_stage": float(max(pc.embedding + pc.position_embedding, pc.lm_head or pc.embedding)),
+        "params_embedding_all": float(embedding_all),
+    }
+
+
+def _element_bytes(policy: PrecisionPolicy) -> _ElementBytes:
+    """Bytes per element of each stored or communicated tensor under ``policy``."""
+    return {
+        "bytes_weights": policy.bytes("weights_stored"),
+        "bytes_grads": policy.bytes("gradients"),
+        "bytes_master": policy.bytes("master_weights"),
+        "bytes_opt_state": policy.bytes("optimizer_states"),
+        "bytes_act": policy.bytes("activations_stored"),
+        "bytes_tp_comm": policy.bytes("tp_comm"),
+        "bytes_dp_comm": policy.bytes("dp_grad_comm"),
+        "bytes_dispatch": policy.bytes("moe_dispatch"),
+        "bytes_combine": policy.bytes("moe_combine"),
+    }
+
+
+def _forward_seconds(
+    fl: FlopBreakdown, shared_flops: float, policy: PrecisionPolicy, gpu: GpuSpec, ds_recompute_flops: float
+) -> _ForwardSeconds:
+    """Forward seconds per token of each op class at the GPU's dtype peak and full clock."""
+    # The datasheet TFLOP/s hold at ``peak_clock_mhz``; the time model's full clock is f_max, from which DVFS
+    # slows compute-bound work (plan/gemm.py: efficiencies are clock-normalised, DVFS applies once).
+    clock_x = gpu.sm_clock_max_mhz / gpu.peak_clock_mhz
+
+    def rate(op_class: str) -> float:
+        return gpu.tflops(policy.dtype(op_class)) * 1e12 * clock_x
+
+    attn_proj_s = fl.attn_proj / rate("attn_proj")
+    dense_ffn_s = fl.dense_ffn / rate("dense_ffn") + fl.router / rate("router")
+    shared_s = shared_flops / rate("expert_ffn")
+    return {
+        "fwd_layers_s": attn_proj_s + dense_ffn_s + shared_s,
+        "fwd_experts_s": (fl.expert_ffn - shared_flops) / rate("expert_ffn"),
+        "fwd_attn_s": fl.attn_core / rate("attn_core"),
+        "fwd_head_s": fl.lm_head / rate("lm_head"),
+        "fwd_attn_proj_s": attn_proj_s,
+        "fwd_dense_ffn_s": dense_ffn_s,
+        "fwd_shared_s": shared_s,
+        "fwd_ds_recompute_s": ds_recompute_flops / rate("attn_proj"),
+    }
+
+
+def _gemm_shapes(arch: ModelArch, policy: PrecisionPolicy) -> _GemmShapes:
+    """The GEMM widths and dtypes the shape-dependent efficiency (:mod:`twinloop.plan.gemm`) needs."""
+    return {
+        "q_dim": arch.n_heads * arch.head_dim,
+        "kv_dim": arch.n_kv_heads * (arch.head_dim + arch.v_head_dim),
+        "o_dim": arch.n_heads * arch.v_head_dim,
+        "ffn_hidden": arch.ffn_hidden,
+        "moe_ffn_hidden": arch.moe_ffn_hidden,
+        "shared_ffn_hidden": arch.shared_ffn_hidden,
+        "gated": arch.mlp == "gated",
+        "dtype_proj": policy.dtype("attn_proj"),
+        "dtype_ffn": policy.dtype("dense_ffn"),
+        "dtype_experts": policy.dtype("expert_ffn"),
+        "dtype_head": policy.dtype("lm_head"),
+    }
 
 
 def _fp8_cast_elems(

@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from tests.ops.classify.synthetic import CLASSES, blobs
 
+from twinloop.lab.classifier_metrics import lenient_accuracy, score
 from twinloop.ops.classify import make_classifier
 from twinloop.ops.classify.base import LABEL_INDEX, LABELS
 from twinloop.ops.classify.features import N_FEATURES, RULE_COLUMNS, TELEMETRY_COLUMNS
 from twinloop.ops.classify.learned import LogisticClassifier, coefficients
-from twinloop.ops.classify.metrics import lenient_accuracy, score
 from twinloop.ops.events import EventClass
 
 C = EventClass

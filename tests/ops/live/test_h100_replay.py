@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from twinloop.lab.phases import by_phase, load_phases, phase_at
 from twinloop.ops.live.actuators import NoActuator
 from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.kinds import build_source
-from twinloop.ops.live.phases import by_phase, load_phases, phase_at
 from twinloop.ops.live.watcher import WatchConfig, Watcher
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "h100"

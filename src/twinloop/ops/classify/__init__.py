@@ -1,6 +1,6 @@
 """Incident classification: features at first report, rule-based and learned classifiers.
 
-The labeled data they are trained on comes from twin runs: ``twinloop.closedloop.dataset``.
+The labeled data they are trained on comes from twin runs: ``twinloop.lab.classifier_dataset``.
 """
 
 from twinloop.ops.classify import learned, rule_based

@@ -15,7 +15,7 @@ class is *not* an input, so it is an independent opinion), stored as plain numbe
 :meth:`AdvisoryModel.from_classifier` exports a fitted
 :class:`~twinloop.ops.classify.learned.LogisticClassifier`; its probabilities are the same to rounding. The packaged
 model is trained by ``benchmarks/train_advisory.py`` on the twin's *random* fault scenarios
-(:func:`twinloop.closedloop.fault_scenarios.random_scenario`, seeds 1000 and up) with labels from their injected
+(:func:`twinloop.lab.fault_scenarios.random_scenario`, seeds 1000 and up) with labels from their injected
 ground truth; no packaged scenario (``default``, ``mixed_hall``, ...) and no run it is later judged on is in its
 training data.
 

@@ -11,7 +11,7 @@
 
 :func:`rule_outcomes` reads the judged actions of a responder log back to their (rule, event class), and
 :func:`learned_policy` is the policy without the (rule, class) pairs a learner has switched off, so the next run's
-responder no longer applies them. :mod:`twinloop.closedloop.feedback_eval` evaluates both learners on twin runs.
+responder no longer applies them. :mod:`twinloop.lab.feedback_eval` evaluates both learners on twin runs.
 """
 
 from __future__ import annotations

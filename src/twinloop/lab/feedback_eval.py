@@ -6,7 +6,7 @@ are fixed within a run (the pipeline and responder are built at its start) and c
 
 * **Alarms** are the incidents that page a person: fault classes at ``minor`` severity or above (the set
   :func:`~twinloop.ops.evaluate.evaluate_detection` scores). Each gets its true/false-alarm label from ground
-  truth (:func:`~twinloop.closedloop.dataset.label_incident`: a real fault or background failure overlapped
+  truth (:func:`~twinloop.lab.classifier_dataset.label_incident`: a real fault or background failure overlapped
   it, whatever its class) ``label_delay_s`` after it opened; an incident only an out-of-taxonomy event explains
   gets no label. A fault no alarm caught (per :func:`~twinloop.ops.evaluate.evaluate_detection`) is reported as
   a miss ``label_delay_s`` after its run ended, against every source that raises its class.
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from twinloop.closedloop.dataset import CANONICAL_CLASS, Reported, label_incident
-from twinloop.closedloop.fault_scenarios import random_scenario
 from twinloop.closedloop.passes import PassResult, outcome_metrics, run_pass
+from twinloop.lab.classifier_dataset import CANONICAL_CLASS, Reported, label_incident
+from twinloop.lab.fault_scenarios import random_scenario
 from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, PipelineConfig
 from twinloop.ops.events import FAULT_CLASSES, EventClass, Incident, Severity
 from twinloop.ops.learn.feedback import RuleOutcomeLearner, ThresholdTuner, learned_policy, rule_outcomes
@@ -146,7 +146,7 @@ Observe = Callable[[int, Mapping[str, float]], RunOutcome]
 
 
 def twin_observer(duration_s: float = 900.0) -> Observe:
-    """Detection-only runs of :func:`~twinloop.closedloop.fault_scenarios.random_scenario` of ``duration_s``."""
+    """Detection-only runs of :func:`~twinloop.lab.fault_scenarios.random_scenario` of ``duration_s``."""
 
     def observe(seed: int, scale: Mapping[str, float]) -> RunOutcome:
         return run_outcome(random_scenario(seed, duration_s), threshold_scale=scale)
@@ -377,7 +377,7 @@ LoopRun = Callable[[int, Policy], RunOutcome]
 
 
 def twin_loop_runner(duration_s: float = 900.0) -> LoopRun:
-    """Loop-on runs of :func:`~twinloop.closedloop.fault_scenarios.random_scenario` of ``duration_s``."""
+    """Loop-on runs of :func:`~twinloop.lab.fault_scenarios.random_scenario` of ``duration_s``."""
 
     def run(seed: int, policy: Policy) -> RunOutcome:
         return run_outcome(random_scenario(seed, duration_s), loop_on=True, policy=policy)
@@ -389,7 +389,8 @@ def train_rules(
     seeds: Sequence[int], run: LoopRun, policy: Policy, learner: RuleOutcomeLearner | None = None
 ) -> RuleTrainingResult:
     """Run the loop over ``seeds`` in order; after each run, fold its judged actions into ``learner`` and
-    switch off, for the next runs, the (rule, class) pairs it no longer allows."""
+    switch off, for the next runs, the (rule, class) pairs it no longer allows.
+    """
     learner = learner or RuleOutcomeLearner()
     used: list[Policy] = []
     judged: list[tuple[str, str, str]] = []

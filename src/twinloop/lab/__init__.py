@@ -1,0 +1,8 @@
+"""Studies apart from the product: code that tests and benchmarks use to evaluate twinloop, never the CLI or web.
+
+``classifier_dataset`` (labelled incidents from twin runs) and ``classifier_metrics`` (scoring a classifier),
+``fault_scenarios`` and ``forecast_scenarios`` (seeded random halls), ``feedback_eval`` (the feedback learners on
+twin runs), ``fp8_anchors`` and ``nccl_anchors`` (published cells the planner is compared with), ``phases``
+(labelling a replayed recording by its workload's phases). A module here may import the twin and ``ops`` alike;
+nothing in the product imports this package (``tests/test_lab.py``).
+"""
