@@ -13,18 +13,19 @@ from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr, stdout
 from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
-from twinloop.ops.detect import load_variants
-from twinloop.ops.detect.base import REGISTRY
-from twinloop.ops.detect.offline import (
+from twinloop.ops import (
     DEFAULT_DETECTORS,
+    REGISTRY,
+    Detection,
+    Incident,
     InputReport,
     SeriesBlock,
     detect_blocks,
     detect_steps,
+    load_variants,
     pipeline_incidents,
     read_series,
 )
-from twinloop.ops.events import Detection, Incident
 
 _EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, below as seconds
 
@@ -123,7 +124,7 @@ def _detect(
     ``names``, with a progress bar on stderr when ``show_progress``. Returns the detectors run and the detections.
     """
     if profile is not None:
-        from twinloop.ops.detect.profiles import detect_with_profile, select_profile
+        from twinloop.ops import detect_with_profile, select_profile
 
         hints = [file.name, *(b.field or "" for b in blocks), *(n for b in blocks for n in b.names)]
         prof = select_profile(profile, hints)

@@ -93,7 +93,7 @@ def serve(
         stderr.print(f"generated API token: {tok}  (set {TOKEN_ENV} or --token to choose one)", highlight=False)
     import uvicorn
 
-    from twinloop.ops.live.control import control_path
+    from twinloop.telemetry.store.control import control_path
     from twinloop.web import create_app
     from twinloop.web.controller import DbController
 

@@ -16,12 +16,7 @@ from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr
 from twinloop.errors import InputError
 
 if TYPE_CHECKING:
-    from twinloop.ops.live.cluster import JobSource
-    from twinloop.ops.live.kinds import Built
-    from twinloop.ops.live.site import SiteFile
-    from twinloop.ops.live.watcher import WatchSummary
-    from twinloop.ops.respond.adapters.base import ActionAdapter
-    from twinloop.ops.respond.policy import Policy
+    from twinloop.ops import ActionAdapter, Built, JobSource, Policy, SiteFile, WatchSummary
 
 MODES = ("observe", "approve", "auto")
 JOB_SOURCES = "slurm | k8s | FILE"
@@ -103,7 +98,7 @@ def _check(args: _WatchArgs) -> None:
 
 def _job_source(jobs: str | None) -> JobSource | None:
     """Where the watcher learns which job runs on which GPU: Slurm, Kubernetes, a file, or nowhere."""
-    from twinloop.ops.live.jobs import k8s_jobs, load_job_file, slurm_jobs
+    from twinloop.ops import k8s_jobs, load_job_file, slurm_jobs
 
     if jobs is None:
         return None
@@ -119,10 +114,7 @@ def _job_source(jobs: str | None) -> JobSource | None:
 
 def _prepare(args: _WatchArgs) -> _Parts:
     """Check the options and build what the loop reads and acts through (bad input raises InputError)."""
-    from twinloop.ops.live.actuators import make_actuator
-    from twinloop.ops.live.kinds import build_source
-    from twinloop.ops.live.site import load_site
-    from twinloop.ops.respond.policy import load_policy
+    from twinloop.ops import build_source, load_policy, load_site, make_actuator
 
     _check(args)
     built = build_source(args.source, period_s=args.period_s)
@@ -136,11 +128,15 @@ def _prepare(args: _WatchArgs) -> _Parts:
 
 def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
     """Build the watcher, run it until the source ends, the duration passes or a signal stops it; the summary."""
-    from twinloop.ops.alerts import AlertmanagerClient
-    from twinloop.ops.live.cluster import LiveOptions, SourceCluster
-    from twinloop.ops.live.control import ControlChannel, control_path
-    from twinloop.ops.live.watcher import WatchConfig, Watcher
-    from twinloop.ops.records import LiveRecords
+    from twinloop.ops import (
+        AlertmanagerClient,
+        LiveOptions,
+        LiveRecords,
+        SourceCluster,
+        WatchConfig,
+        Watcher,
+    )
+    from twinloop.telemetry.store.control import ControlChannel, control_path
     from twinloop.telemetry.store.session import SessionStore
 
     db, built = args.db, parts.built

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, ancestor
+from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, ancestor
 from twinloop.twin.actions import (
     Action,
     Drain,

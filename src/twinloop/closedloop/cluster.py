@@ -24,19 +24,16 @@ from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.twin_history import HORIZONS_S, TwinRecorder
 from twinloop.errors import InputError
 from twinloop.hardware.power import relative_speed
-from twinloop.ops.detect.rules import (
-    CDU_FLOW,
-    CDU_HEAT_LOAD,
-    CDU_PUMP_SPEED,
-    CDU_SETPOINT,
-    CDU_SUPPLY,
-    CDU_VALVE,
-    PSU_STATE,
-    RANK_STEP_TIME,
-    GpuLimits,
-)
-from twinloop.ops.ports import END, PollResult, RackHeat, Sample, Topology
+from twinloop.ops import END, GpuLimits, PollResult, RackHeat, Sample, Topology
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
+from twinloop.telemetry.fields import TWINLOOP_FI_CDU_FLOW as CDU_FLOW
+from twinloop.telemetry.fields import TWINLOOP_FI_CDU_HEAT_LOAD as CDU_HEAT_LOAD
+from twinloop.telemetry.fields import TWINLOOP_FI_CDU_PUMP_SPEED as CDU_PUMP_SPEED
+from twinloop.telemetry.fields import TWINLOOP_FI_CDU_SETPOINT as CDU_SETPOINT
+from twinloop.telemetry.fields import TWINLOOP_FI_CDU_SUPPLY_TEMP as CDU_SUPPLY
+from twinloop.telemetry.fields import TWINLOOP_FI_CDU_VALVE as CDU_VALVE
+from twinloop.telemetry.fields import TWINLOOP_FI_PSU_STATE as PSU_STATE
+from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME as RANK_STEP_TIME
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec

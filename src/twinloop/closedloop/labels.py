@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from twinloop.closedloop.adapter import TwinAdapter
-from twinloop.ops.evaluate import Label
+from twinloop.ops import Label
 from twinloop.twin.engine import Twin
 
 #: Twin events that are true faults even though no scenario injected them (background failure process).

@@ -18,15 +18,22 @@ from typing import Any
 
 from twinloop.closedloop.cluster import TwinCluster
 from twinloop.closedloop.labels import ground_truth
-from twinloop.ops.classify.advisory import Advisor, AdvisoryModel
-from twinloop.ops.detect.pipeline import PipelineConfig
-from twinloop.ops.evaluate import DetectionReport, Label, evaluate_detection
-from twinloop.ops.events import Incident
-from twinloop.ops.learn.precool import RowHeatForecast, load_models
-from twinloop.ops.ports import Sample
-from twinloop.ops.respond.actions import ActionResult
-from twinloop.ops.respond.policy import Mode, Policy
-from twinloop.ops.runner import LoopRunner
+from twinloop.ops import (
+    ActionResult,
+    Advisor,
+    AdvisoryModel,
+    DetectionReport,
+    Incident,
+    Label,
+    LoopRunner,
+    Mode,
+    PipelineConfig,
+    Policy,
+    RowHeatForecast,
+    Sample,
+    evaluate_detection,
+    load_models,
+)
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.scenario import ScenarioSpec
 

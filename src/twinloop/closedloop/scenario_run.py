@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from twinloop.closedloop.passes import Mode, PassResult, outcome_metrics, run_pass
-from twinloop.ops.classify.advisory import AdvisoryModel, load_advisory_model
-from twinloop.ops.records import GroundTruthLabel, write_run
+from twinloop.ops import AdvisoryModel, GroundTruthLabel, load_advisory_model, write_run
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.scenario import ScenarioSpec
 from twinloop.twin.telemetry_writer import TelemetryWriter

@@ -47,7 +47,8 @@ from numpy.typing import NDArray
 from twinloop.errors import InputError
 from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import GpuPowerModel
-from twinloop.ops.learn.forecast import KNOWN_COLUMNS, FloatArray, HeatLoadForecaster, LoadHistory
+from twinloop.ops import KNOWN_COLUMNS, HeatLoadForecaster, LoadHistory
+from twinloop.ops.learn.forecast import FloatArray
 from twinloop.telemetry.fields import TWINLOOP_FI_IT_POWER, TWINLOOP_FI_RACK_POWER
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.jobs import CHECKPOINT_ACTIVITY, Phase

@@ -27,9 +27,7 @@ from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.cluster import gpu_limits
 from twinloop.closedloop.passes import run_pass
 from twinloop.lab.fault_scenarios import random_scenario
-from twinloop.ops.classify.features import N_FEATURES, FeatureExtractor
-from twinloop.ops.evaluate import Label
-from twinloop.ops.events import EventClass, Incident
+from twinloop.ops import N_FEATURES, EventClass, FeatureExtractor, Incident, Label
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.failures import CAUSES
 from twinloop.twin.scenario import ScenarioSpec

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from twinloop.ops.classify.base import LABEL_INDEX, LABELS
+from twinloop.ops import LABEL_INDEX, LABELS, EventClass
 from twinloop.ops.evaluate import FAULT_CLASSES
-from twinloop.ops.events import EventClass
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,20 @@ import numpy as np
 from twinloop.closedloop.passes import PassResult, outcome_metrics, run_pass
 from twinloop.lab.classifier_dataset import CANONICAL_CLASS, Reported, label_incident
 from twinloop.lab.fault_scenarios import random_scenario
-from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, PipelineConfig
-from twinloop.ops.events import FAULT_CLASSES, EventClass, Incident, Severity
-from twinloop.ops.learn.feedback import RuleOutcomeLearner, ThresholdTuner, learned_policy, rule_outcomes
-from twinloop.ops.respond.policy import Policy
+from twinloop.ops import (
+    RULE_THRESHOLDS,
+    DetectionPipeline,
+    EventClass,
+    Incident,
+    PipelineConfig,
+    Policy,
+    RuleOutcomeLearner,
+    Severity,
+    ThresholdTuner,
+    learned_policy,
+    rule_outcomes,
+)
+from twinloop.ops.events import FAULT_CLASSES
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.scenario import ScenarioSpec
 

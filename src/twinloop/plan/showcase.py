@@ -8,7 +8,7 @@ holds the weights.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from twinloop.errors import InputError
@@ -73,7 +73,7 @@ def showcase(
                 kv_cache_bytes_per_token=s.kv_cache_bytes_per_token,
                 train={
                     "gpus": t.gpus,
-                    "config": t.config,
+                    "config": asdict(t.config),
                     "memory_per_gpu_bytes": t.memory_per_gpu_bytes["total"],
                     "step_time_s": t.step_time_s,
                     "mfu": t.mfu,

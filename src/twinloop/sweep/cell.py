@@ -55,7 +55,7 @@ def _finite(d: dict[str, Any]) -> dict[str, float]:
 
 def _twin(cell: Cell) -> tuple[dict[str, float], dict[str, float]]:
     from twinloop.closedloop.passes import outcome_metrics, run_pass
-    from twinloop.ops.respond.policy import Policy
+    from twinloop.ops import Policy
     from twinloop.twin.scenario import scenario_from_dict
 
     spec = scenario_from_dict(cell.inputs, cell.source, cell.base_dir)

@@ -213,7 +213,7 @@ def narrowed(spec: SweepSpec, seeds: tuple[int, ...] | None = None, duration: st
 
 
 def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
-    from twinloop.ops.respond.policy import load_policy
+    from twinloop.ops import load_policy
     from twinloop.twin.scenario import DEFAULT_SCENARIO, scenario_from_dict
 
     if spec.combine == "grid":

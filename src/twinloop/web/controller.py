@@ -14,9 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from twinloop.ops.respond.actions import ActionRequest, ActionResult
-from twinloop.ops.respond.policy import Mode
-from twinloop.ops.respond.responder import Reader, Responder
+from twinloop.ops import ActionRequest, ActionResult, Mode, Reader, Responder
 
 MODES: tuple[Mode, ...] = ("observe", "approve", "auto")
 
@@ -178,7 +176,7 @@ class DbController:
     """
 
     def __init__(self, path: str | Path, run: str = "watch") -> None:
-        from twinloop.ops.live.control import ControlChannel
+        from twinloop.telemetry.store.control import ControlChannel
 
         self.channel = ControlChannel(path, run)
         self.run = run
