@@ -37,7 +37,8 @@ from twinloop.ops.detect.rules import (
 )
 from twinloop.ops.ports import END, PollResult, RackHeat, Sample, Topology
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec
 
@@ -94,7 +95,8 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
 
 def gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
     """The step's GPU fields, each GPU's rank step time (:func:`rank_step_times`), plus the node and row fields the
-    rules read per GPU, when every node/row reports."""
+    rules read per GPU, when every node/row reports.
+    """
     assert result.gpu is not None
     out = dict(result.gpu)
     out[RANK_STEP_TIME] = rank_step_times(twin)[twin.telemetry.gpu_idx]
@@ -113,7 +115,8 @@ def gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
 
 class TwinReader:
     """The responder's view of the twin's GPU telemetry: a field's mean or max over an entity's GPUs, now or up
-    to ``keep_s`` ago (snapshots every ``every_s``; the nearest older one answers)."""
+    to ``keep_s`` ago (snapshots every ``every_s``; the nearest older one answers).
+    """
 
     def __init__(self, twin: Twin, adapter: TwinAdapter, every_s: float = 10.0, keep_s: float = 600.0) -> None:
         self.twin = twin
@@ -133,6 +136,7 @@ class TwinReader:
             self._snapshots.popleft()
 
     def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        """The mean or max of ``field`` over ``entity``'s GPUs now or ``ago_s`` ago; None when the twin cannot say."""
         if field == CDU_SUPPLY:  # a row field: the CDU of a row id, now
             row = self.adapter.row_index(entity)
             return float(self.twin.state["cdu_supply_c"][row]) if row is not None and ago_s <= 0 else None

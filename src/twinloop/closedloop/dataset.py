@@ -27,11 +27,12 @@ from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.cluster import gpu_limits
 from twinloop.closedloop.fault_scenarios import random_scenario
 from twinloop.closedloop.passes import run_pass
+from twinloop.hardware.failure_rates import CAUSES
 from twinloop.ops.classify.features import N_FEATURES, FeatureExtractor
 from twinloop.ops.evaluate import Label
 from twinloop.ops.events import EventClass, Incident
-from twinloop.twin.engine import StepResult, Twin
-from twinloop.twin.failures import CAUSES
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 
 C = EventClass
@@ -114,7 +115,8 @@ def _depth(entity: str) -> int:
 def _touches(inc: Incident, jobs: Sequence[str], label: Label) -> bool:
     """Could ``label`` have caused ``inc``? Job-rooted incidents: a fault on the job or on (above) one of its GPUs.
     Topology-rooted ones: the root inside the label's subtree, or at most one level above the label's entity
-    (a row-wide incident is not one GPU's fault); or a fault on a job its GPUs run."""
+    (a row-wide incident is not one GPU's fault); or a fault on a job its GPUs run.
+    """
     root = inc.root
     if "/jobs/" in root:
         if label.entity == root or label.job == root:
@@ -148,7 +150,8 @@ def label_incident(
 
 class FaultJobs:
     """A ``run_pass`` step hook: the job each GPU/node fault struck (a fault that takes a GPU down also unassigns
-    its job in that step, so the jobs *before* the step are looked at)."""
+    its job in that step, so the jobs *before* the step are looked at).
+    """
 
     def __init__(self) -> None:
         self.fault_jobs: dict[tuple[str, str], str | None] = {}
@@ -157,6 +160,7 @@ class FaultJobs:
         self._jobs_before: NDArray[np.int64] | None = None
 
     def on_step(self, twin: Twin, result: StepResult) -> None:
+        """Record, for each fault that starts this step, the job that held most of the struck GPUs."""
         if self._adapter is None:
             self._adapter = TwinAdapter(twin)
             self._job_ids = twin.telemetry.entities("job")
@@ -177,7 +181,8 @@ class FaultJobs:
 
     def with_jobs(self, faults: Sequence[Label]) -> tuple[Label, ...]:
         """``faults`` with the job each struck filled in (a fault on a GPU or node is also on the job that ran
-        there when it struck; the job may move afterwards)."""
+        there when it struck; the job may move afterwards).
+        """
         return tuple(replace(f, job=f.job or self.fault_jobs.get((f.kind, f.entity))) for f in faults)
 
 
@@ -233,7 +238,8 @@ def collect_run(spec: ScenarioSpec, source: str = "scenario") -> RunIncidents:
 def collect_sample_run(spec: ScenarioSpec, source: str = "scenario") -> RunIncidents:
     """:func:`collect_run` with the features the loop's advisory classifier computes from the samples it sees
     (:class:`~twinloop.ops.classify.advisory.Advisor`: what a live cluster offers, no twin internals), so a model
-    trained on them sees in use what it saw in training."""
+    trained on them sees in use what it saw in training.
+    """
     faults = FaultJobs()
     result = run_pass(spec, False, on_step=faults.on_step, keep_first_reports=True, source=source)
     assert result.advisor is not None

@@ -95,7 +95,8 @@ def random_scenario(seed: int, duration_s: float = 1500.0) -> ScenarioSpec:
 def _random_jobs(rng: np.random.Generator, n_nodes: int, n_gpus: int,
                  duration_s: float) -> tuple[list[dict[str, Any]], int]:  # fmt: skip
     """The scenario's jobs (a training job on half to three quarters of the GPUs, maybe a serving fleet and a
-    second training job) and the first training job's GPU count."""
+    second training job) and the first training job's GPU count.
+    """
     train = 8 * int(rng.integers(n_nodes // 2, 3 * n_nodes // 4 + 1))
     jobs: list[dict[str, Any]] = [
         {
@@ -159,7 +160,8 @@ def _random_faults(rng: np.random.Generator, duration_s: float, rows: int, racks
 
 def _target(kind: str, rng: np.random.Generator, rows: int, racks: int, nodes: int, train_gpus: int) -> str:
     """A random target of the level the fault kind needs; GPU faults land on the first training job's GPUs
-    (first-fit places it first), so that a straggler or an SDC has a job to slow or corrupt."""
+    (first-fit places it first), so that a straggler or an SDC has a job to slow or corrupt.
+    """
     level = FAULT_TARGETS[kind][0][0]
     if level == "site":
         return "dc1"

@@ -39,7 +39,8 @@ from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, Pip
 from twinloop.ops.events import FAULT_CLASSES, EventClass, Incident, Severity
 from twinloop.ops.learn.feedback import RuleOutcomeLearner, ThresholdTuner, learned_policy, rule_outcomes
 from twinloop.ops.respond.policy import Policy
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 
 
@@ -389,7 +390,8 @@ def train_rules(
     seeds: Sequence[int], run: LoopRun, policy: Policy, learner: RuleOutcomeLearner | None = None
 ) -> RuleTrainingResult:
     """Run the loop over ``seeds`` in order; after each run, fold its judged actions into ``learner`` and
-    switch off, for the next runs, the (rule, class) pairs it no longer allows."""
+    switch off, for the next runs, the (rule, class) pairs it no longer allows.
+    """
     learner = learner or RuleOutcomeLearner()
     used: list[Policy] = []
     judged: list[tuple[str, str, str]] = []

@@ -27,7 +27,8 @@ from twinloop.ops.ports import Sample
 from twinloop.ops.respond.actions import ActionResult
 from twinloop.ops.respond.policy import Mode, Policy
 from twinloop.ops.runner import LoopRunner
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 
 

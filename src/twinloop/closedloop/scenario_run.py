@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from twinloop.closedloop.passes import Mode, PassResult, outcome_metrics, run_pass
+from twinloop.closedloop.passes import PassResult, outcome_metrics, run_pass
 from twinloop.ops.classify.advisory import AdvisoryModel, load_advisory_model
 from twinloop.ops.records import GroundTruthLabel, write_run
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.ops.respond.policy import Mode
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 from twinloop.twin.telemetry_writer import TelemetryWriter
 

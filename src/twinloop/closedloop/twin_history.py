@@ -49,7 +49,8 @@ from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import GpuPowerModel
 from twinloop.ops.learn.forecast import KNOWN_COLUMNS, FloatArray, HeatLoadForecaster, LoadHistory
 from twinloop.telemetry.fields import TWINLOOP_FI_IT_POWER, TWINLOOP_FI_RACK_POWER
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import CHECKPOINT_ACTIVITY, Phase
 from twinloop.twin.scheduler import ClusterView
 from twinloop.twin.workload import WorkloadProfile
