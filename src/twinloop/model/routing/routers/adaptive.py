@@ -75,7 +75,7 @@ class AdaptiveK(Router):
         return lo, hi
 
     def width(self, ctx: RoutingContext) -> int:
-        """At most ``k_max`` experts per token."""
+        """The resolved ``k_max``: the most experts per token K can grow to."""
         return self.bounds(ctx)[1]
 
     def start(self, ctx: RoutingContext) -> None:
