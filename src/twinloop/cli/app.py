@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import typer
+from typer._click import Command as ClickCommand
+from typer._click.shell_completion import CompletionItem
 from typer.core import TyperGroup
 
 import twinloop
@@ -134,10 +136,12 @@ class LazyGroup(TyperGroup):
         raise NotImplementedError
 
     def list_commands(self, ctx: Any) -> list[str]:
+        """The lazy commands whose module is present, in registry order, then the ones registered eagerly."""
         names = [n for n, e in self.lazy.items() if n in self.commands or _exists(e.module)]
         return names + [n for n in self.commands if n not in self.lazy]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command ``cmd_name``, its module imported on first use; None when unknown or absent."""
         if cmd_name in self.commands:
             return self.commands[cmd_name]
         entry = self.lazy.get(cmd_name)
@@ -156,22 +160,25 @@ class LazyGroup(TyperGroup):
         return typer.core.TyperCommand(name=name, short_help=self.lazy[name].help, help=self.lazy[name].help)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """List the commands with their one-line help, without importing the lazy ones."""
         rows = [(n, self._listed(n).get_short_help_str(limit=1000)) for n in self.list_commands(ctx)]
         rows = [(n, h) for n, h in rows if not self._listed(n).hidden]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[CompletionItem]:
+        """Command names from the registry (no import) that start with ``incomplete``, then the group's own options."""
         items = [
-            typer.core.CompletionItem(n, help=self._listed(n).get_short_help_str())
+            CompletionItem(n, help=self._listed(n).get_short_help_str())
             for n in self.list_commands(ctx)
             if n.startswith(incomplete)
         ]
         # Options of the group itself (--help, --version, ...), as the base class would add them.
-        return items + typer.core._click.Command.shell_complete(self, ctx, incomplete)
+        return items + ClickCommand.shell_complete(self, ctx, incomplete)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """Split ``args`` into (name, command, rest); an unknown name's error suggests the lazy commands too."""
         try:
             name, command, rest = super().resolve_command(ctx, args)
             if command is not None:
@@ -228,6 +235,7 @@ class RootGroup(LazyGroup):
 
     @staticmethod
     def owner() -> typer.Typer:
+        """The root ``twinloop`` application."""
         return app
 
     def main(
@@ -280,6 +288,7 @@ class PlanGroup(LazyGroup):
 
     @staticmethod
     def owner() -> typer.Typer:
+        """The ``twinloop plan`` application."""
         return plan_app
 
     #: Planner commands without BLAS work: numpy loads for them with one OpenBLAS thread (see get_command).

@@ -15,7 +15,8 @@ from twinloop.closedloop.passes import PassResult, outcome_metrics
 from twinloop.closedloop.scenario_run import run_scenario
 from twinloop.errors import InputError
 from twinloop.twin import load_scenario
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 
 _MODES = ("observe", "approve", "auto")
 

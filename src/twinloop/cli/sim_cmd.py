@@ -14,7 +14,7 @@ from twinloop.cli.tables import energy_wh, power, print_pairs
 from twinloop.errors import InputError
 
 if TYPE_CHECKING:
-    from twinloop.twin.engine import StepResult
+    from twinloop.twin.events import StepResult
 
 
 def _duration(flag: str, value: str | None) -> float | None:

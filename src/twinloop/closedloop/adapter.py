@@ -94,7 +94,8 @@ class TwinAdapter(ActionAdapter):
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
         """From the twin's job state: a training job back in its sustained phase whose last checkpoint (or restart
         from one) completed at or after ``since_ts``; a job holding no unsaved work (serving, queued, ramping up
-        from its checkpoint, done) is done too. A job writing its checkpoint, or hung, is not."""
+        from its checkpoint, done) is done too. A job writing its checkpoint, or hung, is not.
+        """
         if _JOBS not in job:
             return None
         j = self.twin.job_by_name(job.split(_JOBS, 1)[1])

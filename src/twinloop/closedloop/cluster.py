@@ -34,7 +34,8 @@ from twinloop.telemetry.fields import TWINLOOP_FI_CDU_SUPPLY_TEMP as CDU_SUPPLY
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_VALVE as CDU_VALVE
 from twinloop.telemetry.fields import TWINLOOP_FI_PSU_STATE as PSU_STATE
 from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME as RANK_STEP_TIME
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec
 
@@ -91,7 +92,8 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
 
 def gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
     """The step's GPU fields, each GPU's rank step time (:func:`rank_step_times`), plus the node and row fields the
-    rules read per GPU, when every node/row reports."""
+    rules read per GPU, when every node/row reports.
+    """
     assert result.gpu is not None
     out = dict(result.gpu)
     out[RANK_STEP_TIME] = rank_step_times(twin)[twin.telemetry.gpu_idx]
@@ -110,7 +112,8 @@ def gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
 
 class TwinReader:
     """The responder's view of the twin's GPU telemetry: a field's mean or max over an entity's GPUs, now or up
-    to ``keep_s`` ago (snapshots every ``every_s``; the nearest older one answers)."""
+    to ``keep_s`` ago (snapshots every ``every_s``; the nearest older one answers).
+    """
 
     def __init__(self, twin: Twin, adapter: TwinAdapter, every_s: float = 10.0, keep_s: float = 600.0) -> None:
         self.twin = twin
@@ -130,6 +133,7 @@ class TwinReader:
             self._snapshots.popleft()
 
     def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        """The mean or max of ``field`` over ``entity``'s GPUs now or ``ago_s`` ago; None when the twin cannot say."""
         if field == CDU_SUPPLY:  # a row field: the CDU of a row id, now
             row = self.adapter.row_index(entity)
             return float(self.twin.state["cdu_supply_c"][row]) if row is not None and ago_s <= 0 else None

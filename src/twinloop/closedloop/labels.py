@@ -38,7 +38,8 @@ def ground_truth(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], t
 
 def background_stragglers(twin: Twin, adapter: TwinAdapter, end_s: float) -> tuple[Label, ...]:
     """The hall's background stragglers (slow GPUs drawn at reset, ``straggler_fraction``): true slow GPUs for
-    the whole run, so an incident that names one is a true event, not a false alarm."""
+    the whole run, so an incident that names one is a true event, not a false alarm.
+    """
     gpu_ids = twin.telemetry.entities("gpu")
     return tuple(
         Label(f"straggler:speed {speed:.3f}", gpu_ids[i], 0.0, end_s, job=adapter.job_of(gpu_ids[i]))

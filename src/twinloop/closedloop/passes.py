@@ -34,7 +34,8 @@ from twinloop.ops import (
     evaluate_detection,
     load_models,
 )
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 
 

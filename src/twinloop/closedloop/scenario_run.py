@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from twinloop.closedloop.passes import Mode, PassResult, outcome_metrics, run_pass
-from twinloop.ops import AdvisoryModel, GroundTruthLabel, load_advisory_model, write_run
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.closedloop.passes import PassResult, outcome_metrics, run_pass
+from twinloop.ops import AdvisoryModel, GroundTruthLabel, Mode, load_advisory_model, write_run
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 from twinloop.twin.telemetry_writer import TelemetryWriter
 

@@ -50,7 +50,8 @@ from twinloop.hardware.power import GpuPowerModel
 from twinloop.ops import KNOWN_COLUMNS, HeatLoadForecaster, LoadHistory
 from twinloop.ops.learn.forecast import FloatArray
 from twinloop.telemetry.fields import TWINLOOP_FI_IT_POWER, TWINLOOP_FI_RACK_POWER
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import CHECKPOINT_ACTIVITY, Phase
 from twinloop.twin.scheduler import ClusterView
 from twinloop.twin.workload import WorkloadProfile

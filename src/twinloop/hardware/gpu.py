@@ -108,7 +108,8 @@ def _entries(path: Path) -> dict[str, Any]:
     raw = load_yaml(path)
     if not isinstance(raw, dict) or not isinstance(raw.get("gpus"), dict):
         raise InputError(str(path), "gpus", "expected a mapping 'gpus: {name: {...}}'")
-    return raw["gpus"]
+    gpus: dict[str, Any] = raw["gpus"]
+    return gpus
 
 
 def _spec(path: Path, name: str, body: Any) -> GpuSpec:

@@ -39,7 +39,8 @@ def _entries() -> dict[str, Any]:
     raw = load_yaml(CATALOG_DIR / "links.yaml")
     if not isinstance(raw, dict) or not isinstance(raw.get("links"), dict):
         raise InputError(str(CATALOG_DIR / "links.yaml"), "links", "expected a mapping 'links: {name: {...}}'")
-    return raw["links"]
+    links: dict[str, Any] = raw["links"]
+    return links
 
 
 @cache

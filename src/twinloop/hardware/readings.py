@@ -197,7 +197,7 @@ def _load_json(path: Path) -> object:
 RUN_KEYS = ("idle", "gemm_peak", "power_caps", "clock_locks", "memcopy", "decode_like", "train_small")
 
 
-def _runs(directory: Path) -> list[dict]:
+def _runs(directory: Path) -> list[dict[str, Any]]:
     paths = sorted(directory.glob("results_run*.json"))
     if not paths:
         raise InputError(str(directory), "results_run*.json", "no per-run results found")
@@ -314,7 +314,7 @@ def _load_readings(directory: Path) -> Readings:
     add("cooldown", "idle", st("cooldown"), [i[2]["avg_w"] for i in idle], [], "", tensor_active=0.0,
         sm_active=0.0, context=1.0, fp8_share=0.0)  # fmt: skip
 
-    def gemm(name: str, s: PhaseStats, recs: list[dict], **kw: float | None) -> None:
+    def gemm(name: str, s: PhaseStats, recs: list[dict[str, Any]], **kw: float | None) -> None:
         tf = [r["tflops"] for r in recs]
         tensor = float(np.mean(tf)) * 1e12 / _peak_flops(s.clock_mhz)
         add(name, "gemm", s, [r["avg_w"] for r in recs], tf, "TFLOP/s", tensor_active=tensor, sm_active=1.0,
@@ -349,7 +349,7 @@ def _load_readings(directory: Path) -> Readings:
     return Readings(phases=phases, trace=trace, default_limit_w=limit)
 
 
-def _add_training(directory: Path, runs: list[dict], s: PhaseStats, add: object) -> None:
+def _add_training(directory: Path, runs: list[dict[str, Any]], s: PhaseStats, add: object) -> None:
     cfg_path = directory / "train_model_config.json"
     recs = [r["train_small"] for r in runs]
     tokens_s = float(np.mean([r["tokens_per_s"] for r in recs]))

@@ -26,10 +26,11 @@ from numpy.typing import NDArray
 from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.cluster import gpu_limits
 from twinloop.closedloop.passes import run_pass
+from twinloop.hardware.failure_rates import CAUSES
 from twinloop.lab.fault_scenarios import random_scenario
 from twinloop.ops import N_FEATURES, EventClass, FeatureExtractor, Incident, Label
-from twinloop.twin.engine import StepResult, Twin
-from twinloop.twin.failures import CAUSES
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 
 C = EventClass
@@ -157,7 +158,7 @@ class FaultJobs:
         self._jobs_before: NDArray[np.int64] | None = None
 
     def on_step(self, twin: Twin, result: StepResult) -> None:
-        """Record the job under each fault that starts in this step."""
+        """Record, for each fault that starts this step, the job that held most of the struck GPUs."""
         if self._adapter is None:
             self._adapter = TwinAdapter(twin)
             self._job_ids = twin.telemetry.entities("job")

@@ -49,7 +49,8 @@ from twinloop.ops import (
     rule_outcomes,
 )
 from twinloop.ops.events import FAULT_CLASSES
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
 
 

@@ -19,7 +19,7 @@ from twinloop.catalog import CATALOG_DIR
 from twinloop.hardware.gpu import get_gpu
 from twinloop.plan import nccl
 from twinloop.plan.collectives import Topology, default_topology
-from twinloop.plan.efficiency import NCCL_NETWORK_BUS_EFFICIENCY, NCCL_NVLINK_BUS_EFFICIENCY
+from twinloop.plan.efficiency import NCCL_NETWORK_BUS_EFFICIENCY, NCCL_NVLINK_BUS_EFFICIENCY, NVLS_ALGBW_FRACTION
 
 
 class NcclPoint(BaseModel):
@@ -77,7 +77,7 @@ class Comparison:
 def predict(p: NcclPoint) -> Comparison:
     """The model's value of the quantity ``p`` publishes (busbw, algbw in GB/s or time in µs)."""
     topo = topology_for(p.gpu, p.network)
-    cands = nccl.candidates(p.size_bytes, p.ranks, p.ranks_per_node, topo, p.collective, nccl.NVLS_ALGBW_FRACTION)
+    cands = nccl.candidates(p.size_bytes, p.ranks, p.ranks_per_node, topo, p.collective, NVLS_ALGBW_FRACTION)
     name = p.algorithm or min(cands, key=lambda k: float(cands[k]))
     t = float(cands[name])
     n = p.ranks

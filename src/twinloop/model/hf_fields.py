@@ -112,7 +112,7 @@ class ConfigReader:
             raise self.error(key, f"must be an integer in [{lo}, {hi}], got {_show(value)}")
         if not lo <= value <= hi:
             raise self.error(key, f"must be an integer in [{lo}, {hi}], got {_show(value)}")
-        return value
+        return int(value)
 
     def boolean(self, key: str, default: bool) -> bool:
         """A JSON boolean (``true``/``false``); the string ``"false"`` is refused, never read as true."""

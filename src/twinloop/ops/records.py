@@ -53,7 +53,8 @@ def write_run(
     advice: Iterable[Advice] = (),
 ) -> None:
     """Replace ``run``'s incidents, actions, ground truth and advisory classes (the learned classifier's second
-    opinion, :mod:`twinloop.ops.classify.advisory`) in one transaction."""
+    opinion, :mod:`twinloop.ops.classify.advisory`) in one transaction.
+    """
     inc_rows = [
         (run, i.incident_id, str(i.event_class), i.root, i.severity.name.lower(), i.start_ts, i.end_ts,
          len(i.members), i.n_detections, i.status)
@@ -74,7 +75,8 @@ def write_run(
 
 def read_table(con: duckdb.DuckDBPyConnection, table: str, run: str | None = None) -> list[dict[str, Any]]:
     """Rows of ``loop_incidents``/``loop_actions``/``loop_ground_truth``/``loop_advisory`` as dicts (all runs, or
-    one)."""
+    one).
+    """
     return loop_records.read_loop_table(con, table, run)
 
 
@@ -167,7 +169,8 @@ class LiveRecords:
 
     def action(self, action_id: int, a: ActionResult, verifies: int | None = None) -> None:
         """Insert or replace one action result (stored under ``action_id``); a verdict also fills in the
-        ``verification`` of the action it judges (``verifies``)."""
+        ``verification`` of the action it judges (``verifies``).
+        """
         req = a.request
         row = (a.ts, str(req.kind), req.target, req.value, a.status, a.detail, req.incident_id, a.clamped)
         stmts = loop_records.action_upsert(self.run, action_id, row, rule_of(req.reason), req.reason)
@@ -204,7 +207,8 @@ class LiveRecords:
 
     def summary(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Every incident (``opened_ts``, ``closed_ts``, ``class``, ``severity``, ``root``, ``entities``) and every
-        action (with ``rule``, ``reason``, ``verification``) of this run."""
+        action (with ``rule``, ``reason``, ``verification``) of this run.
+        """
         with self._con() as con:
             inc_rows = loop_records.incident_summary_rows(con, self.run)
             act_rows = loop_records.action_summary_rows(con, self.run)

@@ -314,7 +314,8 @@ class LoopRunner:
     def _cooling_hold(self, row: str) -> str | None:
         """An open cooling incident (a heat wave at the site, a row's coolant) covering ``row``: the optimizer must
         not relax that row while its rule holds it tightened. A single GPU's or node's thermal fault holds
-        nothing: its rule acts on that GPU, not on the row."""
+        nothing: its rule acts on that GPU, not on the row.
+        """
         for inc in self.pipeline.open_incidents:
             if inc.event_class not in _HOLDING_CLASSES:
                 continue
@@ -325,7 +326,8 @@ class LoopRunner:
 
     def _local_thermal_fault(self, row: str) -> str | None:
         """An open cooling or thermal incident rooted at one GPU or node of ``row`` (a thermal-interface fault):
-        its own rule acts on that GPU, so the optimizer does not chill the whole row for it."""
+        its own rule acts on that GPU, so the optimizer does not chill the whole row for it.
+        """
         for inc in self.pipeline.open_incidents:
             local = inc.event_class in _HOLDING_CLASSES and root_level(inc.root) in ("gpu", "node")
             if local and ancestor(inc.root, 2) == ancestor(row, 2):
@@ -344,7 +346,8 @@ class LoopRunner:
 
     def _tell_settings(self, actions: Sequence[ActionResult]) -> None:
         """Tell the detectors which GPUs the loop itself capped or clock-locked (their slowness is expected, not a
-        straggler) and which it released (a restore or rollback puts the previous setting back)."""
+        straggler) and which it released (a restore or rollback puts the previous setting back).
+        """
         for a in actions:
             r = a.request
             if r.kind not in _SLOWING_KINDS:

@@ -248,6 +248,7 @@ class StaticBatching(_BatchThenDecode):
     name = "static"
 
     def plan(self, step: StepModel, wl: Workload, max_sequences: int, n_replicas: int) -> BatchingResult:
+        """Full batches of ``max_sequences``: capacity, then TTFT from the fill and M/D/1 waits plus the prefill."""
         b = float(max_sequences)
         t_pre, t_dec = self.batch_time_s(step, wl, b)
         t_batch = t_pre + t_dec
@@ -281,6 +282,7 @@ class DynamicBatching(_BatchThenDecode):
     name = "dynamic"
 
     def plan(self, step: StepModel, wl: Workload, max_sequences: int, n_replicas: int) -> BatchingResult:
+        """The batch size that solves ``B = λ·T_batch(B)``, then TTFT and TPOT at that batch."""
         c = float(max_sequences)
 
         def t_batch(b: float) -> float:
@@ -310,7 +312,10 @@ class DynamicBatching(_BatchThenDecode):
 
 def _decode_batch(lam: float, out: float, tpot: Callable[[float], float], cap: float) -> float:
     """Little's law fixed point ``B = λ·O·TPOT(B)`` on [0, cap] (cap when it does not close)."""
-    f = lambda b: lam * out * tpot(b) - b  # noqa: E731
+
+    def f(b: float) -> float:
+        return lam * out * tpot(b) - b
+
     if f(cap) > 0:
         return cap
     return _bisect(f, 0.0, cap)
@@ -327,6 +332,7 @@ class ContinuousBatching(BatchingStrategy):
     name = "continuous"
 
     def plan(self, step: StepModel, wl: Workload, max_sequences: int, n_replicas: int) -> BatchingResult:
+        """Capacity from prefill busy time and full-batch decode, the decode batch by Little's law, TTFT by M/G/1."""
         c = float(max_sequences)
         ctx, out = wl.decode_context_mean, wl.output_mean
         busy = step.prefill_busy_s(wl.prompt_tokens)
@@ -390,6 +396,7 @@ class ChunkedPrefill(BatchingStrategy):
         return _bisect(lambda tau: self._excess_s(step, wl, lam, tau), 0.0, tau_hi)
 
     def plan(self, step: StepModel, wl: Workload, max_sequences: int, n_replicas: int) -> BatchingResult:
+        """Capacity as the highest rate whose iterations fit; the iteration time and TTFT at the served rate."""
         c = float(max_sequences)
         ctx, out = wl.decode_context_mean, wl.output_mean
 
@@ -443,6 +450,7 @@ class Disaggregated(BatchingStrategy):
     name = "disaggregated"
 
     def plan(self, step: StepModel, wl: Workload, max_sequences: int, n_replicas: int) -> BatchingResult:
+        """The prefill/decode split (most capacity offline, least TTFT + O·TPOT at a rate) and its operating point."""
         if n_replicas < 2:
             raise InputError(
                 "--batching", "disaggregated", "needs at least 2 replicas (gpus >= 2 x tp x pp) to split roles"

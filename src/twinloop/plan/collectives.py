@@ -134,7 +134,8 @@ def p2p_s(size_bytes: Num, link: LinkTier) -> Num:
 
 def expected_distinct_nodes(copies: Num, nodes: Num, node_limit: int = 0) -> Num:
     """Expected number of distinct nodes ``copies`` uniformly routed copies land on among ``nodes`` nodes:
-    ``n·(1 - (1 - 1/n)^k)``, capped at ``node_limit`` (DeepSeek-V3's node-limited routing) when > 0."""
+    ``n·(1 - (1 - 1/n)^k)``, capped at ``node_limit`` (DeepSeek-V3's node-limited routing) when > 0.
+    """
     n = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
     d = n * (1.0 - (1.0 - 1.0 / n) ** np.asarray(copies, dtype=np.float64))
     if node_limit > 0:
@@ -151,7 +152,9 @@ def dedup_all_to_all_s(
     Args:
         token_bytes: bytes of all of one rank's tokens (one copy each).
         copies: routed experts per token (``k``).
-        n / ranks_per_node: EP group size and its ranks per node.
+        n: EP group size (ranks).
+        ranks_per_node: ranks of the group on one node.
+        topo: the link tiers.
         node_limit: at most this many nodes per token (0 = none).
     """
     nn, k = _steps(n), np.clip(_steps(ranks_per_node), 1, _steps(n))

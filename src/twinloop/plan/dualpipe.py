@@ -45,7 +45,8 @@ def in_flight_micro_batches(pp: NDArray[np.float64], m: NDArray[np.float64]) -> 
 
 def feasible(c: ConfigArrays, global_batch: int) -> NDArray[np.bool_]:
     """Configurations DualPipe can run: no pipeline, or an even ``pp`` and an even number of micro-batches,
-    without interleaving (§3.2.2)."""
+    without interleaving (§3.2.2).
+    """
     m = global_batch // (c.dp * c.micro_batch)
     return np.asarray((c.pp == 1) | ((c.pp % 2 == 0) & (m % 2 == 0) & (c.interleave == 1)), dtype=np.bool_)
 

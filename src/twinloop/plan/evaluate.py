@@ -76,7 +76,8 @@ def routing_imbalance(
     """MoE imbalance (hottest EP rank's load / mean) per configuration, one routing simulation per distinct
     ``ep`` (:func:`twinloop.model.moe.route_tokens`, seeded); 1 for dense models and ``ep == 1``.
     ``measured`` (e.g. the worst load factor of a :mod:`twinloop.plan.moe_study` run) replaces the static
-    sample for every ``ep > 1``."""
+    sample for every ``ep > 1``.
+    """
     imbalance = np.ones(ep.shape, dtype=np.float64)
     if not arch.is_moe:
         return imbalance
@@ -105,8 +106,12 @@ def evaluate(
     """Memory, step time, power, energy and cost of every configuration in ``c``.
 
     Args:
-        w: model-side scalars; c: configurations; topo: link tiers; power_model: the GPU's power model.
-        global_batch: sequences per step; power_limit_w: per-GPU limit (scalar or per configuration).
+        w: model-side scalars.
+        c: configurations.
+        topo: link tiers.
+        power_model: the GPU's power model.
+        global_batch: sequences per step.
+        power_limit_w: per-GPU limit (scalar or per configuration).
         prices: GPU-hour and energy prices with the PUE.
         imbalance: MoE routing imbalance (scalar or per configuration).
         eff: efficiency factors.

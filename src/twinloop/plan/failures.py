@@ -157,7 +157,8 @@ def symmetric_error(predicted: float, published: float) -> float:
 
 def fit_infra_term() -> tuple[float, float, float]:
     """Grid-fit (rate per node-hour, saturation nodes) for the smallest worst :func:`symmetric_error` over
-    :data:`FIT_TARGETS`; returns (rate, saturation, worst relative error)."""
+    :data:`FIT_TARGETS`; returns (rate, saturation, worst relative error).
+    """
     best: tuple[float, float, float] | None = None
     for rate in np.arange(3.0e-4, 1.5e-3, 1.0e-5):
         for sat in np.arange(5.0, 400.0, 5.0):

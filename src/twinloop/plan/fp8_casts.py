@@ -114,7 +114,8 @@ def cast_bytes_per_element(amax: str, fused_casts: bool) -> tuple[float, float]:
 def sp_gathered_bytes_per_element(amax: str, fused_casts: bool, tp: F64) -> tuple[F64, F64]:
     """Extra HBM bytes per *local* (fused, unfused) element of a tensor that sequence parallelism gathers over
     ``tp`` ranks (array): the local row-wise cast (no transposed write) plus the transpose of the ``tp``-times
-    larger gathered tensor."""
+    larger gathered tensor.
+    """
     fused, unfused = cast_bytes_per_element(amax, fused_casts)
     local_f = max(fused - 1.0, 0.0)  # a fused kernel writing FP8 instead of BF16 costs nothing either way
     gathered = GATHER_TRANSPOSE_BYTES * np.asarray(tp, dtype=np.float64)

@@ -54,9 +54,10 @@ class MemoryArrays:
 
 def stage_layers(n_layers: int, pp: NDArray[np.int64], interleave: NDArray[np.int64] | int = 1) -> F64:
     """Layers on the heaviest pipeline stage: ``v·⌈L/(pp·v)⌉`` (uneven splits put the extra layers on some
-    stages, as Llama 3 405B's 126 layers on 16 stages did)."""
+    stages, as Llama 3 405B's 126 layers on 16 stages did).
+    """
     v = np.asarray(interleave)
-    return (v * np.ceil(n_layers / (pp * v))).astype(np.float64)
+    return np.asarray(v * np.ceil(n_layers / (pp * v)), dtype=np.float64)
 
 
 def params_per_gpu(w: TrainWorkload, c: ConfigArrays) -> tuple[F64, F64]:

@@ -94,11 +94,17 @@ def run_study(
     """Run every (router, placement) on the same drifting stream and time each step with the planner.
 
     Args:
-        model: catalog name or HF config path (must have MoE layers); gpus / ep / gpu: the training cluster.
-        routers / placements: names (default: all registered routers; both placements).
-        steps: router steps; drift: the token stream (default :class:`DriftSpec`).
+        model: catalog name or HF config path (must have MoE layers).
+        gpus: GPUs of the training cluster.
+        ep: expert-parallel group size.
+        gpu: catalog GPU name.
+        routers: router names (default: all registered routers).
+        placements: placement names (default: both).
+        steps: router steps.
+        drift: the token stream (default :class:`DriftSpec`).
         replica_slots_per_rank: spare expert slots per rank for the affinity placement's replicas.
-        seed: stream seed; on_step: progress callback (called once per simulated step).
+        seed: stream seed.
+        on_step: progress callback (called once per simulated step).
     """
     arch = load_model(model)
     if not arch.is_moe:
@@ -142,7 +148,8 @@ def run_study(
 
 def study_json(s: Study) -> dict[str, Any]:
     """The study as a JSON-able document (per-step series included; ``ranks`` holds the per-(step, rank)
-    traffic ``plan serve --routing`` reads)."""
+    traffic ``plan serve --routing`` reads).
+    """
     return {
         "model": s.model, "gpu": s.gpu, "gpus": s.gpus, "ep": s.ep, "steps": s.steps,
         "tokens_per_step": s.tokens_per_step, "ranks_per_node": s.ranks_per_node, "config": s.config,

@@ -194,6 +194,11 @@ def enumerate_configs(
     """Every valid configuration (the same rules as :func:`validate_config`), as arrays.
 
     Args:
+        arch: the model (layer and expert counts bound pp and ep).
+        gpus_per_node: GPUs per node (tp stays within a node).
+        gpus: GPUs of the job (the product of the degrees).
+        global_batch: sequences per step (a multiple of dp × micro-batch).
+        seq_len: tokens per sequence (a multiple of 2·cp when context-parallel).
         fixed: parallelism choices the user gave (names as in :class:`ParallelConfig`); the others vary.
             Candidates: tp divisors of ``gpus_per_node``; pp divisors of ``gpus`` up to the layer count;
             cp divisors up to :data:`MAX_CONTEXT_PARALLEL`; ep divisors of the expert count; micro-batch

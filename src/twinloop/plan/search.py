@@ -112,7 +112,8 @@ def _select(a: TrainArrays, idx: NDArray[np.int64]) -> TrainArrays:
 
 def candidate_configs(ctx: TrainContext, fixed: dict[str, int | str | bool] | None = None) -> ConfigArrays:
     """Every valid configuration for the context, with the user's fixed choices (default: the request's); under
-    the DualPipe schedule only those it can run (:func:`twinloop.plan.dualpipe.feasible`)."""
+    the DualPipe schedule only those it can run (:func:`twinloop.plan.dualpipe.feasible`).
+    """
     fixed = ctx.request.fixed_parallelism() if fixed is None else fixed
     configs = enumerate_configs(
         ctx.arch, ctx.gpu.gpus_per_node, ctx.request.gpus, ctx.global_batch, ctx.seq_len, fixed=fixed

@@ -86,7 +86,8 @@ class PhaseSummary:
 @dataclass(frozen=True)
 class ServePlan:
     """The serving plan; see the module docstring for conventions. Sequences and throughputs are totals over
-    all replicas; per-GPU figures say so."""
+    all replicas; per-GPU figures say so.
+    """
 
     model: str
     gpu: str

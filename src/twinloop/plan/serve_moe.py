@@ -68,7 +68,8 @@ def validate_routing(req: ServeRequest, arch: ModelArch) -> None:
 
 def serving_drift(tokens: int, steps: int, burst_share: float = 0.2) -> DriftSpec:
     """The ``plan moe`` stream at ``tokens`` per step: one drift period over the run, a hot-expert burst over
-    its third quarter (``burst_share`` of the tokens pulled to one expert; 0: no burst)."""
+    its third quarter (``burst_share`` of the tokens pulled to one expert; 0: no burst).
+    """
     return DriftSpec(
         tokens_per_step=tokens, drift_period_steps=steps, burst_start_step=steps // 2,
         burst_steps=max(1, steps // 4) if burst_share > 0 else 0, burst_share=burst_share,
@@ -89,10 +90,16 @@ def simulate_routing(
     """Route ``steps`` steps of ``tokens`` tokens of ``arch``'s experts on ``ep`` ranks (seeded, repeatable).
 
     Args:
-        arch: an MoE model; ep / ranks_per_node: the EP group and its ranks per node.
-        router: a registry name or a router object; placement: ``contiguous`` or ``affinity`` (fitted on a
-            warm-up sample of the same stream at :data:`PLACEMENT_FIT_TOKENS` tokens per step).
-        steps / tokens: the run; seed: the stream's seed; burst_share: the hot-expert burst (0: none).
+        arch: an MoE model.
+        ep: EP group size (ranks).
+        ranks_per_node: ranks of the group on one node.
+        router: a registry name or a router object.
+        placement: ``contiguous`` or ``affinity`` (fitted on a warm-up sample of the same stream at
+            :data:`PLACEMENT_FIT_TOKENS` tokens per step).
+        steps: routing steps to run.
+        tokens: tokens per step.
+        seed: the stream's seed.
+        burst_share: the hot-expert burst (0: none).
     """
     e, k = arch.n_routed_experts, arch.experts_per_token
     stream = AffinityStream.create(serving_drift(tokens, steps, burst_share), e, seed)
@@ -156,9 +163,12 @@ def routed_serving(
     """The routed decode/prefill steps, TPOT and TTFT per routing step, beside the static plan's (JSON-able).
 
     Args:
-        req: the request (router, placement, steps, seed or routing file); arch: the model.
-        steps / result: the static plan's step model and batching result (its operating point).
-        wl: the workload; warnings: the plan's warnings (appended to).
+        req: the request (router, placement, steps, seed or routing file).
+        arch: the model.
+        steps: the static plan's step model.
+        result: the static plan's batching result (its operating point).
+        wl: the workload.
+        warnings: the plan's warnings (appended to).
     """
     from twinloop.plan.serve_moe_file import load_routing_file
     from twinloop.plan.serve_stages import DETOKENIZE_S_PER_TOKEN, TOKENIZE_S_PER_TOKEN

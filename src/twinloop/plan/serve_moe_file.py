@@ -71,7 +71,8 @@ def read_routing_row(
     path: str, model: str, ep: int, router: str | None, placement: str
 ) -> tuple[dict[str, Any], int, dict[str, Any], StepMetrics]:
     """(document, row index, row, its metrics) of the one row of a saved routing run with ``placement`` and, when
-    given, ``router``; the file must be for ``model`` at expert parallelism ``ep`` (InputError otherwise)."""
+    given, ``router``; the file must be for ``model`` at expert parallelism ``ep`` (InputError otherwise).
+    """
     try:
         doc = json.loads(Path(path).read_bytes())
     except OSError as exc:

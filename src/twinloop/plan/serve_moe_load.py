@@ -65,8 +65,10 @@ def routed_all_to_all_s(tokens: F64, moe: MoeLoad, ep: int, bytes_per_copy: floa
 
     Args:
         tokens: the iteration's tokens (micro-batch), broadcast against the per-rank arrays.
-        moe: routed traffic (``moe.routed`` must be true); ep: EP ranks; bytes_per_copy: dispatch + combine
-            bytes of one token copy; topo: the link tiers.
+        moe: routed traffic (``moe.routed`` must be true).
+        ep: EP ranks.
+        bytes_per_copy: dispatch + combine bytes of one token copy.
+        topo: the link tiers.
     """
     assert moe.send_intra is not None and moe.send_inter is not None
     assert moe.recv_intra is not None and moe.recv_inter is not None

@@ -92,10 +92,14 @@ def serve_energy(
     """Average power per GPU and energy per output token from per-phase power and time shares.
 
     Args:
-        prefill_power_w / decode_power_w / idle_w: per-GPU power in each phase (W).
-        prefill_fraction / decode_fraction: share of GPU time in prefill / decode (the rest idles).
+        prefill_power_w: per-GPU power while prefilling (W).
+        decode_power_w: per-GPU power while decoding (W).
+        idle_w: per-GPU power while idle (W).
+        prefill_fraction: share of GPU time in prefill.
+        decode_fraction: share of GPU time in decode (the rest idles).
         gpus: GPUs of the deployment.
-        output_tokens_per_s / requests_per_s: served output tokens and requests per second (totals).
+        output_tokens_per_s: served output tokens per second (total).
+        requests_per_s: served requests per second (total).
     """
     idle_fraction = max(0.0, 1.0 - prefill_fraction - decode_fraction)
     avg = prefill_power_w * prefill_fraction + decode_power_w * decode_fraction + idle_w * idle_fraction

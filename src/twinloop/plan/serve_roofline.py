@@ -121,7 +121,8 @@ class PhaseRoofline:
 
 def serving_policy(weight_dtype: str) -> PrecisionPolicy:
     """Precision for serving: layer GEMM weights (attention projections, dense and expert FFN) in
-    ``weight_dtype``; embedding, LM head, router and attention core stay BF16 unless the weights are wider."""
+    ``weight_dtype``; embedding, LM head, router and attention core stay BF16 unless the weights are wider.
+    """
     base = get_policy("bf16")
     narrow = weight_dtype in ("fp8", "int8", "fp4")
     classes = (
@@ -182,7 +183,8 @@ class ReplicaRoofline:
 
     def weights_read_bytes(self, tokens: Arr, touched: Arr | None = None) -> Arr:
         """Weight bytes one iteration of ``tokens`` tokens reads from HBM (whole replica); ``touched``: distinct
-        experts per MoE layer (default: the uniform-routing expectation)."""
+        experts per MoE layer (default: the uniform-routing expectation).
+        """
         t = np.asarray(tokens, dtype=np.float64)
         if touched is None:
             touched = np.vectorize(lambda x: expected_experts_touched(self.arch, float(x)), otypes=[float])(t)
@@ -326,7 +328,8 @@ class ReplicaRoofline:
         self, batch: float, context_tokens: float, prefill_tokens: float, prefill_context: float
     ) -> PhaseRoofline:
         """A chunked-prefill iteration: ``batch`` decode tokens plus ``prefill_tokens`` prompt tokens whose
-        keys average ``prefill_context``."""
+        keys average ``prefill_context``.
+        """
         b = max(float(batch), 0.0)
         c = max(float(prefill_tokens), 0.0)
         tokens = max(b + c, 1e-9)
@@ -345,7 +348,8 @@ def _out(x: Arr) -> Any:
 
 def kv_bytes_per_token_per_gpu(arch: ModelArch, kv_bytes_per_token: float, tp: int, pp: int) -> float:
     """KV bytes one GPU stores per token: layers split by PP; KV heads split by TP up to ``n_kv_heads``
-    ranks (more ranks replicate heads); MLA's shared latent is replicated on every TP rank."""
+    ranks (more ranks replicate heads); MLA's shared latent is replicated on every TP rank.
+    """
     shards = 1 if arch.attention == "mla" else min(tp, arch.n_kv_heads)
     return kv_bytes_per_token / pp / shards
 

@@ -1,4 +1,6 @@
-"""The stages of the serving planner (:func:`twinloop.plan.serve.plan_serve`), in order:
+"""The stages of the serving planner (:func:`twinloop.plan.serve.plan_serve`).
+
+In order:
 
 1. :func:`setup`: validate the request, read the workload, build the replica roofline (and the draft's);
 2. :func:`size_memory`: weights, activation workspace and runtime per GPU, the KV cache and its offload tier;
@@ -80,7 +82,8 @@ def validate_parallel(arch: ModelArch, gpus: int, tp: int, pp: int, ep: int, sou
 def activation_workspace_bytes(arch: ModelArch, tp: int, tokens: float, max_seqs: int) -> float:
     """Peak activation memory of one forward pass over ``tokens`` tokens on one GPU (bytes, BF16): the
     residual stream and attention buffers (~4·hidden per token) plus the FFN intermediates split by TP, and
-    FP32 logits of ``max_seqs`` sampled rows. An estimate in the spirit of vLLM's profiling run."""
+    FP32 logits of ``max_seqs`` sampled rows. An estimate in the spirit of vLLM's profiling run.
+    """
     ffn = max(arch.ffn_hidden, arch.experts_per_token * arch.moe_ffn_hidden + arch.shared_ffn_hidden)
     per_token = 4 * arch.hidden + 3 * ffn / tp
     return tokens * per_token * 2.0 + max_seqs * arch.vocab / tp * 4.0
@@ -99,14 +102,17 @@ class ReplicaSteps:
     token_budget: float
 
     def decode_phase(self, batch: float, context_tokens: float) -> PhaseRoofline:
+        """A decode round's roofline: one speculative cycle when a draft model is set, else one plain decode step."""
         return self.spec.decode(batch, context_tokens) if self.spec else self.roof.decode(batch, context_tokens)
 
     def decode_s(self, batch: float, context_tokens: float) -> float:
+        """Time per decode round of ``batch`` sequences, with the offloaded KV read and the detokenization floor."""
         return float(self.decode_total_s(self.decode_phase(batch, context_tokens).time_s, batch, context_tokens))
 
     def decode_total_s(self, gpu_s: Any, batch: float, context_tokens: float) -> Any:
         """A decode round's time from its GPU time ``gpu_s`` (scalar or array): plus the offloaded KV's read,
-        and no faster than detokenization."""
+        and no faster than detokenization.
+        """
         per_cycle = self.spec.tokens_per_cycle if self.spec else 1.0
         kv_read = batch * context_tokens * self.roof.kv_bytes_per_token_per_gpu
         gpu = gpu_s + float(offload_read_s(float(batch), self.hbm_sequences, kv_read, self.offload)) / per_cycle
@@ -120,9 +126,11 @@ class ReplicaSteps:
         return t
 
     def prefill_latency_s(self, prompt_tokens: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Prefill latency of one prompt of each length, the draft model's prefill included."""
         return self._prefill_total(prompt_tokens)
 
     def prefill_busy_s(self, prompt_tokens: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Time each prompt occupies the replica when queued prompts share a batch up to the token budget."""
         # Queued prompts are prefilled together up to the token budget, sharing one read of the weights:
         # a prompt occupies the replica for its share of such a batch.
         p = np.asarray(prompt_tokens, dtype=np.float64)
@@ -130,14 +138,17 @@ class ReplicaSteps:
         return self._prefill_total(p, k) / k / self.roof.pp
 
     def batch_prefill_s(self, n_prompts: float, prompt_tokens: float) -> float:
+        """Prefill of ``n_prompts`` prompts of ``prompt_tokens`` tokens in one batch, the draft's included."""
         return float(self._prefill_total(prompt_tokens, n_prompts))
 
     def mixed_s(self, batch: float, context_tokens: float, prefill_tokens: float) -> float:
+        """A chunked iteration: the decode round plus what its ``prefill_tokens`` prompt tokens add to it."""
         base = self.roof.mixed(batch, context_tokens, 0.0, self.prefill_context)
         mixed = self.roof.mixed(batch, context_tokens, prefill_tokens, self.prefill_context)
         return self.decode_s(batch, context_tokens) + max(0.0, float(mixed.time_s) - float(base.time_s))
 
     def kv_transfer_s(self, prompt_tokens: float) -> float:
+        """Shipping one prompt's KV cache to a decode replica (over the scale-up link when on the same node)."""
         return self.roof.kv_transfer_s(prompt_tokens, self.same_node)
 
 

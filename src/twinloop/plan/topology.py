@@ -7,10 +7,10 @@ Apart from :mod:`twinloop.plan.collectives` so that the NCCL-like model (:mod:`t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from twinloop.hardware.gpu import GpuSpec
 from twinloop.hardware.link import LinkSpec, get_link
@@ -97,7 +97,8 @@ def default_topology(
         gpu: the GPU kind (gives the scale-up link and GPUs per node).
         scaleout: catalog name of the network link; ``None`` picks ib-hdr for NVLink3 (A100) nodes and
             ib-ndr otherwise.
-        intra_eff / inter_eff: achievable-bandwidth efficiencies of the two tiers.
+        intra_eff: achievable-bandwidth efficiency of the scale-up tier.
+        inter_eff: achievable-bandwidth efficiency of the scale-out tier.
         algorithms: the collective cost model (see :class:`Topology`).
     """
     name = scaleout or DEFAULT_SCALEOUT_BY_SCALEUP.get(gpu.scaleup_link, DEFAULT_SCALEOUT)
@@ -106,9 +107,10 @@ def default_topology(
     return Topology(intra=intra, inter=inter, gpus_per_node=gpu.gpus_per_node, algorithms=algorithms)
 
 
-def as_num(result: Any, *inputs: Any) -> Any:
+def as_num(result: ArrayLike, *inputs: Num) -> Num:
     """Return a float when every input was a scalar, else an array (keeps the Num TypeVar honest)."""
     arr = np.asarray(result, dtype=np.float64)
-    if all(np.ndim(x) == 0 for x in inputs):
-        return float(arr)
-    return arr
+    out: float | NDArray[np.float64] = float(arr) if all(np.ndim(x) == 0 for x in inputs) else arr
+    # Num is bound to float exactly when the inputs are scalars: the ndim test makes at run time the choice
+    # the type checker cannot follow.
+    return cast(Num, out)

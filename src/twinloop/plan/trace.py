@@ -55,7 +55,8 @@ class RequestTrace:
     @property
     def duration_s(self) -> float:
         """Span of the arrivals plus one mean inter-arrival gap (so a tiled copy does not overlap), s;
-        1 s when every request arrives at once."""
+        1 s when every request arrives at once.
+        """
         n = self.n_requests
         if n <= 1:
             return 1.0

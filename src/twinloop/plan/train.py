@@ -235,7 +235,8 @@ _MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "comm_buffe
 
 def _breakdown(t: TimeArrays) -> dict[str, float]:
     """The first configuration's step-time parts (the first eight sum to the step) plus the DP sync and the
-    communication hidden behind compute."""
+    communication hidden behind compute.
+    """
     return {
         "compute": float(t.compute_s[0]),
         "tp_comm": float(t.tp_comm_s[0]),

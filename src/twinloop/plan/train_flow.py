@@ -85,9 +85,10 @@ def plan_train_flow(
     Args:
         fields: the request's fields (model, gpu, gpus, parallel degrees, prices, …) as ``make_request`` takes them.
         search: rank every configuration by this objective (throughput | energy | cost) and plan the best one.
-        sweep: also sweep the planned configuration's power limit (``sweep_points`` limits; default the sweep's).
+        sweep: also sweep the planned configuration's power limit.
         ray: run the search's evaluation as Ray tasks (same ranking).
         top: search rows the outcome's document lists.
+        sweep_points: how many power limits the sweep evaluates (None: the sweep's default).
         routing: take the MoE imbalance from a saved routing run (needs ``ep``; excludes ``moe_imbalance``).
         source: what input errors name.
 

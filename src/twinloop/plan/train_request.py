@@ -108,7 +108,8 @@ class TrainContext:
 
     def parallel_config(self) -> ParallelConfig | None:
         """The user's full configuration when every parallelism field was given (ep defaults to 1 for
-        dense models, sequence parallelism to off when tp is 1), else None."""
+        dense models, sequence parallelism to off when tp is 1), else None.
+        """
         fixed = self.request.fixed_parallelism()
         if not self.arch.is_moe:
             fixed.setdefault("ep", 1)

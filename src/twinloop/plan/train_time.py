@@ -305,7 +305,8 @@ def _pp_comm(st: _Stage) -> F64:
 
 def _dp_params(st: _Stage) -> tuple[F64, F64, NDArray[np.int64]]:
     """(non-expert, expert) parameters per GPU and each parameter's data-parallel group size, with DualPipe's
-    second copy counted as a data-parallel replica (:mod:`twinloop.plan.dualpipe`)."""
+    second copy counted as a data-parallel replica (:mod:`twinloop.plan.dualpipe`).
+    """
     dense, experts = params_per_gpu(st.w, st.c)
     copies = dualpipe.param_copies(st.c, st.eff.pipeline_schedule)
     return dense * copies, experts * copies, st.c.dp * st.c.cp * copies.astype(np.int64)
@@ -353,7 +354,8 @@ def _dp_sync(st: _Stage, m: F64, busy_mb: F64) -> tuple[F64, F64]:
 def _optimizer_s(st: _Stage, hbm_bytes_per_s: float) -> F64:
     """Adam update (memory-bound): read+write master and both moments, read grads, write weights; plus the
     per-step cast-transpose of the FP8 GEMM weights (TE casts them in the first micro-batch and keeps them for
-    the step, :mod:`.fp8_casts`; under ZeRO-3 they are cast at every gather, charged per micro-batch)."""
+    the step, :mod:`.fp8_casts`; under ZeRO-3 they are cast at every gather, charged per micro-batch).
+    """
     w, c = st.w, st.c
     dense, experts, n_dp = _dp_params(st)
     shard = np.where(c.zero >= 1, dense / n_dp + experts / (n_dp // c.ep), dense + experts)
@@ -431,7 +433,8 @@ def collective_summary(w: TrainWorkload, c: ConfigArrays, topo: Topology, eff: T
     """The per-micro-batch TP collective and the per-step data-parallel gradient collective of the first
     configuration in ``c``: kind, message bytes, group, ranks per node, time of one call and (NCCL model) the
     algorithm/protocol chosen, for ``plan train --json``. With SP under the NCCL model the TP collective is a
-    reduce-scatter (and an all-gather of the same cost), as :func:`step_time` charges it."""
+    reduce-scatter (and an all-gather of the same cost), as :func:`step_time` charges it.
+    """
     t = _topology(topo, eff)
     tp, dp = int(c.tp[0]), int(c.dp[0] * c.cp[0])
     k_tp = int(np.asarray(t.ranks_per_node(tp, 1)))

@@ -80,7 +80,8 @@ def plan_warmup(
         storage_read_bytes_per_s_per_node: measured node storage read rate (bytes/s); None = catalog.
         host_link_bytes_per_s: measured per-GPU PCIe rate (bytes/s); None = catalog host link.
         storage_source: label for a measured storage rate (e.g. the profile file).
-        storage_link / drives_per_node: catalog storage used when nothing is measured.
+        storage_link: catalog storage link used when nothing is measured.
+        drives_per_node: NVMe drives per node used when nothing is measured.
     """
     if weight_bytes_total <= 0 or gpus_per_replica < 1 or gpus < gpus_per_replica:
         raise InputError("warm-up", "", "need weight bytes > 0 and gpus >= gpus per replica >= 1")

@@ -233,6 +233,10 @@ def build_workload(
     """Compute the :class:`TrainWorkload` of ``arch`` trained with ``policy`` on ``gpu`` at ``seq_len``.
 
     Args:
+        arch: the model architecture.
+        policy: the precision policy (dtype per op class).
+        gpu: the GPU (compute rate per dtype, HBM bandwidth and capacity).
+        seq_len: tokens per sequence.
         attention_kernel: ``flash`` (fused, no stored score matrix, causal half computed) or ``unfused``
             (Megatron-LM 2022: the full score matrix computed, stored and streamed through HBM).
         dropout: whether dropout masks are stored (GPT-3-style training; Llama-style training has none).

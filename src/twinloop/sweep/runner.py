@@ -53,7 +53,7 @@ def ray_session(address: str | None = None, workers: int | None = None) -> Itera
             raise InputError("--address", "", f"cannot connect to Ray at {address or 'local'}: {exc}") from None
         started = True
     try:
-        yield dict(ray.cluster_resources())
+        yield dict(ray.cluster_resources())  # type: ignore[no-untyped-call]  # ray 2.60 leaves it unannotated
     finally:
         if started:
             ray.shutdown()

@@ -27,7 +27,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -35,6 +35,7 @@ from twinloop.errors import InputError, pydantic_error
 from twinloop.safeio import load_yaml
 
 Mode = Literal["observe", "approve", "auto"]
+_T = TypeVar("_T")
 
 
 class _Frozen(BaseModel):
@@ -164,6 +165,11 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _pick(xs: tuple[_T, ...], i: int) -> _T:
+    """Entry ``i`` of a zipped list, or its only entry (a one-entry list applies to every cell)."""
+    return xs[0] if len(xs) == 1 else xs[i]
+
+
 def _resolve(source: str, base_dir: str, name: str, field: str) -> Path:
     from twinloop.twin.scenario import SCENARIO_DIR
 
@@ -220,8 +226,7 @@ def _twin_cells(spec: SweepSpec, source: str) -> list[Cell]:
         combos = list(itertools.product(range(len(spec.scenarios)), spec.seeds, spec.loops))
     else:
         n = max(len(spec.scenarios), len(spec.seeds), len(spec.loops))
-        pick = lambda xs, i: xs[0] if len(xs) == 1 else xs[i]  # noqa: E731
-        combos = [(i if len(spec.scenarios) > 1 else 0, pick(spec.seeds, i), pick(spec.loops, i)) for i in range(n)]
+        combos = [(i if len(spec.scenarios) > 1 else 0, _pick(spec.seeds, i), _pick(spec.loops, i)) for i in range(n)]
     bases: list[tuple[dict[str, Any], str, str]] = []
     for i, e in enumerate(spec.scenarios):
         p = DEFAULT_SCENARIO if e.file is None else _resolve(source, spec.base_dir, e.file, f"scenarios.{i}.file")

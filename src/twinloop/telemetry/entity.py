@@ -58,4 +58,4 @@ def under(entities: Sequence[str] | NDArray[np.str_], prefix: str) -> NDArray[np
     prefix = prefix.rstrip("/")
     if not prefix:
         return np.ones(names.shape, dtype=bool)
-    return (names == prefix) | np.char.startswith(names, prefix + "/")
+    return np.asarray((names == prefix) | np.char.startswith(names, prefix + "/"), dtype=np.bool_)

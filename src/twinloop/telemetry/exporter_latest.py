@@ -89,7 +89,8 @@ class _Column:
 @dataclass(frozen=True)
 class _Plan:
     """What a render needs besides the values: per family the entity indexes in render order, the scale, and
-    the text before each value. Immutable: a render reads it outside the lock while updates go on."""
+    the text before each value. Immutable: a render reads it outside the lock while updates go on.
+    """
 
     structure: int
     families: tuple[tuple[str, NDArray[np.int64], float], ...]  # (field, entity indexes, scale)
@@ -268,7 +269,8 @@ class _Collector:
 def reference_render(latest: LatestValues) -> str:
     """The same exposition rendered the slow, obvious way: ``prometheus_client``'s registry and
     ``generate_latest`` over a collector (one Python call per sample). Tests compare :meth:`LatestValues.render`
-    with it."""
+    with it.
+    """
     from prometheus_client import CollectorRegistry, generate_latest
 
     registry = CollectorRegistry(auto_describe=False)

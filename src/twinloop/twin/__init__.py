@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.engine import Twin
+from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec, load_scenario
 
 __all__ = ["ScenarioSpec", "StepResult", "Twin", "load_scenario", "telemetry_frames"]

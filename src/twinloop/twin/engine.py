@@ -83,7 +83,8 @@ class Twin(ClusterOps):
         self.failure_model: Any = None
         self.failure_causes: tuple[Any, ...] = ()
         if spec.failures != "off":
-            from twinloop.twin.failures import CAUSES, FailureConfig, FailureModel
+            from twinloop.hardware.failure_rates import CAUSES
+            from twinloop.twin.failures import FailureConfig, FailureModel
 
             cfg = {} if spec.failures == "on" else dict(spec.failures)
             try:

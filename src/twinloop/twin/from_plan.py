@@ -30,7 +30,7 @@ def _train_profile(model: str, gpu: str, gpus: int, fields: tuple[tuple[str, Any
     def mix(attr: str) -> float:
         if wait_s <= 0:
             return float(getattr(comm, attr))
-        return (getattr(comm, attr) * comm.duration_s + getattr(bubble, attr) * bubble.duration_s) / wait_s
+        return float(getattr(comm, attr) * comm.duration_s + getattr(bubble, attr) * bubble.duration_s) / wait_s
 
     base = WorkloadProfile.for_kind("training")
     cf = min(1.0, plan.phases.compute_bound_fraction * plan.step_time_s / compute.duration_s)

@@ -128,4 +128,5 @@ class PowerChain:
 
     def per_rack_limit_w(self) -> NDArray[np.float64]:
         """The tightest cap-derived per-GPU limit for each rack."""
-        return np.minimum(np.minimum(self.rack_limit_w, self.row_limit_w[self.topo.rack_row]), self.facility_limit_w)
+        rack_row_w = np.minimum(self.rack_limit_w, self.row_limit_w[self.topo.rack_row])
+        return np.asarray(np.minimum(rack_row_w, self.facility_limit_w), dtype=np.float64)

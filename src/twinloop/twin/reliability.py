@@ -29,7 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
-from twinloop.twin.failures import CAUSE_NAMES, CAUSES, LLAMA3_GPUS_PER_NODE, FailureConfig, FailureModel
+from twinloop.hardware.failure_rates import CAUSE_NAMES, CAUSES, LLAMA3_GPUS_PER_NODE
+from twinloop.twin.failures import FailureConfig, FailureModel
 
 _PLANNED = np.array([c.planned for c in CAUSES])
 

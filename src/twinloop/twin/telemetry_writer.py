@@ -19,7 +19,8 @@ from twinloop.telemetry.store.duckdb_store import DuckDBStore
 from twinloop.twin.telemetry_out import frames_of
 
 if TYPE_CHECKING:
-    from twinloop.twin.engine import StepResult, Twin
+    from twinloop.twin.engine import Twin
+    from twinloop.twin.events import StepResult
 
 FLUSH_ROWS = 2_000_000
 

@@ -1,6 +1,7 @@
 """MoE routing over time: a drifting token stream (:mod:`.workload`), expert placement on nodes
 (:mod:`.placement`), router plug-ins (:mod:`.base`, :mod:`.routers`) and the step simulator
-(:mod:`.simulator`). The planner-side study (step time per load) is :mod:`twinloop.plan.moe_study`."""
+(:mod:`.simulator`). The planner-side study (step time per load) is :mod:`twinloop.plan.moe_study`.
+"""
 
 from twinloop.model.routing.base import REGISTRY, Assignment, Router, RoutingContext, make_router
 from twinloop.model.routing.placement import PLACEMENTS, Placement

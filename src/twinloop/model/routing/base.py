@@ -105,7 +105,8 @@ def capacity_positions(experts: I64, n_experts: int) -> I64:
     """Arrival position of each copy at its expert, shape like ``experts`` (-1 for empty slots).
 
     Copies arrive slot-major (every token's first choice before any second choice, then token order), so
-    under a capacity a token loses its least preferred experts first (GShard's priority)."""
+    under a capacity a token loses its least preferred experts first (GShard's priority).
+    """
     flat = experts.T.ravel()
     valid = flat >= 0
     e = np.where(valid, flat, n_experts)
@@ -135,7 +136,8 @@ def expert_load(experts: I64, n_experts: int) -> I64:
 
 class Router(ABC):
     """A routing policy. Subclasses set ``name`` and ``uses_capacity``, take keyword parameters with
-    defaults, and implement :meth:`route`; stateful ones override :meth:`start`."""
+    defaults, and implement :meth:`route`; stateful ones override :meth:`start`.
+    """
 
     name: ClassVar[str]
     #: True when the router never puts more copies on an expert than ``Assignment.capacity``.

@@ -54,6 +54,7 @@ class Placement:
 
     @property
     def n_nodes(self) -> int:
+        """Nodes the EP group spans."""
         return self.ep_ranks // self.ranks_per_node
 
     @property
@@ -107,7 +108,8 @@ def contiguous(n_experts: int, ep_ranks: int, ranks_per_node: int) -> Placement:
 
 def coactivation(experts: I64, n_experts: int) -> tuple[F64, F64]:
     """(co-activation matrix, load) of routed choices ``experts`` (tokens × k, -1 = empty): entry (a, b)
-    counts tokens routed to both a and b (diagonal zero); load counts copies per expert."""
+    counts tokens routed to both a and b (diagonal zero); load counts copies per expert.
+    """
     t = experts.shape[0]
     onehot = np.zeros((t, n_experts), dtype=np.float32)
     valid = experts >= 0
@@ -122,8 +124,10 @@ def affinity(co: F64, load: F64, ep_ranks: int, ranks_per_node: int, replica_slo
     """Affinity-aware placement from a co-activation matrix and per-expert load (see the module docstring).
 
     Args:
-        co: (n_experts, n_experts) co-activation counts; load: copies per expert.
-        ep_ranks / ranks_per_node: the EP group and GPUs per node.
+        co: (n_experts, n_experts) co-activation counts.
+        load: copies per expert.
+        ep_ranks: GPUs in the EP group.
+        ranks_per_node: GPUs per node.
         replica_slots_per_rank: spare expert slots per rank for replicas of hot experts (memory budget).
     """
     n_experts = load.size

@@ -203,6 +203,7 @@ def simulate(
 
 def warmup_choices(stream: AffinityStream, top_k_: int, steps: int = 4, stride: int = 16) -> I64:
     """Plain top-k choices over a few early steps (every ``stride``-th): the sample an affinity placement is
-    fitted on (a placement is decided before serving, from a profile; it does not see the future burst)."""
+    fitted on (a placement is decided before serving, from a profile; it does not see the future burst).
+    """
     picks = [top_k(stream.logits(s * stride), top_k_) for s in range(steps) if not stream.spec.in_burst(s * stride)]
     return np.concatenate(picks) if picks else top_k(stream.logits(0), top_k_)

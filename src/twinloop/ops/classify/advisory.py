@@ -326,7 +326,8 @@ class Advisor:
     # --- report ---------------------------------------------------------------------------------------------
     def summary(self, examples: int = 5) -> dict[str, Any]:
         """How many incidents were judged and where rules and classifier disagree (counts by pair, examples:
-        the disagreements the classifier is surest of)."""
+        the disagreements the classifier is surest of).
+        """
         return advisory_summary(list(self.advice.values()), self.model, examples)
 
 

@@ -354,7 +354,8 @@ class FeatureExtractor:
 
     def _long_delta(self, ring: _Ring | None, members: I64, n_fields: int) -> F64:
         """Per field of a per-GPU-expanded facility ring: member-mean change over five minutes, then the
-        member-mean baseline (NaN when not seen)."""
+        member-mean baseline (NaN when not seen).
+        """
         if ring is None:
             return np.full(2 * n_fields, np.nan)
         t = self.now
@@ -393,7 +394,8 @@ class FeatureExtractor:
 
     def _jobs_of(self, incident: Incident, level: str, members: I64) -> tuple[I64, float, int]:
         """The job slots of the members that run one, the largest share of one job they cover, and the job slot
-        the incident is about (its root job, else the members' most common one; -1: none)."""
+        the incident is about (its root job, else the members' most common one; -1: none).
+        """
         jobs = self._job_index[members]
         busy = jobs[jobs >= 0]
         coverage, slot = 0.0, -1

@@ -33,7 +33,8 @@ class NoActuator(ActionAdapter):
 
 class CordonAdapter(KubernetesAdapter):
     """Kubernetes by cordon/uncordon: a drained node takes no new pods, and the running ones are left to the job
-    (``kubectl drain`` would evict them; the loop checkpoints and requeues jobs through its own actions)."""
+    (``kubectl drain`` would evict them; the loop checkpoints and requeues jobs through its own actions).
+    """
 
     def argv(self, request: ActionRequest) -> list[str]:
         """``kubectl cordon|uncordon NODE``."""

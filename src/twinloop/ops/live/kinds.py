@@ -85,7 +85,8 @@ Builder = Callable[[KindArgs], Built]
 class Scheduled(Source):
     """A one-poll HTTP source asked again on a fixed schedule: every ``period_s`` from the start, not ``period_s``
     after the previous answer (the wrapped source sleeps between its own polls, which drifts by the time a poll
-    takes; at fleet scale a poll takes a large part of a second)."""
+    takes; at fleet scale a poll takes a large part of a second).
+    """
 
     name: ClassVar[str] = "scheduled"
     config_type: ClassVar[type[SourceConfig]] = PrometheusConfig

@@ -29,6 +29,7 @@ class CappedPowerThrottleRule(PowerThrottleRule):
         self._capped_persist = type(self._persist)()
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """The pipeline rule's verdicts, plus the GPUs drawing an enforced limit set below their TDP."""
         fired, score = super().update(frame)
         p, lim_w = frame.gpu.get(POWER), frame.gpu.get(POWER_LIMIT)
         if p is None or lim_w is None:

@@ -94,7 +94,8 @@ def load_site(path: str | Path) -> SiteFile:
 
 def _catalog_name(model_name: str | None) -> str:
     """The catalog GPU for a reported model name (``NVIDIA H100 80GB HBM3`` → ``h100-sxm``); a guess by substring,
-    H100 SXM when nothing matches."""
+    H100 SXM when nothing matches.
+    """
     m = (model_name or "").lower()
     for needle, name in (("h200", "h200-sxm"), ("b200", "b200"), ("a100", "a100-sxm-80gb"), ("h800", "h800-sxm"),
                          ("h100", "h100-sxm"), ("mi300x", "mi300x"), ("gaudi3", "gaudi3")):  # fmt: skip

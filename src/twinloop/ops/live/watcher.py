@@ -306,7 +306,8 @@ class Watcher:
 
     def _flush_records(self, final: bool = False) -> None:
         """Write queued records and telemetry in a short session of the store (other processes read it between);
-        a store held by another process keeps them queued, with a warning once a minute."""
+        a store held by another process keeps them queued, with a warning once a minute.
+        """
         if self.records is None:
             return
         done = self.records.flush() if final else self.records.flush_due()
@@ -411,7 +412,8 @@ class Watcher:
 
     def _held_step(self, sample: Sample) -> None:
         """No action on a broken sample: detection runs (its state must advance), the responder and the cooling
-        optimizer sit this step out, and its incident updates wait for the next clean step."""
+        optimizer sit this step out, and its incident updates wait for the next clean step.
+        """
         runner = self.loop
         self.summary.held_steps += 1
         responder, optimizer = runner.responder, getattr(runner, "optimizer", None)

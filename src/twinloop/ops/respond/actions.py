@@ -135,7 +135,8 @@ class ActionResult:
     @property
     def source(self) -> str:
         """Who asked for it: ``incident`` (a policy rule on an incident), ``optimizer`` (the cooling optimizer's
-        routine move), ``rollback`` or ``restore`` (the responder undoing an earlier action), else ``loop``."""
+        routine move), ``rollback`` or ``restore`` (the responder undoing an earlier action), else ``loop``.
+        """
         reason = self.request.reason
         if reason.startswith("rollback of action"):
             return "rollback"
@@ -157,7 +158,8 @@ class ActionResult:
     @property
     def audit_detail(self) -> str:
         """One line for an operator: what happened (``detail``), why (source and reason), the expected effect, and
-        which earlier action a verification, rollback or restore judged."""
+        which earlier action a verification, rollback or restore judged.
+        """
         parts = [self.detail] if self.detail else []
         if self.request.reason and self.request.reason not in self.detail:
             parts.append(f"why ({self.source}): {self.request.reason}")

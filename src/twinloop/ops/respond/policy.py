@@ -88,7 +88,8 @@ class Rule(_Frozen):
     actions, once per incident; with ``until_closed`` the settings are restored when the incident closes.
     ``supply`` (power-delivery rules) picks the rule by what the root node's working power supplies carry:
     ``short`` when they carry less than its GPUs' maximum power limit, ``carried`` when they carry it all (lost
-    redundancy only: no cap binds, so no urgent action is proportionate)."""
+    redundancy only: no cap binds, so no urgent action is proportionate).
+    """
 
     name: str
     when: tuple[EventClass, ...] = Field(min_length=1)

@@ -37,9 +37,11 @@ TREND_WINDOW_S = 60.0
 
 class Reader(Protocol):
     """``read(field, entity, aggregate, ago_s)``: a telemetry field over an entity's GPUs (``mean`` or ``max``),
-    now or ``ago_s`` seconds ago; None when unknown."""
+    now or ``ago_s`` seconds ago; None when unknown.
+    """
 
-    def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None: ...
+    def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        """The ``aggregate`` of ``field`` over ``entity``'s GPUs ``ago_s`` seconds ago (0: now); None when unknown."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,8 @@ class _Watch:
     def moved(self, read: Reader, now: float) -> float | None:
         """Change in the expected direction: of the level since the action, or (``trend``) the larger of that
         and how much the field's rate in the second half of the window fell short of its pre-action rate, times
-        the window (a capacity-limited coolant loop keeps warming after a good action, only slower)."""
+        the window (a capacity-limited coolant loop keeps warming after a good action, only slower).
+        """
         e = self.expect
         value = read(e.field, self.request.target, e.aggregate)
         if value is None:
@@ -111,7 +114,8 @@ class Responder:
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
         """Apply the policy to open incidents (and submit delayed actions now due; call every step); returns the
-        results recorded at ``now``."""
+        results recorded at ``now``.
+        """
         out: list[ActionResult] = []
         due = [d for d in self._delayed if d[0] <= now]
         self._delayed = [d for d in self._delayed if d[0] > now]
@@ -207,7 +211,8 @@ class Responder:
 
     def _supply(self, incident: Incident) -> str:
         """``short`` when the incident's node's working supplies carry less than its GPUs' maximum power limit,
-        ``carried`` when they carry it (an adapter that cannot tell gets ``short``)."""
+        ``carried`` when they carry it (an adapter that cannot tell gets ``short``).
+        """
         for node in self.adapter.resolve("node", incident):
             carried_w = self.adapter.supply_limit_w(node)
             limits = self.adapter.limits(ActionKind.POWER_CAP, node)
@@ -271,7 +276,8 @@ class Responder:
 
     def submit(self, request: ActionRequest, now: float, read: Reader, mode: Mode | None = None) -> ActionResult:
         """Guard, then (by ``mode``, default the responder's) record, queue or apply one request; also for
-        requests no incident made (the cooling optimizer's)."""
+        requests no incident made (the cooling optimizer's).
+        """
         mode = mode or self.mode
         if request.kind in SETTING_KINDS and request.value is None:
             return self._record(request, "refused", now, f"current {request.kind} of {request.target} unknown")
@@ -366,7 +372,8 @@ class Responder:
         """A move toward safety (more coolant flow, a colder coolant, less power or clock) while its watched field
         is worse than when it was made (``trend`` expectations: than its pre-action trend would have taken it) by
         more than ``max(min_change, 1)``: the problem is growing faster than before,
-        and undoing the move would add to it. A move that merely had no effect is rolled back as before."""
+        and undoing the move would add to it. A move that merely had no effect is rolled back as before.
+        """
         req, prev = w.request, w.previous_value
         if req.value is None or prev is None:
             return False
@@ -415,7 +422,8 @@ class Responder:
     def _guard_undo(self, undo: ActionRequest, now: float) -> GuardDecision:
         """Restores and rollbacks pass the guard too (hardware range, step limit, finite values; issue 19: a
         restore once raised a node's cap 200 -> 700 W in one step). A clamped undo is partial: the setting moves
-        by one step toward the earlier value and stays there (the safe side for a power cap)."""
+        by one step toward the earlier value and stays there (the safe side for a power cap).
+        """
         limits = self.adapter.limits(undo.kind, undo.target)
         current = self.adapter.current(undo.kind, undo.target) if undo.value is not None else None
         return self.guards.check(undo, now, limits, current, undo=True)

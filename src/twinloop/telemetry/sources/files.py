@@ -19,6 +19,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.telemetry.frame import Frame
@@ -150,9 +151,10 @@ def read_csv(path: str, report: IngestReport, batch_rows: int) -> Iterator[Frame
         yield rows.flush()
 
 
-def _ts_array(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def _ts_array(col: pa.ChunkedArray | pa.Array) -> NDArray[np.float64]:
     if pa.types.is_timestamp(col.type):
-        return col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy().astype(np.float64) / 1e6
+        micros = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_numpy()
+        return np.asarray(micros, dtype=np.float64) / 1e6
     return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 

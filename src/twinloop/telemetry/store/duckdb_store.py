@@ -583,7 +583,7 @@ class DuckDBStore:
             raise
         finally:
             con.unregister("_incoming")
-        return table.num_rows
+        return int(table.num_rows)
 
     def read_table(self, name: str) -> pa.Table:
         """The whole side table ``name`` (see :meth:`append_table`) as Arrow."""

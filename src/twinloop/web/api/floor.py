@@ -9,6 +9,7 @@ import duckdb
 import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query
 
+from twinloop.hardware.power import CLOCK_EVENT_GPU_IDLE
 from twinloop.report.levels import POWER_FRACTION_LEVELS, TEMP_HEADROOM_LEVELS, Level, default_slowdown_temp_c
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.web.api.deps import WebState, cursor, store_cached, web_state
@@ -22,6 +23,7 @@ from twinloop.web.models import (
     GpuNow,
     NodeDetail,
     RackDetail,
+    RackHeat,
     ReasonSpan,
     Series,
     Sparkline,
@@ -30,7 +32,6 @@ from twinloop.web.models import (
 from twinloop.web.params import EntityId, Points, RackId, SinceS, UntilS, time_window
 from twinloop.web.queries import (
     CLOCK,
-    CLOCK_EVENT_GPU_IDLE,
     LIMIT,
     NODE_POWER,
     POWER,
@@ -58,7 +59,9 @@ FIELD_PATTERN = r"^[A-Z][A-Z0-9_]{0,79}$"
 
 
 def _level(lv: Level) -> dict[str, Any]:
-    finite = lambda v: v if math.isfinite(v) else None  # noqa: E731
+    def finite(v: float) -> float | None:
+        return v if math.isfinite(v) else None
+
     return {"label": lv.label, "min": finite(lv.min), "max": finite(lv.max), "color": lv.fill, "ink": lv.ink}
 
 
@@ -79,7 +82,7 @@ def floor(state: WebState = Depends(web_state), cur: duckdb.DuckDBPyConnection |
     if cur is None:
         return Floor(ts=None, rows=[], temp_range_c=None, power_range_w=None, **levels)
     stats = rack_stats(cur, state.db, state.now_window_s)
-    rows: dict[str, list] = {}
+    rows: dict[str, list[RackHeat]] = {}
     for r in stats.heat:
         rows.setdefault(r.row, []).append(r)
     return Floor(

@@ -75,9 +75,11 @@ class AdaptiveK(Router):
         return lo, hi
 
     def width(self, ctx: RoutingContext) -> int:
+        """The resolved ``k_max``: the most experts per token K can grow to."""
         return self.bounds(ctx)[1]
 
     def start(self, ctx: RoutingContext) -> None:
+        """Start at the model's K (clipped to ``k_max``)."""
         self._k = min(ctx.top_k, self.bounds(ctx)[1])
 
     @property
@@ -89,6 +91,7 @@ class AdaptiveK(Router):
         return ctx.capacity(self.capacity_factor * k / ctx.top_k)
 
     def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        """Move K one notch from this step's capacity pressure, then route with capacity and backup redirection."""
         lo, hi = self.bounds(ctx)
         k = self._k or min(ctx.top_k, hi)
         ranked = scores.ranked(min(ctx.n_experts, hi + self.backups))

@@ -1,6 +1,7 @@
 """Auxiliary-loss-free balancing (DeepSeek-V3, arXiv 2412.19437 §2.1.2): a per-expert bias is added to the
 affinities for *selection only*; after each step the bias of an overloaded expert goes down by ``gamma`` and
-that of an underloaded one up by ``gamma`` (``b -= gamma · sign(load - mean)``). No token is dropped."""
+that of an underloaded one up by ``gamma`` (``b -= gamma · sign(load - mean)``). No token is dropped.
+"""
 
 from __future__ import annotations
 
@@ -28,9 +29,11 @@ class BiasBalance(Router):
         self._bias = np.zeros(0, dtype=np.float32)
 
     def start(self, ctx: RoutingContext) -> None:
+        """Zero the per-expert bias."""
         self._bias = np.zeros(ctx.n_experts, dtype=np.float32)
 
     def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        """Top-k on the biased affinities, then nudge each expert's bias against its load error."""
         experts = top_k(scores.affinity + self._bias, ctx.top_k)
         load = expert_load(experts, ctx.n_experts) / ctx.placement.n_replicas  # per instance
         self._bias -= np.float32(self.gamma) * np.sign(load - load.mean()).astype(np.float32)

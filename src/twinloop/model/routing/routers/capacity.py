@@ -24,6 +24,7 @@ class CapacityTopK(Router):
         self.capacity_factor = capacity_factor
 
     def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        """Top-k, dropping the copies past each expert's capacity."""
         cap = ctx.capacity(self.capacity_factor)
         experts, dropped = enforce_capacity(scores.ranked(ctx.top_k), cap)
         return Assignment(experts, dropped, 0, cap)

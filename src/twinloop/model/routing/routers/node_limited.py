@@ -1,6 +1,7 @@
 """Node-limited routing (DeepSeek-V3): a token's experts live on at most M nodes. The M nodes whose best
 ``K / M`` affinities sum highest are kept, then the top-k among the experts those nodes hold. Bounds the
-inter-node all-to-all (IB) fan-out of each token to M."""
+inter-node all-to-all (IB) fan-out of each token to M.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ class NodeLimited(Router):
         self.max_nodes = max_nodes
 
     def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        """Top-k among the experts on each token's best ``max_nodes`` nodes."""
         p = ctx.placement
         m = self.max_nodes or ctx.node_limit or 4
         n_nodes = p.n_nodes

@@ -12,4 +12,5 @@ class TopK(Router):
     name = "topk"
 
     def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        """Each token to its K highest-affinity experts."""
         return Assignment(scores.ranked(ctx.top_k), 0, 0)

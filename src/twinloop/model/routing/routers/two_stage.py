@@ -2,7 +2,8 @@
 affinity ("good at this?"), then each candidate is scored separately for availability ("free now?": the
 share of its capacity this step's first-choice demand leaves, as a gate sees before dispatch) and the two
 scores are mixed, ``(1 - w) · skill + w · availability``, before the top-k of the mix is kept. Capacity
-still applies last; what overflows is dropped."""
+still applies last; what overflows is dropped.
+"""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class TwoStage(Router):
         self.capacity_factor = capacity_factor
 
     def route(self, scores: StepScores, ctx: RoutingContext) -> Assignment:
+        """Shortlist by affinity, rank the shortlist by the skill/availability mix, keep its top-k under capacity."""
         k = ctx.top_k
         s = min(ctx.n_experts, int(np.ceil(self.shortlist_factor * k)))
         cap = ctx.capacity(self.capacity_factor)

@@ -40,18 +40,21 @@ class ActionAdapter(ABC):
 
     def supply_limit_w(self, target: str) -> float | None:
         """The per-GPU power limit a node's working power supplies carry with its host's draw, W; None when the
-        adapter cannot tell (then a policy value taken from it is refused as unknown)."""
+        adapter cannot tell (then a policy value taken from it is refused as unknown).
+        """
         return None
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
         """Whether ``job`` has reported a completed checkpoint at or after ``since_ts`` (cluster clock) or has no
         unsaved work; False while it has not; None when the adapter cannot tell (then a requeue waiting on the
-        checkpoint goes to a person at its timeout)."""
+        checkpoint goes to a person at its timeout).
+        """
         return None
 
     def is_serving(self, job: str) -> bool | None:
         """Whether ``job`` is a serving fleet (replicas behind a router) rather than one synchronous job; None
-        when unknown."""
+        when unknown.
+        """
         return None
 
     def resolve(self, selector: str, incident: Incident) -> list[str]:

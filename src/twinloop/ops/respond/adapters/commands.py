@@ -1,5 +1,6 @@
 """Slurm and Kubernetes adapters: they emit scheduler commands, and only run them when told to (dry run is the
-default, so a first deployment shows what it *would* do)."""
+default, so a first deployment shows what it *would* do).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ CheckpointMarker = Callable[[str], float | None]
 
 def heartbeat_file_marker(directory: str | Path) -> CheckpointMarker:
     """A job heartbeat convention: the job touches ``<directory>/<job>.checkpoint`` when a checkpoint is
-    complete; its modification time (Unix time, the live loop's clock) is the marker."""
+    complete; its modification time (Unix time, the live loop's clock) is the marker.
+    """
     root = Path(directory)
 
     def marker(job: str) -> float | None:
@@ -54,7 +56,8 @@ class CommandAdapter(ActionAdapter):
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
         """From ``checkpoint_marker`` (e.g. :func:`heartbeat_file_marker`); None without one (then a requeue
-        waiting on the checkpoint goes to a person at its timeout)."""
+        waiting on the checkpoint goes to a person at its timeout).
+        """
         if self.checkpoint_marker is None:
             return None
         t = self.checkpoint_marker(job)

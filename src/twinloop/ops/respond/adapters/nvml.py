@@ -61,7 +61,7 @@ class NvmlAdapter(ActionAdapter):
         if kind != ActionKind.POWER_CAP:
             return None
         values = [self.nvml.nvmlDeviceGetPowerManagementLimit(h) for h in self._handles(target)]
-        return sum(values) / len(values) / 1000.0
+        return float(sum(values)) / len(values) / 1000.0
 
     def _apply(self, request: ActionRequest) -> AdapterReply:
         if request.value is None:
