@@ -26,7 +26,8 @@ import numpy as np
 from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import CLOCK_EVENT_SW_POWER_CAP, REF_GEMM_ACTIVITY, GpuPowerModel, gemm_clock_mhz
 from twinloop.hardware.readings import H100_BF16_FLOP_PER_CLOCK
-from twinloop.hardware.soak import SoakReadings, load_soak, settle_s
+from twinloop.hardware.soak import HBM_TEMP_FIELD, SoakReadings, load_soak, settle_s
+from twinloop.hardware.thermal import HBM_DEFAULT, hbm_steady_c
 from twinloop.hardware.thermal_poles import anchored, fit_poles, simulate
 from twinloop.plan.train_power import compute_clock_mhz
 from twinloop.twin.actions import SetPowerLimit
@@ -143,6 +144,21 @@ def pole_fit_figures(r: SoakReadings, gpu: GpuSpec) -> list[Figure]:
         Figure(sec, "two poles: coolant", "°C", two.coolant_c, NAN, "fitted"),
         Figure(sec, "two poles: RMS error", "°C", two.rms_c, NAN, "fitted"),
     ]
+
+
+def hbm_figures(r: SoakReadings, gpu: GpuSpec) -> list[Figure]:
+    """Steady HBM temperature of the H100 HBM model (``HBM_DEFAULT``) from the measured die temperature and the
+    model's memory power, the coolant that of the catalog die RC anchored at the cold-idle start.
+    """
+    w, model = windows(r), GpuPowerModel(gpu)
+    coolant = float(r.temp_c[0] - gpu.thermal_resistance_c_per_w * r.power_w[0])
+    out = []
+    for name, k in (("700 W GEMM", "soak_700"), ("450 W cap", "capped"), ("end of cool-down", "cool_end")):
+        die_c = r.window(*w[k])[1]
+        mem_w = float(model.memory_dyn_w(r.mem_util(*w[k])))
+        hbm_c = float(hbm_steady_c(coolant, die_c, mem_w, HBM_DEFAULT))
+        out.append(Figure("hbm", f"HBM at {name}", "°C", r.watch_mean(HBM_TEMP_FIELD, *w[k]), hbm_c, "predicted"))
+    return out
 
 
 def _gemm_tflops(data: Path) -> float:
@@ -372,7 +388,7 @@ def figures(data: Path = DEFAULT_DATA) -> list[Figure]:
     thermal = thermal_figures(r, "H100 fit scaled (before)", h100_scaled_rc(gpu), "predicted", "predicted")
     thermal += thermal_figures(r, "catalog h200-sxm", (gpu.thermal_resistance_c_per_w, tau), "fitted", "held out")
     thermal += pole_fit_figures(r, gpu)
-    return thermal + power_figures(r, gpu, data) + cap_figures(r) + catalog_figures(data, gpu)
+    return thermal + hbm_figures(r, gpu) + power_figures(r, gpu, data) + cap_figures(r) + catalog_figures(data, gpu)
 
 
 def _fmt(x: float) -> str:

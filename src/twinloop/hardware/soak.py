@@ -26,6 +26,7 @@ from twinloop.errors import InputError
 F64 = NDArray[np.float64]
 HEAT_SOAK = "heat_soak"
 MEM_UTIL_FIELD = "DCGM_FI_DEV_MEM_COPY_UTIL"
+HBM_TEMP_FIELD = "DCGM_FI_DEV_MEMORY_TEMP"
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,9 @@ class CapReadings:
 
 @dataclass(frozen=True)
 class SoakReadings:
-    """The 10 Hz soak trace, its phase starts, the cap samples and the 1 Hz memory utilisation (%)."""
+    """The 10 Hz soak trace, its phase starts, the cap samples and the watcher's 1 Hz memory utilisation (%)
+    and HBM temperature (°C), each as ``(t_s, value)``.
+    """
 
     t_s: F64
     power_w: F64
@@ -56,8 +59,7 @@ class SoakReadings:
     clock_mhz: F64
     phase_start_s: dict[str, float]
     cap: CapReadings
-    mem_util_t_s: F64
-    mem_util_pct: F64
+    watch_1hz: dict[str, tuple[F64, F64]]
 
     def window(self, start_s: float, end_s: float) -> tuple[float, float, float]:
         """Mean (power W, die °C, SM MHz) of the 10 Hz samples in ``[start_s, end_s)``."""
@@ -66,12 +68,17 @@ class SoakReadings:
             raise InputError("soak_10hz.csv", "t", f"no sample in [{start_s:.1f}, {end_s:.1f}) s of the heat soak")
         return float(self.power_w[m].mean()), float(self.temp_c[m].mean()), float(self.clock_mhz[m].mean())
 
-    def mem_util(self, start_s: float, end_s: float) -> float:
-        """Mean NVML memory utilisation (0..1) of the 1 Hz watcher samples in ``[start_s, end_s)``."""
-        m = (self.mem_util_t_s >= start_s) & (self.mem_util_t_s < end_s)
+    def watch_mean(self, field: str, start_s: float, end_s: float) -> float:
+        """Mean of the watcher's 1 Hz samples of ``field`` in ``[start_s, end_s)``."""
+        t, v = self.watch_1hz[field]
+        m = (t >= start_s) & (t < end_s)
         if not m.any():
-            raise InputError("watch_nvml.parquet", MEM_UTIL_FIELD, f"no sample in [{start_s:.1f}, {end_s:.1f}) s")
-        return float(self.mem_util_pct[m].mean()) / 100.0
+            raise InputError("watch_nvml.parquet", field, f"no sample in [{start_s:.1f}, {end_s:.1f}) s")
+        return float(v[m].mean())
+
+    def mem_util(self, start_s: float, end_s: float) -> float:
+        """Mean NVML memory utilisation (0..1) in ``[start_s, end_s)``."""
+        return self.watch_mean(MEM_UTIL_FIELD, start_s, end_s) / 100.0
 
 
 def _phases(path: Path) -> dict[str, float]:
@@ -111,7 +118,7 @@ def load_soak(data: Path) -> SoakReadings:
         raise InputError(str(data / "soak_phases.csv"), "phase", f"no '{HEAT_SOAK}' phase")
     t0 = phases[HEAT_SOAK]
     field = np.asarray(watch["field"])
-    mem = field == MEM_UTIL_FIELD
+    ts, value = np.asarray(watch["ts"], dtype=np.float64) - t0, np.asarray(watch["value"], dtype=np.float64)
     return SoakReadings(
         t_s=rows["t"] - t0,
         power_w=rows["power_mw"] / 1000.0,
@@ -119,8 +126,7 @@ def load_soak(data: Path) -> SoakReadings:
         clock_mhz=rows["sm_mhz"].astype(np.float64),
         phase_start_s={name: t - t0 for name, t in phases.items()},
         cap=_cap(data / "actuator.json", t0),
-        mem_util_t_s=np.asarray(watch["ts"], dtype=np.float64)[mem] - t0,
-        mem_util_pct=np.asarray(watch["value"], dtype=np.float64)[mem],
+        watch_1hz={f: (ts[field == f], value[field == f]) for f in (MEM_UTIL_FIELD, HBM_TEMP_FIELD)},
     )
 
 

@@ -43,9 +43,12 @@ class Poles:
 
 
 def _grid(t_s: F64, power_w: F64, lead_s: float) -> tuple[F64, F64]:
-    """Uniform grid over the readings and the power held from each reading (read ``lead_s`` later)."""
+    """Uniform grid over the readings and the power over the grid step that *ends* at each point (the last
+    reading at or before its start, read ``lead_s`` later), so that the response at a point is the temperature
+    at that time.
+    """
     grid = np.arange(t_s[0], t_s[-1], GRID_DT_S)
-    idx = np.clip(np.searchsorted(t_s, grid + lead_s, side="right") - 1, 0, t_s.size - 1)
+    idx = np.clip(np.searchsorted(t_s, grid - GRID_DT_S + lead_s, side="right") - 1, 0, t_s.size - 1)
     return grid, power_w[idx]
 
 
