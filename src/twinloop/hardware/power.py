@@ -218,6 +218,31 @@ class GpuPowerModel:
         return clock if clock.ndim else float(clock)  # type: ignore[return-value]
 
 
+def gemm_clock_mhz(
+    model: GpuPowerModel,
+    power_limit_w: float,
+    activity: tuple[float, float, float],
+    ref_clock_mhz: float,
+    temp_c: float,
+    lock_mhz: float | None = None,
+) -> float:
+    """DVFS clock of a compute-bound GEMM under ``power_limit_w`` (and a clock lock), from its ``(tensor, sm,
+    dram)`` activity measured at ``ref_clock_mhz``: its DRAM activity follows the clock (it moves bytes in
+    proportion to its FLOP rate), so the clock is a short fixed point.
+    """
+    tensor, sm, dram_ref = activity
+    f = f_new = ref_clock_mhz
+    for _ in range(8):
+        dram = dram_ref * f / ref_clock_mhz
+        f_new = float(model.max_clock_for_power(power_limit_w, tensor, sm, dram, temp_c))
+        if lock_mhz is not None:
+            f_new = min(f_new, lock_mhz)
+        if abs(f_new - f) < 0.01:
+            break
+        f = f_new
+    return f_new
+
+
 _GRIDS: dict[PowerCoefficients, tuple[NDArray, NDArray]] = {}
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twinloop.hardware.power import GpuPowerModel
+from twinloop.hardware.power import GpuPowerModel, gemm_clock_mhz
 from twinloop.hardware.power_fit import CONTEXT_PHASE, FIT_PHASES, FP8_PHASE
 from twinloop.hardware.readings import PhaseReading, Readings
 
@@ -57,16 +57,8 @@ class Row:
 
 def _gemm_clock(model: GpuPowerModel, base: PhaseReading, limit_w: float, lock: float | None, temp_c: float) -> float:
     """DVFS clock of the base GEMM under ``limit_w`` (and a clock lock), DRAM activity following the clock."""
-    f = base.clock_mhz
-    for _ in range(8):  # fixed point: the clock sets the DRAM activity, which sets the clock
-        dram = base.dram_active * f / base.clock_mhz
-        f_new = float(model.max_clock_for_power(limit_w, base.tensor_active, base.sm_active, dram, temp_c))
-        if lock is not None:
-            f_new = min(f_new, lock)
-        if abs(f_new - f) < 0.01:
-            break
-        f = f_new
-    return f_new
+    activity = (base.tensor_active, base.sm_active, base.dram_active)
+    return gemm_clock_mhz(model, limit_w, activity, base.clock_mhz, temp_c, lock)
 
 
 def _gemm_power(model: GpuPowerModel, base: PhaseReading, f: float, temp_c: float) -> float:

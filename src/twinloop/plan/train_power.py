@@ -105,6 +105,32 @@ def fp8_tensor_share(w: TrainWorkload, clock_x: float = 1.0) -> float:
 DVFS_ITERATIONS = 6
 
 
+def compute_clock_mhz(
+    model: GpuPowerModel,
+    gemm_share: F64,
+    power_limit_w: F64 | float,
+    tensor_weight: F64 | float = 1.0,
+    eff: TrainEfficiency = DEFAULT_EFFICIENCY,
+) -> F64:
+    """SM clock of the compute phase under ``power_limit_w`` (DVFS), at the planner's die temperature.
+
+    The activities depend on the clock (:func:`compute_activity`) and the clock on them: a short fixed-point
+    iteration. ``gemm_share`` = 1 is a dense GEMM alone (how the planner sees one; checked against real GPUs
+    by ``benchmarks/calibrate_h200.py``).
+    """
+    share = np.asarray(gemm_share, dtype=np.float64)
+    temp = np.full(share.shape, effc.TRAIN_DIE_TEMP_C)
+    limit: F64 = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), share.shape)
+    weight: F64 = np.broadcast_to(np.asarray(tensor_weight, dtype=np.float64), share.shape)
+    x: F64 = np.ones_like(share)
+    clock = x * model.gpu.sm_clock_max_mhz
+    for _ in range(DVFS_ITERATIONS):
+        tensor, sm, dram = compute_activity(share, eff, x)
+        clock = np.asarray(model.max_clock_for_power(limit, tensor * weight, sm, dram, temp), dtype=np.float64)
+        x = clock / model.gpu.sm_clock_max_mhz
+    return clock
+
+
 def time_and_power(
     w: TrainWorkload,
     c: ConfigArrays,
@@ -130,12 +156,8 @@ def time_and_power(
     temp = np.full(share.shape, effc.TRAIN_DIE_TEMP_C)
     limit = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), share.shape).copy()
     f_max = model.gpu.sm_clock_max_mhz
-    x: F64 = np.ones_like(share)
-    for _ in range(DVFS_ITERATIONS):
-        tensor, sm, dram = compute_activity(share, eff, x)
-        clock = np.asarray(model.max_clock_for_power(limit, tensor * weight, sm, dram, temp), dtype=np.float64)
-        x = clock / f_max
-    tensor, sm, dram = compute_activity(share, eff, x)
+    clock = compute_clock_mhz(model, share, limit, weight, eff)
+    tensor, sm, dram = compute_activity(share, eff, clock / f_max)
     speed = np.asarray(relative_speed(clock, f_max, share), dtype=np.float64)
     slowdown = 1.0 / speed
     t = step_time(w, c, topo, global_batch, imbalance, slowdown, eff)
