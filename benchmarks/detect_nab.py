@@ -27,8 +27,10 @@ HERE = Path(__file__).resolve().parent / "data" / "nab"
 #: Packaged series: key (path under NAB's data/) → (signal kind, "fitted" or "held out").
 SERIES: dict[str, tuple[str, str]] = {
     "realKnownCause/ec2_request_latency_system_failure.csv": ("latency", "fitted"),
+    "realAWSCloudwatch/rds_cpu_utilization_cc0c53.csv": ("utilisation", "fitted"),
+    "realAWSCloudwatch/ec2_cpu_utilization_24ae8d.csv": ("utilisation", "held out"),
+    "realKnownCause/machine_temperature_system_failure.csv": ("temperature", "fitted"),
     "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
-    "realAWSCloudwatch/rds_cpu_utilization_cc0c53.csv": ("utilisation", "held out"),
 }
 
 

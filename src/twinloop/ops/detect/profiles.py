@@ -140,19 +140,13 @@ PROFILES: dict[str, DetectorProfile] = {
             (
                 DetectorSpec(
                     "ewma_zscore",
-                    {"robust": True, "threshold": 6.0, "smooth_s": 0.0, **_NO_FLAP},
-                    {"window_s": (2 * DAY_S, 48, 2000), "refresh_s": (3600.0, 1, 60),
-                     "warmup_s": (DAY_S / 2, 24, 600), "persistence_s": (0.0, 3, 3)},
-                ),
-                DetectorSpec(
-                    "cusum",
-                    {"h": 40.0, **_NO_FLAP},
-                    {"half_life_s": (DAY_S, 24, 2000), "warmup_s": (DAY_S / 2, 24, 600),
-                     "persistence_s": (0.0, 3, 3)},
+                    {"robust": True, "threshold": 4.0, "smooth_s": 0.0, **_NO_FLAP},
+                    {"window_s": (7 * DAY_S, 48, 2000), "refresh_s": (3600.0, 1, 60),
+                     "warmup_s": (DAY_S / 2, 24, 600), "persistence_s": (4 * 3600.0, 3, 288)},
                 ),
             ),
             (DAY_S / 2, 24, 2000),
-            "temperatures: robust z over ~2 days (3 samples) + CUSUM for drifts",
+            "temperatures: robust z over ~7 days, an excursion must last ~4 h (slow failures, not routine dips)",
         ),
     )
 }  # fmt: skip
