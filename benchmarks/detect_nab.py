@@ -27,20 +27,26 @@ HERE = Path(__file__).resolve().parent / "data" / "nab"
 #: Packaged series: key (path under NAB's data/) → (signal kind, "fitted" or "held out").
 SERIES: dict[str, tuple[str, str]] = {
     "realKnownCause/ec2_request_latency_system_failure.csv": ("latency", "fitted"),
-    "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
     "realAWSCloudwatch/rds_cpu_utilization_cc0c53.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_24ae8d.csv": ("utilisation", "held out"),
+    "realKnownCause/machine_temperature_system_failure.csv": ("temperature", "fitted"),
+    "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
 }
 
 
-def score_series(csv: Path, labels: Path, key: str, profile_name: str, hint: str = "") -> WindowScore:
-    """Run a detector profile on one NAB CSV (its ``value`` column) and score the alarm onsets."""
+def score_series(csv: Path, labels: Path, key: str, profile_name: str) -> tuple[str, WindowScore]:
+    """Run a detector profile on one NAB CSV (its ``value`` column) and score the alarm onsets.
+
+    ``auto`` sees only what ``twinloop detect --profile auto`` would: the file name and the column name, never
+    the kind this script assigns. Returns the profile actually run and the score.
+    """
     blocks, _ = read_series(csv, ["value"])
-    profile = select_profile(profile_name, [key, hint])
+    profile = select_profile(profile_name, [Path(key).name, "value"])
     detections = detect_with_profile(blocks, profile)
     ts = blocks[0].ts
     start, end = float(ts[0]), float(ts[-1])
     windows = [(a, b) for a, b in load_windows(labels, key) if b >= start and a <= end]
-    return score_alarms([d.ts for d in detections], windows, start, end)
+    return profile.name, score_alarms([d.ts for d in detections], windows, start, end)
 
 
 def _csv(key: str, data: Path) -> Path:
@@ -60,12 +66,13 @@ def main() -> None:
     series = dict(SERIES)
     if args.series:
         series = {s.split(":")[0]: ([*s.split(":"), "auto"][1], "given") for s in args.series}
-    print(f"{'series':52s} {'kind':12s} {'set':9s} {'profile':12s} {'found':>7s} {'FA':>4s} {'FA/day':>7s} {'NAB':>7s}")
+    print(f"{'series':52s} {'kind':12s} {'set':9s} {'profile':17s} {'found':>7s} {'FA':>4s} {'FA/day':>7s} {'NAB':>7s}")
     for key, (kind, role) in series.items():
         for name in ("default", args.profile or kind):
-            s = score_series(_csv(key, args.data), args.labels, key, name, kind)
+            ran, s = score_series(_csv(key, args.data), args.labels, key, name)
+            label = f"auto→{ran}" if name == "auto" else ran
             print(
-                f"{Path(key).name[:52]:52s} {kind:12s} {role:9s} {name:12s} {s.found:>3d}/{s.windows:<3d} "
+                f"{Path(key).name[:52]:52s} {kind:12s} {role:9s} {label:17s} {s.found:>3d}/{s.windows:<3d} "
                 f"{s.false_alarms:4d} {s.false_alarms_per_day:7.3f} {s.nab_score:7.1f}"
             )
 

@@ -1,4 +1,4 @@
-"""Detector profiles per signal kind: selection, alarm spacing, and a regression on a real NAB series."""
+"""Detector profiles per signal kind: selection, alarm spacing, and regressions on the packaged NAB series."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from twinloop.errors import InputError
 from twinloop.ops.detect import load_variants
-from twinloop.ops.detect.offline import read_series
+from twinloop.ops.detect.offline import SeriesBlock, read_series
 from twinloop.ops.detect.profiles import (
     PROFILES,
     detect_with_profile,
@@ -19,11 +20,12 @@ from twinloop.ops.detect.profiles import (
     space_alarms,
     span_seconds,
 )
-from twinloop.ops.detect.windows import load_windows, score_alarms
+from twinloop.ops.detect.windows import WindowScore, load_windows, score_alarms
 from twinloop.ops.events import Detection, EventClass
 
 NAB = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "nab"
 EC2 = "realKnownCause/ec2_request_latency_system_failure.csv"
+MT = "realKnownCause/machine_temperature_system_failure.csv"
 
 
 @pytest.mark.parametrize(
@@ -37,6 +39,14 @@ EC2 = "realKnownCause/ec2_request_latency_system_failure.csv"
         (["sm_util"], "utilisation"),
         (["rds_cpu_utilization_cc0c53.csv", "value"], "utilisation"),  # "_c" inside a name is no unit
         (["gpu_power_w", "inlet_c"], "temperature"),
+        (["machine_temperature_system_failure.csv", "value"], "temperature"),
+        (["ec2_cpu_utilization_24ae8d.csv", "value"], "utilisation"),
+        (["CPUUtilization"], "utilisation"),  # CloudWatch metric names are CamelCase
+        (["ReadLatency"], "latency"),
+        (["TargetResponseTime"], "latency"),
+        (["TravelTime_387.csv", "value"], "latency"),
+        (["hbm_temperature"], "temperature"),
+        (["retry_attempts"], "utilisation"),  # "attempt" holds "temp" but is a count
         (["value"], "utilisation"),  # nothing known: the generic robust profile
         ([], "utilisation"),
     ],
@@ -73,19 +83,68 @@ def test_space_alarms_keeps_one_per_spacing_per_series() -> None:
     assert [(d.entity, d.ts) for d in kept] == [("a", 0.0), ("b", 10.0), ("a", 100.0)]
 
 
-def test_latency_profile_finds_ec2_failures() -> None:
-    """NAB realKnownCause/ec2_request_latency_system_failure (packaged, 4032 samples at 5 min): the latency
-    profile must catch every labelled failure window with at most one false alarm over the 14 days. The
-    default detectors catch 1 of 3 here (their flap suppression hides the failure's burst of jumps)."""
+def _nab_score(file: str, key: str, profile: str) -> WindowScore:
     load_variants()
-    blocks, _ = read_series(NAB / "ec2_request_latency_system_failure.csv", ["value"])
-    dets = detect_with_profile(blocks, select_profile("auto", ["ec2_request_latency_system_failure.csv"]))
+    blocks, _ = read_series(NAB / file, ["value"])
+    dets = detect_with_profile(blocks, select_profile(profile, [file, "value"]))
     ts = blocks[0].ts
-    score = score_alarms([d.ts for d in dets], load_windows(NAB / "combined_windows.json", EC2), ts[0], ts[-1])
-    assert score.windows == 3
-    assert score.found == 3
-    assert score.false_alarms <= 1
-    assert score.nab_score > 60.0
+    return score_alarms([d.ts for d in dets], load_windows(NAB / "combined_windows.json", key), ts[0], ts[-1])
+
+
+#: The packaged NAB series (benchmarks/data/nab), scored with ``--profile auto`` (which must pick the series'
+#: kind from its file name): windows, fewest found, most false alarms, lowest NAB score. Fitted series must stay
+#: at their documented result (docs/sections/calibration-detect.md, "Real labelled series (NAB)"); held-out ones
+#: at their measured result with a margin, so a detector change that loses a window or adds alarms fails here.
+NAB_EXPECTED = [
+    # fitted: ec2 latency 3/3, 0 false alarms, NAB 83.3
+    ("ec2_request_latency_system_failure.csv", "realKnownCause", 3, 3, 1, 75.0),
+    # fitted: machine temperature 3/3, 2 false alarms over 79 days, NAB 95.0
+    ("machine_temperature_system_failure.csv", "realKnownCause", 3, 3, 3, 88.0),
+    # held out: ambient temperature 1/2, 1 false alarm, NAB 44.7
+    ("ambient_temperature_system_failure.csv", "realKnownCause", 2, 1, 2, 35.0),
+    # held out: RDS CPU 1/2, 0 false alarms, NAB 46.4
+    ("rds_cpu_utilization_cc0c53.csv", "realAWSCloudwatch", 2, 1, 1, 38.0),
+    # held out: idle EC2 CPU 2/2 but 29 false alarms (2.1/day), NAB 18.8 -- the profile's known weak case
+    ("ec2_cpu_utilization_24ae8d.csv", "realAWSCloudwatch", 2, 2, 35, 10.0),
+]
+
+
+@pytest.mark.parametrize(("file", "folder", "windows", "found", "max_false", "min_nab"), NAB_EXPECTED)
+def test_auto_profile_on_packaged_nab_series(
+    file: str, folder: str, windows: int, found: int, max_false: int, min_nab: float
+) -> None:
+    score = _nab_score(file, f"{folder}/{file}", "auto")
+    assert score.windows == windows
+    assert score.found >= found
+    assert score.false_alarms <= max_false
+    assert score.nab_score > min_nab
+
+
+def test_default_detectors_on_nab_unchanged() -> None:
+    """The GPU-telemetry defaults are not tuned on NAB: their documented results there must not move (a change
+    here means the defaults changed, which moves the twin's detection results too)."""
+    ec2 = _nab_score("ec2_request_latency_system_failure.csv", EC2, "default")
+    assert (ec2.found, ec2.false_alarms) == (1, 0)
+    mt = _nab_score("machine_temperature_system_failure.csv", MT, "default")
+    assert (mt.found, mt.false_alarms) == (2, 17)
+
+
+def test_temperature_profile_ignores_routine_dips_that_end() -> None:
+    """Synthetic check of the temperature profile's design, at 5 min: two weeks of 90 ± 3 °C (a daily cycle),
+    with a 2 h dip on day 8 to 60 °C (routine: it ends before the 4 h persistence) and a 12 h fall to 40 °C on day 11
+    (a failure): one alarm, in the fall, about 4 h after it starts."""
+    dt_s = 300.0
+    n = 14 * 288
+    t = np.asarray(1.7e9 + dt_s * np.arange(n), dtype=np.float64)
+    v = 90.0 + 3.0 * np.sin(2 * np.pi * t / 86400.0) + np.random.default_rng(0).normal(0.0, 0.5, n)
+    dip = slice(8 * 288, 8 * 288 + 24)
+    fall = slice(11 * 288, 11 * 288 + 144)
+    v[dip] = 60.0
+    v[fall] = 40.0
+    block = SeriesBlock("temp_c", t, ("m0",), v.reshape(-1, 1))
+    load_variants()
+    dets = detect_with_profile([block], select_profile("temperature"))
+    assert [round((d.ts - t[fall.start]) / 3600.0) for d in dets] == [4]
 
 
 def test_cli_profile_keeps_json_shape_and_rejects_unknown(tmp_path: Path, cli: Callable[..., Any]) -> None:

@@ -19,8 +19,10 @@ The profiles are chosen from the signal's physics, not fitted to the windows of 
   *is* the failure), a high threshold because MAD-scaled latency tails are long.
 * **utilisation** — bounded, bursty, failures as level shifts (a service stuck high or idle). Robust z over
   about a day with 2-sample persistence, plus CUSUM with a slow baseline for lasting shifts.
-* **temperature** — smooth, strongly autocorrelated, daily cycle; failures as drifts or steps away from the
-  usual band. Robust z over about two days with 3-sample persistence, plus CUSUM for drifts.
+* **temperature** — smooth, strongly autocorrelated, with routine dips of a few hours (load changes, idle
+  periods); failures are excursions that *last* (a machine cooling down or overheating for half a day or
+  more). Robust (median/MAD) z against about a week, so the baseline does not follow a failure that lasts a
+  day or two, threshold 4, and the excursion must persist about 4 h before it alarms (routine dips end first).
 
 Every profile also spaces alarms (one alarm per series per spacing, the first kept): an operator wants one
 page per incident, and NAB charges every extra alarm as a false positive.
@@ -140,31 +142,34 @@ PROFILES: dict[str, DetectorProfile] = {
             (
                 DetectorSpec(
                     "ewma_zscore",
-                    {"robust": True, "threshold": 6.0, "smooth_s": 0.0, **_NO_FLAP},
-                    {"window_s": (2 * DAY_S, 48, 2000), "refresh_s": (3600.0, 1, 60),
-                     "warmup_s": (DAY_S / 2, 24, 600), "persistence_s": (0.0, 3, 3)},
-                ),
-                DetectorSpec(
-                    "cusum",
-                    {"h": 40.0, **_NO_FLAP},
-                    {"half_life_s": (DAY_S, 24, 2000), "warmup_s": (DAY_S / 2, 24, 600),
-                     "persistence_s": (0.0, 3, 3)},
+                    {"robust": True, "threshold": 4.0, "smooth_s": 0.0, **_NO_FLAP},
+                    {"window_s": (7 * DAY_S, 48, 2000), "refresh_s": (3600.0, 1, 60),
+                     "warmup_s": (DAY_S / 2, 24, 600), "persistence_s": (4 * 3600.0, 3, 288)},
                 ),
             ),
             (DAY_S / 2, 24, 2000),
-            "temperatures: robust z over ~2 days (3 samples) + CUSUM for drifts",
+            "temperatures: robust z over ~7 days, an excursion must last ~4 h (slow failures, not routine dips)",
         ),
     )
 }  # fmt: skip
 
 #: ``auto``: words in a field name, unit or file name → profile. First match wins, in this order. A word matches
-#: anywhere in a hint; a unit suffix (``_c``, ``_ms``) only at the end of a hint (less its file extension), so
-#: ``rds_cpu_utilization_cc0c53.csv`` is not taken for a temperature.
+#: anywhere in a hint (so CloudWatch's ``CPUUtilization`` and ``ReadLatency`` match too); a unit suffix (``_c``,
+#: ``_ms``) only at the end of a hint (less its file extension), so ``rds_cpu_utilization_cc0c53.csv`` is not taken
+#: for a temperature.
 AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
-    ("temperature", ("temp", "celsius", "degc", "thermal"), ("_c",)),
-    ("latency", ("latency", "duration", "rtt", "delay", "response", "ttft", "tpot"), ("_ms", "_s")),
+    ("temperature", ("temp", "celsius", "degc", "fahrenheit", "thermal"), ("_c",)),
+    (
+        "latency",
+        ("latency", "duration", "rtt", "delay", "response", "ttft", "tpot", "ttfb", "elapsed", "traveltime"),
+        ("_ms", "_s"),
+    ),
     ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy"), ("_pct",)),
 )
+
+#: Words that contain a hint word without meaning it (``attempts`` is a count, not a temperature); they are
+#: blanked out of a hint before matching.
+AUTO_FALSE_FRIENDS = ("attempt", "template", "tempo")
 
 PROFILE_NAMES = (*PROFILES, "auto")
 
@@ -179,6 +184,8 @@ def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
     """
     if name == "auto":
         names = [h.lower().rsplit(".", 1)[0] if h.lower().endswith((".csv", ".parquet")) else h.lower() for h in hints]
+        for friend in AUTO_FALSE_FRIENDS:
+            names = [n.replace(friend, "~") for n in names]
         for profile, words, suffixes in AUTO_HINTS:
             if any(w in n for n in names for w in words) or any(n.endswith(suffixes) for n in names):
                 return PROFILES[profile]
@@ -238,6 +245,7 @@ def profile_steps(blocks: Sequence[SeriesBlock], profile: DetectorProfile) -> in
 
 
 __all__ = [
+    "AUTO_FALSE_FRIENDS",
     "AUTO_HINTS",
     "PROFILES",
     "PROFILE_NAMES",
