@@ -46,7 +46,9 @@ def summary(label: str, cells: list[gf.MeasuredGemm], errors: list[float], worst
         print(f"    {dtype}: " + "   ".join(parts))
     for i in np.argsort(-np.abs(e))[:worst]:
         c = cells[i]
-        print(f"    worst: {c.dtype} {c.m}x{c.n}x{c.k} {c.harness} measured {c.tflops:.1f} TFLOP/s, {100 * e[i]:+.1f} %")
+        print(
+            f"    worst: {c.dtype} {c.m}x{c.n}x{c.k} {c.harness} measured {c.tflops:.1f} TFLOP/s, {100 * e[i]:+.1f} %"
+        )
 
 
 def main() -> None:
@@ -58,16 +60,22 @@ def main() -> None:
     refit = gf.fit(fit_cells)
     print("\n2. FIT (least squares on log time) on the H100 squares + H200 families", sorted(gf.FIT_FAMILIES))
     for name, cv in refit.curves.items():
-        print(f"  {name}: E {cv.e_inf:.3f}  a_K {cv.k_fill_elems:.0f}  a_MN {cv.mn_fill_elems:.0f}  "
-              f"t_fixed {cv.fixed_s * 1e6:.2f} us   shipped: {gemm.CURVES[name]}")
-    print(f"  H200 per-clock level {refit.level['h200-sxm']:.3f} (H100 = 1); eager-call floor "
-          f"bf16 {refit.floor_s['bf16'] * 1e6:.1f} us, fp8 {refit.floor_s['fp8'] * 1e6:.1f} us")
+        print(
+            f"  {name}: E {cv.e_inf:.3f}  a_K {cv.k_fill_elems:.0f}  a_MN {cv.mn_fill_elems:.0f}  "
+            f"t_fixed {cv.fixed_s * 1e6:.2f} us   shipped: {gemm.CURVES[name]}"
+        )
+    print(
+        f"  H200 per-clock level {refit.level['h200-sxm']:.3f} (H100 = 1); eager-call floor "
+        f"bf16 {refit.floor_s['bf16'] * 1e6:.1f} us, fp8 {refit.floor_s['fp8'] * 1e6:.1f} us"
+    )
     shipped = gf.shipped_fit(refit)
     print("  H100 squares (fitted on), shipped curves at each cell's clock:")
     for c in h100:
         pred = c.tflops * (1 + gf.tflops_error(c, shipped))
-        print(f"    {c.dtype} {c.m}^3 {c.clock_mhz:5.0f} MHz measured {c.tflops:7.1f} model {pred:7.1f} "
-              f"{100 * gf.tflops_error(c, shipped):+6.1f} %")
+        print(
+            f"    {c.dtype} {c.m}^3 {c.clock_mhz:5.0f} MHz measured {c.tflops:7.1f} model {pred:7.1f} "
+            f"{100 * gf.tflops_error(c, shipped):+6.1f} %"
+        )
     h200_fit = [c for c in fit_cells if c.gpu == "h200-sxm"]
     summary("H200 fit cells (fitted on)", h200_fit, [gf.tflops_error(c, shipped) for c in h200_fit])
     print("\n3. PREDICTED (held out): the other families")

@@ -190,7 +190,8 @@ def compute_share(dtype: str, m: F64 | float, n: F64 | float, k: F64 | float, cu
     tile = _tile(mm, TILE_M) * _tile(nn, TILE_N) * _tile(kk, TILE_K)
     # The fill is paid per tile, so on the padded dimensions: time then grows with each dimension (one more row
     # never makes a GEMM faster). No extrapolation above the largest measured dimension.
-    pm, pn, pk = (np.minimum(x / t, MAX_FITTED_DIM) for x, t in ((mm, _tile(mm, TILE_M)), (nn, _tile(nn, TILE_N)), (kk, _tile(kk, TILE_K))))
+    padded = (x / _tile(x, t) for x, t in ((mm, TILE_M), (nn, TILE_N), (kk, TILE_K)))
+    pm, pn, pk = (np.minimum(x, MAX_FITTED_DIM) for x in padded)
     penalty = c.k_fill_elems / pk + c.mn_fill_elems * (1 / pm + 1 / pn)
     return np.asarray(c.e_inf * tile / (1.0 + penalty), dtype=np.float64)
 
@@ -230,7 +231,7 @@ def relative_efficiency(
     fp8_scaling: Fp8Scaling = "tensor",
     machine: GemmMachine = REFERENCE_MACHINE,
 ) -> F64:
-    """``S_dtype(M,N,K) / S_bf16(8192³)`` on ``machine``: the factor on the calibrated large-BF16 ``GEMM_EFFICIENCY``."""
+    """``S_dtype(M,N,K) / S_bf16(8192³)`` on ``machine``: the factor on the calibrated ``GEMM_EFFICIENCY``."""
     ref = shape_efficiency("bf16", REFERENCE_DIM, REFERENCE_DIM, REFERENCE_DIM, machine)
     r = shape_efficiency(dtype, m, n, k, machine) / ref
     if curve_name(dtype) == "fp8" and fp8_scaling == "block":

@@ -113,9 +113,7 @@ def h200_eager_cells(fixture_dir: Path) -> list[MeasuredGemm]:
 def h200_graph_cells(fixture_dir: Path) -> list[MeasuredGemm]:
     """The cells of ``gemm_graphs.json`` (CUDA-graph timing, clock measured inside each cell)."""
     rows = json.loads((fixture_dir / "gemm_graphs.json").read_text())
-    return [
-        MeasuredGemm(r["dtype"], r["m"], r["n"], r["k"], r["tflops"], r["mhz"], "h200-sxm", "graph") for r in rows
-    ]
+    return [MeasuredGemm(r["dtype"], r["m"], r["n"], r["k"], r["tflops"], r["mhz"], "h200-sxm", "graph") for r in rows]
 
 
 def is_fit_cell(c: MeasuredGemm) -> bool:
