@@ -7,6 +7,7 @@
 2. *Fitted on*: the six H100 squares and the H200 cells of three (N, K) families (``gemm_fit.FIT_FAMILIES``).
 3. *Predicted*: the other four families of ``shapes.json`` (eager) and ``gemm_graphs.json`` (CUDA graphs).
 4. The relative factors the planner applies at a few training shapes.
+5. End to end: 8192³ at the clock the shared power model allows at 700 W vs the measured rates.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from twinloop.hardware.gpu import get_gpu
+from twinloop.hardware.power import REF_GEMM_ACTIVITY, REF_GEMM_TEMP_C, GpuPowerModel
 from twinloop.plan import gemm
 from twinloop.plan import gemm_fit as gf
 
@@ -94,6 +97,30 @@ def main() -> None:
         b, f = (float(gemm.relative_efficiency(d, m, n, k)) for d in ("bf16", "fp8"))
         fb = float(gemm.relative_efficiency("fp8", m, n, k, "block"))
         print(f"  {label:44s} bf16 {b:.3f}  fp8 {f:.3f}  fp8-block {fb:.3f}")
+    end_to_end(graphs)
+
+
+def end_to_end(graphs: list[gf.MeasuredGemm]) -> None:
+    """8192³ at the power model's 700 W clock (what the planner does) vs the H100 and H200 measurements."""
+    print("\n5. 8192^3 at the shared power model's 700 W clock (predicted) vs measured:")
+    tensor, sm, dram = REF_GEMM_ACTIVITY
+    for name in ("h100-sxm", "h200-sxm"):
+        g = get_gpu(name)
+        model = GpuPowerModel(g)
+        for dtype in ("bf16", "fp8"):
+            weight = float(model.tensor_weight(1.0 if dtype == "fp8" else 0.0))
+            mhz = float(model.max_clock_for_power(700.0, tensor * weight, sm, dram, REF_GEMM_TEMP_C))
+            cell = gf.MeasuredGemm(dtype, 8192, 8192, 8192, 1.0, mhz, name, "graph")
+            pred = float(gemm.shape_efficiency(dtype, 8192, 8192, 8192, gf.machine_of(cell))) * g.tflops(dtype) * mhz
+            pred /= g.peak_clock_mhz
+            if name == "h100-sxm":
+                meas = next(t for d, n, t, _ in gemm.H100_SQUARE_GEMMS if d == dtype and n == 8192)
+            else:
+                meas = next(c.tflops for c in graphs if c.dtype == dtype and c.m == c.n == c.k == 8192)
+            print(
+                f"  {name} {dtype}: {mhz:5.0f} MHz, predicted {pred:7.1f}, measured {meas:7.1f} TFLOP/s, "
+                f"{100 * (pred / meas - 1):+.1f} %"
+            )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ rate ``P_dtype`` (at the clock the GEMM runs at) and usable HBM bandwidth ``B``:
 * ``E``: the share of the dtype's dense peak per clock that a very large GEMM reaches;
 * ``a_K`` (elements): each output tile's K loop pays a fixed fill/drain (prologue, epilogue) worth ``a_K``
   elements of K; ``a_MN``: the same for the edges of M and N (what is left of small M and N once the memory
-  term has taken the skinny GEMMs);
+  term has taken the skinny GEMMs). Both act on the tile-padded dimensions, capped at :data:`MAX_FITTED_DIM`;
 * ``tile``: tile quantization, ``d / (tile·⌈d/tile⌉)`` per dimension (128 in M and N, 64 in K);
 * ``t_memory``: every operand read once and the output written once (BF16 output for FP8), at the usable HBM
   bandwidth: skinny GEMMs (per-expert GEMMs at a few hundred tokens, decode) are bandwidth-bound. Loads and
@@ -23,33 +23,36 @@ for the H100/H200's 989 TFLOP/s), and the planner applies DVFS once, through the
 (:mod:`twinloop.plan.train_power`). The memory and fixed terms do not scale with the SM clock.
 
 **Fitted on** (:mod:`twinloop.plan.gemm_fit`, ``benchmarks/calibrate_gemm.py``): the six H100 SXM squares of
-``shared/data/h100/precision_bf16_fp8.json`` (2048³-8192³) and the H200 shapes of three of the seven (N, K)
-families of ``tests/fixtures/h200/shapes.json`` ((4096, 4096), (14336, 4096), (2048, 7168); M from 64 to 16384)
-and of ``tests/fixtures/h200/gemm_graphs.json``. **Held out** (predicted): the other four families
-((8192, 8192), (4096, 14336), (7168, 2048), (28672, 8192)) of both files and the 2048³ and 8192³ squares of the
-second. Figures: ``docs/calibration.md`` (GEMM part). What the H200 data answered:
+``shared/data/h100/precision_bf16_fp8.json`` (2048³-8192³) and the H200 cells of three of the seven (N, K)
+families ((4096, 4096), (14336, 4096), (2048, 7168); M from 64 to 16384) of ``tests/fixtures/h200/shapes.json``
+(eager loop) and ``tests/fixtures/h200/gemm_graphs.json`` (CUDA graphs). **Held out** (predicted): the other four
+families ((8192, 8192), (4096, 14336), (7168, 2048), (28672, 8192)) of both files and the graph file's 2048³ and
+8192³: MAPE 12.0 % (eager, 72 cells) and 13.7 % (graphs, 24 cells), 5-6 % at M ≥ 2048. Figures:
+``docs/calibration.md`` (GEMM part). What the H200 data answered:
 
-* Below 2048 the former curve (no memory term, a symmetric ``a·(1/M+1/N+1/K)`` penalty) was 40-90 %
-  pessimistic at M = 64-256 (out-of-sample test of the H100-only curve on the H200 shapes: MAPE 27 %, M ≤ 256
-  43-53 %). Skinny GEMMs are bandwidth-bound, not fill-bound.
+* Below 2048 tokens the former curve (no memory term, a symmetric ``a·(1/M+1/N+1/K)`` penalty; its GUESS
+  "likely pessimistic") was 40-90 % pessimistic at M = 64-256 (out-of-sample test of the H100-only curve on the
+  H200 shapes: MAPE 26.7 %, 43-53 % at M ≤ 256). Skinny GEMMs are bandwidth-bound, not fill-bound; and M = 2048
+  with N, K ≥ 4096 is about as efficient as 8192³, which the former curve charged ~20 %.
 * The H100 FP8 2048³ cell (726 TFLOP/s, the "FP8 falls faster than the form allows" of the former fit) was
-  host-bound: ``torch._scaled_mm`` in an eager loop costs about 21-25 µs per call on the host, and the 2048³
-  GEMM takes 17 µs on the GPU (CUDA-graph timing on the H200: 1,028 TFLOP/s). Cells measured in eager loops are
+  host-bound: ``torch._scaled_mm`` in an eager loop costs about 24 µs per call on the host, and the 2048³ GEMM
+  takes 17 µs on the GPU (CUDA-graph timing on the H200: 1,028 TFLOP/s). Cells measured in eager loops are
   fitted as ``max(t, floor_dtype)``, the floor a harness property (fitted, not used by the planner).
-* Same die, same clock reading: the H200 per-clock level is the H100's within the fit (``g`` of
-  :mod:`twinloop.plan.gemm_fit`), and the H200's TFLOP/s at 700 W equal the H100's at large shapes.
-* Remaining GUESSes: GPUs other than the GH100 die (A100, B200, MI300X) use this curve with their own peak and
-  bandwidth; formats narrower than FP8 use the FP8 curve; block-wise FP8 scaling
-  (:data:`FP8_BLOCKWISE_FACTOR`). Known limits: with fewer output tiles than SMs (e.g. 128 × 2048 × 7168)
-  cuBLAS reaches about half the bandwidth the memory term assumes (predicted 20-30 % too fast); cuBLAS's kernel
-  choice is not smooth in shape (BF16 128 × 28672 × 8192 ran slower than 256 × 28672 × 8192); the planner takes
-  one clock for a step's compute phase, so small GEMMs do not get their own higher clock.
+* Other GPUs: the H200 (same GH100 die, more bandwidth) is fitted with the H100's per-clock level × 1.018; its
+  TFLOP/s at 700 W equal the H100's at large shapes, although NVML reports ~100 MHz more clock.
+* Still GUESSes: GPUs other than the GH100 die (A100, B200, MI300X) use this curve with their own peak and
+  bandwidth; formats narrower than FP8 use the FP8 curve; block-wise FP8 scaling (:data:`FP8_BLOCKWISE_FACTOR`).
+* Known limits: FP8 8192³ on the H100 is −14 % in sample (the FP8 curve follows the H200's mid-size FP8 cells);
+  with fewer output tiles than SMs (e.g. 128 × 2048 × 7168) cuBLAS reaches about half the bandwidth the memory
+  term assumes (20-30 % too fast); cuBLAS's kernel choice is not smooth in shape (BF16 128 × 28672 × 8192 ran
+  slower than 256 × 28672 × 8192); the planner takes one clock for a step's compute phase, so small GEMMs do not
+  get their own higher clock.
 
 The planner uses it *relative to the training calibration*: a GEMM's efficiency is
 ``GEMM_EFFICIENCY · S_dtype(M,N,K) / S_bf16(8192³)`` on the plan's GPU (its peak and usable HBM bandwidth,
-:class:`GemmMachine`), so ``GEMM_EFFICIENCY`` (fitted on Korthikanti's A100 table) stays the large-BF16-GEMM
-efficiency and the shape and dtype only move it by what the measurements show, per-expert GEMMs at their real
-token counts included.
+:class:`GemmMachine`), so ``GEMM_EFFICIENCY`` (fitted on Korthikanti's A100 table, refitted with these curves)
+stays the large-BF16-GEMM efficiency and the shape and dtype only move it by what the measurements show,
+per-expert GEMMs at their real token counts included.
 
 FP8 scaling granularity: per-tensor (Transformer Engine delayed scaling; what the measurements used) or
 block-wise (DeepSeek-V3's 1×128 activation tiles and 128×128 weight blocks, promoted to FP32 every 128 K
