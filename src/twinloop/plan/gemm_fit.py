@@ -81,8 +81,11 @@ def _loop_seconds(ms: float) -> float:
     return s * (5 * math.ceil(0.6 / (5 * s)) + 1)
 
 
-def estimate_clocks(rows: list[dict[str, float]], soak_csv: Path, phases_csv: Path) -> list[float]:
-    """Mean SM clock (MHz) of each eager cell of ``shapes.json``, from the 10 Hz soak log (module docstring)."""
+def estimate_clocks(
+    rows: list[dict[str, float]], soak_csv: Path, phases_csv: Path, shift_s: float = 0.0
+) -> list[float]:
+    """Mean SM clock (MHz) of each eager cell of ``shapes.json``, from the 10 Hz soak log (module docstring);
+    ``shift_s`` moves every window (to show how much the figures depend on the reconstructed timeline)."""
     with soak_csv.open() as f:
         soak = [(float(r["t"]), float(r["sm_mhz"])) for r in csv.DictReader(f)]
     with phases_csv.open() as f:
@@ -95,15 +98,16 @@ def estimate_clocks(rows: list[dict[str, float]], soak_csv: Path, phases_csv: Pa
     starts = start + np.concatenate([[0.0], np.cumsum(durations + extra)[:-1]])
     clocks = []
     for s0, dur in zip(starts, durations + extra, strict=True):
+        s0 = s0 + shift_s
         sel = (t >= s0 + 0.15) & (t <= s0 + dur - 0.05)
         clocks.append(float(mhz[sel].mean()) if sel.any() else float(mhz[np.argmin(abs(t - s0 - dur / 2))]))
     return clocks
 
 
-def h200_eager_cells(fixture_dir: Path) -> list[MeasuredGemm]:
-    """The cells of ``shapes.json`` with their estimated clocks."""
+def h200_eager_cells(fixture_dir: Path, shift_s: float = 0.0) -> list[MeasuredGemm]:
+    """The cells of ``shapes.json`` with their estimated clocks (windows moved by ``shift_s``)."""
     rows = json.loads((fixture_dir / "shapes.json").read_text())["gemm"]
-    clocks = estimate_clocks(rows, fixture_dir / "soak_10hz.csv", fixture_dir / "soak_phases.csv")
+    clocks = estimate_clocks(rows, fixture_dir / "soak_10hz.csv", fixture_dir / "soak_phases.csv", shift_s)
     return [
         MeasuredGemm(r["dtype"], r["m"], r["n"], r["k"], r["tflops"], f, "h200-sxm", "eager")
         for r, f in zip(rows, clocks, strict=True)
