@@ -101,13 +101,19 @@ class GemmFactors:
     head: F64
 
 
-def _mix(dtype: str, m: F64, parts: list[tuple[float, F64 | float, F64 | float]], scaling: str) -> F64:
+def _mix(
+    dtype: str,
+    m: F64,
+    parts: list[tuple[float, F64 | float, F64 | float]],
+    scaling: str,
+    machine: gemm_mod.GemmMachine = gemm_mod.REFERENCE_MACHINE,
+) -> F64:
     """FLOP-weighted harmonic mean of the relative efficiencies of GEMMs ``(flop weight, N, K)`` with ``M=m``."""
     sc: gemm_mod.Fp8Scaling = "block" if scaling == "block" else "tensor"
     total = sum(wt for wt, _, _ in parts)
     inv = np.zeros_like(m)
     for wt, n, k in parts:
-        inv = inv + wt / gemm_mod.relative_efficiency(dtype, m, n, k, sc)
+        inv = inv + wt / gemm_mod.relative_efficiency(dtype, m, n, k, sc, machine)
     return np.asarray(total / inv, dtype=np.float64)
 
 
@@ -117,8 +123,9 @@ def gemm_factors(w: TrainWorkload, c: ConfigArrays, tokens: F64, eff: TrainEffic
     ``M`` is the micro-batch's tokens (the whole TP group's, as SP gathers them); TP shards the N of the
     column-parallel GEMMs (QKV, FFN up/gate, LM head) and the K of the row-parallel ones (output, FFN down).
     A routed expert sees ``tokens·k·ep / E`` tokens per micro-batch (its EP group's share of the routed
-    copies). Backward GEMMs permute (M, N, K); the penalty is symmetric in them, so the forward shape stands
-    in. With ``eff.gemm_shape`` off every factor is 1 (the single-constant model).
+    copies). Backward GEMMs permute (M, N, K); the forward shape stands in. The GEMMs run on the plan's GPU
+    (its peak at the datasheet clock and its usable HBM bandwidth: skinny GEMMs are bandwidth-bound). With
+    ``eff.gemm_shape`` off every factor is 1 (the single-constant model).
     """
     ones = np.ones_like(tokens)
     if not eff.gemm_shape:
@@ -126,20 +133,21 @@ def gemm_factors(w: TrainWorkload, c: ConfigArrays, tokens: F64, eff: TrainEffic
     tp = c.tp.astype(np.float64)
     h, sc = float(w.hidden), eff.fp8_scaling
     up = 2.0 if w.gated else 1.0
+    mach = gemm_mod.GemmMachine(w.peak_bf16_flops_per_s, eff.hbm * w.hbm_bytes_per_s)
 
     def ffn(dtype: str, m: F64, f: float) -> F64:
         if f <= 0:
             return ones
-        return _mix(dtype, m, [(up * f, up * f / tp, h), (f, h, f / tp)], sc)
+        return _mix(dtype, m, [(up * f, up * f / tp, h), (f, h, f / tp)], sc, mach)
 
-    proj = _mix(
-        w.dtype_proj, tokens, [(w.q_dim + w.kv_dim / 2, (w.q_dim + w.kv_dim) / tp, h), (w.o_dim, h, w.o_dim / tp)], sc
-    )
+    qkv = (w.q_dim + w.kv_dim / 2, (w.q_dim + w.kv_dim) / tp, h)
+    proj = _mix(w.dtype_proj, tokens, [qkv, (w.o_dim, h, w.o_dim / tp)], sc, mach)
     experts = ones
     if w.is_moe and w.n_routed_experts:
         per_expert = tokens * w.experts_per_token * c.ep / w.n_routed_experts
         experts = ffn(w.dtype_experts, per_expert, float(w.moe_ffn_hidden))
-    head = gemm_mod.relative_efficiency(w.dtype_head, tokens, w.vocab / tp, h, "block" if sc == "block" else "tensor")
+    head_sc: gemm_mod.Fp8Scaling = "block" if sc == "block" else "tensor"
+    head = gemm_mod.relative_efficiency(w.dtype_head, tokens, w.vocab / tp, h, head_sc, mach)
     return GemmFactors(
         proj=proj,
         ffn=ffn(w.dtype_ffn, tokens, float(w.ffn_hidden)),
