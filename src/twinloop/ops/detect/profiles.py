@@ -205,7 +205,8 @@ def _dt(block: SeriesBlock) -> float:
 
 def space_alarms(detections: Sequence[Detection], spacing_s: float) -> list[Detection]:
     """Keep one alarm per (entity, source) per ``spacing_s``: an alarm within ``spacing_s`` after the last kept
-    one of its series is dropped. ``detections`` must be sorted by time."""
+    one of its series is dropped. ``detections`` must be sorted by time.
+    """
     last: dict[tuple[str, str], float] = {}
     out = []
     for d in detections:
@@ -221,7 +222,8 @@ def detect_with_profile(
     blocks: Sequence[SeriesBlock], profile: DetectorProfile, progress: Callable[[int], None] | None = None
 ) -> list[Detection]:
     """Run a profile's detectors over each block (spans converted at the block's own sampling interval), then
-    space the alarms. Detections sorted by time, like :func:`~twinloop.ops.detect.offline.detect_blocks`."""
+    space the alarms. Detections sorted by time, like :func:`~twinloop.ops.detect.offline.detect_blocks`.
+    """
     out: list[Detection] = []
     for block in blocks:
         dt = _dt(block)
