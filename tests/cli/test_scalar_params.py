@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
 import typer
 import typer.main
 from hypothesis import given, settings
@@ -48,6 +49,14 @@ _ODD = st.text(alphabet="0123456789+-._eE ianfINFxX\u0661\t\n\x0b\x0c\r", max_si
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(["i", "x", "s"]), st.one_of(_ODD, st.integers(), st.floats()))
 def test_fast_conversion_equals_typers(name: str, value: Any) -> None:
+    param = _PARAMS[name]
+    fast = ScalarParam(parameter_info=param.type_descriptor.parameter_info, annotation=param.type_descriptor.annotation)
+    assert _outcome(fast, name, value) == _outcome(build_runtime_param(param.type_descriptor), name, value)
+
+
+@pytest.mark.parametrize("name", ["i", "x"])
+@pytest.mark.parametrize("value", ["0_0 ", " 0_0", "0_0\x0c", "1_000", "1_0.5"])
+def test_underscored_numbers_convert_as_typer_does(name: str, value: str) -> None:
     param = _PARAMS[name]
     fast = ScalarParam(parameter_info=param.type_descriptor.parameter_info, annotation=param.type_descriptor.annotation)
     assert _outcome(fast, name, value) == _outcome(build_runtime_param(param.type_descriptor), name, value)

@@ -36,7 +36,8 @@ class ScalarParam(RuntimeParam):
             return value
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
-        if isinstance(value, str) and kind in (int, float) and value.isascii():  # int("١") is 1, not for pydantic
+        # int("١") is 1, and float("0_0 ") is 0.0, but pydantic refuses both: such strings take typer's path
+        if isinstance(value, str) and kind in (int, float) and value.isascii() and "_" not in value:
             try:
                 return kind(value)
             except ValueError:
