@@ -9,6 +9,10 @@
 3. *Predicted*: the other four families of ``shapes.json`` (eager) and ``gemm_graphs.json`` (CUDA graphs).
 4. The relative factors the planner applies at a few training shapes.
 5. End to end: 8192³ at the clock the shared power model allows at 700 W vs the measured rates.
+6. *Predicted on the H100*: the shipped curves on ``tests/fixtures/h100_shapes/shapes.json`` (the same shapes on a
+   real H100 SXM, measured after the fit), at each cell's estimated clock; the measured large-GEMM share the modern
+   framework profiles use; and whether adding the H100 cells of the fit families to the fit improves the held-out
+   error (it does not, so the curves stay fitted on the subset of step 2).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from twinloop.plan import gemm
 from twinloop.plan import gemm_fit as gf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h200"
+H100_SHAPES = FIXTURES.parent / "h100_shapes"
 
 #: The former curve (main before this change): ``E·tile/(1 + a·(1/M+1/N+1/K))``, dimensions capped at 8192.
 FORMER = {"bf16": (1.1062, 602.0), "fp8": (1.6215, 2181.0)}
@@ -105,6 +110,41 @@ def main() -> None:
         fb = float(gemm.relative_efficiency("fp8", m, n, k, "block"))
         print(f"  {label:44s} bf16 {b:.3f}  fp8 {f:.3f}  fp8-block {fb:.3f}")
     end_to_end(graphs)
+    h100_predicted(h100, eager, graphs, shipped, shift)
+
+
+def _held_out_mape(cells: list[gf.MeasuredGemm], fit: gf.GemmFit) -> float:
+    held = [c for c in cells if c.family not in gf.FIT_FAMILIES]
+    return 100 * float(np.mean([abs(gf.tflops_error(c, fit)) for c in held]))
+
+
+def h100_predicted(
+    h100: list[gf.MeasuredGemm],
+    eager: list[gf.MeasuredGemm],
+    graphs: list[gf.MeasuredGemm],
+    shipped: gf.GemmFit,
+    shift: float,
+) -> None:
+    """Step 6: the H100 sweep predicted, its large-GEMM share, and the refit that was tried and not kept."""
+    cells = gf.eager_cells(H100_SHAPES, "h100-sxm", shift)
+    print("\n6. PREDICTED on the H100 (tests/fixtures/h100_shapes, not fitted on), shipped curves, estimated clocks")
+    summary("h100_shapes/shapes.json (eager)", cells, [gf.tflops_error(c, shipped) for c in cells])
+    e = [abs(gf.tflops_error(c, shipped)) for c in cells if c.m >= 2048]
+    print(f"    M >= 2048: MAPE {100 * np.mean(e):.1f} % ({len(e)} cells)")
+    for dtype in ("bf16", "fp8"):
+        share = gf.measured_large_share(cells, dtype)
+        print(f"  measured large-GEMM share (median, M, N, K >= 4096) {dtype}: {share:.3f}")
+    base_fit = [c for c in h100 + eager + graphs if gf.is_fit_cell(c)]
+    wider = gf.fit(base_fit + [c for c in cells if c.family in gf.FIT_FAMILIES])
+    for label, f in (("shipped (H100 squares + H200 fit families)", shipped), ("+ H100 fit families", wider)):
+        parts = [
+            (n, _held_out_mape(x, f)) for n, x in (("H100", cells), ("H200 eager", eager), ("H200 graphs", graphs))
+        ]
+        held = [c for x in (cells, eager, graphs) for c in x if c.family not in gf.FIT_FAMILIES]
+        total = 100 * float(np.mean([abs(gf.tflops_error(c, f)) for c in held]))
+        print(
+            f"  held-out MAPE, {label:44s}: " + "  ".join(f"{n} {v:.1f} %" for n, v in parts) + f"  all {total:.1f} %"
+        )
 
 
 def end_to_end(graphs: list[gf.MeasuredGemm]) -> None:

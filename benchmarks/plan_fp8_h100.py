@@ -24,10 +24,10 @@ from twinloop.plan.train_request import make_request, resolve
 CASES = (("llama-3-8b", 8, 128), ("llama-3-70b", 64, 512))
 
 
-def _gemm_only_rate(req: object, config: dict[str, object]) -> float:
+def _gemm_only_rate(req: object, config: ParallelConfig) -> float:
     """Tokens/s of the same plan with no FP8 quantisation work (casts, transposes, weight copies' casts)."""
     ctx = resolve(req)  # type: ignore[arg-type]
-    cfgs = ConfigArrays.from_configs([ParallelConfig(**config)])  # type: ignore[arg-type]
+    cfgs = ConfigArrays.from_configs([config])
     bare = dataclasses.replace(ctx, workload=dataclasses.replace(ctx.workload, fp8=Fp8CastElems()))
     return float(evaluate_one(bare, cfgs).tokens_per_s[0])
 

@@ -83,3 +83,32 @@ def test_former_fp8_2048_cell_is_host_bound() -> None:
     cell = next(c for c in _cells() if c.gpu == "h100-sxm" and c.dtype == "fp8" and c.m == 2048)
     gpu_s = float(gemm.gemm_time_s("fp8", 2048, 2048, 2048, gf.machine_of(cell), f.curves["fp8"]))
     assert gpu_s < f.floor_s["fp8"] == pytest.approx(gf.predict_seconds(cell, f))
+
+
+@cache
+def _h100_shapes() -> tuple[gf.MeasuredGemm, ...]:
+    return tuple(gf.eager_cells(FIXTURES.parent / "h100_shapes", "h100-sxm"))
+
+
+def test_h100_shapes_are_not_fitted_on() -> None:
+    """The H100 sweep came after the fit and is only predicted: adding its cells changes nothing fitted."""
+    assert all(c.gpu == "h200-sxm" or c.m == c.n == c.k for c in _cells() if gf.is_fit_cell(c) and c.m >= 2048)
+    assert len(_h100_shapes()) == 126
+
+
+@pytest.mark.parametrize(
+    ("dtype", "m_min", "bound"),
+    # measured (benchmarks/calibrate_gemm.py, step 6): all 13.5 %, M >= 2048 7.3 % (BF16 5.2 %, FP8 9.4 %)
+    [(None, 0, 0.15), (None, 2048, 0.085), ("bf16", 2048, 0.065), ("fp8", 2048, 0.11)],
+)
+def test_h100_shapes_predicted(dtype: str | None, m_min: int, bound: float) -> None:
+    """Out of sample on the GPU the planner targets: the 126 H100 cells at their estimated clocks."""
+    cells = [c for c in _h100_shapes() if c.m >= m_min and dtype in (None, c.dtype)]
+    assert _mape(cells) < bound
+
+
+def test_h100_estimated_clocks_plausible() -> None:
+    """As on the H200: tiny cells unthrottled at f_max (1,980 MHz), the largest power-capped below 1,450."""
+    cells = _h100_shapes()
+    assert all(c.clock_mhz >= 1900 for c in cells if c.m == 64 and c.n >= 8192)
+    assert all(c.clock_mhz < 1450 for c in cells if c.m == 16384)

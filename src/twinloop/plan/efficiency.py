@@ -7,35 +7,49 @@ calibration, which says on what: ``GEMM_EFFICIENCY`` and ``ELEMENTWISE_HBM_PASSE
 Korthikanti et al. 2022, Table 5; docs/sections/calibration-plan-train.md reports the fit), PUBLISHED (cited) or
 a stated GUESS that no measurement covers (only the per-phase activities, ``COMPUTE_*``/``COMM_*``;
 tests/plan/test_efficiency_kinds.py pins that list). The GEMM shape/dtype curves are fitted on measured H100
-GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent factors (overlaps, bubble, FP8 handling) come
-from :mod:`twinloop.plan.frameworks`.
+GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent factors (overlaps, bubble, FP8 handling, and the
+large-GEMM efficiency: ``GEMM_EFFICIENCY`` for the 2022 stack, ``H100_GEMM_EFFICIENCY`` for today's) come from
+:mod:`twinloop.plan.frameworks`; :class:`TrainEfficiency`'s defaults are the ``megatron-2022`` values.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: FITTED. Clock-normalised achieved fraction of the dense tensor-core peak of a large (8192³) BF16/FP16
-#: training GEMM: the GEMM runs at ``GpuSpec.tflops(dtype) · f / GpuSpec.peak_clock_mhz · GEMM_EFFICIENCY``
-#: with ``f`` the clock DVFS allows under the power limit (applied once, in plan/train_power.py). Each GEMM's
-#: shape and dtype scale it by :func:`twinloop.plan.gemm.relative_efficiency` (the unfused QK^T and softmax·V
-#: use it unscaled). Fitted on Korthikanti Table 5 (A100 FP16, 312 TFLOP/s stated at its 1,410 MHz f_max)
-#: together with ELEMENTWISE_HBM_PASSES (refitted when HBM_EFFICIENCY became the measured 0.90: 0.92 → 0.93,
-#: worst error 4.6 → 4.1 %; refitted again when the GEMM curves gained the memory term and lost the symmetric
-#: small-dimension penalty, fitted on the H200 shapes: 0.93 → 0.76, worst error 3.7 %, because the former curve
-#: charged Korthikanti's 2,048-token GEMMs ~20 % that the H200 data do not show, so the A100 table's slowness now
-#: sits here). For scale, the measured H100 BF16 8192³ GEMM reaches 0.90 per clock.
+#: FITTED (on Korthikanti et al. 2022, Table 5; the ``megatron-2022`` framework profile's value and the
+#: :class:`TrainEfficiency` default). Clock-normalised achieved fraction of the dense tensor-core peak of a large
+#: (8192³) BF16/FP16 training GEMM *in the 2022 Megatron-LM stack on A100*: the GEMM runs at
+#: ``GpuSpec.tflops(dtype) · f / GpuSpec.peak_clock_mhz · gemm`` with ``f`` the clock DVFS allows under the power
+#: limit (applied once, in plan/train_power.py). Each GEMM's shape and dtype scale it by
+#: :func:`twinloop.plan.gemm.relative_efficiency` (the unfused QK^T and softmax·V use it unscaled). Fitted
+#: together with ELEMENTWISE_HBM_PASSES by ``benchmarks/calibrate_korthikanti.py --fit`` (grid search, smallest
+#: worst relative error over the eight cells; A100 FP16, 312 TFLOP/s stated at its 1,410 MHz f_max). History:
+#: 0.92 → 0.93 when HBM_EFFICIENCY became the measured 0.90; 0.93 → 0.76 when the GEMM curves gained the memory
+#: term (fitted on the H200 shapes), which no longer charges Korthikanti's 2,048-token GEMMs the ~20 % the former
+#: curve did, so the 2022 stack's slowness sits here. It belongs to that stack, not to the hardware: the modern
+#: profiles use :data:`H100_GEMM_EFFICIENCY` (measured) instead (:mod:`twinloop.plan.frameworks`).
 GEMM_EFFICIENCY = 0.76
 
-#: FITTED. HBM passes per stored activation byte over one training step (forward + backward) for the
-#: memory-bound element-wise work (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free
-#: parts): element-wise time per layer = passes × activation bytes the layer stores / usable HBM bandwidth.
-#: Fitted on Korthikanti Table 5 (its activation accounting is exactly the per-layer stored bytes) together
-#: with GEMM_EFFICIENCY, at HBM_EFFICIENCY 0.90 (was 8.5 at the former guess 0.85; 9.5 → 7.0 with the refit
-#: of GEMM_EFFICIENCY on the H200-fitted GEMM curves).
+#: MEASURED. The same factor for today's stacks (cuBLAS GEMMs through PyTorch / Transformer Engine on Hopper):
+#: the clock-normalised share of the dense BF16 peak that large GEMMs reach on a real H100 SXM, the median over
+#: the 15 BF16 cells with M, N, K ≥ 4096 of ``tests/fixtures/h100_shapes/shapes.json`` at their estimated clocks
+#: (:func:`twinloop.plan.gemm_fit.measured_large_share`; 0.81-0.97 per cell, 0.88-0.92 with every clock window
+#: moved by up to ±0.2 s). The H100 squares of ``shared/data/h100/precision_bf16_fp8.json`` (another run) give 0.90
+#: at 8192³. Used by the ``megatron-core-2024``, ``megatron-bridge-2025`` and ``deepseek-v3`` profiles (the H800 is
+#: the same GH100 die).
+H100_GEMM_EFFICIENCY = 0.89
+
+#: FITTED (on Korthikanti et al. 2022, Table 5, with GEMM_EFFICIENCY; used by every profile). HBM passes per
+#: stored activation byte over one training step (forward + backward) for the memory-bound element-wise work
+#: (norms, bias+GELU/SwiGLU, dropout, softmax, residual adds, optimizer-free parts): element-wise time per layer
+#: = passes × activation bytes the layer stores / usable HBM bandwidth. Korthikanti's activation accounting is
+#: exactly the per-layer stored bytes. At HBM_EFFICIENCY 0.90 (was 8.5 at the former guess 0.85; 9.5 → 7.0 with
+#: the refit of GEMM_EFFICIENCY on the H200-fitted GEMM curves). The modern profiles keep this value: no H100
+#: measurement separates their element-wise time, and their extra fusions (Transformer Engine's LayerNorm-Linear,
+#: fused SwiGLU and RoPE) can only lower it, so for them it is an upper bound.
 ELEMENTWISE_HBM_PASSES = 7.0
 
-#: Achieved fraction of the FLOP peak for fused (flash) attention. FlashAttention-2 reports 50-73 % of
+#: PUBLISHED. Achieved fraction of the FLOP peak for fused (flash) attention. FlashAttention-2 reports 50-73 % of
 #: A100 peak forward and lower backward (Dao 2023, Fig. 5-6); 0.55 is a round figure across fwd+bwd.
 FLASH_ATTENTION_EFFICIENCY = 0.55
 
@@ -52,11 +66,13 @@ HBM_EFFICIENCY = 0.90
 #: of 3,350 = 0.79. Batch 128 (2,340 GB/s) is already partly compute-bound and left out.
 DECODE_HBM_EFFICIENCY = 0.79
 
-#: NCCL bus bandwidth / NVLink wire rate for large all-reduce inside one node. nccl-tests on DGX A100 report
-#: ~230 GB/s bus bandwidth on 300 GB/s per-direction NVLink3 (0.77); DGX H100 ~360-370 of 450 (0.8).
+#: PUBLISHED (the α–β collectives). NCCL bus bandwidth / NVLink wire rate for large all-reduce inside one
+#: node. nccl-tests on DGX A100 report ~230 GB/s bus bandwidth on 300 GB/s per-direction NVLink3 (0.77);
+#: DGX H100 ~360-370 of 450 (0.8).
 NVLINK_EFFICIENCY = 0.78
 
-#: NCCL bus bandwidth / NIC wire rate across nodes (nccl-tests over InfiniBand HDR/NDR reach ~90 %).
+#: PUBLISHED (the α–β collectives). NCCL bus bandwidth / NIC wire rate across nodes (nccl-tests over
+#: InfiniBand HDR/NDR reach ~90 %).
 NETWORK_EFFICIENCY = 0.9
 
 #: FITTED (one cited point). NCCL Simple-protocol bus bandwidth / NVLink wire rate, used by the training
@@ -75,15 +91,16 @@ NCCL_NETWORK_BUS_EFFICIENCY = 0.94
 #: github.com/NVIDIA/nccl-tests/issues/212; GTC S62129 quotes 480 GB/s): 274.3/450 (busbw = algbw·2·7/8).
 NVLS_ALGBW_FRACTION = 0.6095
 
-#: Fraction of tensor/sequence-parallel communication left on the critical path. Megatron-LM 2022 (the
-#: calibration runs) ran it synchronously between GEMMs: 1.0. The planner takes the value of the chosen
+#: PUBLISHED (megatron-2022). Fraction of tensor/sequence-parallel communication left on the critical path. Megatron-LM
+#: 2022 (the calibration runs) ran it synchronously between GEMMs: 1.0. The planner takes the value of the chosen
 #: framework profile (:mod:`twinloop.plan.frameworks`); these three constants are the ``megatron-2022`` ones.
 TP_COMM_EXPOSED_FRACTION = 1.0
 
-#: Fraction of pipeline point-to-point sends left on the critical path (Megatron-LM 2022: blocking sends).
+#: PUBLISHED (megatron-2022). Fraction of pipeline point-to-point sends left on the critical path (Megatron-LM
+#: 2022: blocking sends).
 PP_P2P_EXPOSED_FRACTION = 1.0
 
-#: Fraction of the MoE all-to-all left on the critical path with no compute/communication overlap.
+#: SETTING. Fraction of the MoE all-to-all left on the critical path with no compute/communication overlap.
 EP_A2A_EXPOSED_FRACTION = 1.0
 
 #: PUBLISHED. The data-parallel gradient sync overlaps the backward pass except its last bucket, which is
@@ -109,7 +126,7 @@ RESERVED_BYTES = 3.25e9
 #: 62 C after 60 s, still rising. One GPU with unknown cooling; ``benchmarks/calibrate_h100_constants.py``.
 TRAIN_DIE_TEMP_C = 67.0
 
-#: Activity during the compute phase of a step: SM activity and the tensor-core activity per unit of the
+#: GUESS. Activity during the compute phase of a step: SM activity and the tensor-core activity per unit of the
 #: GEMM share of the compute time (DCGM PIPE_TENSOR_ACTIVE reads ~0.6-0.8 on well-tuned LLM training; GUESS).
 COMPUTE_SM_ACTIVE = 0.95
 COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE = 0.85
@@ -121,8 +138,8 @@ COMPUTE_DRAM_ACTIVE_BASE = 0.25
 COMM_SM_ACTIVE = 0.2
 COMM_DRAM_ACTIVE = 0.15
 
-#: Facility power usage effectiveness applied to GPU energy for cost: industry figures range from ~1.1
-#: (hyperscale, Google fleet 2021) to ~1.57 (Uptime Institute 2021 average); 1.2 is a modern
+#: PUBLISHED (a range; 1.2 is a setting). Facility power usage effectiveness applied to GPU energy for cost: industry
+#: figures range from ~1.1 (hyperscale, Google fleet 2021) to ~1.57 (Uptime Institute 2021 average); 1.2 is a modern
 #: liquid-cooled AI hall. Override with ``pue=``.
 DEFAULT_PUE = 1.2
 

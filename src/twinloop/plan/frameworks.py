@@ -1,7 +1,11 @@
 """Framework profiles: which communication a training stack overlaps, its attention kernel and FP8 handling.
 
 A profile is a named, typed, frozen value that sets the framework-dependent factors of
-:class:`~twinloop.plan.efficiency.TrainEfficiency` (the hardware factors stay those of ``efficiency.py``).
+:class:`~twinloop.plan.efficiency.TrainEfficiency` (the hardware factors stay those of ``efficiency.py``),
+including the large-GEMM efficiency: the factor fitted on Korthikanti et al.'s A100 table
+(``efficiency.GEMM_EFFICIENCY``, 0.76) describes the 2022 Megatron-LM stack, not the hardware, so only
+``megatron-2022`` uses it; today's stacks use the large-GEMM share measured on a real H100
+(``efficiency.H100_GEMM_EFFICIENCY``, 0.89). Element-wise passes are the Korthikanti fit for every profile.
 ``plan train --framework NAME`` picks one; :data:`DEFAULT_FRAMEWORK` is today's common stack.
 
 Exposed fractions are the share of a communication left on the critical path (1 = synchronous). Values are
@@ -15,7 +19,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from twinloop.errors import InputError
-from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
+from twinloop.plan.efficiency import (
+    DEFAULT_EFFICIENCY,
+    ELEMENTWISE_HBM_PASSES,
+    GEMM_EFFICIENCY,
+    H100_GEMM_EFFICIENCY,
+    TrainEfficiency,
+)
 from twinloop.plan.fp8_casts import Fp8Amax
 from twinloop.plan.recompute import RecomputeScheme
 
@@ -30,6 +40,9 @@ class FrameworkProfile:
 
     Attributes:
         name / description: registry name and one line saying what it stands for.
+        gemm_efficiency: clock-normalised share of the dense peak a large (8192³) BF16 GEMM reaches in this
+            stack (``TrainEfficiency.gemm``; shape and dtype scale it, :mod:`twinloop.plan.gemm`).
+        elementwise_hbm_passes: HBM passes per stored activation byte of the element-wise work.
         tp_comm_exposed / pp_p2p_exposed / ep_a2a_exposed: exposed share of TP/SP collectives, pipeline
             sends and the MoE all-to-all (0..1].
         dp_bucket_params: smallest gradient bucket (parameters); the last one is left exposed after backward.
@@ -52,6 +65,8 @@ class FrameworkProfile:
 
     name: str
     description: str
+    gemm_efficiency: float
+    elementwise_hbm_passes: float
     tp_comm_exposed: float
     pp_p2p_exposed: float
     ep_a2a_exposed: float
@@ -69,6 +84,8 @@ class FrameworkProfile:
         """``base`` with this profile's framework factors."""
         return dataclasses.replace(
             base,
+            gemm=self.gemm_efficiency,
+            elementwise_hbm_passes=self.elementwise_hbm_passes,
             tp_comm_exposed=self.tp_comm_exposed,
             pp_p2p_exposed=self.pp_p2p_exposed,
             ep_a2a_exposed=self.ep_a2a_exposed,
@@ -90,6 +107,8 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             name="megatron-2022",
             description="Megatron-LM as in Korthikanti et al. 2022: synchronous TP/SP collectives and "
             "pipeline sends, unfused attention core, DDP gradient buckets overlapped with backward",
+            gemm_efficiency=GEMM_EFFICIENCY,  # fitted on Korthikanti Table 5 (A100, 2022 stack)
+            elementwise_hbm_passes=ELEMENTWISE_HBM_PASSES,  # fitted on Korthikanti Table 5
             tp_comm_exposed=1.0,  # published: the 2022 code ran TP collectives between GEMMs
             pp_p2p_exposed=1.0,  # published: blocking sends in the 2022 schedule
             ep_a2a_exposed=1.0,  # no MoE in that code base; no overlap
@@ -106,6 +125,8 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             description="Megatron-Core + Transformer Engine (2024): TP comm overlap (userbuffers), distributed "
             "optimizer with overlapped grad reduce-scatter / param all-gather, overlapped p2p, flash "
             "attention, FP8 per-tensor scaling with casts fused into LayerNorm-Linear; MoE all-to-all exposed",
+            gemm_efficiency=H100_GEMM_EFFICIENCY,  # measured: large BF16 GEMMs on a real H100 SXM
+            elementwise_hbm_passes=ELEMENTWISE_HBM_PASSES,  # Korthikanti fit carried over (an upper bound)
             tp_comm_exposed=0.3,  # GUESS: TE userbuffer overlap hides most AG/RS behind the GEMMs it splits
             pp_p2p_exposed=0.3,  # GUESS: overlap_p2p_comm in the interleaved schedule
             ep_a2a_exposed=1.0,  # GUESS: 2024 releases did not overlap the token dispatcher's all-to-all
@@ -121,6 +142,8 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             name="megatron-bridge-2025",
             description="As megatron-core-2024 but FP8 with per-tensor *current* scaling (NeMo 25.x / "
             "Megatron-Bridge FP8-CS recipe): each quantised tensor's amax is read before its cast",
+            gemm_efficiency=H100_GEMM_EFFICIENCY,  # measured, as megatron-core-2024
+            elementwise_hbm_passes=ELEMENTWISE_HBM_PASSES,  # as megatron-core-2024
             tp_comm_exposed=0.3,  # GUESS, as megatron-core-2024
             pp_p2p_exposed=0.3,  # GUESS, as megatron-core-2024
             ep_a2a_exposed=1.0,  # GUESS, as megatron-core-2024
@@ -137,6 +160,8 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             name="deepseek-v3",
             description="DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, §3.2-3.3): DualPipe overlapping the expert "
             "all-to-all and pipeline sends with computation, no TP, block-wise FP8 (1×128, 128×128)",
+            gemm_efficiency=H100_GEMM_EFFICIENCY,  # measured on the H100 (the H800 has the same GH100 die)
+            elementwise_hbm_passes=ELEMENTWISE_HBM_PASSES,  # as megatron-core-2024
             tp_comm_exposed=1.0,  # DeepSeek-V3 trained without TP
             pp_p2p_exposed=0.1,  # GUESS: DualPipe overlaps forward/backward chunk communication
             ep_a2a_exposed=0.1,  # published: "nearly full computation-communication overlap" (DualPipe); 0.1 GUESS

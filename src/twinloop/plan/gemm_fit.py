@@ -1,6 +1,6 @@
 """Measured GEMM cells, their clocks, the fit of :mod:`twinloop.plan.gemm` and its out-of-sample errors.
 
-Three measurements, all at the 700 W limit and clock-normalised by the SM clock each cell ran at:
+Four measurements, all at the 700 W limit and clock-normalised by the SM clock each cell ran at:
 
 * the H100 SXM squares in :data:`twinloop.plan.gemm.H100_SQUARE_GEMMS` (eager loop, one clock reading per cell);
 * ``tests/fixtures/h200/shapes.json``: 63 (M, N, K) × BF16/FP8 on an H200, eager loop (``tools/gpu/shapes.py``).
@@ -8,6 +8,8 @@ Three measurements, all at the 700 W limit and clock-normalised by the SM clock 
   each for ``ms · 5·⌈0.6 s / (5·ms)⌉`` plus one warm-up call (the script's loop), the time left over in the phase
   spread evenly over the cells; the clock of a cell is the mean of the 10 Hz NVML SM clock readings from 0.15 s
   after its estimated start to 0.05 s before its estimated end;
+* ``tests/fixtures/h100_shapes/shapes.json``: the same 63 shapes × BF16/FP8 on an H100 SXM (the GPU the planner
+  targets), same script, clocks estimated the same way (:func:`eager_cells`); not fitted on: predicted;
 * ``tests/fixtures/h200/gemm_graphs.json``: 23 shapes × BF16/FP8 on an H200 timed as CUDA graphs of 20 calls
   (``tools/gpu/gemm_graphs.py``; no host overhead), with the mean 20 Hz SM clock inside each cell.
 
@@ -105,14 +107,19 @@ def estimate_clocks(
     return clocks
 
 
-def h200_eager_cells(fixture_dir: Path, shift_s: float = 0.0) -> list[MeasuredGemm]:
-    """The cells of ``shapes.json`` with their estimated clocks (windows moved by ``shift_s``)."""
+def eager_cells(fixture_dir: Path, gpu: str, shift_s: float = 0.0) -> list[MeasuredGemm]:
+    """The cells of a ``shapes.json`` sweep on ``gpu`` with their estimated clocks (windows moved by ``shift_s``)."""
     rows = json.loads((fixture_dir / "shapes.json").read_text())["gemm"]
     clocks = estimate_clocks(rows, fixture_dir / "soak_10hz.csv", fixture_dir / "soak_phases.csv", shift_s)
     return [
-        MeasuredGemm(r["dtype"], r["m"], r["n"], r["k"], r["tflops"], f, "h200-sxm", "eager")
+        MeasuredGemm(r["dtype"], r["m"], r["n"], r["k"], r["tflops"], f, gpu, "eager")
         for r, f in zip(rows, clocks, strict=True)
     ]
+
+
+def h200_eager_cells(fixture_dir: Path, shift_s: float = 0.0) -> list[MeasuredGemm]:
+    """The cells of ``tests/fixtures/h200/shapes.json`` (H200 SXM)."""
+    return eager_cells(fixture_dir, "h200-sxm", shift_s)
 
 
 def h200_graph_cells(fixture_dir: Path) -> list[MeasuredGemm]:
@@ -170,3 +177,20 @@ def fit(cells: list[MeasuredGemm]) -> GemmFit:
 def shipped_fit(fitted: GemmFit) -> GemmFit:
     """``fitted`` with the curves that :mod:`twinloop.plan.gemm` ships (its level and floors kept)."""
     return replace(fitted, curves=dict(gemm.CURVES))
+
+
+def measured_large_share(cells: list[MeasuredGemm], dtype: str = "bf16", min_dim: int = 4096) -> float:
+    """Median clock-normalised share of the dense peak over the ``dtype`` cells with M, N, K ≥ ``min_dim``.
+
+    The measured large-GEMM efficiency of today's stacks (``efficiency.H100_GEMM_EFFICIENCY``, from the H100
+    sweep ``tests/fixtures/h100_shapes``): large enough that tiles and fill cost little, the median so one odd
+    kernel choice or clock window does not move it.
+    """
+    shares = []
+    for c in cells:
+        if c.dtype == dtype and min(c.m, c.n, c.k) >= min_dim:
+            g = get_gpu(c.gpu)
+            shares.append(gemm.clock_normalised_share(c.tflops, g.tflops(dtype), c.clock_mhz, g.peak_clock_mhz))
+    if not shares:
+        raise ValueError(f"no {dtype} cell with every dimension >= {min_dim}")
+    return float(np.median(shares))
