@@ -108,7 +108,9 @@ def clock_scale(x: ArrayOrFloat, coeff: PowerCoefficients = DEFAULT_COEFFICIENTS
     return g if g.ndim else float(g)  # type: ignore[return-value]
 
 
-def clock_grid(coeff: PowerCoefficients = DEFAULT_COEFFICIENTS, size: int = 4097) -> tuple[NDArray, NDArray]:
+def clock_grid(
+    coeff: PowerCoefficients = DEFAULT_COEFFICIENTS, size: int = 4097
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``(x, g(x))`` on a uniform grid of ``x`` in [0, 1], for inverting ``g`` by interpolation."""
     x = np.linspace(0.0, 1.0, size)
     return x, np.asarray(clock_scale(x, coeff))
@@ -243,10 +245,10 @@ def gemm_clock_mhz(
     return f_new
 
 
-_GRIDS: dict[PowerCoefficients, tuple[NDArray, NDArray]] = {}
+_GRIDS: dict[PowerCoefficients, tuple[NDArray[np.float64], NDArray[np.float64]]] = {}
 
 
-def _grid(coeff: PowerCoefficients) -> tuple[NDArray, NDArray]:
+def _grid(coeff: PowerCoefficients) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     grid = _GRIDS.get(coeff)
     if grid is None:
         grid = _GRIDS[coeff] = clock_grid(coeff)

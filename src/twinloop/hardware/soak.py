@@ -22,11 +22,12 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
+from twinloop.telemetry.fields import DCGM_FI_DEV_MEM_COPY_UTIL, DCGM_FI_DEV_MEMORY_TEMP
 
 F64 = NDArray[np.float64]
 HEAT_SOAK = "heat_soak"
-MEM_UTIL_FIELD = "DCGM_FI_DEV_MEM_COPY_UTIL"
-HBM_TEMP_FIELD = "DCGM_FI_DEV_MEMORY_TEMP"
+MEM_UTIL_FIELD = DCGM_FI_DEV_MEM_COPY_UTIL
+HBM_TEMP_FIELD = DCGM_FI_DEV_MEMORY_TEMP
 
 
 @dataclass(frozen=True)

@@ -54,8 +54,11 @@ HBM_DEFAULT = HbmThermal(coupling=0.66, r_c_per_w=0.089, tau_s=3.5)
 
 
 def hbm_steady_c(
-    coolant_c: NDArray | float, die_c: NDArray | float, memory_power_w: NDArray | float, model: HbmThermal
-) -> NDArray | float:
+    coolant_c: NDArray[np.float64] | float,
+    die_c: NDArray[np.float64] | float,
+    memory_power_w: NDArray[np.float64] | float,
+    model: HbmThermal,
+) -> NDArray[np.float64] | float:
     """Steady HBM temperature for the given coolant and die temperatures and memory power."""
     return coolant_c + model.coupling * (die_c - coolant_c) + model.r_c_per_w * memory_power_w
 

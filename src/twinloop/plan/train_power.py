@@ -148,7 +148,14 @@ def time_and_power(
     their tensor activity by :meth:`GpuPowerModel.tensor_weight` (FP8 draws a little more per busy cycle).
 
     Args:
+        w: model-side scalars of the training job.
+        c: configurations (one per array element).
+        topo: link tiers the collectives run over.
+        model: power model of the GPU (its ``gpu`` sets the clock range).
+        global_batch: sequences per step.
         power_limit_w: per-GPU power limit (scalar or one per configuration), within the GPU's range.
+        imbalance: MoE routing imbalance (hottest EP rank / mean; scalar or per configuration, 1 for dense models).
+        eff: efficiency factors of the step-time model.
     """
     full_clock = step_time(w, c, topo, global_batch, imbalance, 1.0, eff)
     share = full_clock.gemm_share

@@ -32,7 +32,7 @@ def rc_alpha(
     resistance_c_per_w: NDArray[np.float32], capacitance_j_per_c: NDArray[np.float32], dt_s: float
 ) -> NDArray[np.float32]:
     """Decay factor ``exp(−Δt/(R·C))`` per GPU."""
-    return np.exp(-dt_s / (resistance_c_per_w * capacitance_j_per_c)).astype(np.float32)
+    return np.asarray(np.exp(-dt_s / (resistance_c_per_w * capacitance_j_per_c)), dtype=np.float32)
 
 
 def rc_step(

@@ -107,7 +107,8 @@ def alpha_for(half_life_s: float, dt_s: float, min_samples: float = 1.0) -> floa
     The half-life is at least ``min_samples`` samples: a baseline must average several samples even on
     sparsely sampled data (a 300 s half-life on 1 min data would otherwise chase every sample).
     """
-    return 1.0 - 2.0 ** (-1.0 / max(half_life_s / dt_s, min_samples, 1e-12))
+    # float(): a float power is typed Any (it may be complex); this one is real, the base being positive.
+    return 1.0 - float(2.0 ** (-1.0 / max(half_life_s / dt_s, min_samples, 1e-12)))
 
 
 def samples_for(seconds: float, dt_s: float, minimum: int = 1) -> int:
@@ -310,9 +311,11 @@ class ZSmoother:
         self.zs = np.zeros(n)
 
     def reset(self, mask: BoolArr) -> None:
+        """Zero the smoothed z of the entities in ``mask`` (they re-warm)."""
         self.zs[mask] = 0.0
 
     def __call__(self, z: F64, valid: BoolArr, alpha: float, clip: float) -> F64:
+        """Fold ``z`` clipped to ±``clip`` into the EWMA (weight ``alpha``) where valid; the smoothed z per entity."""
         self.zs = np.where(valid, self.zs + alpha * (np.clip(z, -clip, clip) - self.zs), self.zs)
         return self.zs
 

@@ -79,6 +79,7 @@ class CduSetpointRule(Rule):
         self._pending.sort(key=lambda p: p[0])
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Apply the commands now due, then judge the reported setpoint; the score is reported − commanded, °C."""
         n = frame.n_gpus
         if self._commanded.shape[0] != n:
             self._commanded = np.full(n, np.nan)
@@ -188,6 +189,7 @@ class CduPumpRule(_RatioRule):
         self.flow_drop = flow_drop
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Judge the flow per pump speed; the score is its shortfall below the learned value (fraction)."""
         n = frame.n_gpus
         flow, speed = frame.gpu.get(CDU_FLOW), frame.gpu.get(CDU_PUMP_SPEED)
         if flow is None or speed is None:
@@ -232,6 +234,7 @@ class CduCapacityRule(_RatioRule):
         self.min_valve = min_valve
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Judge the valve opening per watt; the score is its excess over the learned value (fraction)."""
         n = frame.n_gpus
         valve, heat = frame.gpu.get(CDU_VALVE), frame.gpu.get(CDU_HEAT_LOAD)
         if valve is None or heat is None:

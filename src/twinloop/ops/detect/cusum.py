@@ -21,13 +21,15 @@ from twinloop.ops.detect.base import F64, BoolArr, Detector, DetectorParams, alp
 
 @dataclass(frozen=True)
 class CusumParams(DetectorParams):
-    """Attributes:
-    k: allowance (slack) in standard deviations; half the shift to detect.
-    h: decision threshold on the cumulative sum, in standard deviations.
-    half_life_s: half-life of the baseline mean/variance EWMA, s.
-    min_std_rel: scale floor relative to |mean|.
-    min_std_abs: absolute scale floor, in the series' unit.
-    prewhiten: remove lag-1 autocorrelation before accumulating (see :class:`Whitener`).
+    """Parameters of the CUSUM detector, on top of :class:`~.base.DetectorParams`.
+
+    Attributes:
+        k: allowance (slack) in standard deviations; half the shift to detect.
+        h: decision threshold on the cumulative sum, in standard deviations.
+        half_life_s: half-life of the baseline mean/variance EWMA, s.
+        min_std_rel: scale floor relative to |mean|.
+        min_std_abs: absolute scale floor, in the series' unit.
+        prewhiten: remove lag-1 autocorrelation before accumulating (see :class:`Whitener`).
     """
 
     k: float = 0.5
@@ -57,6 +59,7 @@ class StandardizedBaseline:
         self.min_std_abs = min_std_abs
 
     def reset(self, mask: BoolArr) -> None:
+        """Forget the mean and variance of the entities in ``mask``: their next valid sample starts the baseline."""
         self.mean[mask] = np.nan
         self.var[mask] = 0.0
         self.n[mask] = 0
@@ -97,12 +100,14 @@ class Whitener:
         self.max_rho = max_rho
 
     def reset(self, mask: BoolArr) -> None:
+        """Forget the previous sample and the correlation estimate of the entities in ``mask``."""
         self.prev[mask] = np.nan
         self.c0[mask] = 0.0
         self.c1[mask] = 0.0
         self.n[mask] = 0
 
     def __call__(self, u: F64, valid: BoolArr, alpha: float) -> F64:
+        """Whitened ``u`` per entity (``u`` itself without a previous sample); ``rho`` learns from calm pairs."""
         have_prev = valid & np.isfinite(self.prev)
         a = running_alpha(alpha, self.n)
         pc = np.where(have_prev, self.prev, 0.0)

@@ -41,18 +41,20 @@ from twinloop.ops.detect.base import (
 
 @dataclass(frozen=True)
 class EwmaZScoreParams(DetectorParams):
-    """Attributes:
-    threshold: |z| above this is an exceedance.
-    half_life_s: EWMA half-life of mean and variance, s.
-    robust: use median/MAD over ``window_s`` instead of the EWMA.
-    window_s: robust window, s.
-    refresh_s: how often the robust baseline is recomputed, s.
-    smooth_s: half-life of the EWMA of z (clipped at ±2·threshold) that is compared to the threshold, s
-        (0: no smoothing, z itself is compared).
-    min_std_rel: scale floor relative to |baseline|.
-    min_std_abs: absolute scale floor, in the series' unit.
-    step_floor: robust mode only: scale floor as a multiple of the median non-zero change between successive
-        samples in the window (the series' resolution on quantised data); 0 disables it.
+    """Parameters of the EWMA z-score detector, on top of :class:`~.base.DetectorParams`.
+
+    Attributes:
+        threshold: |z| above this is an exceedance.
+        half_life_s: EWMA half-life of mean and variance, s.
+        robust: use median/MAD over ``window_s`` instead of the EWMA.
+        window_s: robust window, s.
+        refresh_s: how often the robust baseline is recomputed, s.
+        smooth_s: half-life of the EWMA of z (clipped at ±2·threshold) that is compared to the threshold, s
+            (0: no smoothing, z itself is compared).
+        min_std_rel: scale floor relative to |baseline|.
+        min_std_abs: absolute scale floor, in the series' unit.
+        step_floor: robust mode only: scale floor as a multiple of the median non-zero change between
+            successive samples in the window (the series' resolution on quantised data); 0 disables it.
     """
 
     threshold: float = 5.0

@@ -111,7 +111,8 @@ class FacilityRules:
         """Advance one step; ``fields`` holds site field values (scalars or 1-element arrays).
 
         ``dt_s`` is used for the first call only; afterwards the interval between calls is (site fields often
-        come less often than GPU fields)."""
+        come less often than GPU fields).
+        """
         out: dict[EventClass, float] = {}
         # Site fields may come less often than GPU fields: the rates follow this source's own interval.
         if math.isfinite(self._last_ts) and ts > self._last_ts:

@@ -255,7 +255,8 @@ class IncidentGrouper:
     ) -> None:
         """Entities ``idx`` are firing ``event_class`` at ``ts``; ``onsets`` are (entity index, detection) of
         the new detections among them (kept as evidence). Firings of one class with different ``signature`` (a
-        different mechanism) group apart: a fault inside an open incident's scope keeps its own incident."""
+        different mechanism) group apart: a fault inside an open incident's scope keeps its own incident.
+        """
         key = (event_class, signature)
         if key not in self._last:
             self._last[key] = np.full(self._n, -np.inf)
@@ -280,7 +281,8 @@ class IncidentGrouper:
     ) -> None:
         """A detection on an entity outside the tree (a job): one incident per (class, entity).
 
-        ``members`` are the tree entities it concerns (the job's GPUs), for the impact estimate."""
+        ``members`` are the tree entities it concerns (the job's GPUs), for the impact estimate.
+        """
         key = (event_class, entity)
         iid = self._named.get(key)
         if iid is None or iid not in self._open:
@@ -385,7 +387,8 @@ class IncidentGrouper:
     def _spread_to_row(self, tree: TopologyTree, top: I64, active: BoolArr) -> None:
         """Throttling at once on ``spread_nodes`` or more nodes over two or more racks of one row is the row's (its
         air or coolant, a hot afternoon), not each GPU's own thermal path: one incident at the GPUs' common
-        ancestor (the row, or its CDU), in place of scattered GPU and node incidents each drained on its own."""
+        ancestor (the row, or its CDU), in place of scattered GPU and node incidents each drained on its own.
+        """
         idx = np.flatnonzero(active)
         if idx.size == 0:
             return

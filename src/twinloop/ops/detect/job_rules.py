@@ -94,13 +94,15 @@ CHECKPOINT_PHASE = 4.0
 class RestartTracker:
     """Which job slots restarted this step: their phase went into a starting phase (queued, ramp-up, launch) or
     their progress counter went backwards (a restart from a checkpoint replays steps, and its loss jumps back up:
-    not a fault of the job's data). A checkpoint write pauses a job without restarting it."""
+    not a fault of the job's data). A checkpoint write pauses a job without restarting it.
+    """
 
     def __init__(self) -> None:
         self._phase: F64 = np.zeros(0)
         self._progress: F64 = np.zeros(0)
 
     def __call__(self, frame: RuleFrame) -> BoolArr:
+        """Job slots that restarted at this frame (and remember their phase and progress for the next one)."""
         n = frame.n_slots
         if self._phase.shape[0] < n:
             k = n - self._phase.shape[0]
@@ -122,7 +124,8 @@ class RestartTracker:
 
 def _at_least(seconds: float, samples: float, dt_s: float) -> float:
     """``seconds``, or ``samples`` sampling intervals when that is clearly longer (the 0.1 % margin keeps a
-    1 s cadence whose median step is a hair over 1 s bit-identical to the plain value)."""
+    1 s cadence whose median step is a hair over 1 s bit-identical to the plain value).
+    """
     floor = samples * dt_s
     return floor if floor > seconds * 1.001 else seconds
 
@@ -179,6 +182,7 @@ class StragglerRule(Rule):
         return out
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on GPUs lastingly slower than their peers; the score is the robust z of the deficit (0 outside jobs)."""
         n = frame.n_gpus
         x = frame.gpu.get(self.metric)
         if x is None or frame.n_slots == 0:
@@ -224,7 +228,8 @@ class StragglerRule(Rule):
 class RankStragglerRule(StragglerRule):
     """A rank whose own step time (``TWINLOOP_FI_RANK_STEP_TIME``, per GPU) is longer than its job's same-model
     peers': the GPU the whole job waits for, even when its clocks look normal (a degraded GPU, a slow host or NIC
-    behind it). Same peer comparison and expectations as :class:`StragglerRule`; higher is slower."""
+    behind it). Same peer comparison and expectations as :class:`StragglerRule`; higher is slower.
+    """
 
     name = "rank_straggler"
 
@@ -331,6 +336,7 @@ class SdcRule(Rule):
             self._at_checkpoint[name] = np.where(m, prev, saved)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on a loss or gradient-norm spike with no recent hardware change; the score is the larger spike z."""
         n = frame.n_slots
         restarted = self._restarts(frame)
         if restarted.any():
@@ -391,6 +397,7 @@ class HangRule(Rule):
         self._fresh = np.concatenate([self._fresh, np.zeros(n - k, dtype=bool)])
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on a stalled job with idle GPUs; the score is the time since progress over the stall limit."""
         n = frame.n_slots
         self._grow(n)
         last, prev, step_s = self._last[:n], self._prev[:n], self._step_s[:n]
@@ -492,6 +499,7 @@ class JobSlowdownRule(Rule):
         self._n = n
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on an unexplained step-time rise lasting ``min_steps`` steps; the score is the rise of log step time."""
         n = frame.n_slots
         st = frame.job.get(JOB_STEP_TIME)
         if st is None or n == 0:

@@ -185,11 +185,11 @@ def _column_floats(table: pa.Table, name: str, source: str) -> F64:
 
 
 def _ts_column(table: pa.Table, source: str) -> str:
-    lower = {c.lower(): c for c in table.column_names}
+    lower: dict[str, str] = {c.lower(): c for c in table.column_names}
     for name in TS_NAMES:
         if name in lower:
             return lower[name]
-    first = table.column_names[0] if table.column_names else None
+    first: str | None = table.column_names[0] if table.column_names else None
     if first is not None and pa.types.is_timestamp(table.column(first).type):
         return first
     raise InputError(source, "", f"no timestamp column (allowed names: {', '.join(TS_NAMES)})")
@@ -245,7 +245,8 @@ def read_series(path: str | Path, fields: Sequence[str] | None = None) -> tuple[
 
 def _drop_absurd(block: SeriesBlock, report: InputReport) -> SeriesBlock:
     """The block with infinite and absurd values (|v| > :data:`MAX_ABS_VALUE`) as missing, counted in
-    ``report.problems``: ±1e300 overflowed the detectors' squares into inf/NaN and silenced every alarm."""
+    ``report.problems``: ±1e300 overflowed the detectors' squares into inf/NaN and silenced every alarm.
+    """
     v = block.values
     with np.errstate(invalid="ignore"):
         inf = np.isinf(v)
@@ -300,7 +301,7 @@ def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBloc
         seen.add(name)
     if table.num_rows == 0:
         raise InputError(source, "", "no rows (allowed: a header and at least two samples)")
-    lower = {c.lower(): c for c in table.column_names}
+    lower: dict[str, str] = {c.lower(): c for c in table.column_names}
     if all(c in lower for c in LONG_COLUMNS):
         report.layout = "long"
         blocks = _read_long(table, lower, fields, report)
@@ -379,7 +380,8 @@ def _read_long(
 
 def _read_telemetry(p: Path, fields: Sequence[str] | None, report: InputReport) -> list[SeriesBlock]:
     """Blocks from a file in the telemetry schema via ``twinloop.telemetry``'s file source, which counts bad
-    lines (truncated, unparseable, empty entity) instead of stopping at the first one."""
+    lines (truncated, unparseable, empty entity) instead of stopping at the first one.
+    """
     from twinloop.telemetry.frame import Frame
     from twinloop.telemetry.report import IngestReport
     from twinloop.telemetry.sources.files import FileConfig, FileSource
@@ -551,7 +553,8 @@ MAX_CHUNK_COLUMNS = 4096
 @dataclass(frozen=True)
 class ChunkLayout:
     """A block cut into ``n_chunks`` chunks of ``own`` steps, each after 1 preceded by ``burn_in`` steps of the one
-    before (chunk 0 owns its first ``own + burn_in`` rows); ``dt_s`` is the block's regular cadence."""
+    before (chunk 0 owns its first ``own + burn_in`` rows); ``dt_s`` is the block's regular cadence.
+    """
 
     n_chunks: int
     own: int

@@ -20,13 +20,15 @@ from twinloop.ops.detect.cusum import Whitener
 
 @dataclass(frozen=True)
 class PageHinkleyParams(DetectorParams):
-    """Attributes:
-    delta: tolerated drift per sample, in standard deviations.
-    lambda_: decision threshold, in standard deviations.
-    min_std_rel: scale floor relative to |mean|.
-    min_std_abs: absolute scale floor, in the series' unit.
-    prewhiten: remove lag-1 autocorrelation first (see :class:`~.cusum.Whitener`).
-    rho_half_life_s: half-life of the autocorrelation estimate, s.
+    """Parameters of the Page-Hinkley detector, on top of :class:`~.base.DetectorParams`.
+
+    Attributes:
+        delta: tolerated drift per sample, in standard deviations.
+        lambda_: decision threshold, in standard deviations.
+        min_std_rel: scale floor relative to |mean|.
+        min_std_abs: absolute scale floor, in the series' unit.
+        prewhiten: remove lag-1 autocorrelation first (see :class:`~.cusum.Whitener`).
+        rho_half_life_s: half-life of the autocorrelation estimate, s.
     """
 
     delta: float = 0.5

@@ -145,7 +145,7 @@ _EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "power_de
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """Pipeline settings.
+    """Settings of :class:`DetectionPipeline`: which detector watches each field, grouping and classification.
 
     Attributes:
         field_detectors: field name → detector name (``REGISTRY``) for the per-field detectors.
@@ -270,13 +270,15 @@ class DetectionPipeline:
     def replica_job(self, job: str, replicas: bool = True) -> None:
         """Tell the straggler rules that ``job`` (its id as in ``job_ids``) is a fleet of independent replicas (a
         serving fleet behind a router), not one synchronous job: its GPUs run different loads at different clocks
-        and nobody waits for the slowest, so none of them is a straggler of the others."""
+        and nobody waits for the slowest, so none of them is a straggler of the others.
+        """
         (self._replica_jobs.add if replicas else self._replica_jobs.discard)(job)
 
     def loop_setting(self, target: str, limited: bool) -> int:
         """Tell the straggler rules that the loop capped (``limited``) or released the GPUs under ``target``
         (a GPU, node, rack, row, site or job entity): a GPU slow because of a power cap or clock lock the loop
-        applied is expected, not a straggler. Returns how many GPUs it covers."""
+        applied is expected, not a straggler. Returns how many GPUs it covers.
+        """
         job = target.rsplit("/jobs/", 1)[1] if "/jobs/" in target else None
         if job is not None:
             slot = self._slots.get(job, self._slots.get(target))
@@ -371,7 +373,8 @@ class DetectionPipeline:
     def _slowing(self, frame: RuleFrame, explained: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """GPUs a known cause (a throttle, power or cooling rule firing now) slows: clocked ``slow_clock`` below the
         median of their job's same-model GPUs (all of them when no clock is reported). An alarm on a GPU that runs
-        at full speed (lost PSU redundancy the supplies carry) explains no job slowdown."""
+        at full speed (lost PSU redundancy the supplies carry) explains no job slowdown.
+        """
         clock = frame.gpu.get(SM_CLOCK)
         if clock is None or not explained.any():
             return explained
@@ -384,7 +387,8 @@ class DetectionPipeline:
 
     def _filter_power(self, ts: float, power: F64) -> None:
         """Advance the RC-filtered power: an exact first-order lag of time constant ``thermal_tau_s`` over the
-        time since each GPU's last reading (a GPU's first reading starts it)."""
+        time since each GPU's last reading (a GPU's first reading starts it).
+        """
         ok = np.isfinite(power)
         with np.errstate(invalid="ignore"):
             a = -np.expm1(-(ts - self._power_rc_ts) / self.limits.thermal_tau_s)
@@ -408,7 +412,8 @@ class DetectionPipeline:
         * spread in R: manufacturing spread and a failing thermal interface both *multiply* a GPU's thermal
           resistance, so a healthy GPU's excess grows with its power. In °C, the spread of a row that mixes idle
           and busy GPUs is the idle ones' (small), and a busy GPU 10 % above the catalog R stood out; in units of
-          its own ``R·P`` the spread is that of R itself."""
+          its own ``R·P`` the spread is that of R itself.
+        """
         t = frame.gpu.get(TEMP)
         if t is None or frame.gpu.get(POWER) is None:
             return np.zeros(self.n_gpus)
@@ -562,7 +567,8 @@ class DetectionPipeline:
         self, frame: RuleFrame, fired: NDArray[np.bool_], onsets: list[tuple[int, Detection]]
     ) -> tuple[NDArray[np.bool_], list[tuple[int, Detection]]]:
         """Throttling explained by a cooling fault goes to that fault's incident (returned no longer fired); of the
-        rest, mark which is its row's (``row_wide``) and which its own thermal path's (``local_fault``)."""
+        rest, mark which is its row's (``row_wide``) and which its own thermal path's (``local_fault``).
+        """
         ts, c = frame.ts, self.config
         # Throttling on a GPU whose cooling is failing is that cooling fault's consequence: one incident.
         cooling = fired & (self._last_cooling >= ts - c.quiet_s)
@@ -610,7 +616,8 @@ class DetectionPipeline:
 
     def _field_stage(self, ts: float, gpu: Mapping[str, F64]) -> None:
         """Per-field detectors; a change right after a workload change is benign, one no rule explains is
-        unclassified (and vetoes SDC)."""
+        unclassified (and vetoes SDC).
+        """
         c = self.config
         # An activity field that moved away from its slow reference marks a workload change at once (its own
         # detector may confirm a sample later than the power detector fires).
@@ -654,7 +661,8 @@ class DetectionPipeline:
 
     def _straggler_stage(self, frame: RuleFrame) -> None:
         """Stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
-        (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose)."""
+        (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose).
+        """
         ts = frame.ts
         frame.expected_slow = self._loop_limited
         explained = self._last_explainer >= ts - self.config.window_s

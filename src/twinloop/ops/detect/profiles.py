@@ -113,8 +113,11 @@ UTILISATION_FLOOR_PCT = 0.5
 
 
 def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
-    """Robust z over ~1 day (2 samples, scale floored at the series' step and at ``floor``) + slow CUSUM (scale
-    floored at ``floor``): the utilisation and generic profiles (``floor`` = 0: no floor in the series' unit)."""
+    """The utilisation and generic profiles' detectors, with a scale floor of ``floor`` in the series' unit.
+
+    Robust z over ~1 day (2 samples, scale floored at the series' step and at ``floor``) plus a slow CUSUM (scale
+    floored at ``floor``); ``floor`` = 0 means no floor in the series' unit (``generic``).
+    """
     abs_floor = max(floor, 1e-9)  # the detectors' own default floor is 1e-9
     return (
         DetectorSpec(
@@ -235,7 +238,8 @@ def _dt(block: SeriesBlock) -> float:
 
 def space_alarms(detections: Sequence[Detection], spacing_s: float) -> list[Detection]:
     """Keep one alarm per (entity, source) per ``spacing_s``: an alarm within ``spacing_s`` after the last kept
-    one of its series is dropped. ``detections`` must be sorted by time."""
+    one of its series is dropped. ``detections`` must be sorted by time.
+    """
     last: dict[tuple[str, str], float] = {}
     out = []
     for d in detections:
@@ -251,7 +255,8 @@ def detect_with_profile(
     blocks: Sequence[SeriesBlock], profile: DetectorProfile, progress: Callable[[int], None] | None = None
 ) -> list[Detection]:
     """Run a profile's detectors over each block (spans converted at the block's own sampling interval), then
-    space the alarms. Detections sorted by time, like :func:`~twinloop.ops.detect.offline.detect_blocks`."""
+    space the alarms. Detections sorted by time, like :func:`~twinloop.ops.detect.offline.detect_blocks`.
+    """
     out: list[Detection] = []
     for block in blocks:
         dt = _dt(block)

@@ -26,8 +26,10 @@ from twinloop.ops.detect.base import F64, BoolArr, Detector, DetectorParams, alp
 
 @dataclass(frozen=True)
 class AdwinParams(DetectorParams):
-    """Attributes:
-    delta: ADWIN's confidence parameter (smaller = fewer false alarms, slower detection).
+    """Parameters of the river ADWIN adapter, on top of :class:`~.base.DetectorParams`.
+
+    Attributes:
+        delta: ADWIN's confidence parameter (smaller = fewer false alarms, slower detection).
     """
 
     delta: float = 1e-4
@@ -65,7 +67,8 @@ class Adwin(Detector[AdwinParams]):
         for i in np.flatnonzero(valid):
             model = self._models[i]
             if model is None:
-                model = self._models[i] = drift.ADWIN(delta=self.params.delta)
+                # river declares py.typed but leaves ADWIN.__init__ unannotated: an untyped call to mypy.
+                model = self._models[i] = drift.ADWIN(delta=self.params.delta)  # type: ignore[no-untyped-call]
             model.update(float(x[i]))
             if model.drift_detected:
                 exceed[i] = True
@@ -75,13 +78,15 @@ class Adwin(Detector[AdwinParams]):
 
 @dataclass(frozen=True)
 class HalfSpaceTreesParams(DetectorParams):
-    """Attributes:
-    threshold: smoothed HST score (0..1) above this is an exceedance.
-    n_trees: trees per entity.
-    height: tree height.
-    window_s: HST reference window, s.
-    limit_margin: feature range = warm-up range ± this × its span.
-    smooth_half_life_s: EWMA half-life of the score, s.
+    """Parameters of the river Half-Space Trees adapter, on top of :class:`~.base.DetectorParams`.
+
+    Attributes:
+        threshold: smoothed HST score (0..1) above this is an exceedance.
+        n_trees: trees per entity.
+        height: tree height.
+        window_s: HST reference window, s.
+        limit_margin: feature range = warm-up range ± this × its span.
+        smooth_half_life_s: EWMA half-life of the score, s.
     """
 
     threshold: float = 0.97
@@ -137,7 +142,7 @@ class HalfSpaceTrees(Detector[HalfSpaceTreesParams]):
             limits={"x": (lo - p.limit_margin * span, hi + p.limit_margin * span)},
         )
         for v in self._warm[i]:
-            model.learn_one({"x": v})
+            model.learn_one({"x": v})  # type: ignore[no-untyped-call]  # unannotated in river
         self._warm[i] = []
         return model
 

@@ -215,6 +215,7 @@ class Persist:
         self.run: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def __call__(self, cond: BoolArr, valid: BoolArr, k: int) -> BoolArr:
+        """Where ``cond`` has held on the last ``k`` valid samples; an invalid sample keeps the run as it was."""
         if self.run.shape != cond.shape:
             self.run = np.zeros(cond.shape, dtype=np.int64)
         self.run = np.where(cond & valid, self.run + 1, np.where(valid, 0, self.run))
@@ -308,6 +309,7 @@ class CoolingRule(Rule):
         self._holdoff_until = np.full(n, -np.inf)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on a lasting rise above the learned thermal model at steady power; the score is that rise, °C."""
         n = frame.n_gpus
         t, p = frame.gpu.get(TEMP), frame.gpu.get(POWER)
         if t is None or p is None:
@@ -383,11 +385,13 @@ class ClockReference:
         self.value: F64 | None = None
 
     def get(self, n: int) -> F64:
+        """The reference for ``n`` GPUs; all NaN (unlearned) on first use or after the number of GPUs changed."""
         if self.value is None or self.value.shape[0] != n:
             self.value = np.full(n, np.nan)
         return self.value
 
     def learn(self, x: F64, mask: BoolArr, dt_s: float) -> None:
+        """Move the reference toward ``x`` where ``mask`` holds and ``x`` is finite (half-life ``half_life_s``)."""
         ref = self.get(x.shape[0])
         self.value = ewma_toward(ref, x, mask & np.isfinite(x), 1.0 - 2.0 ** (-dt_s / self.half_life_s))
 
@@ -411,6 +415,7 @@ class CoolantRule(Rule):
         self._prev: F64 | None = None
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on a supply climbing above its setpoint outside a hold-off; the score is supply − setpoint, °C."""
         n = frame.n_gpus
         supply, setpoint = frame.gpu.get(CDU_SUPPLY), frame.gpu.get(CDU_SETPOINT)
         if supply is None or setpoint is None:
@@ -450,6 +455,7 @@ class ThermalThrottleRule(Rule):
         self._clock_ref = ClockReference(300.0)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on lasting thermal throttling; the score is the temperature above slowdown − ``margin_c``, °C."""
         n = frame.n_gpus
         bits, bits_ok = _bits(frame)
         thermal_bit = (bits & (CLOCK_EVENT_SW_THERMAL | CLOCK_EVENT_HW_THERMAL)) != 0
@@ -484,6 +490,7 @@ class PowerThrottleRule(Rule):
         self._act_ref = ClockReference(300.0)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on a lasting clock drop at the power limit; the score is the relative drop below the clock reference."""
         n = frame.n_gpus
         nan = np.full(n, np.nan)
         p, lim_w = frame.gpu.get(POWER, nan), frame.gpu.get(POWER_LIMIT, frame.limits.tdp_w)
@@ -514,6 +521,7 @@ class PowerDeliveryRule(Rule):
         self.persistence_s = persistence_s
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on a lasting brake, unexplained HW slowdown or lost PSU redundancy; the score is 1 while one holds."""
         n = frame.n_gpus
         bits, ok = _bits(frame)
         t = frame.gpu.get(TEMP, np.full(n, np.nan))
@@ -542,6 +550,7 @@ class XidRule(Rule):
         self._prev: F64 | None = None
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Fire on a new fatal XID or a burst of XIDs; the score is the XID code where it fired, else 0."""
         n = frame.n_gpus
         x = frame.gpu.get(XID)
         if x is None:

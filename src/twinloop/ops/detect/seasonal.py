@@ -32,15 +32,17 @@ from twinloop.ops.detect.base import (
 
 @dataclass(frozen=True)
 class SeasonalParams(DetectorParams):
-    """Attributes:
-    threshold: |z| above this is an exceedance.
-    period_s: season length, s (86400 = daily).
-    n_buckets: buckets per period.
-    half_life_periods: EWMA half-life per bucket, in periods.
-    min_bucket_s: data a bucket needs before it may alarm, s.
-    smooth_s: half-life of the EWMA of z (clipped at ±2·threshold) that is compared to the threshold, s.
-    min_std_rel: scale floor relative to |mean|.
-    min_std_abs: absolute scale floor, in the series' unit.
+    """Parameters of the seasonal detector, on top of :class:`~.base.DetectorParams`.
+
+    Attributes:
+        threshold: |z| above this is an exceedance.
+        period_s: season length, s (86400 = daily).
+        n_buckets: buckets per period.
+        half_life_periods: EWMA half-life per bucket, in periods.
+        min_bucket_s: data a bucket needs before it may alarm, s.
+        smooth_s: half-life of the EWMA of z (clipped at ±2·threshold) that is compared to the threshold, s.
+        min_std_rel: scale floor relative to |mean|.
+        min_std_abs: absolute scale floor, in the series' unit.
     """
 
     threshold: float = 5.0

@@ -35,7 +35,8 @@ def _parse_time(text: str, source: str) -> float:
 
 def load_windows(path: str | Path, key: str) -> list[tuple[float, float]]:
     """The windows of one series from a NAB ``combined_windows.json`` (UTC seconds; ``key`` is the series'
-    path inside NAB's ``data/``, e.g. ``realKnownCause/ec2_request_latency_system_failure.csv``)."""
+    path inside NAB's ``data/``, e.g. ``realKnownCause/ec2_request_latency_system_failure.csv``).
+    """
     p = Path(path)
     try:
         labels = json.loads(p.read_text(encoding="utf-8"))
@@ -56,10 +57,14 @@ def load_windows(path: str | Path, key: str) -> list[tuple[float, float]]:
 
 @dataclass(frozen=True)
 class WindowScore:
-    """Attributes:
-    found: windows with at least one alarm. windows: all windows.
-    false_alarms: alarms outside every window. days: span of the series, days.
-    nab_score: the normalised NAB-style score (0 = no alarms, 100 = perfect; negative = worse than silence).
+    """How a detector's alarms on one series score against its labelled anomaly windows.
+
+    Attributes:
+        found: windows with at least one alarm.
+        windows: all windows.
+        false_alarms: alarms outside every window.
+        days: span of the series, days.
+        nab_score: the normalised NAB-style score (0 = no alarms, 100 = perfect; negative = worse than silence).
     """
 
     found: int
