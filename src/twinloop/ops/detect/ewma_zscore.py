@@ -7,7 +7,13 @@ absorbed over a few half-lives (and the alarm then ends). The robust baseline is
 median per sample would cost ~O(window) per entity; every few samples is plenty for a baseline).
 
 ``scale`` has a floor of ``min_std_rel·|baseline| + min_std_abs``: quantized or constant series (integer
-temperatures, a clock pinned at its maximum) otherwise give infinite z for the first tiny change.
+temperatures, a clock pinned at its maximum) otherwise give infinite z for the first tiny change. In robust mode
+it can also be floored at ``step_floor`` times the series' own *step*: the median of the non-zero changes between
+successive samples in the window. On a quantised, mostly flat series (a near-idle CPU reading 0.134 %, 0.132 % or
+0.066 %) the MAD is the jitter between two neighbouring levels while the series routinely moves by a whole
+quantum; the step is that quantum, so one quantum is not read as tens of sigmas. On continuous noise the step is
+about the noise's own scale (median ``|x_t - x_t-1|`` of white noise is 0.95 σ) and on a smooth, autocorrelated
+signal it is far below it, so the floor then does not bind.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class EwmaZScoreParams(DetectorParams):
             (0: no smoothing, z itself is compared).
         min_std_rel: scale floor relative to |baseline|.
         min_std_abs: absolute scale floor, in the series' unit.
+        step_floor: robust mode only: scale floor as a multiple of the median non-zero change between
+            successive samples in the window (the series' resolution on quantised data); 0 disables it.
     """
 
     threshold: float = 5.0
@@ -57,14 +65,33 @@ class EwmaZScoreParams(DetectorParams):
     smooth_s: float = 2.0
     min_std_rel: float = 0.005
     min_std_abs: float = 1e-9
+    step_floor: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("threshold", "half_life_s", "window_s", "refresh_s"):
             if not getattr(self, name) > 0:
                 raise InputError("detector ewma_zscore", name, f"{getattr(self, name)} (allowed > 0)")
-        if self.min_std_rel < 0 or self.min_std_abs < 0:
+        if self.min_std_rel < 0 or self.min_std_abs < 0 or self.step_floor < 0:
             raise InputError("detector ewma_zscore", "min_std", "allowed >= 0")
+
+
+def typical_step(window: F64) -> F64:
+    """Median non-zero ``|x_t - x_t-1|`` per column of ``window`` (samples × entities, NaN = no sample); 0 where
+    a column never changes.
+
+    The window is a ring buffer, so one of the differences joins its newest and oldest samples: one value among
+    hundreds, which moves a median by at most one rank. Changes below ``1e-9·(1 + |x|)`` count as none (float
+    noise on a constant reading).
+    """
+    d = np.abs(np.diff(window, axis=0))
+    tiny = 1e-9 * (1.0 + np.abs(window[1:]))
+    d = np.where(d > tiny, d, np.nan)
+    out = np.zeros(window.shape[1])
+    have = np.isfinite(d).any(axis=0)
+    if have.any():
+        out[have] = np.nanmedian(d[:, have], axis=0)
+    return out
 
 
 @register
@@ -162,6 +189,8 @@ class EwmaZScore(Detector[EwmaZScoreParams]):
             m = np.nanmedian(sub, axis=0)
             med[have] = m
             mad[have] = 1.4826 * np.nanmedian(np.abs(sub - m), axis=0)
+            if self.params.step_floor > 0:
+                mad[have] = np.maximum(mad[have], self.params.step_floor * typical_step(sub))
         self._mean = med
         self._scale = mad
         self._since_refresh = 0

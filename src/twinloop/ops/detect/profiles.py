@@ -1,4 +1,4 @@
-"""Named detector profiles per signal kind (``twinloop detect --profile latency|utilisation|temperature|auto``).
+"""Named detector profiles per signal kind (``twinloop detect --profile latency|utilisation|temperature|generic|auto``).
 
 The default detectors (``ewma_zscore`` + ``cusum`` with their stock parameters) are tuned for GPU telemetry
 sampled every second or so: a 5 min half-life, 2-sample persistence and flap suppression. On minute- or
@@ -18,7 +18,15 @@ The profiles are chosen from the signal's physics, not fitted to the windows of 
   (median/MAD) z over about a day, one sample is enough (no persistence), no flap suppression (a jumpy latency
   *is* the failure), a high threshold because MAD-scaled latency tails are long.
 * **utilisation** — bounded, bursty, failures as level shifts (a service stuck high or idle). Robust z over
-  about a day with 2-sample persistence, plus CUSUM with a slow baseline for lasting shifts.
+  about a day with 2-sample persistence, plus CUSUM with a slow baseline for lasting shifts. Two floors keep a
+  near-idle, quantised reading (an idle VM at 0.13 % whose values take a handful of levels) from turning one
+  quantum into tens of sigmas: the robust scale is at least the series' own step (median non-zero change between
+  successive samples, :func:`~twinloop.ops.detect.ewma_zscore.typical_step`), and both detectors' scale is at
+  least :data:`UTILISATION_FLOOR_PCT` percentage points, so a z alarm needs a sustained departure of a few points
+  of capacity. The absolute floor assumes percent (CloudWatch ``CPUUtilization``, DCGM/NVML utilisation); a 0–1
+  fraction should be scaled to percent or run with ``generic``.
+* **generic** — ``auto``'s choice when no name says what the signal is: the utilisation detectors with the
+  unit-free step floor only (no floor in percentage points, which would be meaningless for a count or a price).
 * **temperature** — smooth, strongly autocorrelated, with routine dips of a few hours (load changes, idle
   periods); failures are excursions that *last* (a machine cooling down or overheating for half a day or
   more). Robust (median/MAD) z against about a week, so the baseline does not follow a failure that lasts a
@@ -96,6 +104,37 @@ def span_seconds(span: Span, dt_s: float) -> float:
 
 _NO_FLAP = {"flap_jumps": 1e9}
 
+#: Scale floor of the utilisation profile, in percentage points of capacity. With its z threshold of 6 an alarm
+#: needs a departure of at least 3 points held for two samples, and CUSUM (allowance 0.5 σ) accumulates only
+#: shifts above a quarter of a point: less than that is no incident on a 0–100 % utilisation, whatever the
+#: series' noise. Chosen from that, not fitted: on the fitted NAB CPU series any value from 0.05 to 1 gives the
+#: same alarms (docs/sections/calibration-detect.md).
+UTILISATION_FLOOR_PCT = 0.5
+
+
+def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
+    """The utilisation and generic profiles' detectors, with a scale floor of ``floor`` in the series' unit.
+
+    Robust z over ~1 day (2 samples, scale floored at the series' step and at ``floor``) plus a slow CUSUM (scale
+    floored at ``floor``); ``floor`` = 0 means no floor in the series' unit (``generic``).
+    """
+    abs_floor = max(floor, 1e-9)  # the detectors' own default floor is 1e-9
+    return (
+        DetectorSpec(
+            "ewma_zscore",
+            {"robust": True, "threshold": 6.0, "min_persistence": 2, "smooth_s": 0.0, "step_floor": 1.0,
+             "min_std_abs": abs_floor, **_NO_FLAP},
+            {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600),
+             "persistence_s": (0.0, 2, 2)},
+        ),
+        DetectorSpec(
+            "cusum",
+            {"h": 30.0, "min_persistence": 3, "min_std_abs": abs_floor, **_NO_FLAP},
+            {"half_life_s": (DAY_S / 2, 30, 2000), "warmup_s": (DAY_S / 4, 30, 600), "persistence_s": (0.0, 3, 3)},
+        ),
+    )  # fmt: skip
+
+
 PROFILES: dict[str, DetectorProfile] = {
     p.name: p
     for p in (
@@ -120,22 +159,10 @@ PROFILES: dict[str, DetectorProfile] = {
         ),
         DetectorProfile(
             "utilisation",
-            (
-                DetectorSpec(
-                    "ewma_zscore",
-                    {"robust": True, "threshold": 6.0, "min_persistence": 2, "smooth_s": 0.0, **_NO_FLAP},
-                    {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600),
-                     "persistence_s": (0.0, 2, 2)},
-                ),
-                DetectorSpec(
-                    "cusum",
-                    {"h": 30.0, "min_persistence": 3, **_NO_FLAP},
-                    {"half_life_s": (DAY_S / 2, 30, 2000), "warmup_s": (DAY_S / 4, 30, 600),
-                     "persistence_s": (0.0, 3, 3)},
-                ),
-            ),
+            _level_shift_detectors(UTILISATION_FLOOR_PCT),
             (DAY_S / 4, 30, 2000),
-            "CPU / GPU utilisation, load: robust z over ~1 day (2 samples) + slow CUSUM for level shifts",
+            "CPU / GPU utilisation in %: robust z over ~1 day (2 samples) + slow CUSUM for level shifts, scale "
+            f"floored at the series' step and {UTILISATION_FLOOR_PCT} points",
         ),
         DetectorProfile(
             "temperature",
@@ -149,6 +176,12 @@ PROFILES: dict[str, DetectorProfile] = {
             ),
             (DAY_S / 2, 24, 2000),
             "temperatures: robust z over ~7 days, an excursion must last ~4 h (slow failures, not routine dips)",
+        ),
+        DetectorProfile(
+            "generic",
+            _level_shift_detectors(0.0),
+            (DAY_S / 4, 30, 2000),
+            "unknown signal: the utilisation detectors with the unit-free step floor only",
         ),
     )
 }  # fmt: skip
@@ -176,8 +209,8 @@ PROFILE_NAMES = (*PROFILES, "auto")
 
 def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
     """The profile called ``name``; for ``auto``, the first whose hint word occurs in ``hints`` (field names,
-    units, the file name), else ``utilisation`` (robust z + CUSUM, the safest choice for an unknown service
-    metric).
+    units, the file name), else ``generic`` (robust z + CUSUM without a floor in a unit the signal may not
+    have, the safest choice for an unknown service metric).
 
     Raises:
         InputError: unknown profile name.
@@ -189,7 +222,7 @@ def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
         for profile, words, suffixes in AUTO_HINTS:
             if any(w in n for n in names for w in words) or any(n.endswith(suffixes) for n in names):
                 return PROFILES[profile]
-        return PROFILES["utilisation"]
+        return PROFILES["generic"]
     if name not in PROFILES:
         raise InputError("--profile", "", f"{name!r} (allowed: {', '.join(PROFILE_NAMES)})")
     return PROFILES[name]
@@ -251,6 +284,7 @@ __all__ = [
     "AUTO_HINTS",
     "PROFILES",
     "PROFILE_NAMES",
+    "UTILISATION_FLOOR_PCT",
     "DetectorProfile",
     "DetectorSpec",
     "detect_with_profile",
