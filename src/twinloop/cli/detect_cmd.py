@@ -75,8 +75,8 @@ def detect(
     profile: str = typer.Option(
         None,
         "--profile",
-        help="Detector profile per signal kind: default, latency, utilisation, temperature, or auto (picked from "
-        "the field / file name); replaces --detector.",
+        help="Detector profile per signal kind: default, latency, utilisation, temperature, generic, or auto "
+        "(picked from the field / file name; generic when neither names a kind); replaces --detector.",
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:
