@@ -133,7 +133,7 @@ def test_sdc_is_vetoed_by_a_recent_hardware_change() -> None:
                 job_slot,
                 {JOB_LOSS: loss},
                 2,
-                hw_recent=np.array([False, False, hw, False]),
+                hw_fault_recent=np.array([False, False, hw, False]),
             )
             fired, _ = rule.update(frame)
             assert not fired[0]

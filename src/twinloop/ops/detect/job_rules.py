@@ -7,10 +7,11 @@
   below the median. The group statistics are vectorized: one ``np.lexsort`` by (job, value) gives every
   job's median and MAD without a per-job loop.
 * ``sdc`` (per job): the loss or gradient norm jumps (z of its log against a Holt level+trend forecast, as
-  the loss curve trends down; scale = EWMA of |residual|; updated only on new steps) while *no hardware
-  signal* of the job's GPUs changed recently (``frame.hw_recent``: rules and per-field detectors upstream).
-  SDC shows in no hardware counter (Llama 3 report), so this is the
-  only way to see it; a spike with a hardware change is that hardware event instead. A job that restarted
+  the loss curve trends down; scale = EWMA of |residual|; updated only on new steps) while *no hardware fault
+  that can change a step's results* (an XID, a power-delivery fault) began on the job's GPUs recently
+  (``frame.hw_fault_recent``). SDC shows in no hardware counter (Llama 3 report), so this is the only way to see
+  it; a spike with such a fault is that hardware event instead. A throttle, a cooling alarm or a temperature that
+  moved on one of the job's GPUs changes its speed, not its numbers, and does not veto. A job that restarted
   (phase back to a starting phase, progress counter going backwards) anchors its loss level afresh on its first
   new step and keeps the learned trend and scale; where the job reports its checkpoint phase, that first step is
   judged against the value it had when it began its last checkpoint (what it resumes from), so an SDC that begins
@@ -336,7 +337,9 @@ class SdcRule(Rule):
             self._at_checkpoint[name] = np.where(m, prev, saved)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
-        """Fire on a loss or gradient-norm spike with no recent hardware change; the score is the larger spike z."""
+        """Fire on a loss or gradient-norm spike with no recent result-changing hardware fault; the score is the larger
+        spike z.
+        """
         n = frame.n_slots
         restarted = self._restarts(frame)
         if restarted.any():
@@ -361,9 +364,9 @@ class SdcRule(Rule):
         )
         spike = z > self.z_threshold
         hw = np.zeros(n, dtype=bool)
-        if frame.hw_recent is not None and n:
+        if frame.hw_fault_recent is not None and n:
             in_job = frame.job_slot >= 0
-            hw_count = np.bincount(frame.job_slot[in_job], weights=frame.hw_recent[in_job], minlength=n)
+            hw_count = np.bincount(frame.job_slot[in_job], weights=frame.hw_fault_recent[in_job], minlength=n)
             hw = hw_count[:n] > 0
         return spike & ~hw, z
 
