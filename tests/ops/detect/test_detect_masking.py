@@ -273,3 +273,95 @@ def test_a_busy_gpu_with_a_slightly_high_r_in_a_half_idle_row_is_no_thermal_path
                 opened[u.incident_id] = u
     gpu_roots = {i.root for i in opened.values() if i.root.count("/") == 4}
     assert gpu_roots == {ents[bad]}, sorted(gpu_roots)
+
+
+def _sdc_with_a_moved_reading(step_s: float, temp_jump_at: float) -> tuple[list[float], list[float]]:
+    """A 16-GPU training job stepping every ``step_s`` (its loss reported once per step and repeated in between,
+    as a framework's last value is); one GPU's temperature steps up 4 °C at ``temp_jump_at`` with no workload
+    change (an unexplained per-field alarm on one GPU); the loss jumps +0.5 from t = 600 s (an SDC).
+
+    Returns:
+        (start times of the job's suspected-SDC incidents, start times of the unclassified incidents on that GPU).
+    """
+    from twinloop.ops.detect.rules import JOB_LOSS, TEMP
+
+    ents = tuple(f"dc/r01/k01/n{n:02d}/g{g}" for n in (1, 2) for g in range(8))
+    n = len(ents)
+    pipe = DetectionPipeline(ents)
+    rng = np.random.default_rng(3)
+    sdc, moved = [], []
+    loss, next_step = 3.0, 0.0
+    for t in range(900):
+        if t >= next_step:  # a new step: a new loss value
+            loss = 3.0 - t / 1000.0 + 0.003 * rng.standard_normal() + (0.5 if t >= 600 else 0.0)
+            next_step += step_s
+        temp = np.full(n, 60.0)
+        temp[3] += 4.0 if t >= temp_jump_at else 0.0
+        fields = {SM_CLOCK: 1980.0 * (1.0 + 0.002 * rng.standard_normal(n)), POWER_LIMIT: np.full(n, 700.0),
+                  TEMP: temp}  # fmt: skip
+        for u in pipe.step(float(t), fields, np.zeros(n, dtype=np.int64), ["train"], {JOB_LOSS: np.array([loss])}):
+            if u.status != "open":
+                continue
+            if u.root == "dc/jobs/train" and u.event_class == EventClass.SUSPECTED_SDC:
+                sdc.append(u.start_ts)
+            elif u.event_class == EventClass.UNCLASSIFIED and ents[3] in (u.root, *u.members):
+                moved.append(u.start_ts)
+    return sdc, moved
+
+
+def test_a_reading_that_moved_on_one_gpu_does_not_veto_sdc_at_any_step_time() -> None:
+    # Found on the default scenario after the planner moved train-llama-70b's step from ~6.2 s to ~6.9 s: a
+    # temperature z-score alarm on one GPU of the 512 (no rule explained it) within 120 s before the SDC vetoed it
+    # for 120 s, so it was caught late or, once the loss level had absorbed the jump, never (seed 2, loop off).
+    # A moved reading changes how fast a GPU computes, not what it computes: only an XID or a power-delivery
+    # fault (kept: test_an_open_hardware_alarm_on_one_gpu_does_not_blind_sdc_or_slowdown_detection) explains it.
+    for step_s in (6.2, 6.9):
+        sdc, moved = _sdc_with_a_moved_reading(step_s, temp_jump_at=560.0)
+        assert moved and 560.0 <= min(moved) < 600.0  # the one-GPU alarm did begin shortly before the SDC
+        assert sdc and 600.0 <= min(sdc) <= 600.0 + 2 * step_s
+        sdc, _ = _sdc_with_a_moved_reading(step_s, temp_jump_at=1e9)
+        assert sdc and 600.0 <= min(sdc) <= 600.0 + 2 * step_s
+
+
+def _sdc_after_an_xid_restart(xid_at: int, jump_at: int | None) -> list[float]:
+    """A 16-GPU training job (a step every 6 s, a checkpoint at 340-360 s) whose GPU 3 reports a fatal XID at
+    ``xid_at``; the job is requeued at 400 s (rewinding 10 steps), ramps up from 430 s and trains again from
+    491 s; the loss jumps +0.4 from ``jump_at``. Returns the start times of the job's suspected-SDC incidents.
+    """
+    from twinloop.ops.detect.rules import JOB_LOSS, JOB_PHASE, JOB_PROGRESS, XID
+    from twinloop.twin.jobs import Phase
+
+    ents = tuple(f"dc/r01/k01/n{n:02d}/g{g}" for n in (1, 2) for g in range(8))
+    n = len(ents)
+    pipe = DetectionPipeline(ents, config=PipelineConfig(emit_info=False))
+    phases = {340: Phase.CHECKPOINT, 360: Phase.SUSTAINED, 400: Phase.QUEUED, 430: Phase.RAMP_UP, 490: Phase.LAUNCH,
+              491: Phase.SUSTAINED}  # fmt: skip
+    phase, steps, since, loss = Phase.SUSTAINED, 0, 0, 0.0
+    sdc: list[float] = []
+    for t in range(700):
+        if t in phases:
+            steps = max(0, steps - 10) if phases[t] == Phase.QUEUED else steps
+            phase, since = phases[t], 0
+        steps += phase == Phase.SUSTAINED and since % 6 == 5
+        since += 1
+        if phase == Phase.SUSTAINED or t == 0:  # outside training the last loss stays reported, as the twin's
+            loss = 2.0 + 8.0 / (1.0 + steps / 200.0) ** 0.5 + (0.4 if jump_at is not None and t >= jump_at else 0.0)
+        xid = np.zeros(n)
+        xid[3] = 79.0 if t >= xid_at else 0.0
+        fields = {SM_CLOCK: np.full(n, 1980.0), POWER_LIMIT: np.full(n, 700.0), XID: xid}
+        job = {JOB_LOSS: np.array([loss]), JOB_PHASE: np.array([float(phase)]), JOB_PROGRESS: np.array([float(steps)])}
+        for u in pipe.step(float(t), fields, np.zeros(n, dtype=np.int64), ["train"], job):
+            if u.status == "open" and u.root == "dc/jobs/train" and u.event_class == EventClass.SUSPECTED_SDC:
+                sdc.append(u.start_ts)
+    return sdc
+
+
+def test_sdc_that_begins_while_the_job_restarts_after_an_xid_is_caught() -> None:
+    # The XID that made the job restart (395 s) was within hw_window_s of the first step after the restart, which
+    # already carries the corruption that began during the ramp-up (450 s). Before: that XID vetoed the step, the
+    # step became the new loss level, and the SDC was never reported. The restart left that GPU's work behind.
+    assert _sdc_after_an_xid_restart(xid_at=395, jump_at=None) == []  # back at the checkpoint's loss: no SDC
+    sdc = _sdc_after_an_xid_restart(xid_at=395, jump_at=450)
+    assert sdc and 491 <= min(sdc) <= 491 + 2 * 6
+    # An XID after the restart, as the jump shows, still explains it (the veto is kept).
+    assert _sdc_after_an_xid_restart(xid_at=495, jump_at=495) == []

@@ -133,7 +133,7 @@ def test_sdc_is_vetoed_by_a_recent_hardware_change() -> None:
                 job_slot,
                 {JOB_LOSS: loss},
                 2,
-                hw_recent=np.array([False, False, hw, False]),
+                hw_fault_onset_s=np.array([-np.inf, -np.inf, 40.0 if hw else -np.inf, -np.inf]),
             )
             fired, _ = rule.update(frame)
             assert not fired[0]

@@ -7,10 +7,13 @@
   below the median. The group statistics are vectorized: one ``np.lexsort`` by (job, value) gives every
   job's median and MAD without a per-job loop.
 * ``sdc`` (per job): the loss or gradient norm jumps (z of its log against a Holt level+trend forecast, as
-  the loss curve trends down; scale = EWMA of |residual|; updated only on new steps) while *no hardware
-  signal* of the job's GPUs changed recently (``frame.hw_recent``: rules and per-field detectors upstream).
-  SDC shows in no hardware counter (Llama 3 report), so this is the
-  only way to see it; a spike with a hardware change is that hardware event instead. A job that restarted
+  the loss curve trends down; scale = EWMA of |residual|; updated only on new steps) while *no hardware fault
+  that can change a step's results* (an XID, a power-delivery fault) began on the job's GPUs recently
+  (``frame.hw_fault_onset_s``) and the job has not restarted since (a restart leaves the faulty hardware's steps
+  behind: what it computes after it, on reset or new GPUs, that fault does not explain). SDC shows in no hardware
+  counter (Llama 3 report), so this is the only way to see it; a spike with such a fault is that hardware event
+  instead. A throttle, a cooling alarm or a temperature that moved on one of the job's GPUs changes its speed, not
+  its numbers, and does not veto. A job that restarted
   (phase back to a starting phase, progress counter going backwards) anchors its loss level afresh on its first
   new step and keeps the learned trend and scale; where the job reports its checkpoint phase, that first step is
   judged against the value it had when it began its last checkpoint (what it resumes from), so an SDC that begins
@@ -265,6 +268,7 @@ class SdcRule(Rule):
         self.rel_floor = rel_floor
         self._state: dict[str, tuple[F64, F64, F64, F64, F64]] = {}
         self._restarts = RestartTracker()
+        self._restart_ts: F64 = np.zeros(0)  # when each job slot last restarted, s (-inf: never seen to)
 
     def _signal_z(self, name: str, x: F64 | None, n_slots: int) -> F64:
         """Robust z of a new step's log value against a Holt (level + trend) forecast; 0 where no new step."""
@@ -336,7 +340,9 @@ class SdcRule(Rule):
             self._at_checkpoint[name] = np.where(m, prev, saved)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
-        """Fire on a loss or gradient-norm spike with no recent hardware change; the score is the larger spike z."""
+        """Fire on a loss or gradient-norm spike with no recent result-changing hardware fault; the score is the larger
+        spike z.
+        """
         n = frame.n_slots
         restarted = self._restarts(frame)
         if restarted.any():
@@ -360,12 +366,22 @@ class SdcRule(Rule):
             self._signal_z("grad", frame.job.get(JOB_GRAD_NORM), n),
         )
         spike = z > self.z_threshold
-        hw = np.zeros(n, dtype=bool)
-        if frame.hw_recent is not None and n:
-            in_job = frame.job_slot >= 0
-            hw_count = np.bincount(frame.job_slot[in_job], weights=frame.hw_recent[in_job], minlength=n)
-            hw = hw_count[:n] > 0
-        return spike & ~hw, z
+        return spike & ~self._hw_veto(frame, restarted), z
+
+    def _hw_veto(self, frame: RuleFrame, restarted: BoolArr) -> BoolArr:
+        """Job slots where a result-changing hardware fault began on one of their GPUs since their last restart."""
+        n = frame.n_slots
+        if self._restart_ts.shape[0] < n:
+            self._restart_ts = np.concatenate([self._restart_ts, np.full(n - self._restart_ts.shape[0], -np.inf)])
+        self._restart_ts[:n][restarted] = frame.ts
+        onset = frame.hw_fault_onset_s
+        if onset is None or n == 0:
+            return np.zeros(n, dtype=bool)
+        last = np.full(n, -np.inf)
+        in_job = (frame.job_slot >= 0) & (frame.job_slot < n)
+        np.maximum.at(last, frame.job_slot[in_job], onset[in_job])
+        veto: BoolArr = np.isfinite(last) & (last > self._restart_ts[:n])
+        return veto
 
 
 class HangRule(Rule):

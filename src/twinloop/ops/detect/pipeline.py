@@ -19,8 +19,9 @@ How a firing becomes a class:
   a GPU no warmer for its power than its row's GPUs, is the row's;
 * job rules (suspected SDC, hang, job slowdown = straggler) fire per job and open one incident per job (the
   root is the job entity); facility rules (PUE rise, power budget) fire for the site (root: the site);
-  the SDC rule only fires when no hardware signal of the job's GPUs *began* within ``hw_window_s`` (an alarm that
-  stays on does not blind it);
+  the SDC rule only fires when no hardware fault that can change a step's results or replay it (an XID, a
+  power-delivery fault: ``_CHANGES_RESULTS``) *began* on the job's GPUs within ``hw_window_s`` (an alarm that stays
+  on does not blind it, and a reading that merely moved, a throttle or a cooling alarm does not veto it at all);
 * a per-field detector alarm that no rule explains is a benign workload phase change when an activity field
   (tensor/DRAM/SM activity, utilization) of the same GPU changed within ``phase_window_s``, and
   ``unclassified`` otherwise; both are ``info`` severity (``emit_info=False`` drops them).
@@ -138,6 +139,15 @@ _FOLLOWS_POWER = frozenset({DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP})
 _COOLING_RULES = frozenset({"cooling", "coolant", "cdu_setpoint", "cdu_pump", "cdu_capacity"})
 #: Rules on the CDU's own reports: no signal of the GPUs' own hardware changed, so they do not veto an SDC.
 _CDU_SIDE = frozenset({"cdu_setpoint", "cdu_pump", "cdu_capacity"})
+#: Hardware rules whose onset can explain a loss or gradient-norm jump: a GPU error (XID: ECC, illegal access, fell
+#: off the bus) can corrupt a step's values or make the job replay steps, and a power-delivery fault can brown out or
+#: power off a node. A throttle, a cooling alarm or a per-field reading that moved changes how fast a GPU computes,
+#: not what it computes, and on a job of hundreds of GPUs some GPU shows one every few minutes: in the default hall's
+#: loop-off passes, seeds 0-4, a thermal-throttle onset or a temperature alarm on one or a few of the 512 GPUs began
+#: within ``hw_window_s`` before the injected SDC in 4 seeds of 5 and vetoed it (caught 26-102 s late, or never once
+#: the loss level had absorbed the jump). They do not veto an SDC; they still explain a job slowdown
+#: (``RuleFrame.hw_recent``).
+_CHANGES_RESULTS = frozenset({"xid", "power_delivery"})
 #: Grouping signature of the ``cooling`` rule's firings (a GPU's own thermal path), apart from the coolant's.
 THERMAL_PATH = "thermal_path"
 _EXPLAINS_STRAGGLER = frozenset({"thermal_throttle", "power_throttle", "power_delivery"}) | _COOLING_RULES
@@ -151,7 +161,8 @@ class PipelineConfig:
         field_detectors: field name → detector name (``REGISTRY``) for the per-field detectors.
         detector_params: detector name → parameter overrides.
         window_s, quiet_s, settle_s, min_fraction: grouping (see :class:`IncidentGrouper`).
-        hw_window_s: a hardware firing this recent vetoes a suspected SDC on the GPU's job, s.
+        hw_window_s: a hardware onset this recent explains a job slowdown on the GPU's job, and one of an XID or
+            power-delivery fault vetoes a suspected SDC on it, s.
         local_excess_c: a throttling GPU this much (and 4 robust sigmas of the row's spread) warmer for its power
             than its row's same-model GPUs has a thermal fault of its own; less, and its throttling is the row's
             (grouped as one row incident), °C.
@@ -248,6 +259,7 @@ class DetectionPipeline:
         self._prev_fired: dict[str, NDArray[np.bool_]] = {}
         self._last_hw = np.full(n, -np.inf)
         self._hw_onset = np.full(n, -np.inf)
+        self._fault_onset = np.full(n, -np.inf)  # last onset of a fault that can change results (_CHANGES_RESULTS)
         self._last_activity = np.full(n, -np.inf)
         self._last_explainer = np.full(n, -np.inf)
         self._last_cooling = np.full(n, -np.inf)
@@ -557,6 +569,8 @@ class DetectionPipeline:
                 # has been on for longer does not blind the SDC rule for the whole job.
                 rising = fired & ~was if was is not None and was.shape == fired.shape else fired
                 self._hw_onset[rising] = ts
+                if rule.name in _CHANGES_RESULTS:
+                    self._fault_onset[rising] = ts
             onsets = self._onsets(ts, rule.name, fired, score, rule.event_class, "anomaly", f"rule:{rule.name}")
             if rule.name == "thermal_throttle" and fired.any():
                 fired, onsets = self._split_throttle(frame, fired, onsets)
@@ -616,7 +630,7 @@ class DetectionPipeline:
 
     def _field_stage(self, ts: float, gpu: Mapping[str, F64]) -> None:
         """Per-field detectors; a change right after a workload change is benign, one no rule explains is
-        unclassified (and vetoes SDC).
+        unclassified (and explains a job slowdown).
         """
         c = self.config
         # An activity field that moved away from its slow reference marks a workload change at once (its own
@@ -649,7 +663,7 @@ class DetectionPipeline:
             benign = fired & recent_activity & ~recent_rule
             other = fired & ~recent_activity & ~recent_rule
             if other.any() and f not in ACTIVITY_FIELDS:
-                self._last_hw[other] = ts  # an unexplained hardware-side change vetoes SDC
+                self._last_hw[other] = ts  # an unexplained hardware-side change explains a job slowdown
                 self._hw_onset[other] = ts
             if not c.emit_info:
                 continue
@@ -680,6 +694,7 @@ class DetectionPipeline:
         """Job rules, per job slot: a job-rooted incident over the job's GPUs."""
         ts, c = frame.ts, self.config
         frame.hw_recent = self._hw_onset >= ts - c.hw_window_s
+        frame.hw_fault_onset_s = np.where(self._fault_onset >= ts - c.hw_window_s, self._fault_onset, -np.inf)
         frame.slowing = self._slowing(frame, self._last_explainer >= ts - c.window_s)
         replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
         for rule in self.job_rules:

@@ -185,7 +185,10 @@ class RuleFrame:
         job_slot: per-GPU job slot (index into the job arrays), -1 = no job.
         job: per-slot job fields (n_slots,), NaN = not reported this step.
         n_slots: number of job slots.
-        hw_recent: per-GPU flag: some hardware signal of this GPU changed (began) recently (for the job rules).
+        hw_recent: per-GPU flag: some hardware signal of this GPU changed (began) recently (explains a job slowdown).
+        hw_fault_onset_s: per-GPU time a hardware fault that can change a step's results or replay it (an XID, a
+            power-delivery fault) last began on this GPU, if recently, s; -inf = none (vetoes a suspected SDC on its
+            job, unless the job restarted since).
         slowing: per-GPU flag: a hardware cause is firing on this GPU now and it runs slow (job slowdown rule).
         expected_slow: per-GPU flag: a known cause makes this GPU slower on purpose (a power cap or clock lock
             the loop applied), so the straggler rules neither flag it nor count it as a peer.
@@ -199,6 +202,7 @@ class RuleFrame:
     job: dict[str, F64] = field(default_factory=dict)
     n_slots: int = 0
     hw_recent: BoolArr | None = None
+    hw_fault_onset_s: F64 | None = None
     expected_slow: BoolArr | None = None
     slowing: BoolArr | None = None
 
