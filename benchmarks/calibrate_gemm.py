@@ -4,7 +4,7 @@
     python benchmarks/calibrate_gemm.py --clock-shift 0.1   # every eager cell's clock window moved by 0.1 s
 
 1. *Predicted, before any change*: the former curve (fitted on the six H100 squares only; no memory term) against
-   every H200 cell of ``tests/fixtures/h200/shapes.json`` at each cell's estimated clock (plan/gemm_fit.py).
+   every H200 cell of ``tests/fixtures/h200/shapes.json`` at each cell's estimated clock (lab/gemm_fit.py).
 2. *Fitted on*: the six H100 squares and the H200 cells of three (N, K) families (``gemm_fit.FIT_FAMILIES``).
 3. *Predicted*: the other four families of ``shapes.json`` (eager) and ``gemm_graphs.json`` (CUDA graphs).
 4. The relative factors the planner applies at a few training shapes.
@@ -24,8 +24,8 @@ import numpy as np
 
 from twinloop.hardware.gpu import get_gpu
 from twinloop.hardware.power import REF_GEMM_ACTIVITY, REF_GEMM_TEMP_C, GpuPowerModel
+from twinloop.lab import gemm_fit as gf
 from twinloop.plan import gemm
-from twinloop.plan import gemm_fit as gf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h200"
 H100_SHAPES = FIXTURES.parent / "h100_shapes"

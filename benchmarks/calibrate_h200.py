@@ -26,9 +26,9 @@ import numpy as np
 from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import CLOCK_EVENT_SW_POWER_CAP, REF_GEMM_ACTIVITY, GpuPowerModel, gemm_clock_mhz
 from twinloop.hardware.readings import H100_BF16_FLOP_PER_CLOCK
-from twinloop.hardware.soak import HBM_TEMP_FIELD, SoakReadings, load_soak, settle_s
 from twinloop.hardware.thermal import HBM_DEFAULT, hbm_steady_c
-from twinloop.hardware.thermal_poles import anchored, fit_poles, simulate
+from twinloop.lab.soak import HBM_TEMP_FIELD, SoakReadings, load_soak, settle_s
+from twinloop.lab.thermal_poles import anchored, fit_poles, simulate
 from twinloop.plan.train_power import compute_clock_mhz
 from twinloop.twin.actions import SetPowerLimit
 from twinloop.twin.engine import Twin

@@ -2,7 +2,7 @@
 
 Reads NAB series (``timestamp,value`` CSVs) and NAB's ``combined_windows.json`` labels. By default the series
 packaged in ``benchmarks/data/nab`` (see its README: source, licence, citation), each with its signal kind and
-whether the profiles were fitted on it or it is held out. Scoring: ``twinloop.ops.detect.windows`` (NAB standard
+whether the profiles were fitted on it or it is held out. Scoring: ``twinloop.lab.nab_windows`` (NAB standard
 profile, with the simplification documented there); windows entirely outside a series' span are not scored.
 
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py                 # default vs per-kind profile
@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from twinloop.lab.nab_windows import WindowScore, load_windows, score_alarms
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.offline import read_series
 from twinloop.ops.detect.profiles import PROFILE_NAMES, detect_with_profile, select_profile
-from twinloop.ops.detect.windows import WindowScore, load_windows, score_alarms
 
 HERE = Path(__file__).resolve().parent / "data" / "nab"
 

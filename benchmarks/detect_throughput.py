@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
+from twinloop.lab.detector_data import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.base import REGISTRY
 from twinloop.ops.detect.pipeline import DetectionPipeline
-from twinloop.ops.detect.synthetic import Fault, SyntheticCluster, fleet_entities
 
 
 def detector_costs(steps: int = 200) -> dict[str, float]:

@@ -20,9 +20,9 @@ from twinloop.errors import InputError
 from twinloop.hardware.gpu import get_gpu
 from twinloop.hardware.power import DEFAULT_COEFFICIENTS, GpuPowerModel
 from twinloop.hardware.power_fit import fit_power, rounded
-from twinloop.hardware.power_validation import markdown, summary, validate
 from twinloop.hardware.readings import load_readings, write_reduced
 from twinloop.hardware.thermal import HBM_DEFAULT, fit_die_rc, fit_hbm, simulate
+from twinloop.lab.power_validation import markdown, summary, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared/data/h100 from the repository root; a git worktree one level deeper (wt/NAME) finds it one up.

@@ -14,9 +14,9 @@ from twinloop.errors import InputError
 from twinloop.hardware.gpu import get_gpu
 from twinloop.hardware.power import DEFAULT_COEFFICIENTS, GpuPowerModel
 from twinloop.hardware.power_fit import fit_power, rounded
-from twinloop.hardware.power_validation import Row, validate
 from twinloop.hardware.readings import Readings, load_readings
 from twinloop.hardware.thermal import HBM_DEFAULT, fit_die_rc, fit_hbm
+from twinloop.lab.power_validation import Row, validate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "h100_power"
 H100 = get_gpu("h100-sxm")

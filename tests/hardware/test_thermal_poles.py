@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from twinloop.errors import InputError
-from twinloop.hardware.soak import load_soak, settle_s
-from twinloop.hardware.thermal_poles import Poles, anchored, fit_poles, simulate
+from twinloop.lab.soak import load_soak, settle_s
+from twinloop.lab.thermal_poles import Poles, anchored, fit_poles, simulate
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 STEPS = ((0.0, 100.0), (10.0, 700.0), (70.0, 300.0), (130.0, 100.0))  # (from s, W)

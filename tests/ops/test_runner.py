@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 from tests.ops.respond.conftest import MemoryAdapter
 
+from twinloop.lab.detector_data import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.detect.rules import TEMP, GpuLimits
-from twinloop.ops.detect.synthetic import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.events import EventClass, Incident
 from twinloop.ops.learn.precool import RowHeatForecast, load_models
 from twinloop.ops.ports import END, Cluster, PollResult, Sample, Topology

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from twinloop.cli.main import app
 from twinloop.errors import InputError
+from twinloop.lab import gemm_fit
 from twinloop.plan import collectives as coll
 from twinloop.plan import efficiency as effc
-from twinloop.plan import gemm_fit
 from twinloop.plan.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS, get_framework
 from twinloop.plan.search import search
 from twinloop.plan.train import plan_train

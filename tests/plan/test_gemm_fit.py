@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from twinloop.lab import gemm_fit as gf
 from twinloop.plan import gemm
-from twinloop.plan import gemm_fit as gf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 

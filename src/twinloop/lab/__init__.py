@@ -2,7 +2,10 @@
 
 ``classifier_dataset`` (labelled incidents from twin runs) and ``classifier_metrics`` (scoring a classifier),
 ``fault_scenarios`` and ``forecast_scenarios`` (seeded random halls), ``feedback_eval`` (the feedback learners on
-twin runs), ``fp8_anchors`` and ``nccl_anchors`` (published cells the planner is compared with), ``phases``
-(labelling a replayed recording by its workload's phases). A module here may import the twin and ``ops`` alike;
+twin runs), ``detector_data`` (synthetic fleets with injected faults) and ``nab_windows`` (scoring alarms against
+labelled windows), ``fp8_anchors`` and ``nccl_anchors`` (published cells the planner is compared with),
+``gemm_fit`` (the GEMM curves fitted on measured GEMMs), ``power_validation``, ``soak`` and ``thermal_poles``
+(the power and thermal models against real GPU readings), ``phases`` (labelling a replayed recording by its
+workload's phases). A module here may import the twin and ``ops`` alike;
 nothing in the product imports this package (``tests/test_lab.py``).
 """

@@ -33,7 +33,7 @@ GEMM_EFFICIENCY = 0.76
 #: MEASURED. The same factor for today's stacks (cuBLAS GEMMs through PyTorch / Transformer Engine on Hopper):
 #: the clock-normalised share of the dense BF16 peak that large GEMMs reach on a real H100 SXM, the median over
 #: the 15 BF16 cells with M, N, K ≥ 4096 of ``tests/fixtures/h100_shapes/shapes.json`` at their estimated clocks
-#: (:func:`twinloop.plan.gemm_fit.measured_large_share`; 0.81-0.97 per cell, 0.88-0.92 with every clock window
+#: (:func:`twinloop.lab.gemm_fit.measured_large_share`; 0.81-0.97 per cell, 0.88-0.92 with every clock window
 #: moved by up to ±0.2 s). The H100 squares of ``shared/data/h100/precision_bf16_fp8.json`` (another run) give 0.90
 #: at 8192³. Used by the ``megatron-core-2024``, ``megatron-bridge-2025`` and ``deepseek-v3`` profiles (the H800 is
 #: the same GH100 die).

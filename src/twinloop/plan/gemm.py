@@ -22,7 +22,7 @@ clock each GEMM ran at (``P = peak · f_measured / f_peak``; ``f_peak`` is ``Gpu
 for the H100/H200's 989 TFLOP/s), and the planner applies DVFS once, through the shared power model
 (:mod:`twinloop.plan.train_power`). The memory and fixed terms do not scale with the SM clock.
 
-**Fitted on** (:mod:`twinloop.plan.gemm_fit`, ``benchmarks/calibrate_gemm.py``): the six H100 SXM squares of
+**Fitted on** (:mod:`twinloop.lab.gemm_fit`, ``benchmarks/calibrate_gemm.py``): the six H100 SXM squares of
 ``shared/data/h100/precision_bf16_fp8.json`` (2048³-8192³) and the H200 cells of three of the seven (N, K)
 families ((4096, 4096), (14336, 4096), (2048, 7168); M from 64 to 16384) of ``tests/fixtures/h200/shapes.json``
 (eager loop) and ``tests/fixtures/h200/gemm_graphs.json`` (CUDA graphs). **Held out** (predicted): the other four
@@ -138,7 +138,7 @@ class GemmCurve:
     fixed_s: float
 
 
-#: FITTED by :func:`twinloop.plan.gemm_fit.fit` on the fit subset (module docstring; ``benchmarks/calibrate_gemm.py``
+#: FITTED by :func:`twinloop.lab.gemm_fit.fit` on the fit subset (module docstring; ``benchmarks/calibrate_gemm.py``
 #: prints the fit and the held-out errors; ``tests/plan/test_gemm_fit.py`` checks these are what it returns).
 CURVES: dict[str, GemmCurve] = {
     "bf16": GemmCurve(e_inf=0.930, k_fill_elems=471.0, mn_fill_elems=64.0, fixed_s=3.64e-6),

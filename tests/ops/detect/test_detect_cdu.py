@@ -7,6 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from twinloop.lab.detector_data import fleet_entities
 from twinloop.ops.detect.cdu_rules import CduCapacityRule, CduPumpRule, CduSetpointRule
 from twinloop.ops.detect.grouping import IncidentGrouper
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
@@ -20,7 +21,6 @@ from twinloop.ops.detect.rules import (
     GpuLimits,
     RuleFrame,
 )
-from twinloop.ops.detect.synthetic import fleet_entities
 from twinloop.ops.evaluate import Label, evaluate_detection
 from twinloop.ops.events import EventClass, Impact, Incident, Severity
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from twinloop.lab.detector_data import fleet_entities
 from twinloop.ops.detect.grouping import IncidentGrouper, TopologyTree
-from twinloop.ops.detect.synthetic import fleet_entities
 from twinloop.ops.events import Detection, EventClass, Incident
 
 ENTITIES = fleet_entities(n_rows=2, racks_per_row=4)  # 2 rows x 4 racks x 8 nodes x 8 GPUs = 512

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from twinloop.hardware.gpu import GpuSpec, load_gpu_catalog
+from twinloop.lab.detector_data import fleet_entities
 from twinloop.ops.detect.grouping import IncidentGrouper
 from twinloop.ops.detect.pipeline import THERMAL_PATH, DetectionPipeline, PipelineConfig
 from twinloop.ops.detect.rules import POWER_LIMIT, SM_CLOCK, GpuLimits
-from twinloop.ops.detect.synthetic import fleet_entities
 from twinloop.ops.events import EventClass, Incident
 
 ENTITIES = fleet_entities(n_rows=2, racks_per_row=4)  # 2 rows x 4 racks x 8 nodes x 8 GPUs

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from twinloop.errors import InputError
+from twinloop.lab.detector_data import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.detect.offline import detect_blocks, read_series
-from twinloop.ops.detect.synthetic import Fault, SyntheticCluster, fleet_entities
 
 
 def wide_csv(path: Path, n: int = 400, step_at: int = 300, dt_s: float = 1.0) -> Path:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from twinloop.errors import InputError
+from twinloop.lab.detector_data import Fault, Sample, SyntheticCluster, fleet_entities
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
 from twinloop.ops.detect.rules import TEMP
-from twinloop.ops.detect.synthetic import Fault, Sample, SyntheticCluster, fleet_entities
 from twinloop.ops.events import FAULT_CLASSES, EventClass, Incident, Severity
 
 ENTITIES = fleet_entities(1, 2)

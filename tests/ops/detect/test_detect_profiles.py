@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from twinloop.errors import InputError
+from twinloop.lab.nab_windows import WindowScore, load_windows, score_alarms
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.ewma_zscore import typical_step
 from twinloop.ops.detect.offline import SeriesBlock, detect_blocks, read_series
@@ -22,7 +23,6 @@ from twinloop.ops.detect.profiles import (
     space_alarms,
     span_seconds,
 )
-from twinloop.ops.detect.windows import WindowScore, load_windows, score_alarms
 from twinloop.ops.events import Detection, EventClass
 
 NAB = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "nab"

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinloop.hardware.power import CLOCK_EVENT_HW_SLOWDOWN, CLOCK_EVENT_SW_THERMAL
+from twinloop.lab.detector_data import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.detect.job_rules import HangRule, SdcRule, group_median
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
 from twinloop.ops.detect.rules import (
@@ -23,7 +24,6 @@ from twinloop.ops.detect.rules import (
     ThermalThrottleRule,
     XidRule,
 )
-from twinloop.ops.detect.synthetic import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.events import FAULT_CLASSES, EventClass, Incident
 
 ENTITIES = fleet_entities(1, 2)  # 128 GPUs: 2 racks x 8 nodes x 8 GPUs, 4 jobs of 32

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from twinloop.hardware.gpu import get_gpu
+from twinloop.lab.detector_data import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.detect.facility_rules import (
     SITE_FACILITY_POWER,
     SITE_IT_POWER,
@@ -14,7 +15,6 @@ from twinloop.ops.detect.facility_rules import (
 from twinloop.ops.detect.job_rules import JobSlowdownRule, SdcRule
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
 from twinloop.ops.detect.rules import JOB_LOSS, JOB_PROGRESS, JOB_STEP_TIME, SM_CLOCK, GpuLimits, RuleFrame
-from twinloop.ops.detect.synthetic import Fault, SyntheticCluster, fleet_entities
 from twinloop.ops.events import FAULT_CLASSES, EventClass, Impact, Severity, severity
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinloop.errors import InputError
-from twinloop.ops.detect.windows import load_windows, score_alarms
+from twinloop.lab.nab_windows import load_windows, score_alarms
 
 DAY = 86400.0
 WINDOWS = [(10 * DAY, 11 * DAY), (20 * DAY, 21 * DAY)]

@@ -7,12 +7,11 @@ a power cap, and the times the cap was set and restored) and ``watch_nvml.parque
 for the memory utilisation). Times are seconds from the start of the heat soak.
 
 NVML's power reading on Hopper (``nvmlDeviceGetPowerUsage``) is a 1 s moving average; the die temperature is
-read in whole °C. Both limit what a fit can resolve (see :mod:`twinloop.hardware.thermal_poles`).
+read in whole °C. Both limit what a fit can resolve (see :mod:`twinloop.lab.thermal_poles`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
+from twinloop.lab.phases import load_phases
 from twinloop.telemetry.fields import DCGM_FI_DEV_MEM_COPY_UTIL, DCGM_FI_DEV_MEMORY_TEMP
 
 F64 = NDArray[np.float64]
@@ -82,11 +82,6 @@ class SoakReadings:
         return self.watch_mean(MEM_UTIL_FIELD, start_s, end_s) / 100.0
 
 
-def _phases(path: Path) -> dict[str, float]:
-    with path.open() as f:
-        return {row["phase"]: float(row["t"]) for row in csv.DictReader(f)}
-
-
 def _cap(path: Path, t0: float) -> CapReadings:
     raw = json.loads(path.read_text())
     s = np.asarray(raw["samples"], dtype=np.float64)
@@ -110,7 +105,7 @@ def _cap(path: Path, t0: float) -> CapReadings:
 def load_soak(data: Path) -> SoakReadings:
     """Read a device-check directory (see the module docstring)."""
     try:
-        phases = _phases(data / "soak_phases.csv")
+        phases = {phase: t for t, phase in load_phases(data / "soak_phases.csv")}
         rows = np.genfromtxt(data / "soak_10hz.csv", delimiter=",", names=True)
         watch = pq.read_table(data / "watch_nvml.parquet", columns=["ts", "field", "value"]).to_pydict()
     except (OSError, KeyError, ValueError) as exc:
