@@ -19,7 +19,6 @@ fitted; the planner does not use it).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import dataclass, replace
@@ -30,6 +29,8 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from twinloop.hardware.gpu import get_gpu
+from twinloop.lab.phases import load_phases
+from twinloop.lab.soak import load_trace
 from twinloop.plan import gemm
 
 Harness = Literal["eager", "graph"]
@@ -89,12 +90,8 @@ def estimate_clocks(
     """Mean SM clock (MHz) of each eager cell of ``shapes.json``, from the 10 Hz soak log (module docstring);
     ``shift_s`` moves every window (to show how much the figures depend on the reconstructed timeline).
     """
-    with soak_csv.open() as f:
-        soak = [(float(r["t"]), float(r["sm_mhz"])) for r in csv.DictReader(f)]
-    with phases_csv.open() as f:
-        phases = {r["phase"]: float(r["t"]) for r in csv.DictReader(f)}
-    t = np.asarray([s[0] for s in soak])
-    mhz = np.asarray([s[1] for s in soak])
+    t, _, _, mhz = load_trace(soak_csv)
+    phases = {phase: start for start, phase in load_phases(phases_csv)}
     durations = np.asarray([_loop_seconds(float(r["ms"])) for r in rows])
     start, end = phases["gemm_shapes"], phases["sdpa"]
     extra = ((end - start) - durations.sum()) / len(rows)

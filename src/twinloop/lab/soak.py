@@ -102,11 +102,22 @@ def _cap(path: Path, t0: float) -> CapReadings:
     )
 
 
+def load_trace(path: Path) -> tuple[F64, F64, F64, F64]:
+    """``soak_10hz.csv`` of a device check: Unix time s, power W, die °C, SM MHz, one row per 10 Hz sample."""
+    rows = np.genfromtxt(path, delimiter=",", names=True)
+    return (
+        rows["t"].astype(np.float64),
+        rows["power_mw"] / 1000.0,
+        rows["gpu_temp_c"].astype(np.float64),
+        rows["sm_mhz"].astype(np.float64),
+    )
+
+
 def load_soak(data: Path) -> SoakReadings:
     """Read a device-check directory (see the module docstring)."""
     try:
         phases = {phase: t for t, phase in load_phases(data / "soak_phases.csv")}
-        rows = np.genfromtxt(data / "soak_10hz.csv", delimiter=",", names=True)
+        t, power_w, temp_c, clock_mhz = load_trace(data / "soak_10hz.csv")
         watch = pq.read_table(data / "watch_nvml.parquet", columns=["ts", "field", "value"]).to_pydict()
     except (OSError, KeyError, ValueError) as exc:
         raise InputError(str(data), "", f"not a device-check directory ({exc})") from exc
@@ -116,10 +127,10 @@ def load_soak(data: Path) -> SoakReadings:
     field = np.asarray(watch["field"])
     ts, value = np.asarray(watch["ts"], dtype=np.float64) - t0, np.asarray(watch["value"], dtype=np.float64)
     return SoakReadings(
-        t_s=rows["t"] - t0,
-        power_w=rows["power_mw"] / 1000.0,
-        temp_c=rows["gpu_temp_c"].astype(np.float64),
-        clock_mhz=rows["sm_mhz"].astype(np.float64),
+        t_s=t - t0,
+        power_w=power_w,
+        temp_c=temp_c,
+        clock_mhz=clock_mhz,
         phase_start_s={name: t - t0 for name, t in phases.items()},
         cap=_cap(data / "actuator.json", t0),
         watch_1hz={f: (ts[field == f], value[field == f]) for f in (MEM_UTIL_FIELD, HBM_TEMP_FIELD)},
