@@ -145,7 +145,8 @@ COMPUTE_SM_ACTIVE = 1.0
 #: (the planner counts FP8 FLOPs at their BF16-equivalent time). The ten capped and clock-locked phases of the same
 #: GEMM (345-1,369 MHz, not used for the value) read 1.47-1.54e-3 (``benchmarks/calibrate_h100_constants.py``),
 #: and the H200's soak (not fitted: 667 TFLOP/s, 4.8 TB/s) is predicted at 0.230 memory utilisation, measured 0.249
-#: (``benchmarks/validate_activity_h100.py``). One GEMM shape; replaces the GUESS ``COMPUTE_DRAM_ACTIVE_BASE`` 0.25.
+#: (``benchmarks/calibrate_h200.py``); the H100's training run: ``benchmarks/validate_activity_h100.py``. One GEMM
+#: shape; replaces the GUESS ``COMPUTE_DRAM_ACTIVE_BASE`` 0.25.
 GEMM_HBM_BYTES_PER_FLOP = 1.49e-3
 
 #: PUBLISHED. Thread blocks (CTAs, one per channel, each on its own SM) NCCL's ring/tree collectives run on 8 H100
