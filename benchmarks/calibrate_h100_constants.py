@@ -41,6 +41,26 @@ def _phase_samples(phase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return col("t") - t0, col("gpu_temp_c"), col("power_mw") / 1e3, col("fb_used_mib")
 
 
+def _gemm_bytes_per_flop(copy_gbps: float) -> None:
+    """GEMM_HBM_BYTES_PER_FLOP from gemm_peak (NVML memory utilisation x the copy's rate / TFLOP/s), and the same
+    ratio over the clock and power-limit sweep of that GEMM (not used for the value).
+    """
+    from twinloop.hardware.readings import load_readings
+
+    phases = load_readings(DATA).phases
+    ratio = {
+        n: p.dram_active * copy_gbps * 1e9 / (p.throughput * 1e12)
+        for n, p in phases.items()
+        if p.group == "gemm" and p.throughput > 0
+    }
+    peak = phases["gemm_peak"]
+    got = ratio["gemm_peak"] * 1e3
+    print(f"\nGEMM_HBM_BYTES_PER_FLOP: gemm_peak memory utilisation {peak.dram_active:.3f} x {copy_gbps:,.0f} GB/s")
+    print(f"  / {peak.throughput:.1f} TFLOP/s = {got:.3f}e-3 B/FLOP; code {effc.GEMM_HBM_BYTES_PER_FLOP:.3g}")
+    rest = [v for n, v in ratio.items() if n != "gemm_peak"]
+    print(f"  the {len(rest)} capped / clock-locked GEMM phases: {min(rest) * 1e3:.3f}-{max(rest) * 1e3:.3f}e-3 B/FLOP")
+
+
 def main() -> int:
     """Print the measured constants next to the code's values."""
     if not (DATA / RUNS[0]).exists():
@@ -53,6 +73,8 @@ def main() -> int:
     copy = [r["memcopy"]["GBps_rw"] for r in runs]
     print(f"\nHBM_EFFICIENCY: 4 GiB D2D copy, read + write: {copy[0]:,.0f} / {copy[1]:,.0f} GB/s")
     print(f"  measured {np.mean(copy) / hbm:.3f}   code {effc.HBM_EFFICIENCY}")
+
+    _gemm_bytes_per_flop(float(np.mean(copy)))
 
     dec = [row["weight_GBps"] for r in runs for row in r["decode_like"]["rows"] if row["batch"] in DECODE_BATCHES]
     print(f"\nDECODE_HBM_EFFICIENCY: Llama-3-8B weight streaming, batch {DECODE_BATCHES}: ", end="")

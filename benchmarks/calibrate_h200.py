@@ -29,6 +29,8 @@ from twinloop.hardware.readings import H100_BF16_FLOP_PER_CLOCK
 from twinloop.hardware.thermal import HBM_DEFAULT, hbm_steady_c
 from twinloop.lab.soak import HBM_TEMP_FIELD, SoakReadings, load_soak, settle_s
 from twinloop.lab.thermal_poles import anchored, fit_poles, simulate
+from twinloop.plan import efficiency as effc
+from twinloop.plan.activity import gemm_work
 from twinloop.plan.train_power import compute_clock_mhz
 from twinloop.twin.actions import SetPowerLimit
 from twinloop.twin.engine import Twin
@@ -174,7 +176,7 @@ def power_figures(r: SoakReadings, gpu: GpuSpec, data: Path) -> list[Figure]:
     pcap, tcap, fcap = r.window(*w["capped"])
     mem700, memcap = r.mem_util(*w["soak_700"]), r.mem_util(*w["capped"])
     limits = np.array([cap.default_limit_w, cap.cap_w])
-    plan700, plancap = compute_clock_mhz(model, np.ones(2), limits)
+    plan700, plancap = compute_clock_mhz(model, gemm_work(gpu, 2), limits)
     tensor = _gemm_tflops(data) * 1e12 / (H100_BF16_FLOP_PER_CLOCK * f700 * 1e6)
     act = (tensor, 1.0, mem700)
     hw700 = gemm_clock_mhz(model, cap.default_limit_w, act, f700, t700)
@@ -206,6 +208,17 @@ def power_figures(r: SoakReadings, gpu: GpuSpec, data: Path) -> list[Figure]:
             "",
             capped_bit,
             float(hw700 < gpu.sm_clock_max_mhz),
+            "predicted",
+        ),
+        Figure(
+            "power",
+            "memory utilisation of the GEMM at 700 W (model: the H100's HBM bytes per FLOP)",
+            "",
+            mem700,
+            effc.GEMM_HBM_BYTES_PER_FLOP
+            * _gemm_tflops(data)
+            * 1e12
+            / (effc.HBM_EFFICIENCY * gpu.hbm_bandwidth_bytes_per_s),
             "predicted",
         ),
         Figure(

@@ -18,8 +18,9 @@ from twinloop.plan.train_time import dp_last_bucket_fraction
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sections" / "calibration-plan-train.md"
 
-#: The factors of plan/efficiency.py that remain GUESSES: no H100 reading covers DCGM tensor/SM/DRAM activity.
-REMAINING_GUESSES = {"COMPUTE_*, COMM_* activities"}
+#: The factors of plan/efficiency.py that remain GUESSES: none since the per-phase activities follow the power
+#: model's rules (plan/activity.py) with measured, published or derived constants.
+REMAINING_GUESSES: set[str] = set()
 KINDS = {"measured", "fitted", "published", "derived", "setting", "convention", "guess"}
 
 
@@ -58,9 +59,24 @@ def test_the_remaining_guesses_of_efficiency_py_are_the_named_short_list() -> No
 
 def test_measured_constants_say_so_in_the_module() -> None:
     source = Path(effc.__file__).read_text()
-    for name in ("HBM_EFFICIENCY", "DECODE_HBM_EFFICIENCY", "TRAIN_DIE_TEMP_C", "RESERVED_BYTES"):
+    for name in (
+        "HBM_EFFICIENCY",
+        "DECODE_HBM_EFFICIENCY",
+        "TRAIN_DIE_TEMP_C",
+        "RESERVED_BYTES",
+        "GEMM_HBM_BYTES_PER_FLOP",
+    ):
         comment = source[: source.index(f"\n{name} = ")].rsplit("\n\n", 1)[-1]
         assert "MEASURED" in comment and "h100" in comment.lower(), name
+
+
+def test_no_constant_of_the_module_is_a_guess() -> None:
+    source = Path(effc.__file__).read_text()
+    names = [n for n, v in vars(effc).items() if re.fullmatch(r"[A-Z][A-Z0-9_]+", n) and isinstance(v, float)]
+    for name in names:
+        comment = source[: source.index(f"\n{name} = ")].rsplit("\n\n", 1)[-1]
+        kinds = ("MEASURED", "FITTED", "PUBLISHED", "DERIVED", "CONVENTION", "SETTING")
+        assert "GUESS." not in comment and any(k in comment for k in kinds), name
 
 
 def test_last_bucket_is_one_megatron_core_bucket_of_the_gpu_parameters() -> None:

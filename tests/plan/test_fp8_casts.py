@@ -117,33 +117,34 @@ def test_catalog_split() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="+16.5 % since the modern profiles use the large-GEMM share measured on the H100 (0.89) instead of the "
-    "Korthikanti fit (0.76): NeMo 24.12 ran below raw cuBLAS GEMM speed at this layout; nothing tuned to close it "
-    "(docs/calibration.md, FP8 part)",
+    reason="+21.6 % (+16.5 % before the activities followed the power model's rules) since the modern profiles use "
+    "the large-GEMM share measured on the H100 (0.89) instead of the Korthikanti fit (0.76): NeMo 24.12 ran below "
+    "raw cuBLAS GEMM speed at this layout; nothing tuned to close it (docs/calibration.md, FP8 part)",
 )
 def test_fitted_fp8_cell_in_band() -> None:
-    """The fitted-role cell (NeMo 24.12, Llama-3-8B on 8 H100) within 10 % in tokens/s per GPU (now +16.5 %)."""
+    """The fitted-role cell (NeMo 24.12, Llama-3-8B on 8 H100) within 10 % in tokens/s per GPU (now +21.6 %)."""
     (p,) = [p for p in fp8_anchors.points() if p.role == "fitted"]
     assert abs(fp8_anchors.compare_point(p).error) <= 0.10
 
 
 #: Measured error (tokens/s per GPU) of each published FP8 cell since the modern profiles use the measured H100
-#: large-GEMM share (docs/calibration.md, FP8 part). NeMo 2024 cells come out too fast, Megatron-Bridge 2025 cells
-#: slightly slow. The test holds each within 3 points of its measured error, so a regression fails it.
+#: large-GEMM share and the phase activities follow the power model's rules (plan/activity.py: FP8 GEMMs' lower
+#: tensor activity lets the compute phase clock higher; docs/calibration.md, FP8 part). NeMo 2024 cells come out too
+#: fast, Megatron-Bridge 2025 cells slightly slow. The test holds each within 3 points of its measured error.
 MEASURED_ERROR = {
-    "nemo-24.12-llama3-8b-fp8": 0.165,
-    "nemo-24.12-llama3-70b-fp8": 0.109,
-    "nemo-24.07-llama3-8b-fp8": 0.188,
-    "nemo-24.07-llama3-70b-fp8": 0.102,
-    "mbridge-25.09-llama3-8b-fp8cs": -0.050,
-    "mbridge-25.09-llama3-70b-fp8cs": -0.049,
-    "mbridge-25.11-llama3-8b-fp8cs": -0.074,
-    "mbridge-25.11-llama3-70b-fp8cs": -0.039,
-    "torchtitan-llama3.1-8b-8gpu": -0.047,  # FP8/BF16 ratios
-    "torchtitan-llama3.1-8b-128gpu": -0.052,
+    "nemo-24.12-llama3-8b-fp8": 0.216,
+    "nemo-24.12-llama3-70b-fp8": 0.141,
+    "nemo-24.07-llama3-8b-fp8": 0.240,
+    "nemo-24.07-llama3-70b-fp8": 0.134,
+    "mbridge-25.09-llama3-8b-fp8cs": -0.016,
+    "mbridge-25.09-llama3-70b-fp8cs": -0.033,
+    "mbridge-25.11-llama3-8b-fp8cs": -0.041,
+    "mbridge-25.11-llama3-70b-fp8cs": -0.023,
+    "torchtitan-llama3.1-8b-8gpu": -0.007,  # FP8/BF16 ratios
+    "torchtitan-llama3.1-8b-128gpu": -0.012,
 }
 
-#: Predicted cells outside the 15 % band (NeMo 24.07, Llama-3-8B: +18.8 %), with the same cause as the fitted-role
+#: Predicted cells outside the 15 % band (NeMo 24.07, Llama-3-8B: +24.0 %), with the same cause as the fitted-role
 #: cell; flagged if they come back.
 OUT_OF_BAND = {"nemo-24.07-llama3-8b-fp8"}
 
@@ -156,8 +157,8 @@ def test_fp8_cells_at_their_measured_error() -> None:
 
 
 def test_predicted_fp8_cells_in_band() -> None:
-    """Predicted (never fitted): the published layouts within 15 % in tokens/s per GPU (now −7.4 .. +18.8 %, one
-    cell outside: :data:`OUT_OF_BAND`), the torchtitan FP8/BF16 ratios within 10 % (now −4.7 / −5.2 %)."""
+    """Predicted (never fitted): the published layouts within 15 % in tokens/s per GPU (now −4.1 .. +24.0 %, one
+    cell outside: :data:`OUT_OF_BAND`), the torchtitan FP8/BF16 ratios within 10 % (now −0.7 / −1.2 %)."""
     for p in fp8_anchors.points():
         if p.role == "predicted":
             err = abs(fp8_anchors.compare_point(p).error)

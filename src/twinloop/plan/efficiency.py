@@ -4,9 +4,11 @@ Each constant says what it is and where its value comes from: MEASURED (on the r
 ``/work/shared/data/h100``, derived by ``benchmarks/calibrate_h100_constants.py``), FITTED (chosen by a
 calibration, which says on what: ``GEMM_EFFICIENCY`` and ``ELEMENTWISE_HBM_PASSES`` by
 ``benchmarks/calibrate_korthikanti.py --fit`` minimizing the worst relative error over the eight cells of
-Korthikanti et al. 2022, Table 5; docs/sections/calibration-plan-train.md reports the fit), PUBLISHED (cited) or
-a stated GUESS that no measurement covers (only the per-phase activities, ``COMPUTE_*``/``COMM_*``;
-tests/plan/test_efficiency_kinds.py pins that list). The GEMM shape/dtype curves are fitted on measured H100
+Korthikanti et al. 2022, Table 5; docs/sections/calibration-plan-train.md reports the fit), PUBLISHED (cited),
+DERIVED (from cited or measured figures by a stated rule) or a CONVENTION the power model's fit fixed; none is a
+GUESS any more (tests/plan/test_efficiency_kinds.py pins that). The per-phase activities follow the rules the power
+model was fitted with (``hardware/readings.py``), computed in :mod:`twinloop.plan.activity`.
+The GEMM shape/dtype curves are fitted on measured H100
 GEMMs in :mod:`twinloop.plan.gemm`; the framework-dependent factors (overlaps, bubble, FP8 handling, and the
 large-GEMM efficiency: ``GEMM_EFFICIENCY`` for the 2022 stack, ``H100_GEMM_EFFICIENCY`` for today's) come from
 :mod:`twinloop.plan.frameworks`; :class:`TrainEfficiency`'s defaults are the ``megatron-2022`` values.
@@ -126,17 +128,50 @@ RESERVED_BYTES = 3.25e9
 #: 62 C after 60 s, still rising. One GPU with unknown cooling; ``benchmarks/calibrate_h100_constants.py``.
 TRAIN_DIE_TEMP_C = 67.0
 
-#: GUESS. Activity during the compute phase of a step: SM activity and the tensor-core activity per unit of the
-#: GEMM share of the compute time (DCGM PIPE_TENSOR_ACTIVE reads ~0.6-0.8 on well-tuned LLM training; GUESS).
-COMPUTE_SM_ACTIVE = 0.95
-COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE = 0.85
-#: HBM (DRAM_ACTIVE) activity in the compute phase outside element-wise kernels (GEMM operand streaming).
-COMPUTE_DRAM_ACTIVE_BASE = 0.25
+#: CONVENTION (the power model's rule). SM activity of the compute phase: 1, as ``hardware/readings.py`` sets it for
+#: every kernel that fills the GPU (GEMM, copy, decode, training) when the power model is fitted, so the planner
+#: feeds the model what it was fitted on. The fit drops the SM term (``PowerCoefficients.c_sm`` = 0: SM power is
+#: carried by the context and tensor terms), so this value does not move power at all. (Was the GUESS 0.95.)
+#: The compute phase's tensor activity needs no constant: it is derived from the plan itself
+#: (:mod:`twinloop.plan.activity`: the tensor-core FLOPs at the dtype's peak over the phase's time at its clock,
+#: the quantity the readings measure), replacing the GUESS 0.85 × GEMM time share.
+COMPUTE_SM_ACTIVE = 1.0
 
-#: Activity while only communication runs (NCCL kernels keep a few SMs and HBM busy; GUESS: the H100 readings
-#: have no DCGM profiling counters to measure these or the compute-phase activities above).
-COMM_SM_ACTIVE = 0.2
-COMM_DRAM_ACTIVE = 0.15
+#: MEASURED. HBM bytes a large tiled GEMM moves per BF16 FLOP (operand and output traffic past the L2), which sets
+#: the compute phase's DRAM activity outside the memory-bound kernels. The 8192³ BF16 GEMM at 700 W on a real H100
+#: SXM (``/work/shared/data/h100``, phase ``gemm_peak``): NVML memory utilisation 0.331 at 668.8 TFLOP/s, where a
+#: stream at 3,013 GB/s (the D2D copy, ``HBM_EFFICIENCY``) reads 1: 0.331 × 3,013 GB/s / 668.8 TFLOP/s =
+#: 1.49e-3 B/FLOP, 4× the compulsory 3.7e-4 (tiles re-read past the 50 MB L2). FP8 moves half the bytes per FLOP
+#: (the planner counts FP8 FLOPs at their BF16-equivalent time). The ten capped and clock-locked phases of the same
+#: GEMM (345-1,369 MHz, not used for the value) read 1.47-1.54e-3 (``benchmarks/calibrate_h100_constants.py``),
+#: and the H200's soak (not fitted: 667 TFLOP/s, 4.8 TB/s) is predicted at 0.230 memory utilisation, measured 0.249
+#: (``benchmarks/calibrate_h200.py``); the H100's training run: ``benchmarks/validate_activity_h100.py``. One GEMM
+#: shape; replaces the GUESS ``COMPUTE_DRAM_ACTIVE_BASE`` 0.25.
+GEMM_HBM_BYTES_PER_FLOP = 1.49e-3
+
+#: PUBLISHED. Thread blocks (CTAs, one per channel, each on its own SM) NCCL's ring/tree collectives run on 8 H100
+#: SXM behind NVSwitch: "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels" (NCCL INFO at
+#: init on 8× H100, a public benchmark log; DGX A100 also runs 24, github.com/NVIDIA/nccl/issues/1225: "for
+#: dgxA100, 12 nvlink and 24 cta for allreduce"; NVLS defaults to 16, ``NCCL_PARAM(NvlsChannels,
+#: "NVLS_NCHANNELS", 16)`` in NVIDIA/nccl src/transport/nvls.cc; "Each ring is run by a GPU SM", S. Jeaugey,
+#: github.com/NVIDIA/nccl/issues/1360).
+NCCL_CTAS = 24.0
+#: PUBLISHED. SMs of an H100 SXM5 (the H100 whitepaper; also the 132 × 4,096 FLOP/clock of ``hardware/readings.py``).
+H100_SM_COUNT = 132.0
+#: DERIVED (from the two above). SM activity while only communication runs: the share of SMs NCCL's CTAs occupy,
+#: 24 / 132 = 0.18 (NVLS: 16 / 132 = 0.12). Like ``COMPUTE_SM_ACTIVE`` it does not move power (``c_sm`` = 0).
+#: Was the GUESS 0.2.
+COMM_SM_ACTIVE = NCCL_CTAS / H100_SM_COUNT
+
+#: DERIVED (an assumption on NCCL's data path, stated). Bytes of a GPU's own HBM traffic (read + write) per byte it
+#: sends on the bus in a ring collective with the Simple protocol over P2P: each step of a reduce-scatter reads the
+#: local chunk, and the incoming chunk is written into the receiver's FIFO and read back out (3 per bus byte); an
+#: all-gather step writes the incoming chunk and reads it to forward (2, 3 through a FIFO). NCCL's FIFOs (4 MiB
+#: per channel and peer × 24 channels) exceed the 50 MB L2, so they live in HBM. 3 is the upper end of 2-3. The
+#: communication phase's DRAM activity is then ``3 × NCCL bus bandwidth / usable HBM bandwidth``
+#: (:func:`twinloop.plan.activity.comm_activity`): 3 × 370 / 3,015 GB/s = 0.37 on an H100 over NVLink, replacing
+#: the GUESS 0.15; a collective bound by one 400 Gb/s NIC per GPU (47 GB/s) moves 0.05.
+COMM_HBM_BYTES_PER_BUS_BYTE = 3.0
 
 #: PUBLISHED (a range; 1.2 is a setting). Facility power usage effectiveness applied to GPU energy for cost: industry
 #: figures range from ~1.1 (hyperscale, Google fleet 2021) to ~1.57 (Uptime Institute 2021 average); 1.2 is a modern

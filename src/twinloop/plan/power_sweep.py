@@ -93,6 +93,7 @@ def power_sweep(ctx: TrainContext, config: ConfigArrays, points: int = DEFAULT_P
         limits,
         ctx.prices,
         imbalance,
+        ctx.efficiency,  # the request's framework profile, as the plan itself (was the megatron-2022 defaults)
     )
     gpus = float(ctx.request.gpus)
     step = a.time.step_s

@@ -41,9 +41,8 @@ from twinloop.model.kv_cache import kv_cache_bytes_per_token
 from twinloop.model.params import param_counts
 from twinloop.model.precision import PrecisionPolicy, get_policy
 from twinloop.plan import collectives as coll
+from twinloop.plan.activity import comm_activity
 from twinloop.plan.efficiency import (
-    COMM_DRAM_ACTIVE,
-    COMM_SM_ACTIVE,
     DECODE_HBM_EFFICIENCY,
     FLASH_ATTENTION_EFFICIENCY,
     NETWORK_EFFICIENCY,
@@ -267,16 +266,17 @@ class ReplicaRoofline:
         # each of them once per round, so both a lone prompt and a full decode round take pp stage times.
         # Activity: each GPU is busy m stage times of that round (a lone prompt leaves it idle (pp-1)/pp).
         stages = float(self.pp)
+        comm_sm, comm_dram = comm_activity(self.gpu)  # NCCL's CTAs and HBM traffic while a collective runs
 
         def activity(x: Arr) -> tuple[Arr, Arr, Arr, Arr]:
             busy = np.maximum(gemm_full / x, gemm_mem) + np.maximum(attn_full / x, attn_mem)
             time: Arr = stages * (busy + comm) + e.step_overhead_s
             # tensor_active counts cycles: at a lower clock the same work fills a larger share of them.
             tensor: Arr = np.clip(m * tensor_ideal / x / time, 0.0, 1.0) * tensor_weight
-            sm: Arr = np.clip(m * (busy + COMM_SM_ACTIVE * comm) / time, 0.0, 1.0)
+            sm: Arr = np.clip(m * (busy + comm_sm * comm) / time, 0.0, 1.0)
             # DRAM activity is the share of time the memory is busy (how the power model is fitted: NVML's memory
             # utilisation reads 1 for a stream at the achievable bandwidth), not bytes over the datasheet figure.
-            dram: Arr = np.clip(m * (memory + COMM_DRAM_ACTIVE * comm) / time, 0.0, 1.0)
+            dram: Arr = np.clip(m * (memory + comm_dram * comm) / time, 0.0, 1.0)
             return time, tensor, sm, dram
 
         model = GpuPowerModel(self.gpu)

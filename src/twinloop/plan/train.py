@@ -15,7 +15,6 @@ import numpy as np
 
 from twinloop.errors import InputError
 from twinloop.plan import dualpipe
-from twinloop.plan import efficiency as effc
 from twinloop.plan.cost import cost_usd, facility_energy_kwh
 from twinloop.plan.evaluate import TrainArrays, evaluate, routing_imbalance
 from twinloop.plan.failures import job_reliability
@@ -198,8 +197,8 @@ def _phases(a: TrainArrays, limit_w: float) -> TrainPhases:
             "communication",
             float(p.comm_s[0]),
             0.0,
-            effc.COMM_SM_ACTIVE,
-            effc.COMM_DRAM_ACTIVE,
+            float(p.comm_sm_active[0]),
+            float(p.comm_dram_active[0]),
             float(p.compute_clock_mhz[0]),
             float(p.comm_power_w[0]),
         ),

@@ -1,21 +1,22 @@
 """Power per GPU over a training step, with DVFS at the power limit (vectorized over configurations).
 
 A step has three phases, each with DCGM-style activities (0..1) that drive
-:class:`twinloop.hardware.power.GpuPowerModel`:
+:class:`twinloop.hardware.power.GpuPowerModel`, computed by the rules the model was fitted with
+(:mod:`twinloop.plan.activity`):
 
-* compute (GEMMs, attention, element-wise kernels, optimizer): tensor activity
-  ``COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE × gemm_share``, SM activity ``COMPUTE_SM_ACTIVE``, DRAM activity
-  mixing GEMM operand streaming (``COMPUTE_DRAM_ACTIVE_BASE``) and memory-bound element-wise kernels (memory
-  busy all their time) by their time shares;
-* communication (exposed TP/CP/EP/PP/DP collectives): NCCL's few SMs (``COMM_SM_ACTIVE``) and HBM
-  (``COMM_DRAM_ACTIVE``), no tensor cores;
+* compute (GEMMs, attention, element-wise kernels, optimizer): tensor activity = the step's tensor-core FLOPs at
+  their dtype's peak over the phase's time (both at its clock); SM activity 1; DRAM activity = the memory's busy
+  time (the GEMMs' measured HBM bytes per FLOP over the usable bandwidth, plus the memory-bound kernels and the
+  optimizer) over the phase's time;
+* communication (exposed TP/CP/EP/PP/DP collectives): NCCL's CTAs on a few SMs and its HBM traffic per bus byte
+  (:func:`twinloop.plan.activity.comm_activity`), no tensor cores;
 * bubble (pipeline fill/drain): idle with a live CUDA context (static + the context's clocked power).
 
 Under the power limit the compute phase runs at the highest clock whose power fits
 (:meth:`GpuPowerModel.max_clock_for_power`, iterated with the activities that clock implies) and slows by
 ``1/relative_speed`` for its compute-bound share;
 communication and bubbles are clock-insensitive. Average power is time-weighted; peak is the compute phase.
-All activity constants are guesses (see :mod:`twinloop.plan.efficiency`).
+Where each activity constant comes from: :mod:`twinloop.plan.efficiency`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.hardware.gpu import GpuSpec
 from twinloop.hardware.power import GpuPowerModel, relative_speed
 from twinloop.plan import efficiency as effc
+from twinloop.plan.activity import ComputeWork, comm_activity, compute_activity, gemm_hbm_s
 from twinloop.plan.collectives import Topology
 from twinloop.plan.efficiency import DEFAULT_EFFICIENCY, TrainEfficiency
 from twinloop.plan.parallel import ConfigArrays
@@ -47,6 +50,7 @@ class PowerArrays:
         average_power_w: time-weighted over the step; peak_power_w: the compute phase.
         compute_s / comm_s / bubble_s: phase durations per step (sum = step time).
         tensor_active / sm_active / dram_active: compute-phase activities (0..1).
+        comm_sm_active / comm_dram_active: communication-phase activities (0..1; no tensor cores).
         energy_per_step_j: energy of one GPU per step.
     """
 
@@ -63,28 +67,9 @@ class PowerArrays:
     tensor_active: F64
     sm_active: F64
     dram_active: F64
+    comm_sm_active: F64
+    comm_dram_active: F64
     energy_per_step_j: F64
-
-
-def compute_activity(
-    gemm_share: F64, eff: TrainEfficiency = DEFAULT_EFFICIENCY, clock_x: F64 | float = 1.0
-) -> tuple[F64, F64, F64]:
-    """(tensor, sm, dram) activity of the compute phase at relative clock ``clock_x``.
-
-    ``gemm_share`` is the compute-bound share of the compute phase at full clock. At a lower clock the GEMMs
-    stretch by ``1/x`` and the memory-bound element-wise work does not, so the tensor pipes are busy a larger
-    share of the time while the GEMMs' DRAM bytes per second fall with their rate (their bytes per step do not
-    change): DRAM activity is bytes per step over the stretched step.
-    """
-    gemm_t = gemm_share / np.maximum(clock_x, 1e-6)
-    elem_t = 1.0 - gemm_share
-    total = gemm_t + elem_t
-    tensor = effc.COMPUTE_TENSOR_ACTIVE_PER_GEMM_SHARE * gemm_t / total
-    sm = np.full_like(np.asarray(gemm_share, dtype=np.float64), effc.COMPUTE_SM_ACTIVE)
-    # DRAM activity = share of time the memory is busy (as the power model is fitted): element-wise kernels are
-    # memory-bound, so the memory is busy all their time.
-    dram = (effc.COMPUTE_DRAM_ACTIVE_BASE * gemm_share + elem_t) / total
-    return tensor, sm, dram
 
 
 def fp8_tensor_share(w: TrainWorkload, clock_x: float = 1.0) -> float:
@@ -107,28 +92,41 @@ DVFS_ITERATIONS = 6
 
 def compute_clock_mhz(
     model: GpuPowerModel,
-    gemm_share: F64,
+    work: ComputeWork,
     power_limit_w: F64 | float,
     tensor_weight: F64 | float = 1.0,
-    eff: TrainEfficiency = DEFAULT_EFFICIENCY,
 ) -> F64:
     """SM clock of the compute phase under ``power_limit_w`` (DVFS), at the planner's die temperature.
 
-    The activities depend on the clock (:func:`compute_activity`) and the clock on them: a short fixed-point
-    iteration. ``gemm_share`` = 1 is a dense GEMM alone (how the planner sees one; checked against real GPUs
-    by ``benchmarks/calibrate_h200.py``).
+    The activities depend on the clock (:func:`twinloop.plan.activity.compute_activity`) and the clock on them: a
+    short fixed-point iteration. :func:`twinloop.plan.activity.gemm_work` is a dense GEMM alone (checked against
+    real GPUs by ``benchmarks/calibrate_h200.py``).
     """
-    share = np.asarray(gemm_share, dtype=np.float64)
-    temp = np.full(share.shape, effc.TRAIN_DIE_TEMP_C)
-    limit: F64 = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), share.shape)
-    weight: F64 = np.broadcast_to(np.asarray(tensor_weight, dtype=np.float64), share.shape)
-    x: F64 = np.ones_like(share)
+    shape = np.shape(work.gemm_s)
+    temp = np.full(shape, effc.TRAIN_DIE_TEMP_C)
+    limit: F64 = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), shape)
+    weight: F64 = np.broadcast_to(np.asarray(tensor_weight, dtype=np.float64), shape)
+    x: F64 = np.ones(shape)
     clock = x * model.gpu.sm_clock_max_mhz
     for _ in range(DVFS_ITERATIONS):
-        tensor, sm, dram = compute_activity(share, eff, x)
+        tensor, sm, dram = compute_activity(work, x)
         clock = np.asarray(model.max_clock_for_power(limit, tensor * weight, sm, dram, temp), dtype=np.float64)
         x = clock / model.gpu.sm_clock_max_mhz
     return clock
+
+
+def compute_work(
+    w: TrainWorkload, t: TimeArrays, gpu: GpuSpec, eff: TrainEfficiency = DEFAULT_EFFICIENCY
+) -> ComputeWork:
+    """The compute phase of a step timed at full clock (``t`` from :func:`step_time` with no slowdown).
+
+    The optimizer runs in the compute phase and is memory-bound like the element-wise kernels.
+    """
+    gemm = t.compute_s * t.gemm_share
+    memory = t.compute_s - gemm + t.optimizer_s
+    peak_bf16 = w.peak_bf16_flops_per_s * gpu.sm_clock_max_mhz / gpu.peak_clock_mhz
+    hbm = gemm_hbm_s(t.tensor_ideal_s, peak_bf16, eff.hbm * w.hbm_bytes_per_s)
+    return ComputeWork(gemm, memory, t.tensor_ideal_s, hbm)
 
 
 def time_and_power(
@@ -143,9 +141,10 @@ def time_and_power(
 ) -> tuple[TimeArrays, PowerArrays]:
     """Step time at the clock the power limit allows, and the power of each phase.
 
-    The compute phase's activities depend on its clock (see :func:`compute_activity`) and its clock on its
-    power, so the DVFS clock is a short fixed-point iteration, vectorized over configurations. FP8 GEMMs weigh
-    their tensor activity by :meth:`GpuPowerModel.tensor_weight` (FP8 draws a little more per busy cycle).
+    The compute phase's activities depend on its clock (see :func:`twinloop.plan.activity.compute_activity`) and
+    its clock on its power, so the DVFS clock is a short fixed-point iteration, vectorized over configurations. FP8
+    GEMMs weigh their tensor activity by :meth:`GpuPowerModel.tensor_weight` (FP8 draws a little more per busy
+    cycle).
 
     Args:
         w: model-side scalars of the training job.
@@ -159,12 +158,13 @@ def time_and_power(
     """
     full_clock = step_time(w, c, topo, global_batch, imbalance, 1.0, eff)
     share = full_clock.gemm_share
+    work = compute_work(w, full_clock, model.gpu, eff)
     weight = model.tensor_weight(fp8_tensor_share(w, model.gpu.sm_clock_max_mhz / model.gpu.peak_clock_mhz))
     temp = np.full(share.shape, effc.TRAIN_DIE_TEMP_C)
     limit = np.broadcast_to(np.asarray(power_limit_w, dtype=np.float64), share.shape).copy()
     f_max = model.gpu.sm_clock_max_mhz
-    clock = compute_clock_mhz(model, share, limit, weight, eff)
-    tensor, sm, dram = compute_activity(share, eff, clock / f_max)
+    clock = compute_clock_mhz(model, work, limit, weight)
+    tensor, sm, dram = compute_activity(work, clock / f_max)
     speed = np.asarray(relative_speed(clock, f_max, share), dtype=np.float64)
     slowdown = 1.0 / speed
     t = step_time(w, c, topo, global_batch, imbalance, slowdown, eff)
@@ -173,12 +173,10 @@ def time_and_power(
     # The fixed point approaches from above by < 0.01 W: above the lowest clock, power is the limit at most.
     compute_p = np.where(clock > model.gpu.sm_clock_min_mhz, np.minimum(compute_p, limit), compute_p)
     zeros = np.zeros_like(share)
-    comm_clock = np.asarray(
-        model.max_clock_for_power(limit, zeros, zeros + effc.COMM_SM_ACTIVE, zeros + effc.COMM_DRAM_ACTIVE, temp)
-    )
-    comm_p = np.asarray(
-        model.power_w(comm_clock, zeros, zeros + effc.COMM_SM_ACTIVE, zeros + effc.COMM_DRAM_ACTIVE, temp)
-    )
+    comm_sm_f, comm_dram_f = comm_activity(model.gpu)
+    comm_sm, comm_dram = zeros + comm_sm_f, zeros + comm_dram_f
+    comm_clock = np.asarray(model.max_clock_for_power(limit, zeros, comm_sm, comm_dram, temp))
+    comm_p = np.asarray(model.power_w(comm_clock, zeros, comm_sm, comm_dram, temp))
     bubble_p = np.asarray(model.power_w(zeros + f_max, zeros, zeros, zeros, temp), dtype=np.float64)
     compute_s = t.compute_s + t.optimizer_s
     comm_s = t.tp_comm_s + t.cp_comm_s + t.ep_comm_s + t.pp_p2p_s + t.dp_exposed_s
@@ -198,6 +196,8 @@ def time_and_power(
         tensor_active=tensor,
         sm_active=sm,
         dram_active=dram,
+        comm_sm_active=comm_sm,
+        comm_dram_active=comm_dram,
         energy_per_step_j=energy,
     )
     return t, power

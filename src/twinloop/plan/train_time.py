@@ -72,6 +72,9 @@ class TimeArrays:
         overlapped_s: communication hidden behind compute (DP, CP and the non-exposed TP/EP/PP shares).
         micro_batch_s: one micro-batch on the heaviest stage.
         hardware_flops: FLOPs one GPU executes per step (with recomputation).
+        tensor_ideal_s: the step's tensor-core work (GEMMs and attention core, with recomputation) at 100 % of its
+            dtype's peak at f_max: what the compute phase's tensor activity is measured against
+            (:mod:`twinloop.plan.activity`).
     """
 
     step_s: F64
@@ -88,6 +91,7 @@ class TimeArrays:
     overlapped_s: F64
     micro_batch_s: F64
     hardware_flops: F64
+    tensor_ideal_s: F64
 
 
 @dataclass(frozen=True)
@@ -190,35 +194,42 @@ class _Stage:
 @dataclass(frozen=True)
 class _Compute:
     gemm: F64
+    ideal: F64
     attn: F64
     compute_mb: F64
     hbm_bytes_per_s: float
 
 
+def _tensor_time(st: _Stage, g: GemmFactors, gemm_eff: float, attn_eff: float) -> tuple[F64, F64]:
+    """(tensor-core time, forward attention-core time) of one micro-batch at the given efficiencies: forward,
+    backward and the recomputation the config asks for. With every factor 1 it is the ideal (peak) time.
+    """
+    w, tokens, lf = st.w, st.tokens, st.lf
+    tp = st.c.tp
+    layer_gemm = tokens / tp * lf * (w.fwd_attn_proj_s / g.proj + w.fwd_dense_ffn_s / g.ffn + w.fwd_shared_s / g.shared)
+    layer_gemm = layer_gemm / gemm_eff + tokens / tp * lf * st.imbalance * w.fwd_experts_s / (gemm_eff * g.experts)
+    head_gemm = tokens / tp * w.fwd_head_s / (gemm_eff * g.head)
+    attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
+    unfused = 1.0 if w.attention_kernel == "unfused" else 0.0
+    # selective: Megatron recomputes the attention core; DeepSeek-V3 the MLA up-projections (+ an unfused core)
+    sel_gemm = attn
+    if st.eff.recompute_scheme == "deepseek-v3":
+        sel_gemm = tokens / tp * lf * w.fwd_ds_recompute_s / (gemm_eff * g.proj) + unfused * attn
+    gemm = 3 * (layer_gemm + head_gemm + attn)
+    gemm = gemm + np.where(st.full, layer_gemm + attn, np.where(st.selective, sel_gemm, 0.0))
+    return np.asarray(gemm, dtype=np.float64), np.asarray(attn, dtype=np.float64)
+
+
 def _compute(st: _Stage) -> _Compute:
     """GEMMs, attention and memory-bound element-wise work of one micro-batch (before DVFS ``slowdown``)."""
-    w, c, eff, tokens, layers, lf, full, selective = (
-        st.w,
-        st.c,
-        st.eff,
-        st.tokens,
-        st.layers,
-        st.lf,
-        st.full,
-        st.selective,
-    )
+    w, c, eff, tokens, layers, full, selective = st.w, st.c, st.eff, st.tokens, st.layers, st.full, st.selective
     tp = c.tp
     attn_eff = eff.flash_attention if w.attention_kernel == "flash" else eff.gemm
     g = gemm_factors(w, c, tokens, eff)  # each GEMM class at its own shape's efficiency
-    layer_gemm = tokens / tp * lf * (w.fwd_attn_proj_s / g.proj + w.fwd_dense_ffn_s / g.ffn + w.fwd_shared_s / g.shared)
-    layer_gemm = layer_gemm / eff.gemm + tokens / tp * lf * st.imbalance * w.fwd_experts_s / (eff.gemm * g.experts)
-    head_gemm = tokens / tp * w.fwd_head_s / (eff.gemm * g.head)
-    attn = tokens / tp * lf * w.fwd_attn_s / attn_eff
+    gemm, attn = _tensor_time(st, g, eff.gemm, attn_eff)
+    one = np.ones_like(tokens)
+    ideal, _ = _tensor_time(st, GemmFactors(one, one, one, one, one), 1.0, 1.0)
     deepseek = eff.recompute_scheme == "deepseek-v3"
-    unfused = 1.0 if w.attention_kernel == "unfused" else 0.0
-    # selective: Megatron recomputes the attention core; DeepSeek-V3 the MLA up-projections (+ an unfused core)
-    sel_gemm = (tokens / tp * lf * w.fwd_ds_recompute_s / (eff.gemm * g.proj) + unfused * attn) if deepseek else attn
-    gemm = 3 * (layer_gemm + head_gemm + attn) + np.where(full, layer_gemm + attn, np.where(selective, sel_gemm, 0.0))
     hbm = eff.hbm * w.hbm_bytes_per_s
     act_layer = activation_bytes_per_layer(w, c)
     scores = c.micro_batch * (w.seq_len / c.cp) * w.seq_len * w.n_heads / tp * w.act_score_bytes
@@ -247,7 +258,7 @@ def _compute(st: _Stage) -> _Compute:
         ds_bytes = tokens * layers * (w.ds.recompute_repl_bytes / repl_div + w.ds.recompute_shard_bytes / tp)
         sel_ew = sel_ew + eff.elementwise_hbm_passes * ds_bytes / hbm
     ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * sel_ew
-    return _Compute(gemm=gemm, attn=attn, compute_mb=gemm + ew + ew_extra, hbm_bytes_per_s=hbm)
+    return _Compute(gemm=gemm, ideal=ideal, attn=attn, compute_mb=gemm + ew + ew_extra, hbm_bytes_per_s=hbm)
 
 
 def _tp_comm(st: _Stage) -> F64:
@@ -434,6 +445,7 @@ def step_time(
         overlapped_s=overlapped,
         micro_batch_s=micro,
         hardware_flops=hw_flops,
+        tensor_ideal_s=m * comp.ideal,
     )
 
 
