@@ -38,6 +38,8 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAWSCloudwatch/rds_cpu_utilization_e47b3b.csv": ("utilisation", "held out"),
     "realKnownCause/machine_temperature_system_failure.csv": ("temperature", "fitted"),
     "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
+    "realTraffic/TravelTime_387.csv": ("latency", "held out"),
+    "realTraffic/TravelTime_451.csv": ("latency", "held out"),
 }
 
 
