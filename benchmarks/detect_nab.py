@@ -40,6 +40,7 @@ SERIES: dict[str, tuple[str, str]] = {
     "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
     "realTraffic/TravelTime_387.csv": ("latency", "held out"),
     "realTraffic/TravelTime_451.csv": ("latency", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_53ea38.csv": ("utilisation", "held out"),
 }
 
 
