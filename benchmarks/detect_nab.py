@@ -44,6 +44,7 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAWSCloudwatch/ec2_cpu_utilization_77c1ca.csv": ("utilisation", "held out"),
     "realAWSCloudwatch/ec2_cpu_utilization_825cc2.csv": ("utilisation", "held out"),
     "realAWSCloudwatch/ec2_cpu_utilization_ac20cd.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_c6585a.csv": ("utilisation", "held out"),
 }
 
 
