@@ -46,6 +46,7 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAWSCloudwatch/ec2_cpu_utilization_ac20cd.csv": ("utilisation", "held out"),
     "realAWSCloudwatch/ec2_cpu_utilization_c6585a.csv": ("utilisation", "held out"),
     "realAWSCloudwatch/elb_request_count_8c0756.csv": ("generic", "held out"),
+    "realAWSCloudwatch/ec2_network_in_257a54.csv": ("generic", "held out"),
 }
 
 
