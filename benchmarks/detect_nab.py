@@ -38,6 +38,15 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAWSCloudwatch/rds_cpu_utilization_e47b3b.csv": ("utilisation", "held out"),
     "realKnownCause/machine_temperature_system_failure.csv": ("temperature", "fitted"),
     "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
+    "realTraffic/TravelTime_387.csv": ("latency", "held out"),
+    "realTraffic/TravelTime_451.csv": ("latency", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_53ea38.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_77c1ca.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_825cc2.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_ac20cd.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_c6585a.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/elb_request_count_8c0756.csv": ("generic", "held out"),
+    "realAWSCloudwatch/ec2_network_in_257a54.csv": ("generic", "held out"),
 }
 
 
