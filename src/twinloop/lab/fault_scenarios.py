@@ -183,11 +183,13 @@ def _target(kind: str, rng: np.random.Generator, rows: int, racks: int, nodes: i
     job's GPUs (first-fit places it first), so that a straggler, an SDC or a cap has a job to slow or corrupt.
     """
     level = FAULT_TARGETS[kind][0][0]
+    if kind == "operator_power_cap":  # an operator caps a node, a rack or a whole row (demand response)
+        level = ("node", "rack", "row")[int(rng.integers(3))]
     if level == "site":
         return "dc1"
     if level == "job":
         return "train-a"
-    if level == "row":
+    if level == "row" and kind != "operator_power_cap":
         return f"dc1/r{int(rng.integers(rows)) + 1:02d}"
     if level == "node" and kind != "operator_power_cap":
         node = int(rng.integers(rows * racks * nodes))
@@ -197,4 +199,6 @@ def _target(kind: str, rng: np.random.Generator, rows: int, racks: int, nodes: i
     row, rest = divmod(node, racks * nodes)
     rack, n = divmod(rest, nodes)
     base = f"dc1/r{row + 1:02d}/k{rack + 1:02d}/n{n + 1:02d}"
-    return base if level == "node" else f"{base}/g{gpu % 8}"
+    if level == "gpu":
+        return f"{base}/g{gpu % 8}"
+    return {"row": base[:7], "rack": base[:11]}.get(level, base)
