@@ -4,7 +4,8 @@ Simulates seeded random fault scenarios (``twinloop.lab.fault_scenarios.random_s
 keeps every incident's first report with the features the loop's :class:`~twinloop.ops.classify.advisory.Advisor`
 computes from its samples, labels them from the injected ground truth (``twinloop.lab.classifier_dataset``), fits a
 telemetry-only multinomial logistic regression on the *train* seeds and scores it, and the rules, on the *test*
-seeds. With ``--write`` the model goes to ``src/twinloop/ops/classify/models/advisory.json``. No packaged scenario
+seeds. The scenarios draw their faults from ``ADVISORY_FAULT_KINDS``: the twin's faults plus operator power caps.
+With ``--write`` the model goes to ``src/twinloop/ops/classify/models/advisory.json``. No packaged scenario
 is in the training data.
 
     PYTHONPATH=src .venv/bin/python benchmarks/train_advisory.py --train 24 --test 12 --write
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from twinloop.lab.classifier_dataset import build_dataset
 from twinloop.lab.classifier_metrics import score
+from twinloop.lab.fault_scenarios import ADVISORY_FAULT_KINDS
 from twinloop.ops.classify.advisory import AdvisoryModel
 from twinloop.ops.classify.base import make_classifier
 from twinloop.ops.classify.learned import LogisticClassifier
@@ -37,8 +39,9 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     train_seeds = list(range(TRAIN_SEED0, TRAIN_SEED0 + args.train))
-    train = build_dataset(train_seeds, args.duration_s, from_samples=True)
-    test = build_dataset(range(TEST_SEED0, TEST_SEED0 + args.test), args.duration_s, from_samples=True)
+    kinds = ADVISORY_FAULT_KINDS
+    train = build_dataset(train_seeds, args.duration_s, from_samples=True, kinds=kinds)
+    test = build_dataset(range(TEST_SEED0, TEST_SEED0 + args.test), args.duration_s, from_samples=True, kinds=kinds)
     print(f"data: {time.perf_counter() - t0:.0f} s; train {len(train)} incidents, test {len(test)}")
     print("train labels:", dict(Counter(c.value for c in train.labels)))
     clf = make_classifier("logistic", l2=args.l2)
@@ -47,7 +50,8 @@ def main() -> None:
     model = AdvisoryModel.from_classifier(
         clf,
         {
-            "data": "twin random fault scenarios (twinloop.lab.fault_scenarios.random_scenario), loop off",
+            "data": "twin random fault scenarios (twinloop.lab.fault_scenarios.random_scenario), loop off, "
+            "fault kinds ADVISORY_FAULT_KINDS (with operator power caps)",
             "seeds": f"{train_seeds[0]}..{train_seeds[-1]}",
             "duration_s": args.duration_s,
             "incidents": len(train),

@@ -212,3 +212,23 @@ def test_degraded_thermal_interface_heats_one_gpu() -> None:
     twin.run(200)
     t = twin.physics.gpus.temp_c[:8]
     assert t[4] > np.delete(t, 4).max() + 10
+
+
+def test_operator_power_cap_lowers_the_node_limit_and_lifts_it() -> None:
+    cap = {"kind": "operator_power_cap", "target": "dc1/r01/k01/n01", "start_s": 60, "duration_s": 120}
+    twin = make(small(faults=[cap]))
+    tdp = float(twin.physics.tdp_w[0])
+    twin.run(100)
+    lim = twin.physics.gpus.user_limit_w
+    assert np.allclose(lim[:8], 0.65 * tdp) and np.allclose(lim[8:], tdp)
+    assert float(twin.physics.gpus.power_w[:8].max()) <= 0.65 * tdp + 1.0  # the node obeys its cap
+    twin.run(100)
+    assert np.allclose(twin.physics.gpus.user_limit_w, tdp)
+
+
+def test_operator_power_cap_magnitude_is_checked() -> None:
+    from twinloop.errors import InputError
+
+    cap = {"kind": "operator_power_cap", "target": "dc1/r01/k01/n01", "start_s": 0, "magnitude": 1.5}
+    with pytest.raises(InputError, match="fraction of TDP"):
+        make(small(faults=[cap]))

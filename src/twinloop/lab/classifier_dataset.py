@@ -27,7 +27,7 @@ from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.cluster import gpu_limits
 from twinloop.closedloop.passes import run_pass
 from twinloop.hardware.failure_rates import CAUSES
-from twinloop.lab.fault_scenarios import random_scenario
+from twinloop.lab.fault_scenarios import FAULT_KINDS, random_scenario
 from twinloop.ops import N_FEATURES, EventClass, FeatureExtractor, Incident, Label
 from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
@@ -50,6 +50,7 @@ CANONICAL_CLASS: dict[str, EventClass] = {
     "gpu_fall_off_bus": C.GPU_HARDWARE_ERROR,
     "job_hang": C.JOB_HANG,
     "facility_power_cap": C.FACILITY_POWER_EXCURSION,
+    "operator_power_cap": C.POWER_THROTTLE,  # the GPUs do what their (lowered) limit tells them
 }
 
 _CAUSE = {c.name: c for c in CAUSES}
@@ -306,6 +307,7 @@ def build_dataset(
     duration_s: float = 1500.0,
     progress: Callable[[int, RunIncidents], None] | None = None,
     from_samples: bool = False,
+    kinds: tuple[str, ...] = FAULT_KINDS,
 ) -> Dataset:
     """Simulate :func:`~twinloop.lab.fault_scenarios.random_scenario` for every seed and label the incidents.
 
@@ -314,11 +316,12 @@ def build_dataset(
         duration_s: simulated time per run, s.
         progress: called after each run with (index, run).
         from_samples: features as the loop's advisory classifier computes them (:func:`collect_sample_run`).
+        kinds: the fault kinds the scenarios draw from.
     """
     runs = []
     collect = collect_sample_run if from_samples else collect_run
     for k, seed in enumerate(seeds):
-        run = collect(random_scenario(seed, duration_s), f"classify-scenario-{seed}")
+        run = collect(random_scenario(seed, duration_s, kinds), f"classify-scenario-{seed}")
         runs.append(run)
         if progress is not None:
             progress(k, run)

@@ -21,7 +21,23 @@ from twinloop.hardware.gpu import get_gpu
 from twinloop.twin.faults import FAULT_TARGETS
 from twinloop.twin.scenario import NodeSpec, ScenarioSpec, node_nameplate_w, scenario_from_dict
 
-FAULT_KINDS: tuple[str, ...] = tuple(FAULT_TARGETS)
+#: The kinds the random scenarios draw from, in draw order. Fixed (not ``tuple(FAULT_TARGETS)``) so that a new
+#: twin fault kind does not move the draws of the studies built on these scenarios.
+FAULT_KINDS: tuple[str, ...] = (
+    "cdu_pump_degradation",
+    "cdu_capacity_loss",
+    "cooling_setpoint_drift",
+    "heat_wave",
+    "psu_loss",
+    "gpu_thermal_interface",
+    "straggler",
+    "sdc",
+    "gpu_fall_off_bus",
+    "job_hang",
+    "facility_power_cap",
+)
+#: The advisory classifier's training scenarios add operator power caps, an event a live cluster sees often.
+ADVISORY_FAULT_KINDS: tuple[str, ...] = (*FAULT_KINDS, "operator_power_cap")
 _NODE = NodeSpec()
 
 
@@ -37,6 +53,7 @@ def _magnitude(kind: str, rng: np.random.Generator, facility_w: float) -> float 
         "straggler": (0.5, 0.85),  # speed fraction
         "sdc": (0.3, 0.8),  # loss perturbation
         "facility_power_cap": (0.55, 0.8),  # new budget as a fraction of the estimated facility power
+        "operator_power_cap": (0.45, 0.8),  # power limit as a fraction of TDP
     }
     if kind not in lo_hi:
         return None
@@ -49,12 +66,13 @@ def _magnitude(kind: str, rng: np.random.Generator, facility_w: float) -> float 
     return round(x, 3)
 
 
-def random_scenario(seed: int, duration_s: float = 1500.0) -> ScenarioSpec:
+def random_scenario(seed: int, duration_s: float = 1500.0, kinds: tuple[str, ...] = FAULT_KINDS) -> ScenarioSpec:
     """A validated random scenario (see module docstring), deterministic in ``seed``.
 
     Args:
         seed: scenario seed (also the twin's seed).
         duration_s: simulated time, s (1 s steps); at least 900 s.
+        kinds: the fault kinds to draw from (:data:`FAULT_KINDS`, or :data:`ADVISORY_FAULT_KINDS`).
     """
     rng = np.random.default_rng(seed)
     duration_s = max(900.0, float(duration_s))
@@ -73,7 +91,7 @@ def random_scenario(seed: int, duration_s: float = 1500.0) -> ScenarioSpec:
         "pump_power_w": round(row_w / 250.0),
     }
     jobs, train = _random_jobs(rng, n_nodes, n_gpus, duration_s)
-    faults = _random_faults(rng, duration_s, rows, racks, nodes, train, facility_w)
+    faults = _random_faults(rng, duration_s, (rows, racks, nodes), train, facility_w, kinds)
     raw = {
         "name": f"classify-{seed}",
         "site": "dc1",
@@ -136,20 +154,22 @@ def _random_jobs(rng: np.random.Generator, n_nodes: int, n_gpus: int,
     return jobs, train
 
 
-def _random_faults(rng: np.random.Generator, duration_s: float, rows: int, racks: int, nodes: int, train: int,
-                   facility_w: float) -> list[dict[str, Any]]:  # fmt: skip
-    """Two or three faults, one per equal slot of the run after its first 300 s."""
+def _random_faults(rng: np.random.Generator, duration_s: float, shape: tuple[int, int, int], train: int,
+                   facility_w: float, kinds: tuple[str, ...]) -> list[dict[str, Any]]:  # fmt: skip
+    """Two or three faults, one per equal slot of the run after its first 300 s (``shape``: rows, racks per
+    row, nodes per rack).
+    """
     n_faults = int(rng.integers(2, 4))
     slot_s = (duration_s - 300.0) / n_faults
     faults = []
     for k in range(n_faults):
-        kind = FAULT_KINDS[int(rng.integers(len(FAULT_KINDS)))]
+        kind = kinds[int(rng.integers(len(kinds)))]
         start = 300.0 + k * slot_s + float(rng.uniform(0.0, 0.3 * slot_s))
         dur = float(rng.uniform(0.35, 0.6)) * slot_s
         faults.append(
             {
                 "kind": kind,
-                "target": _target(kind, rng, rows, racks, nodes, train),
+                "target": _target(kind, rng, *shape, train),
                 "start_s": round(start),
                 "duration_s": round(dur),
                 "magnitude": _magnitude(kind, rng, facility_w),
@@ -159,17 +179,19 @@ def _random_faults(rng: np.random.Generator, duration_s: float, rows: int, racks
 
 
 def _target(kind: str, rng: np.random.Generator, rows: int, racks: int, nodes: int, train_gpus: int) -> str:
-    """A random target of the level the fault kind needs; GPU faults land on the first training job's GPUs
-    (first-fit places it first), so that a straggler or an SDC has a job to slow or corrupt.
+    """A random target of the level the fault kind needs; GPU faults and operator caps land on the first training
+    job's GPUs (first-fit places it first), so that a straggler, an SDC or a cap has a job to slow or corrupt.
     """
     level = FAULT_TARGETS[kind][0][0]
+    if kind == "operator_power_cap":  # an operator caps a node, a rack or a whole row (demand response)
+        level = ("node", "rack", "row")[int(rng.integers(3))]
     if level == "site":
         return "dc1"
     if level == "job":
         return "train-a"
-    if level == "row":
+    if level == "row" and kind != "operator_power_cap":
         return f"dc1/r{int(rng.integers(rows)) + 1:02d}"
-    if level == "node":
+    if level == "node" and kind != "operator_power_cap":
         node = int(rng.integers(rows * racks * nodes))
     else:
         gpu = int(rng.integers(train_gpus))
@@ -177,4 +199,6 @@ def _target(kind: str, rng: np.random.Generator, rows: int, racks: int, nodes: i
     row, rest = divmod(node, racks * nodes)
     rack, n = divmod(rest, nodes)
     base = f"dc1/r{row + 1:02d}/k{rack + 1:02d}/n{n + 1:02d}"
-    return base if level == "node" else f"{base}/g{gpu % 8}"
+    if level == "gpu":
+        return f"{base}/g{gpu % 8}"
+    return {"row": base[:7], "rack": base[:11]}.get(level, base)

@@ -29,6 +29,7 @@ FAULT_CLASSES: dict[str, frozenset[EventClass]] = {
     "gpu_fall_off_bus": frozenset({C.GPU_HARDWARE_ERROR}),
     "job_hang": frozenset({C.JOB_HANG}),
     "facility_power_cap": frozenset({C.FACILITY_POWER_EXCURSION, C.POWER_THROTTLE}),
+    "operator_power_cap": frozenset({C.POWER_THROTTLE}),
 }
 
 

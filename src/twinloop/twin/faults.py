@@ -33,6 +33,10 @@ FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float | None]] = {
     "gpu_fall_off_bus": (("gpu",), None),
     "job_hang": (("job",), None),
     "facility_power_cap": (("site",), None),
+    # An operator (or a site's demand-response script) lowers the GPUs' power limit, as `nvidia-smi -pl` does:
+    # not a fault of the hardware, but an event the loop must tell apart from one (a real H200 run's cap was
+    # called a facility power excursion by the advisory classifier before it had seen any). 0.65: a guess.
+    "operator_power_cap": (("node", "rack", "row", "gpu"), 0.65),
 }
 
 
@@ -117,6 +121,8 @@ def _check_magnitude(kind: str, magnitude: float | None, source: str, field: str
         raise InputError(source, field, f"{magnitude} (allowed: C added to ambient -30..30)")
     if kind == "cooling_setpoint_drift" and not -100 <= magnitude <= 100:
         raise InputError(source, field, f"{magnitude} (allowed: drift -100..100 C per hour)")
+    if kind == "operator_power_cap" and not 0.1 <= magnitude <= 1:
+        raise InputError(source, field, f"{magnitude} (allowed: power limit as a fraction of TDP 0.1..1)")
     if kind == "sdc" and not 0 < magnitude <= 100:
         raise InputError(source, field, f"{magnitude} (allowed: loss perturbation 0 < m <= 100 nats)")
 
@@ -232,4 +238,16 @@ def apply_fault(twin: ClusterOps, fault: ResolvedFault, on: bool) -> None:
             twin.hang_job(job)
     elif kind == "facility_power_cap":
         twin.chain.budget_w = m if on else twin.spec.power_chain.facility_power_budget_w
+    elif kind == "operator_power_cap":
+        _operator_cap(twin, fault, on)
     twin.emit(Event(twin.t_s, "fault_start" if on else "fault_end", fault.label.entity, kind))
+
+
+def _operator_cap(twin: ClusterOps, fault: ResolvedFault, on: bool) -> None:
+    """Set the GPUs' power limit to ``magnitude`` × TDP (at least the GPU's lowest limit), or back to the TDP
+    when the cap ends (the operator lifts it; a loop cap placed on the same GPUs meanwhile is lifted with it).
+    """
+    phys = twin.physics
+    idx = twin.topo.gpus_of(fault.level, fault.index)
+    limit = phys.tdp_w[idx] * np.float32(fault.magnitude if on else 1.0)
+    phys.gpus.user_limit_w[idx] = np.maximum(limit, phys.limit_min_w[idx])

@@ -281,6 +281,7 @@ FaultKind = Literal[
     "gpu_fall_off_bus",
     "job_hang",
     "facility_power_cap",
+    "operator_power_cap",
 ]
 
 
@@ -289,7 +290,8 @@ class FaultSpec(_Frozen):
 
     ``magnitude`` meaning per kind: pump degradation/capacity loss → remaining fraction (0..1); setpoint drift
     → C per hour; heat wave → C added to ambient; PSU loss → PSUs lost; thermal interface → R multiplier;
-    straggler → speed fraction; SDC → loss perturbation; facility cap → new budget W. Others ignore it.
+    straggler → speed fraction; SDC → loss perturbation; facility cap → new budget W; operator power cap → the
+    GPUs' power limit as a fraction of their TDP. Others ignore it.
 
     Ranges: ``start_s``, ``duration_s`` and ``magnitude`` may each be ``[low, high]``, and ``target`` may be
     ``random-<level>`` (``gpu``, ``node``, ``rack``, ``row``) or ``random-<level>:<entity>`` (one of that level

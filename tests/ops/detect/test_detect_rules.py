@@ -15,11 +15,15 @@ from twinloop.ops.detect.rules import (
     CLOCK_REASONS,
     JOB_LOSS,
     JOB_PROGRESS,
+    POWER,
+    POWER_LIMIT,
+    SM_CLOCK,
     TEMP,
     TENSOR,
     XID,
     GpuLimits,
     PowerDeliveryRule,
+    PowerThrottleRule,
     RuleFrame,
     ThermalThrottleRule,
     XidRule,
@@ -185,3 +189,46 @@ def test_group_median_matches_numpy(values: list[float], n_groups: int, seed: in
             assert med[k] == pytest.approx(float(np.median(sel)), rel=1e-12, abs=1e-9)
         else:
             assert np.isnan(med[k])
+
+
+def _training_gpu(t: int, limit_w: float) -> dict[str, np.ndarray]:
+    """One power-bound training GPU: 4 s of compute at its limit (clock set by the limit), 1 s of communication
+    far below it at full clock and low tensor activity, as the twin and real training steps alternate; under a cap
+    the compute part of the step stretches (8 s)."""
+    period = 5 if limit_w > 500 else 9
+    comm = t % period == period - 1
+    power = 480.0 if comm and limit_w > 500 else limit_w
+    clock = 1980.0 if comm else 1410.0 * (limit_w / 700.0) ** 1.5
+    tensor = 0.2 if comm else 0.85
+    return {POWER: np.array([power]), POWER_LIMIT: np.array([limit_w]), SM_CLOCK: np.array([clock]),
+            TENSOR: np.array([tensor])}  # fmt: skip
+
+
+def _throttle_fired(cap_at_s: int, cap_w: float, seconds: int = 3100) -> list[int]:
+    rule = PowerThrottleRule()
+    fired_at = []
+    for t in range(seconds):
+        gpu = _training_gpu(t, cap_w if t >= cap_at_s else 700.0)
+        fired, _ = rule.update(_frame(1, gpu, float(t)))
+        if fired[0]:
+            fired_at.append(t)
+    return fired_at
+
+
+def test_operator_cap_on_a_training_gpu_is_a_power_throttle() -> None:
+    """A training GPU's activity alternates, so every compute sample looks heavier than the blended reference;
+    a lowered limit is a throttle whatever the phase (before the fix the rule stayed quiet for the first 7 s and
+    then flapped, and in the twin an operator cap on a training node was never reported)."""
+    fired = _throttle_fired(cap_at_s=3000, cap_w=343.0)  # after the references have settled (half-life 300 s)
+    assert fired and 3000 <= fired[0] <= 3010
+    assert _throttle_fired(cap_at_s=10**6, cap_w=343.0) == []  # the same GPU, never capped: quiet
+
+
+def test_heavier_phase_at_the_same_limit_is_no_throttle() -> None:
+    rule = PowerThrottleRule()
+    for t in range(3100):
+        gpu = _training_gpu(t, 700.0)
+        if t >= 3000:  # a heavier kernel mix: more tensor activity, so a lower clock at the same 700 W
+            gpu[TENSOR], gpu[SM_CLOCK] = np.array([0.99]), np.array([1200.0])
+        fired, _ = rule.update(_frame(1, gpu, float(t)))
+        assert not fired[0], t

@@ -169,3 +169,17 @@ def test_a_serving_fleet_whose_iterations_slow_with_load_is_no_straggler() -> No
     # so its iteration time) rose: 4 of the default hall's 5 remaining false alarms.
     assert _job_incidents(replicas=False), "a synchronous job whose steps slow down is a straggler somewhere"
     assert _job_incidents(replicas=True) == []
+
+
+def test_a_lifted_operator_cap_is_no_straggler() -> None:
+    # Two GPUs run under an operator cap (limit 343 W, clock 50 % down) from t = 60 to 300 s, then the cap is lifted
+    # and their clock is back at once. Before: their smoothed clock still lagged their peers after the lift, when
+    # they were no longer excused as capped, and they were reported stragglers (the twin's operator-cap runs).
+    def fields(t: float, rng: np.random.Generator) -> Fields:
+        f = healthy(t, rng)
+        if 60.0 <= t < 300.0:
+            f[SM_CLOCK][2:4] *= 0.5
+            f[POWER_LIMIT][2:4] = 343.0
+        return f
+
+    assert run(fields, seconds=420.0) == []

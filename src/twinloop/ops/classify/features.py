@@ -165,6 +165,12 @@ class _Ring:
         return self.ts[order], mean
 
 
+#: ``facility_margin_frac`` when the site reports no power budget (or no facility power): as unconstrained as the
+#: halls a model is trained on get (the twin's random training halls: 0.75 at most, median 0.57; a larger value
+#: would extrapolate, and 2.0 swung the advisory's logits by 14). The training scenarios always report both.
+NO_BUDGET_MARGIN = 0.75
+
+
 def _f(x: float, lo: float = -1e3, hi: float = 1e3) -> float:
     """Finite and clipped (NaN → 0)."""
     return float(np.clip(np.nan_to_num(x, nan=0.0, posinf=hi, neginf=lo), lo, hi))
@@ -474,7 +480,9 @@ class FeatureExtractor:
             _f(row[0], -50, 50),
             _f(row[1] / row[4] if row[4] > 0 else 0.0, -2, 2),
             _f(row[2], -50, 50),
-            _f((budget - fac) / budget if budget > 0 else np.nan, -2, 2),
+            # No budget reported (most live clusters) is no facility constraint, not a facility at its budget
+            # (NaN → 0 read as "no margin" and made every incident on a real GPU a facility power excursion).
+            _f((budget - fac) / budget if budget > 0 else NO_BUDGET_MARGIN, -2, 2),
             _f((site_now[1] - site_base[1]) / site_base[1] if site_base[1] > 0 else 0.0, -2, 2),
             _f(pue - site_base[2], -5, 5),
             _f(ambient - site_base[3], -50, 50),

@@ -172,6 +172,7 @@ class StragglerRule(Rule):
         self.min_persistence_samples = min_persistence_samples
         self.cap_tolerance = cap_tolerance
         self._m: F64 | None = None
+        self._limit: F64 | None = None
 
     def _expected_slow(self, frame: RuleFrame, group: NDArray[np.int64], n_groups: int) -> BoolArr:
         """GPUs slower on purpose: marked by the caller, or capped below their peers' enforced power limit."""
@@ -193,8 +194,16 @@ class StragglerRule(Rule):
         if self._m is None or self._m.shape[0] != n:
             self._m = np.full(n, np.nan)
             self._slot = np.full(n, -1, dtype=np.int64)
-        # A GPU that changed job starts its smoothing afresh.
+            self._limit = None
+        # A GPU that changed job, or whose enforced power limit changed, starts its smoothing afresh: the smoothed
+        # clock of a GPU whose cap was just lifted still lags its peers for a few half-lives, and it is no longer
+        # excused as capped (a lifted operator cap read as a straggler in the twin).
         moved = frame.job_slot != self._slot
+        limit = frame.gpu.get(POWER_LIMIT)
+        if limit is not None:
+            if self._limit is not None:
+                moved |= np.isfinite(limit) & (limit != self._limit)
+            self._limit = np.where(np.isfinite(limit), limit, np.nan if self._limit is None else self._limit)
         self._m[moved] = np.nan
         self._slot = frame.job_slot.copy()
         valid = np.isfinite(x)

@@ -556,7 +556,9 @@ class DetectionPipeline:
         if POWER_LIMIT in gpu:
             np.copyto(self._limit, gpu[POWER_LIMIT], where=np.isfinite(gpu[POWER_LIMIT]))
         job = self._map_jobs(job_index, job_ids, job_fields)
-        return RuleFrame(ts, self.dt_s, gpu, self.limits, self._job_slot, job, len(self._slot_names))
+        frame = RuleFrame(ts, self.dt_s, gpu, self.limits, self._job_slot, job, len(self._slot_names))
+        frame.expected_slow = self._loop_limited
+        return frame
 
     def _hardware_stage(self, frame: RuleFrame) -> None:
         """Every hardware rule: onsets, the throttling split (cooling fault's / row's / the GPU's own), grouping."""
@@ -678,7 +680,6 @@ class DetectionPipeline:
         (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose).
         """
         ts = frame.ts
-        frame.expected_slow = self._loop_limited
         explained = self._last_explainer >= ts - self.config.window_s
         if self._replica_jobs:
             replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]

@@ -477,21 +477,34 @@ class ThermalThrottleRule(Rule):
 
 
 class PowerThrottleRule(Rule):
-    """Clock falling with power at its limit, not explained by a heavier workload phase."""
+    """Clock falling with power at its limit, not explained by a heavier workload phase, or under a lowered limit.
+
+    Two ways in. Without a limit change, the clock must fall ``clock_drop`` below its reference with no rise of
+    tensor activity above its reference (a heavier phase at the same limit is no throttle). When the enforced
+    limit falls ``cap_tolerance`` below the GPU's usual limit (an operator's ``nvidia-smi -pl``, a rack or site
+    cap), a clock drop at that limit is a throttle whatever the phase: the activity test would otherwise excuse
+    it on a training GPU, whose activity alternates between compute at the limit and communication far below it,
+    so every compute sample reads "heavier" than the blended reference (an operator cap on a training node went
+    unseen in the twin). GPUs the caller marks as capped by the loop itself (``frame.expected_slow``) take only
+    the first way in: the loop knows why it capped them.
+    """
 
     name = "power_throttle"
     event_class = EventClass.POWER_THROTTLE
 
     def __init__(
-        self, at_limit: float = 0.97, clock_drop: float = 0.10, activity_rise: float = 0.1, persistence_s: float = 5.0
-    ) -> None:
+        self, at_limit: float = 0.97, clock_drop: float = 0.10, activity_rise: float = 0.1, persistence_s: float = 5.0,
+        cap_tolerance: float = 0.02, limit_half_life_s: float = 3600.0,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.at_limit = at_limit
         self.clock_drop = clock_drop
         self.activity_rise = activity_rise
         self.persistence_s = persistence_s
+        self.cap_tolerance = cap_tolerance
         self._clock_ref = ClockReference(300.0)
         self._act_ref = ClockReference(300.0)
+        self._limit_ref = ClockReference(limit_half_life_s)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         """Fire on a lasting clock drop at the power limit; the score is the relative drop below the clock reference."""
@@ -499,16 +512,20 @@ class PowerThrottleRule(Rule):
         nan = np.full(n, np.nan)
         p, lim_w = frame.gpu.get(POWER, nan), frame.gpu.get(POWER_LIMIT, frame.limits.tdp_w)
         clock, act = frame.gpu.get(SM_CLOCK, nan), frame.gpu.get(TENSOR, np.zeros(n))
-        c_ref, a_ref = self._clock_ref.get(n), self._act_ref.get(n)
+        c_ref, a_ref, l_ref = self._clock_ref.get(n), self._act_ref.get(n), self._limit_ref.get(n)
         with np.errstate(invalid="ignore"):
             at_limit = p >= self.at_limit * lim_w
             drop = 1.0 - clock / c_ref
             heavier = act > a_ref + self.activity_rise
-        cond = at_limit & (drop >= self.clock_drop) & ~heavier
+            capped = lim_w < (1.0 - self.cap_tolerance) * l_ref
+        if frame.expected_slow is not None:
+            capped &= ~frame.expected_slow
+        cond = at_limit & (drop >= self.clock_drop) & (~heavier | capped)
         valid = np.isfinite(p) & np.isfinite(clock)
         calm = ~cond
         self._clock_ref.learn(clock, calm, frame.dt_s)
         self._act_ref.learn(np.where(np.isfinite(act), act, np.nan), calm, frame.dt_s)
+        self._limit_ref.learn(np.asarray(lim_w, dtype=np.float64), calm, frame.dt_s)
         fired = self._persist(cond, valid, steps(self.persistence_s, frame.dt_s))
         return fired, np.where(np.isfinite(drop), drop, 0.0)
 
