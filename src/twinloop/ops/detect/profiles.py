@@ -42,6 +42,7 @@ signal kinds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,7 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.ops.detect.offline import DEFAULT_DETECTORS, SeriesBlock, detect_blocks
 from twinloop.ops.events import Detection
+from twinloop.telemetry.fields import canonical_field
 
 #: (seconds, fewest samples, most samples): a span that adapts to the sampling interval within bounds.
 Span = tuple[float, int, int]
@@ -228,6 +230,64 @@ def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
     return PROFILES[name]
 
 
+#: Longest median sampling interval, s, at which ``twinloop detect`` with no option keeps the ``default``
+#: detectors: their EWMA half-life (300 s, :class:`~twinloop.ops.detect.ewma_zscore.EwmaZScoreParams`) then
+#: still spans at least 5 samples, the telemetry they were tuned for (GPU and facility readings at 1-60 s).
+#: Slower series (5 min CloudWatch, hourly exports) get the ``auto`` kind profile instead.
+TELEMETRY_MAX_DT_S = 60.0
+
+#: File layouts that are GPU telemetry whatever their cadence: nvidia-smi's own CSV always; the telemetry
+#: schema (``ts, entity, field, value`` or ``ts, entity, <FIELD>...``) when its fields are DCGM / twinloop fields.
+TELEMETRY_LAYOUTS = ("nvidia-smi",)
+SCHEMA_LAYOUTS = ("long", "wide-entity")
+
+
+@dataclass(frozen=True)
+class ProfileChoice:
+    """The profile ``twinloop detect`` runs when neither ``--profile`` nor ``--detector`` is given, and why.
+
+    Attributes:
+        profile: the profile chosen.
+        reason: one line saying why (cadence, layout, names), for the CLI's summary.
+    """
+
+    profile: DetectorProfile
+    reason: str
+
+
+def median_dt_s(blocks: Sequence[SeriesBlock]) -> float:
+    """The median of the blocks' own median sampling intervals, s (``nan`` when no block has two samples)."""
+    dts = [_dt(b) for b in blocks if b.ts.size >= 2]
+    return float(np.median(dts)) if dts else math.nan
+
+
+def choose_profile(blocks: Sequence[SeriesBlock], layout: str, hints: Sequence[str] = ()) -> ProfileChoice:
+    """The profile for a file read by :func:`~twinloop.ops.detect.offline.read_series`, chosen from the data.
+
+    GPU / high-rate telemetry keeps ``default`` (today's detectors, stock parameters: the twin's and ``watch``'s
+    results do not move): nvidia-smi's CSV, the telemetry schema with DCGM or twinloop field names, or a median
+    sampling interval of at most :data:`TELEMETRY_MAX_DT_S`. Anything slower is a service or facility metric
+    (5 min CloudWatch, hourly exports), where the default pages several times a day (docs/sections/
+    calibration-detect.md, NAB): it gets ``auto``'s kind profile, picked from ``hints`` (file and field names),
+    ``generic`` when no name says what the signal is.
+
+    Args:
+        blocks: the series read.
+        layout: :attr:`~twinloop.ops.detect.offline.InputReport.layout`.
+        hints: field names, units, the file name (for ``auto``).
+    """
+    dt_s = median_dt_s(blocks)
+    if layout in TELEMETRY_LAYOUTS:
+        return ProfileChoice(PROFILES["default"], f"{layout} layout: GPU telemetry")
+    if layout in SCHEMA_LAYOUTS and any(canonical_field(b.field) for b in blocks):
+        return ProfileChoice(PROFILES["default"], f"{layout} layout with DCGM / twinloop fields: GPU telemetry")
+    if not dt_s > TELEMETRY_MAX_DT_S:  # NaN (a single sample) stays with the default too
+        return ProfileChoice(PROFILES["default"], f"sampled every {dt_s:.3g} s (<= {TELEMETRY_MAX_DT_S:g} s)")
+    prof = select_profile("auto", hints)
+    why = "no name says the kind" if prof.name == "generic" else "picked from the names"
+    return ProfileChoice(prof, f"sampled every {dt_s:.3g} s (> {TELEMETRY_MAX_DT_S:g} s): auto, {why}")
+
+
 def _dt(block: SeriesBlock) -> float:
     if block.ts.size < 2:
         return 1.0
@@ -284,10 +344,16 @@ __all__ = [
     "AUTO_HINTS",
     "PROFILES",
     "PROFILE_NAMES",
+    "SCHEMA_LAYOUTS",
+    "TELEMETRY_LAYOUTS",
+    "TELEMETRY_MAX_DT_S",
     "UTILISATION_FLOOR_PCT",
     "DetectorProfile",
     "DetectorSpec",
+    "ProfileChoice",
+    "choose_profile",
     "detect_with_profile",
+    "median_dt_s",
     "profile_steps",
     "select_profile",
     "space_alarms",
