@@ -28,13 +28,15 @@ HERE = Path(__file__).resolve().parent / "data" / "nab"
 #: Utilisation split, declared (and committed) before the scale-floor change and before the three new CPU series
 #: were scored: the two CPU series already scored with the utilisation profile (RDS ``cc0c53``, idle EC2
 #: ``24ae8d``) and one new busy EC2 series (``5f5533``) are fitted on; two new series (EC2 ``fe7f93``, RDS
-#: ``e47b3b``) are held out.
+#: ``e47b3b``) were held out. EC2 ``fe7f93`` has since been looked at (its false alarms were read one by one to
+#: find their cause, routine bursts), so it moved to "fitted" before the routine-burst baseline was designed;
+#: RDS ``e47b3b`` and the ambient temperature stay held out.
 SERIES: dict[str, tuple[str, str]] = {
     "realKnownCause/ec2_request_latency_system_failure.csv": ("latency", "fitted"),
     "realAWSCloudwatch/rds_cpu_utilization_cc0c53.csv": ("utilisation", "fitted"),
     "realAWSCloudwatch/ec2_cpu_utilization_24ae8d.csv": ("utilisation", "fitted"),
     "realAWSCloudwatch/ec2_cpu_utilization_5f5533.csv": ("utilisation", "fitted"),
-    "realAWSCloudwatch/ec2_cpu_utilization_fe7f93.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_fe7f93.csv": ("utilisation", "fitted"),
     "realAWSCloudwatch/rds_cpu_utilization_e47b3b.csv": ("utilisation", "held out"),
     "realKnownCause/machine_temperature_system_failure.csv": ("temperature", "fitted"),
     "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
