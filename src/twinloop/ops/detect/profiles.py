@@ -25,6 +25,9 @@ The profiles are chosen from the signal's physics, not fitted to the windows of 
   least :data:`UTILISATION_FLOOR_PCT` percentage points, so a z alarm needs a sustained departure of a few points
   of capacity. The absolute floor assumes percent (CloudWatch ``CPUUtilization``, DCGM/NVML utilisation); a 0–1
   fraction should be scaled to percent or run with ``generic``.
+  The robust z alarms only on an excursion the series has not shown in about a week
+  (:mod:`~twinloop.ops.detect.novelty_z`): an instance that runs a 20 min job to 60 % several times a day is
+  not paged for it, but is for a job that runs twice as long, goes higher, or a level it never held.
 * **generic** — ``auto``'s choice when no name says what the signal is: the utilisation detectors with the
   unit-free step floor only (no floor in percentage points, which would be meaningless for a count or a price).
 * **temperature** — smooth, strongly autocorrelated, with routine dips of a few hours (load changes, idle
@@ -117,17 +120,20 @@ UTILISATION_FLOOR_PCT = 0.5
 def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
     """The utilisation and generic profiles' detectors, with a scale floor of ``floor`` in the series' unit.
 
-    Robust z over ~1 day (2 samples, scale floored at the series' step and at ``floor``) plus a slow CUSUM (scale
-    floored at ``floor``); ``floor`` = 0 means no floor in the series' unit (``generic``).
+    Robust z over ~1 day (2 samples, scale floored at the series' step and at ``floor``), alarming only on
+    excursions the series has not shown in about a week (:mod:`~twinloop.ops.detect.novelty_z`: no level held as
+    long, up to a day, as high or as low; a week so that a weekday routine outlives a quiet weekend), plus a slow
+    CUSUM (scale floored at ``floor``); ``floor`` = 0 means no floor in the series' unit (``generic``).
     """
     abs_floor = max(floor, 1e-9)  # the detectors' own default floor is 1e-9
     return (
         DetectorSpec(
-            "ewma_zscore",
+            "novelty_z",
             {"robust": True, "threshold": 6.0, "min_persistence": 2, "smooth_s": 0.0, "step_floor": 1.0,
-             "min_std_abs": abs_floor, **_NO_FLAP},
+             "min_std_abs": abs_floor, "novelty_margin": 2.0, **_NO_FLAP},
             {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600),
-             "persistence_s": (0.0, 2, 2)},
+             "persistence_s": (0.0, 2, 2), "record_window_s": (7 * DAY_S, 60, 2016),
+             "max_hold_s": (DAY_S, 60, 2000)},
         ),
         DetectorSpec(
             "cusum",
@@ -163,8 +169,8 @@ PROFILES: dict[str, DetectorProfile] = {
             "utilisation",
             _level_shift_detectors(UTILISATION_FLOOR_PCT),
             (DAY_S / 4, 30, 2000),
-            "CPU / GPU utilisation in %: robust z over ~1 day (2 samples) + slow CUSUM for level shifts, scale "
-            f"floored at the series' step and {UTILISATION_FLOOR_PCT} points",
+            "CPU / GPU utilisation in %: robust z over ~1 day (2 samples) on excursions not seen in ~a week + slow "
+            f"CUSUM for level shifts, scale floored at the series' step and {UTILISATION_FLOOR_PCT} points",
         ),
         DetectorProfile(
             "temperature",
@@ -183,7 +189,7 @@ PROFILES: dict[str, DetectorProfile] = {
             "generic",
             _level_shift_detectors(0.0),
             (DAY_S / 4, 30, 2000),
-            "unknown signal: the utilisation detectors with the unit-free step floor only",
+            "unknown signal: the utilisation detectors (novelty-gated robust z + CUSUM), unit-free step floor only",
         ),
     )
 }  # fmt: skip
