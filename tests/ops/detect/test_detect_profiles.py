@@ -115,7 +115,7 @@ NAB_EXPECTED = [
     # fitted (novelty gate; held out until its 20 false alarms were inspected): bursty EC2 CPU 2/2, 2 false alarms
     # (was 20, 19 of them routine bursts), NAB 87.7
     ("ec2_cpu_utilization_fe7f93.csv", "realAWSCloudwatch", 2, 2, 3, 80.0),
-    # held out: RDS CPU 2/2, 1 false alarm, NAB 90.1
+    # held out: RDS CPU 2/2, 1 false alarm, NAB 89.8 (scored once after the novelty gate; 90.1 before it)
     ("rds_cpu_utilization_e47b3b.csv", "realAWSCloudwatch", 2, 2, 3, 75.0),
 ]
 
