@@ -7,6 +7,8 @@ profile, with the simplification documented there); windows entirely outside a s
 
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py                 # default vs per-kind profile
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --profile auto  # one profile for all series
+    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --skip-default --series \
+        realAWSCloudwatch/ec2_cpu_utilization_fe7f93.csv:utilisation --set novelty_z.record_window_s=259200
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --data NAB/data \\
         --labels NAB/labels/combined_windows.json \\
         --series realKnownCause/machine_temperature_system_failure.csv:temperature
@@ -15,12 +17,14 @@ profile, with the simplification documented there); windows entirely outside a s
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from twinloop.lab.nab_windows import WindowScore, load_windows, score_alarms
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.offline import read_series
-from twinloop.ops.detect.profiles import PROFILE_NAMES, detect_with_profile, select_profile
+from twinloop.ops.detect.profiles import PROFILE_NAMES, DetectorProfile, detect_with_profile, select_profile
 
 HERE = Path(__file__).resolve().parent / "data" / "nab"
 
@@ -28,13 +32,15 @@ HERE = Path(__file__).resolve().parent / "data" / "nab"
 #: Utilisation split, declared (and committed) before the scale-floor change and before the three new CPU series
 #: were scored: the two CPU series already scored with the utilisation profile (RDS ``cc0c53``, idle EC2
 #: ``24ae8d``) and one new busy EC2 series (``5f5533``) are fitted on; two new series (EC2 ``fe7f93``, RDS
-#: ``e47b3b``) are held out.
+#: ``e47b3b``) were held out. EC2 ``fe7f93`` has since been looked at (its false alarms were read one by one to
+#: find their cause, routine bursts), so it moved to "fitted" before the routine-burst baseline was designed;
+#: RDS ``e47b3b`` and the ambient temperature stay held out.
 SERIES: dict[str, tuple[str, str]] = {
     "realKnownCause/ec2_request_latency_system_failure.csv": ("latency", "fitted"),
     "realAWSCloudwatch/rds_cpu_utilization_cc0c53.csv": ("utilisation", "fitted"),
     "realAWSCloudwatch/ec2_cpu_utilization_24ae8d.csv": ("utilisation", "fitted"),
     "realAWSCloudwatch/ec2_cpu_utilization_5f5533.csv": ("utilisation", "fitted"),
-    "realAWSCloudwatch/ec2_cpu_utilization_fe7f93.csv": ("utilisation", "held out"),
+    "realAWSCloudwatch/ec2_cpu_utilization_fe7f93.csv": ("utilisation", "fitted"),
     "realAWSCloudwatch/rds_cpu_utilization_e47b3b.csv": ("utilisation", "held out"),
     "realKnownCause/machine_temperature_system_failure.csv": ("temperature", "fitted"),
     "realKnownCause/ambient_temperature_system_failure.csv": ("temperature", "held out"),
@@ -50,14 +56,44 @@ SERIES: dict[str, tuple[str, str]] = {
 }
 
 
-def score_series(csv: Path, labels: Path, key: str, profile_name: str) -> tuple[str, WindowScore]:
+def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfile:
+    """``profile`` with parameters replaced, for neighbourhood checks (``--set DETECTOR.PARAM=VALUE``).
+
+    A parameter the profile gives as a span (seconds clamped to a range of samples) takes ``SECONDS`` or
+    ``SECONDS:LO:HI``; any other takes a number. Raises ``SystemExit`` on a detector the profile does not run.
+    """
+    specs = list(profile.detectors)
+    for item in settings:
+        target, value = item.split("=", 1)
+        det, param = target.split(".", 1)
+        hits = [i for i, d in enumerate(specs) if d.name == det]
+        if not hits:
+            raise SystemExit(f"--set {item}: profile {profile.name} runs no {det} (it runs {profile.detector_names})")
+        for i in hits:
+            spec = specs[i]
+            if param in spec.spans:
+                parts = value.split(":")
+                old = spec.spans[param]
+                lo, hi = (int(parts[1]), int(parts[2])) if len(parts) == 3 else (old[1], old[2])
+                specs[i] = replace(spec, spans={**spec.spans, param: (float(parts[0]), lo, hi)})
+            else:
+                specs[i] = replace(spec, params={**spec.params, param: float(value)})
+    return replace(profile, detectors=tuple(specs))
+
+
+def score_series(
+    csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = ()
+) -> tuple[str, WindowScore]:
     """Run a detector profile on one NAB CSV (its ``value`` column) and score the alarm onsets.
 
     ``auto`` sees only what ``twinloop detect --profile auto`` would: the file name and the column name, never
-    the kind this script assigns. Returns the profile actually run and the score.
+    the kind this script assigns. ``settings`` (``DETECTOR.PARAM=VALUE``) override the profile's parameters.
+    Returns the profile actually run and the score.
     """
     blocks, _ = read_series(csv, ["value"])
     profile = select_profile(profile_name, [Path(key).name, "value"])
+    if settings:
+        profile = override(profile, settings)
     detections = detect_with_profile(blocks, profile)
     ts = blocks[0].ts
     start, end = float(ts[0]), float(ts[-1])
@@ -77,6 +113,8 @@ def main() -> None:
     ap.add_argument("--labels", type=Path, default=HERE / "combined_windows.json", help="combined_windows.json")
     ap.add_argument("--series", nargs="*", help="KEY[:KIND] (path under data/, signal kind); default: packaged")
     ap.add_argument("--profile", choices=PROFILE_NAMES, help="one profile for every series (default: per kind)")
+    ap.add_argument("--set", nargs="*", default=[], help="DETECTOR.PARAM=VALUE overrides of the profile (not default)")
+    ap.add_argument("--skip-default", action="store_true", help="do not run the default detectors for comparison")
     args = ap.parse_args()
     load_variants()
     series = dict(SERIES)
@@ -85,8 +123,8 @@ def main() -> None:
     print(f"{'series':52s} {'kind':12s} {'set':9s} {'profile':17s} {'found':>7s} {'FA':>4s} {'FA/day':>7s} {'NAB':>7s}")
     totals: dict[tuple[str, str, str], list[WindowScore]] = {}
     for key, (kind, role) in series.items():
-        for name in ("default", args.profile or kind):
-            ran, s = score_series(_csv(key, args.data), args.labels, key, name)
+        for name in ("default", args.profile or kind)[1 if args.skip_default else 0 :]:
+            ran, s = score_series(_csv(key, args.data), args.labels, key, name, [] if name == "default" else args.set)
             label = f"auto→{ran}" if name == "auto" else ran
             totals.setdefault((kind, role, "default" if name == "default" else "per kind"), []).append(s)
             print(

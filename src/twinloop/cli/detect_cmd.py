@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -26,6 +26,9 @@ from twinloop.ops import (
     pipeline_incidents,
     read_series,
 )
+
+if TYPE_CHECKING:
+    from twinloop.ops import ProfileChoice
 
 _EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, below as seconds
 
@@ -76,7 +79,9 @@ def detect(
         None,
         "--profile",
         help="Detector profile per signal kind: default, latency, utilisation, temperature, generic, or auto "
-        "(picked from the field / file name; generic when neither names a kind); replaces --detector.",
+        "(picked from the field / file name; generic when neither names a kind); replaces --detector. Without "
+        "--profile and --detector: default for GPU telemetry (sampled every 60 s or faster, nvidia-smi, DCGM "
+        "fields), auto for slower series.",
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:
@@ -88,9 +93,10 @@ def detect(
         n_samples = max(b.ts.size for b in blocks)
         if n_samples < 2:
             raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
-        names, detections = _detect(file, blocks, names, profile, show_progress=not json_out)
+        choice = _choice(file, blocks, report.layout, profile, bool(detector))
+        names, detections = _detect(blocks, names, choice, show_progress=not json_out)
         incidents = pipeline_incidents(blocks) if report.layout in ("long", "wide-entity", "nvidia-smi") else []
-        summary = _summary(file, blocks, report, n_samples, names)
+        summary = _summary(file, blocks, report, n_samples, names, choice)
         if json_out:
             print_json(
                 {
@@ -117,18 +123,38 @@ def _detector_names(detector: list[str] | None) -> list[str]:
     return names
 
 
-def _detect(
-    file: Path, blocks: list[SeriesBlock], names: list[str], profile: str | None, show_progress: bool
-) -> tuple[list[str], list[Detection]]:
-    """Run the detectors over the blocks: those of the profile when one is given (it replaces ``names``), else
-    ``names``, with a progress bar on stderr when ``show_progress``. Returns the detectors run and the detections.
+def _choice(
+    file: Path, blocks: list[SeriesBlock], layout: str, profile: str | None, explicit_detectors: bool
+) -> ProfileChoice | None:
+    """The profile to run: ``--profile``'s; none when ``--detector`` names the detectors; else chosen from the data
+    (:func:`~twinloop.ops.detect.profiles.choose_profile`: GPU telemetry keeps the default detectors, slower
+    series get the kind profile).
     """
-    if profile is not None:
-        from twinloop.ops import detect_with_profile, select_profile
+    from twinloop.ops import ProfileChoice, choose_profile, select_profile
 
-        hints = [file.name, *(b.field or "" for b in blocks), *(n for b in blocks for n in b.names)]
-        prof = select_profile(profile, hints)
-        return prof.detector_names, detect_with_profile(blocks, prof)
+    hints = [file.name, *(b.field or "" for b in blocks), *(n for b in blocks for n in b.names)]
+    if profile is not None:
+        return ProfileChoice(select_profile(profile, hints), "--profile " + profile)
+    if explicit_detectors:
+        return None
+    return choose_profile(blocks, layout, hints)
+
+
+def _detect(
+    blocks: list[SeriesBlock], names: list[str], choice: ProfileChoice | None, show_progress: bool
+) -> tuple[list[str], list[Detection]]:
+    """Run the detectors over the blocks: the chosen profile's, else ``names`` (``--detector``), with a progress
+    bar on stderr when ``show_progress``. Returns the detectors run and the detections.
+
+    The ``default`` profile runs its detectors as ``names`` (the same detections as through the profile, which
+    has no spans and no spacing), so that GPU telemetry keeps its progress bar.
+    """
+    from twinloop.ops import detect_with_profile
+
+    if choice is not None:
+        if choice.profile.name != "default":
+            return choice.profile.detector_names, detect_with_profile(blocks, choice.profile)
+        names = choice.profile.detector_names
     if not show_progress:
         return names, detect_blocks(blocks, names)
     # The detectors step through time in Python: a long single series takes a while, so show how far.
@@ -141,9 +167,16 @@ def _detect(
 
 
 def _summary(
-    file: Path, blocks: list[SeriesBlock], report: InputReport, n_samples: int, names: list[str]
+    file: Path,
+    blocks: list[SeriesBlock],
+    report: InputReport,
+    n_samples: int,
+    names: list[str],
+    choice: ProfileChoice | None,
 ) -> dict[str, Any]:
-    """What was read (layout, rows, cadence, what was repaired or skipped) and which detectors ran."""
+    """What was read (layout, rows, cadence, what was repaired or skipped), which profile (``None``: the detectors
+    named by ``--detector``) and which detectors ran, and why that profile.
+    """
     return {
         "file": str(file),
         "layout": report.layout,
@@ -156,6 +189,8 @@ def _summary(
         "duplicate_rows": report.duplicates,
         "nan_count": report.nan_count,
         "problems": report.problems,
+        "profile": choice.profile.name if choice is not None else None,
+        "profile_reason": choice.reason if choice is not None else "--detector",
         "detectors": names,
     }
 
@@ -171,6 +206,10 @@ def _print_text(
         f"{report.duplicates} duplicate rows, {sum(report.nan_count.values())} NaN samples, "
         f"{sum(report.problems.values())} bad rows skipped",
         highlight=False,
+    )
+    prof = summary["profile"] or "none"
+    stdout.print(
+        f"profile {prof} ({escape(summary['profile_reason'])}): {', '.join(summary['detectors'])}", highlight=False
     )
     cols = [Col("time", "left"), Col("entity / column", "left"), Col("field", "left"), Col("score"),
             Col("kind", "left"), Col("class", "left"), Col("detector", "left")]  # fmt: skip

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         read_series,
     )
     from twinloop.ops.detect.pipeline import RULE_THRESHOLDS, DetectionPipeline, PipelineConfig
-    from twinloop.ops.detect.profiles import detect_with_profile, select_profile
+    from twinloop.ops.detect.profiles import ProfileChoice, choose_profile, detect_with_profile, select_profile
     from twinloop.ops.detect.rules import GpuLimits
     from twinloop.ops.evaluate import DetectionReport, Label, evaluate_detection
     from twinloop.ops.events import Detection, EventClass, Incident, Severity
@@ -92,6 +92,7 @@ _WHERE = {
     "PipelineConfig": "detect.pipeline",
     "Policy": "respond.policy",
     "PollResult": "ports",
+    "ProfileChoice": "detect.profiles",
     "REGISTRY": "detect.base",
     "RULE_THRESHOLDS": "detect.pipeline",
     "RackHeat": "ports",
@@ -111,6 +112,7 @@ _WHERE = {
     "Watcher": "live.watcher",
     "ancestor": "respond.adapters.base",
     "build_source": "live.kinds",
+    "choose_profile": "detect.profiles",
     "detect_blocks": "detect.offline",
     "detect_steps": "detect.offline",
     "detect_with_profile": "detect.profiles",
@@ -169,6 +171,7 @@ __all__ = [
     "PipelineConfig",
     "Policy",
     "PollResult",
+    "ProfileChoice",
     "RackHeat",
     "Reader",
     "Responder",
@@ -186,6 +189,7 @@ __all__ = [
     "Watcher",
     "ancestor",
     "build_source",
+    "choose_profile",
     "detect_blocks",
     "detect_steps",
     "detect_with_profile",

@@ -112,9 +112,10 @@ NAB_EXPECTED = [
     ("ec2_cpu_utilization_24ae8d.csv", "realAWSCloudwatch", 2, 0, 0, -1.0),
     # fitted (utilisation floors): busy EC2 CPU 1/2, 0 false alarms, NAB 38.0
     ("ec2_cpu_utilization_5f5533.csv", "realAWSCloudwatch", 2, 1, 1, 30.0),
-    # held out (scored once, after the floors were fixed): bursty EC2 CPU 2/2, 20 false alarms (1.4/day), NAB 41.4
-    ("ec2_cpu_utilization_fe7f93.csv", "realAWSCloudwatch", 2, 2, 24, 30.0),
-    # held out: RDS CPU 2/2, 1 false alarm, NAB 90.1
+    # fitted (novelty gate; held out until its 20 false alarms were inspected): bursty EC2 CPU 2/2, 2 false alarms
+    # (was 20, 19 of them routine bursts), NAB 87.7
+    ("ec2_cpu_utilization_fe7f93.csv", "realAWSCloudwatch", 2, 2, 3, 80.0),
+    # held out: RDS CPU 2/2, 1 false alarm, NAB 89.8 (scored once after the novelty gate; 90.1 before it)
     ("rds_cpu_utilization_e47b3b.csv", "realAWSCloudwatch", 2, 2, 3, 75.0),
 ]
 

@@ -25,6 +25,9 @@ The profiles are chosen from the signal's physics, not fitted to the windows of 
   least :data:`UTILISATION_FLOOR_PCT` percentage points, so a z alarm needs a sustained departure of a few points
   of capacity. The absolute floor assumes percent (CloudWatch ``CPUUtilization``, DCGM/NVML utilisation); a 0–1
   fraction should be scaled to percent or run with ``generic``.
+  The robust z alarms only on an excursion the series has not shown in about a week
+  (:mod:`~twinloop.ops.detect.novelty_z`): an instance that runs a 20 min job to 60 % several times a day is
+  not paged for it, but is for a job that runs twice as long, goes higher, or a level it never held.
 * **generic** — ``auto``'s choice when no name says what the signal is: the utilisation detectors with the
   unit-free step floor only (no floor in percentage points, which would be meaningless for a count or a price).
 * **temperature** — smooth, strongly autocorrelated, with routine dips of a few hours (load changes, idle
@@ -42,6 +45,7 @@ signal kinds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +55,7 @@ import numpy as np
 from twinloop.errors import InputError
 from twinloop.ops.detect.offline import DEFAULT_DETECTORS, SeriesBlock, detect_blocks
 from twinloop.ops.events import Detection
+from twinloop.telemetry.fields import canonical_field
 
 #: (seconds, fewest samples, most samples): a span that adapts to the sampling interval within bounds.
 Span = tuple[float, int, int]
@@ -115,17 +120,20 @@ UTILISATION_FLOOR_PCT = 0.5
 def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
     """The utilisation and generic profiles' detectors, with a scale floor of ``floor`` in the series' unit.
 
-    Robust z over ~1 day (2 samples, scale floored at the series' step and at ``floor``) plus a slow CUSUM (scale
-    floored at ``floor``); ``floor`` = 0 means no floor in the series' unit (``generic``).
+    Robust z over ~1 day (2 samples, scale floored at the series' step and at ``floor``), alarming only on
+    excursions the series has not shown in about a week (:mod:`~twinloop.ops.detect.novelty_z`: no level held as
+    long, up to a day, as high or as low; a week so that a weekday routine outlives a quiet weekend), plus a slow
+    CUSUM (scale floored at ``floor``); ``floor`` = 0 means no floor in the series' unit (``generic``).
     """
     abs_floor = max(floor, 1e-9)  # the detectors' own default floor is 1e-9
     return (
         DetectorSpec(
-            "ewma_zscore",
+            "novelty_z",
             {"robust": True, "threshold": 6.0, "min_persistence": 2, "smooth_s": 0.0, "step_floor": 1.0,
-             "min_std_abs": abs_floor, **_NO_FLAP},
+             "min_std_abs": abs_floor, "novelty_margin": 2.0, **_NO_FLAP},
             {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600),
-             "persistence_s": (0.0, 2, 2)},
+             "persistence_s": (0.0, 2, 2), "record_window_s": (7 * DAY_S, 60, 2016),
+             "max_hold_s": (DAY_S, 60, 2000)},
         ),
         DetectorSpec(
             "cusum",
@@ -161,8 +169,8 @@ PROFILES: dict[str, DetectorProfile] = {
             "utilisation",
             _level_shift_detectors(UTILISATION_FLOOR_PCT),
             (DAY_S / 4, 30, 2000),
-            "CPU / GPU utilisation in %: robust z over ~1 day (2 samples) + slow CUSUM for level shifts, scale "
-            f"floored at the series' step and {UTILISATION_FLOOR_PCT} points",
+            "CPU / GPU utilisation in %: robust z over ~1 day (2 samples) on excursions not seen in ~a week + slow "
+            f"CUSUM for level shifts, scale floored at the series' step and {UTILISATION_FLOOR_PCT} points",
         ),
         DetectorProfile(
             "temperature",
@@ -181,7 +189,7 @@ PROFILES: dict[str, DetectorProfile] = {
             "generic",
             _level_shift_detectors(0.0),
             (DAY_S / 4, 30, 2000),
-            "unknown signal: the utilisation detectors with the unit-free step floor only",
+            "unknown signal: the utilisation detectors (novelty-gated robust z + CUSUM), unit-free step floor only",
         ),
     )
 }  # fmt: skip
@@ -226,6 +234,64 @@ def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
     if name not in PROFILES:
         raise InputError("--profile", "", f"{name!r} (allowed: {', '.join(PROFILE_NAMES)})")
     return PROFILES[name]
+
+
+#: Longest median sampling interval, s, at which ``twinloop detect`` with no option keeps the ``default``
+#: detectors: their EWMA half-life (300 s, :class:`~twinloop.ops.detect.ewma_zscore.EwmaZScoreParams`) then
+#: still spans at least 5 samples, the telemetry they were tuned for (GPU and facility readings at 1-60 s).
+#: Slower series (5 min CloudWatch, hourly exports) get the ``auto`` kind profile instead.
+TELEMETRY_MAX_DT_S = 60.0
+
+#: File layouts that are GPU telemetry whatever their cadence: nvidia-smi's own CSV always; the telemetry
+#: schema (``ts, entity, field, value`` or ``ts, entity, <FIELD>...``) when its fields are DCGM / twinloop fields.
+TELEMETRY_LAYOUTS = ("nvidia-smi",)
+SCHEMA_LAYOUTS = ("long", "wide-entity")
+
+
+@dataclass(frozen=True)
+class ProfileChoice:
+    """The profile ``twinloop detect`` runs when neither ``--profile`` nor ``--detector`` is given, and why.
+
+    Attributes:
+        profile: the profile chosen.
+        reason: one line saying why (cadence, layout, names), for the CLI's summary.
+    """
+
+    profile: DetectorProfile
+    reason: str
+
+
+def median_dt_s(blocks: Sequence[SeriesBlock]) -> float:
+    """The median of the blocks' own median sampling intervals, s (``nan`` when no block has two samples)."""
+    dts = [_dt(b) for b in blocks if b.ts.size >= 2]
+    return float(np.median(dts)) if dts else math.nan
+
+
+def choose_profile(blocks: Sequence[SeriesBlock], layout: str, hints: Sequence[str] = ()) -> ProfileChoice:
+    """The profile for a file read by :func:`~twinloop.ops.detect.offline.read_series`, chosen from the data.
+
+    GPU / high-rate telemetry keeps ``default`` (today's detectors, stock parameters: the twin's and ``watch``'s
+    results do not move): nvidia-smi's CSV, the telemetry schema with DCGM or twinloop field names, or a median
+    sampling interval of at most :data:`TELEMETRY_MAX_DT_S`. Anything slower is a service or facility metric
+    (5 min CloudWatch, hourly exports), where the default pages several times a day (docs/sections/
+    calibration-detect.md, NAB): it gets ``auto``'s kind profile, picked from ``hints`` (file and field names),
+    ``generic`` when no name says what the signal is.
+
+    Args:
+        blocks: the series read.
+        layout: :attr:`~twinloop.ops.detect.offline.InputReport.layout`.
+        hints: field names, units, the file name (for ``auto``).
+    """
+    dt_s = median_dt_s(blocks)
+    if layout in TELEMETRY_LAYOUTS:
+        return ProfileChoice(PROFILES["default"], f"{layout} layout: GPU telemetry")
+    if layout in SCHEMA_LAYOUTS and any(canonical_field(b.field) for b in blocks):
+        return ProfileChoice(PROFILES["default"], f"{layout} layout with DCGM / twinloop fields: GPU telemetry")
+    if not dt_s > TELEMETRY_MAX_DT_S:  # NaN (a single sample) stays with the default too
+        return ProfileChoice(PROFILES["default"], f"sampled every {dt_s:.3g} s (<= {TELEMETRY_MAX_DT_S:g} s)")
+    prof = select_profile("auto", hints)
+    why = "no name says the kind" if prof.name == "generic" else "picked from the names"
+    return ProfileChoice(prof, f"sampled every {dt_s:.3g} s (> {TELEMETRY_MAX_DT_S:g} s): auto, {why}")
 
 
 def _dt(block: SeriesBlock) -> float:
@@ -284,10 +350,16 @@ __all__ = [
     "AUTO_HINTS",
     "PROFILES",
     "PROFILE_NAMES",
+    "SCHEMA_LAYOUTS",
+    "TELEMETRY_LAYOUTS",
+    "TELEMETRY_MAX_DT_S",
     "UTILISATION_FLOOR_PCT",
     "DetectorProfile",
     "DetectorSpec",
+    "ProfileChoice",
+    "choose_profile",
     "detect_with_profile",
+    "median_dt_s",
     "profile_steps",
     "select_profile",
     "space_alarms",
