@@ -189,6 +189,7 @@ def _summary(
         "duplicate_rows": report.duplicates,
         "nan_count": report.nan_count,
         "problems": report.problems,
+        "skipped_columns": report.skipped_columns,
         "profile": choice.profile.name if choice is not None else None,
         "profile_reason": choice.reason if choice is not None else "--detector",
         "detectors": names,
@@ -207,6 +208,8 @@ def _print_text(
         f"{sum(report.problems.values())} bad rows skipped",
         highlight=False,
     )
+    for name, why in report.skipped_columns.items():
+        stdout.print(f"column {escape(name)!r} not analysed: {escape(why)}", highlight=False)
     prof = summary["profile"] or "none"
     stdout.print(
         f"profile {prof} ({escape(summary['profile_reason'])}): {', '.join(summary['detectors'])}", highlight=False

@@ -173,3 +173,37 @@ def test_counters_become_rates_and_code_fields_are_left_to_rules(tmp_path: Path,
     out = cli_json("detect", str(path))
     assert out["series"] == 2
     assert out["detections"] == []  # a steadily rising energy counter is a constant power, not an anomaly
+
+
+def test_label_and_text_columns_are_not_analysed(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    """A labelled benchmark file (NAB's older layout: ``timestamp,value,label,notes``; Yahoo's ``is_anomaly``)
+    runs on its values: the label is the answer, not a signal, and a notes column is no reason to stop."""
+    rows = ["timestamp,value,label,notes,is_anomaly"]
+    for i in range(400):
+        step = 8.0 if i >= 300 else 0.0
+        rows.append(f"{1.7e9 + i:.0f},{55.0 + step + 0.3 * ((i * 7919) % 13 - 6) / 6:.3f},{int(i >= 300)},"
+                    f"{'APB' if i == 300 else ''},{int(i >= 300)}")  # fmt: skip
+    path = tmp_path / "labelled.csv"
+    path.write_text("\n".join(rows) + "\n")
+    out = cli_json("detect", str(path))
+    assert set(out["skipped_columns"]) == {"label", "notes", "is_anomaly"}
+    assert {h["entity"] for h in out["detections"]} == {"value"}
+    explicit = cli_json("detect", str(path), "--field", "label")  # named: analysed
+    assert explicit["skipped_columns"] == {} and {h["entity"] for h in explicit["detections"]} <= {"label"}
+
+
+def test_a_text_column_is_skipped_but_a_typo_in_a_numeric_one_is_an_error(
+    tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    path = tmp_path / "mixed.csv"
+    path.write_text("ts,host,load\n1,a,0.5\n2,b,0.6\n3,c,0.7\n")
+    res = cli("detect", str(path), "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["skipped_columns"] == {
+        "host": "text column (no value reads as a number)"
+    }
+    path.write_text("ts,load\n1,0.5\n2,0.6x\n3,0.7\n")
+    res = cli("detect", str(path), "--json")
+    assert res.exit_code == 2 and "non-numeric value '0.6x'" in res.stderr
+    path.write_text("ts,label,notes\n1,0,\n2,1,x\n")
+    res = cli("detect", str(path), "--json")
+    assert res.exit_code == 2 and "skipped: label, notes" in res.stderr

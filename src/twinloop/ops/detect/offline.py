@@ -96,6 +96,7 @@ class InputReport:
     problems: dict[str, int] = field(default_factory=dict)
     dt_s: float = math.nan
     aligned_max_shift_s: float = 0.0
+    skipped_columns: dict[str, str] = field(default_factory=dict)
 
 
 def align_sweeps(ts: F64, series: NDArray[np.int64]) -> tuple[F64, float]:
@@ -318,17 +319,58 @@ def _set_dt(blocks: Sequence[SeriesBlock], report: InputReport) -> None:
         report.dt_s = float(np.median(dts)) if dts.size else math.nan
 
 
-def _read_wide(table: pa.Table, fields: Sequence[str] | None, report: InputReport) -> SeriesBlock:
-    source = report.source
-    ts_name = _ts_column(table, source)
+#: Columns a labelled benchmark file carries beside its values (NAB's ``label``/``notes``, Yahoo's
+#: ``is_anomaly``): ground truth or annotations, never analysed unless ``--field`` names them.
+LABEL_COLUMNS = frozenset({"label", "labels", "is_anomaly", "anomaly", "is_anomalous", "notes", "note", "comment",
+                           "comments"})  # fmt: skip
+
+
+def _is_text_column(table: pa.Table, name: str) -> bool:
+    """Whether no non-empty value of a string column reads as a number (a notes or tag column, not a typo)."""
+    col = table.column(name)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        return False
+    for v in col.to_pylist():
+        if v is None or not v.strip():
+            continue
+        try:
+            float(v)
+        except ValueError:
+            continue
+        return False
+    return True
+
+
+def _value_columns(table: pa.Table, ts_name: str, fields: Sequence[str] | None, report: InputReport) -> list[str]:
+    """The columns to analyse: ``fields`` when given, else every column but the timestamp, label / annotation
+    columns and text columns (each skipped one is named in ``report.skipped_columns`` with why).
+    """
     value_cols = [c for c in table.column_names if c != ts_name]
     if fields:
         missing = [f for f in fields if f not in value_cols]
         if missing:
             raise InputError("--field", "", f"unknown column {missing[0]!r} (allowed: {', '.join(value_cols)})")
-        value_cols = list(fields)
+        return list(fields)
+    kept = []
+    for c in value_cols:
+        if c.strip().lower() in LABEL_COLUMNS:
+            report.skipped_columns[c] = "label or annotation column (name it with --field to analyse it)"
+        elif _is_text_column(table, c):
+            report.skipped_columns[c] = "text column (no value reads as a number)"
+        else:
+            kept.append(c)
+    return kept
+
+
+def _read_wide(table: pa.Table, fields: Sequence[str] | None, report: InputReport) -> SeriesBlock:
+    source = report.source
+    ts_name = _ts_column(table, source)
+    value_cols = _value_columns(table, ts_name, fields, report)
     if not value_cols:
-        raise InputError(source, "", "no value column (allowed: a timestamp column and one or more value columns)")
+        skipped = f"; skipped: {', '.join(report.skipped_columns)}" if report.skipped_columns else ""
+        raise InputError(
+            source, "", f"no value column (allowed: a timestamp column and one or more numeric columns{skipped})"
+        )
     ts = _parse_ts(table, ts_name, source)
     values = np.column_stack([_column_floats(table, c, source) for c in value_cols])
     ts, order = _order(ts, report)
