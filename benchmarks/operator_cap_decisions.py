@@ -1,6 +1,6 @@
 """An operator's power cap on one node of a training job, loop off vs on over seeds (issue 14, decisions).
 
-The scenario is ``tests/closedloop/test_operator_cap_scenario.py``'s: 32 H100s (2 racks x 2 nodes), one 32-GPU
+The scenario is :func:`twinloop.lab.operator_cap.operator_cap_scenario`: 32 H100s (2 racks x 2 nodes), one 32-GPU
 training job, an operator caps node ``dc9/r01/k02/n01`` to 50 % of TDP from 200 s to 400 s of a 10 min run. Per seed
 and pass it prints the incidents by class, the loop's checkpoint / drain / requeue actions and the job's goodput.
 
@@ -10,26 +10,19 @@ and pass it prints the incidents by class, the loop's checkpoint / drain / reque
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.closedloop.test_operator_cap_scenario import _spec  # noqa: E402
-from twinloop.closedloop.passes import run_pass  # noqa: E402
-from twinloop.twin.scenario import ScenarioSpec  # noqa: E402
+from twinloop.closedloop.passes import run_pass
+from twinloop.lab.operator_cap import operator_cap_scenario
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     args = ap.parse_args()
-    base = _spec()
-    assert isinstance(base, ScenarioSpec)
     print(f"{'seed':>4s} {'loop':4s} {'goodput tok/s':>13s} {'moves':>5s}  incidents by class")
     for seed in args.seeds:
-        spec = base.model_copy(update={"seed": seed})
+        spec = operator_cap_scenario(seed)
         for loop in (False, True):
             r = run_pass(spec, loop, optimize_cooling=False)
             classes = Counter(i.event_class.value for i in r.incidents)

@@ -10,30 +10,13 @@ from __future__ import annotations
 import pytest
 
 from twinloop.closedloop.passes import run_pass
+from twinloop.lab.operator_cap import NODE, operator_cap_scenario
 from twinloop.ops.events import EventClass
-from twinloop.twin.scenario import scenario_from_dict
-
-NODE = "dc9/r01/k02/n01"
-
-
-def _spec() -> object:
-    raw = {
-        "name": "operator-cap",
-        "site": "dc9",
-        "duration_s": "10m",
-        "step_s": "1s",
-        "seed": 3,
-        "rows": [{"racks": 2, "nodes_per_rack": 2, "node": {"gpu": "h100-sxm"}, "cooling": "liquid"}],
-        "jobs": [{"name": "train", "kind": "training", "gpus": 32, "checkpoint_interval_s": "10m"}],
-        "faults": [{"kind": "operator_power_cap", "target": NODE, "start_s": 200, "duration_s": 200, "magnitude": 0.5}],
-        "failures": "off",
-    }
-    return scenario_from_dict(raw, "test", ".")
 
 
 @pytest.mark.slow
 def test_an_operator_cap_is_a_power_throttle_and_the_loop_leaves_the_node_alone() -> None:
-    r = run_pass(_spec(), True, optimize_cooling=False)  # type: ignore[arg-type]
+    r = run_pass(operator_cap_scenario(), True, optimize_cooling=False)
     throttles = [i for i in r.incidents if i.event_class == EventClass.POWER_THROTTLE]
     assert throttles and all(i.root.startswith(NODE) for i in throttles)
     assert 200.0 <= min(i.start_ts for i in throttles) <= 215.0
