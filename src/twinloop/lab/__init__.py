@@ -6,6 +6,6 @@ twin runs), ``detector_data`` (synthetic fleets with injected faults) and ``nab_
 labelled windows), ``fp8_anchors`` and ``nccl_anchors`` (published cells the planner is compared with),
 ``gemm_fit`` (the GEMM curves fitted on measured GEMMs), ``power_validation``, ``soak`` and ``thermal_poles``
 (the power and thermal models against real GPU readings), ``phases`` (labelling a replayed recording by its
-workload's phases). A module here may import the twin and ``ops`` alike;
-nothing in the product imports this package (``tests/test_lab.py``).
+workload's phases), ``operator_cap`` (the operator-cap decision scenario). A module here may import the twin
+and ``ops`` alike; nothing in the product imports this package (``tests/test_lab.py``).
 """
