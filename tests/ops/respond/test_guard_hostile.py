@@ -119,6 +119,27 @@ def test_restore_is_step_limited_like_any_action() -> None:
     caps = [x for x in closed if x.request.kind == ActionKind.POWER_CAP]
     assert [(x.status, x.request.value, x.clamped) for x in caps] == [("restored", 450.0, True)]
     assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 450.0
+    # ... and it goes on, one step per min_interval_s, to the value it had (before: it stayed at 450 W for good,
+    # and on power-events the node's next job ran capped: a throttle the new cap test reported).
+    assert r.handle([], 420.0, lambda *a: None) == []  # not yet due
+    more = [x for x in r.handle([], 430.0, lambda *a: None) if x.request.kind == ActionKind.POWER_CAP]
+    assert [(x.status, x.request.value, x.clamped, x.extra["of_action"]) for x in more] == [
+        ("restored", 700.0, False, caps[0].extra["of_action"])
+    ]
+    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 700.0
+    assert r.handle([], 1000.0, lambda *a: None) == []
+
+
+def test_a_staged_restore_stops_when_someone_else_changes_the_setting() -> None:
+    adapter = MemoryAdapter(supply_w=100.0)
+    r = Responder(default_policy(), adapter, mode="auto")
+    inc = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
+    r.handle([inc], 0.0, lambda *a: None)
+    r.handle([replace(inc, status="closed")], 400.0, lambda *a: None)
+    adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] = 300.0  # an operator sets the node to 300 W
+    later = [x for x in r.handle([], 430.0, lambda *a: None) if x.request.kind == ActionKind.POWER_CAP]
+    assert [x.status for x in later] == ["superseded"]
+    assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 300.0
 
 
 @settings(max_examples=100, deadline=None)

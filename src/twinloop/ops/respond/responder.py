@@ -110,6 +110,8 @@ class Responder:
         self._held: dict[int, list[ActionResult]] = {}  # incident id -> applied actions to restore on closing
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
+        # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
+        self._restoring: list[tuple[float, ActionRequest, float, int]] = []
 
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
@@ -121,6 +123,7 @@ class Responder:
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
             out.append(self._submit_for(request, until_closed, now, read, mode))
+        out.extend(self._continue_restores(now))
         out.extend(self._open_gates(now, read))
         for incident in incidents:
             iid = incident.incident_id
@@ -412,17 +415,45 @@ class Responder:
                 extra: dict[str, float] = {"of_action": float(result.action_id)}
                 out.append(self._record(undo, "refused", now, detail, guard=False, extra=extra))
                 continue
-            undo = decision.request
-            reply = self.adapter.apply(undo)
-            status: ActionStatus = "restored" if reply.status in ("applied", "dry_run") else "failed"
-            out.append(self._record(undo, status, now, reply.detail, clamped=decision.clamped,
-                                    extra={"of_action": result.action_id}))  # fmt: skip
+            out.append(self._apply_undo(undo, decision, now, result.action_id))
+        return out
+
+    def _apply_undo(self, undo: ActionRequest, decision: GuardDecision, now: float, of_action: int) -> ActionResult:
+        """Apply a guarded restore; one the step limit cut short goes on one step per ``min_interval_s`` (a node
+        left at the first step's 450 W after its 200 W cap, for the rest of the run, read as a throttle).
+        """
+        step = decision.request
+        reply = self.adapter.apply(step)
+        status: ActionStatus = "restored" if reply.status in ("applied", "dry_run") else "failed"
+        if status == "restored" and decision.clamped and undo.kind in SETTING_KINDS and step.value is not None:
+            due = now + self.guards.config.min_interval_s
+            self._restoring.append((due, undo, step.value, of_action))
+        return self._record(step, status, now, reply.detail, clamped=decision.clamped, extra={"of_action": of_action})
+
+    def _continue_restores(self, now: float) -> list[ActionResult]:
+        """The next step of each restore the step limit cut short, unless the setting was changed since."""
+        due = [r for r in self._restoring if r[0] <= now]
+        self._restoring = [r for r in self._restoring if r[0] > now]
+        out = []
+        for _, undo, last_value, of_action in due:
+            current = self.adapter.current(undo.kind, undo.target)
+            if current is None or abs(current - last_value) > 1e-6 * max(1.0, abs(last_value)):
+                why = f"{undo.reason}: setting changed since, left as is"
+                out.append(self._record(undo, "superseded", now, why, guard=False, extra={"of_action": of_action}))
+                continue
+            decision = self._guard_undo(undo, now)
+            if not decision.allowed:
+                detail = f"{undo.reason}: {decision.refusal}"
+                out.append(self._record(undo, "refused", now, detail, guard=False, extra={"of_action": of_action}))
+                continue
+            out.append(self._apply_undo(undo, decision, now, of_action))
         return out
 
     def _guard_undo(self, undo: ActionRequest, now: float) -> GuardDecision:
         """Restores and rollbacks pass the guard too (hardware range, step limit, finite values; issue 19: a
-        restore once raised a node's cap 200 -> 700 W in one step). A clamped undo is partial: the setting moves
-        by one step toward the earlier value and stays there (the safe side for a power cap).
+        restore once raised a node's cap 200 -> 700 W in one step). A clamped restore moves one step toward the
+        earlier value and goes on one step per ``min_interval_s`` (:meth:`_continue_restores`) until it is there,
+        unless the setting is changed meanwhile; a clamped rollback stays at its step (the safe side).
         """
         limits = self.adapter.limits(undo.kind, undo.target)
         current = self.adapter.current(undo.kind, undo.target) if undo.value is not None else None
