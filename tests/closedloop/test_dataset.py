@@ -139,3 +139,12 @@ def test_extractor_sees_a_local_temperature_rise_and_no_future() -> None:
     assert f["temp_delta_c"] == pytest.approx(10.0) and f["temp_delta_contrast_c"] == pytest.approx(10.0)
     assert f["temp_margin_c"] == pytest.approx(27.0) and f["root_gpu"] == 1.0 and f["rule_thermal_throttle"] == 1.0
     assert np.isfinite(ex.features(inc)).all()
+
+
+def test_the_studies_fault_kinds_do_not_move_with_new_twin_kinds() -> None:
+    from twinloop.lab.fault_scenarios import ADVISORY_FAULT_KINDS, FAULT_KINDS
+
+    assert (
+        len(FAULT_KINDS) == 11 and FAULT_KINDS[0] == "cdu_pump_degradation" and FAULT_KINDS[-1] == "facility_power_cap"
+    )
+    assert ADVISORY_FAULT_KINDS == (*FAULT_KINDS, "operator_power_cap")
