@@ -147,4 +147,4 @@ def test_the_studies_fault_kinds_do_not_move_with_new_twin_kinds() -> None:
     assert (
         len(FAULT_KINDS) == 11 and FAULT_KINDS[0] == "cdu_pump_degradation" and FAULT_KINDS[-1] == "facility_power_cap"
     )
-    assert ADVISORY_FAULT_KINDS == (*FAULT_KINDS, "operator_power_cap")
+    assert (*FAULT_KINDS, "operator_power_cap") == ADVISORY_FAULT_KINDS
