@@ -172,18 +172,28 @@ class StragglerRule(Rule):
         self.min_persistence_samples = min_persistence_samples
         self.cap_tolerance = cap_tolerance
         self._m: F64 | None = None
-        self._limit: F64 | None = None
+        self._limit: F64 = np.zeros(0)
+        self._raised_at: F64 | None = None
 
-    def _expected_slow(self, frame: RuleFrame, group: NDArray[np.int64], n_groups: int) -> BoolArr:
-        """GPUs slower on purpose: marked by the caller, or capped below their peers' enforced power limit."""
+    def _expected_slow(self, frame: RuleFrame, group: NDArray[np.int64], n_groups: int, grace_s: float) -> BoolArr:
+        """GPUs slower on purpose: marked by the caller, capped below their peers' enforced power limit, or whose
+        limit rose by more than ``cap_tolerance`` within ``grace_s``: a lifted cap leaves the smoothed clock lagging
+        its peers for a few half-lives (a lifted operator cap read as a straggler in the twin).
+        """
         n = frame.n_gpus
         out = np.zeros(n, dtype=bool) if frame.expected_slow is None else frame.expected_slow.copy()
         limit = frame.gpu.get(POWER_LIMIT)
-        if limit is not None:
-            med, _ = group_median(limit, group, n_groups)
-            with np.errstate(invalid="ignore"):
-                out |= (group >= 0) & (limit < (1.0 - self.cap_tolerance) * med[np.maximum(group, 0)])
-        return out
+        if limit is None:
+            return out
+        med, _ = group_median(limit, group, n_groups)
+        if self._raised_at is None or self._raised_at.shape[0] != n:
+            self._raised_at, self._limit = np.full(n, -np.inf), limit.copy()
+        with np.errstate(invalid="ignore"):
+            out |= (group >= 0) & (limit < (1.0 - self.cap_tolerance) * med[np.maximum(group, 0)])
+            raised = limit > (1.0 + self.cap_tolerance) * self._limit
+        self._raised_at[raised] = frame.ts
+        self._limit = np.where(np.isfinite(limit), limit, self._limit)
+        return out | (frame.ts - self._raised_at <= grace_s)
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         """Fire on GPUs lastingly slower than their peers; the score is the robust z of the deficit (0 outside jobs)."""
@@ -194,16 +204,8 @@ class StragglerRule(Rule):
         if self._m is None or self._m.shape[0] != n:
             self._m = np.full(n, np.nan)
             self._slot = np.full(n, -1, dtype=np.int64)
-            self._limit = None
-        # A GPU that changed job, or whose enforced power limit changed, starts its smoothing afresh: the smoothed
-        # clock of a GPU whose cap was just lifted still lags its peers for a few half-lives, and it is no longer
-        # excused as capped (a lifted operator cap read as a straggler in the twin).
+        # A GPU that changed job starts its smoothing afresh.
         moved = frame.job_slot != self._slot
-        limit = frame.gpu.get(POWER_LIMIT)
-        if limit is not None:
-            if self._limit is not None:
-                moved |= np.isfinite(limit) & (limit != self._limit)
-            self._limit = np.where(np.isfinite(limit), limit, np.nan if self._limit is None else self._limit)
         self._m[moved] = np.nan
         self._slot = frame.job_slot.copy()
         valid = np.isfinite(x)
@@ -221,7 +223,7 @@ class StragglerRule(Rule):
         in_job = slot >= 0
         group = np.where(in_job, slot * n_models + model, -1)
         n_groups = frame.n_slots * n_models
-        expected = self._expected_slow(frame, group, n_groups)
+        expected = self._expected_slow(frame, group, n_groups, 4.0 * half_life_s + persist_s)
         peer_group = np.where(expected, -1, group)
         med, count = group_median(m, peer_group, n_groups)
         safe = np.maximum(group, 0)
