@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from twinloop.ops.evaluate import Label, evaluate_detection
 from twinloop.ops.events import EventClass, Incident, Severity
 
@@ -49,3 +51,27 @@ def test_a_site_wide_fault_does_not_steal_a_local_faults_credit_by_list_order() 
         report = evaluate_detection([inc], faults)
         hit = {q.fault: q.n_true_incidents for q in report.per_fault}
         assert hit == {"gpu_thermal_interface": 1, "heat_wave": 0}
+
+
+def test_a_rack_capped_by_design_explains_its_power_throttling_and_nothing_else() -> None:
+    cap = [Label("power_limit:rack cap", "dc2/r01/k01", 0.0, 3600.0)]
+    throttle = inc(1, EventClass.POWER_THROTTLE, "dc2/r01/k01/n02", 25.0)
+    hot = inc(2, EventClass.COOLING_DEGRADATION, "dc2/r01/k01/n03", 40.0)
+    elsewhere = inc(3, EventClass.POWER_THROTTLE, "dc2/r02/k01/n01", 50.0)
+    report = evaluate_detection([throttle, hot, elsewhere], [], cap)
+    assert [i.incident_id for i in report.background] == [1]
+    assert [i.incident_id for i in report.false_alarms] == [2, 3]
+
+
+def test_the_twins_rack_caps_are_labelled() -> None:
+    from twinloop.closedloop.adapter import TwinAdapter
+    from twinloop.closedloop.labels import ground_truth
+    from twinloop.twin.engine import Twin
+    from twinloop.twin.scenario import load_scenario
+
+    path = Path(__file__).resolve().parents[2] / "src" / "twinloop" / "scenarios" / "mixed_hall.yaml"
+    twin = Twin(load_scenario(path), source="mixed_hall.yaml")
+    twin.run(2)
+    _, background = ground_truth(twin, TwinAdapter(twin))
+    caps = [b for b in background if b.kind.startswith("power_limit:")]
+    assert caps and {b.entity.rsplit("/", 1)[0] for b in caps} == {"dc2/r01"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.ops import Label
 from twinloop.twin.engine import Twin
@@ -33,7 +35,7 @@ def ground_truth(twin: Twin, adapter: TwinAdapter) -> tuple[tuple[Label, ...], t
         for e in twin.events
         if e.kind in BACKGROUND_EVENTS
     )
-    return faults, background + background_stragglers(twin, adapter, end)
+    return faults, background + background_stragglers(twin, adapter, end) + configured_caps(twin, end)
 
 
 def background_stragglers(twin: Twin, adapter: TwinAdapter, end_s: float) -> tuple[Label, ...]:
@@ -45,3 +47,21 @@ def background_stragglers(twin: Twin, adapter: TwinAdapter, end_s: float) -> tup
         Label(f"straggler:speed {speed:.3f}", gpu_ids[i], 0.0, end_s, job=adapter.job_of(gpu_ids[i]))
         for i, speed in zip(twin.background_stragglers.tolist(), twin.background_speed.tolist(), strict=True)
     )
+
+
+def configured_caps(twin: Twin, end_s: float) -> tuple[Label, ...]:
+    """Racks and rows the scenario caps (``rack_cap_w`` / ``row_cap_w``): their GPUs run under a power limit by
+    design, so a power-throttle incident there is a true condition, not a false alarm (``mixed_hall``'s capped
+    H100 row at its ramp-up). Kind ``power_limit:...``: it explains power-throttle incidents only
+    (:func:`twinloop.ops.evaluate.evaluate_detection`).
+    """
+    chain, topo = twin.chain, twin.topo
+    racks = [
+        Label("power_limit:rack cap", topo.rack_id(int(k)), 0.0, end_s)
+        for k in np.flatnonzero(np.isfinite(chain.rack_cap_w))
+    ]
+    rows = [
+        Label("power_limit:row cap", topo.row_id(int(r)), 0.0, end_s)
+        for r in np.flatnonzero(np.isfinite(chain.row_cap_w))
+    ]
+    return tuple(racks + rows)

@@ -88,6 +88,13 @@ def _touches(incident: Incident, label: Label) -> bool:
     return any(e.startswith(label.entity) or label.entity.startswith(e + "/") or e == label.entity for e in ents)
 
 
+def _can_explain(label: Label, incident: Incident) -> bool:
+    """A background label explains any class, but a power limit by design (``power_limit:...``, a capped rack
+    or row) explains only power throttling: it must not hide another false alarm on that rack.
+    """
+    return not label.kind.startswith("power_limit:") or incident.event_class == C.POWER_THROTTLE
+
+
 def _depth(label: Label) -> int:
     """How local a fault is: entity depth (site 1 ... gpu 5); a job's fault counts as a node's."""
     return 4 if label.job is not None or "/jobs/" in label.entity else label.entity.count("/") + 1
@@ -140,7 +147,8 @@ def evaluate_detection(
     unmatched = [i for i in relevant if i.incident_id not in matched]
     explained = [
         i for i in unmatched
-        if any(b.start_s - lead_s <= i.start_ts <= b.end_s + grace_s and _touches(i, b) for b in background)
+        if any(b.start_s - lead_s <= i.start_ts <= b.end_s + grace_s and _touches(i, b) and _can_explain(b, i)
+               for b in background)
     ]  # fmt: skip
     explained_ids = {i.incident_id for i in explained}
     false_alarms = [i for i in unmatched if i.incident_id not in explained_ids]
