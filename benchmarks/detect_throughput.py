@@ -104,10 +104,15 @@ def quality(seeds: int = 5, onset_s: float = 200.0, seconds: int = 330) -> dict[
 
 def twin_quality(scenario: str | None = None) -> dict[str, object]:
     """Run a twin scenario (default: the packaged one) through the pipeline with every GPU kind's limits and
-    the site fields, and score it with ``twinloop.ops.evaluate`` against the injected faults."""
-    from twinloop.closedloop.cluster import loop_scenario
+    the site fields, the GPU fields the loop sees (``closedloop.cluster.gpu_fields``: each rank's step time, node
+    and row fields), told which jobs are serving fleets (as the loop's runner tells it), and score it with
+    ``twinloop.ops.evaluate`` against the injected faults and the twin's background events (failures, PSU
+    overloads, the hall's background stragglers, capped racks: ``closedloop.labels.ground_truth``)."""
+    from twinloop.closedloop.adapter import TwinAdapter
+    from twinloop.closedloop.cluster import gpu_fields, loop_scenario
+    from twinloop.closedloop.labels import ground_truth
     from twinloop.ops.detect.rules import GpuLimits
-    from twinloop.ops.evaluate import Label, evaluate_detection
+    from twinloop.ops.evaluate import evaluate_detection
     from twinloop.twin.engine import Twin
     from twinloop.twin.scenario import load_scenario
 
@@ -120,6 +125,10 @@ def twin_quality(scenario: str | None = None) -> dict[str, object]:
         limits=GpuLimits.from_kinds(twin.topo.kinds, twin.topo.gpu_kind),
         cdu_of_rack={rid: rid.rsplit("/", 1)[0] for rid in twin.topo.ids("rack")},  # a CDU serves a row
     )
+    adapter = TwinAdapter(twin)
+    for job in job_ids:
+        if adapter.is_serving(job):
+            pipe.replica_job(job)
     incidents = {}
     detect_s = 0.0
     for _ in range(round(spec.duration_s / twin.dt_s)):
@@ -128,18 +137,13 @@ def twin_quality(scenario: str | None = None) -> dict[str, object]:
             continue
         fac = r.facility or {}
         t0 = time.perf_counter()
-        updates = pipe.step(r.t_s, r.gpu, twin.job_of_gpu, job_ids, fac.get("job"), site_fields=fac.get("site"))
+        fields = gpu_fields(twin, r)  # what the loop sees: with each rank's step time and node/row fields
+        updates = pipe.step(r.t_s, fields, twin.job_of_gpu, job_ids, fac.get("job"), site_fields=fac.get("site"))
         detect_s += time.perf_counter() - t0
         incidents.update({u.incident_id: u for u in updates})
     end = float(twin.t_s)
-    site = twin.topo.site
-    faults = [
-        Label(f.kind, f"{site}/jobs/{f.entity}" if twin.job_by_name(f.entity) else f.entity, f.start_s,
-              end if f.end_s is None else min(f.end_s, end))
-        for f in twin.ground_truth
-        if f.start_s < end
-    ]  # fmt: skip
-    report = evaluate_detection(tuple(incidents.values()), faults)
+    faults, background = ground_truth(twin, adapter)
+    report = evaluate_detection(tuple(incidents.values()), faults, background)
     return {
         "scenario": spec.name,
         "gpus": len(gpu_ids),
@@ -155,6 +159,7 @@ def twin_quality(scenario: str | None = None) -> dict[str, object]:
             for q in report.per_fault
         },
         "false_alarms": [f"{i.event_class.value}@{i.root}" for i in report.false_alarms],
+        "background_incidents": [f"{i.event_class.value}@{i.root}" for i in report.background],
     }
 
 
