@@ -172,15 +172,16 @@ def _target(kind: str, rng: np.random.Generator, rows: int, racks: int, nodes: i
     job's GPUs (first-fit places it first), so that a straggler, an SDC or a cap has a job to slow or corrupt.
     """
     level = FAULT_TARGETS[kind][0][0]
-    if kind == "operator_power_cap":  # an operator caps a node, a rack or a whole row (demand response)
+    on_job = kind == "operator_power_cap"
+    if on_job:  # an operator caps a node, a rack or a whole row (demand response)
         level = ("node", "rack", "row")[int(rng.integers(3))]
     if level == "site":
         return "dc1"
     if level == "job":
         return "train-a"
-    if level == "row" and kind != "operator_power_cap":
+    if level == "row" and not on_job:
         return f"dc1/r{int(rng.integers(rows)) + 1:02d}"
-    if level == "node" and kind != "operator_power_cap":
+    if level == "node" and not on_job:
         node = int(rng.integers(rows * racks * nodes))
     else:
         gpu = int(rng.integers(train_gpus))

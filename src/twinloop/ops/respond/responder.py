@@ -291,7 +291,7 @@ class Responder:
             extra = {} if decision.retry_at_s is None else {"retry_at_s": decision.retry_at_s}
             return self._record(decision.request, "refused", now, decision.refusal, guard=False, extra=extra)
         value = decision.request.value
-        unchanged = value is not None and current is not None and abs(value - current) <= 1e-6 * max(1.0, abs(current))
+        unchanged = value is not None and current is not None and not _differs(value, current)
         if request.kind in SETTING_KINDS and unchanged:
             detail = f"no action: {request.kind} of {request.target} is already {current:g}"
             return self._record(decision.request, "refused", now, detail, guard=False)
@@ -401,7 +401,7 @@ class Responder:
                 current = self.adapter.current(req.kind, req.target)
                 if result.previous_value is None or current is None or req.value is None:
                     continue
-                if abs(current - req.value) > 1e-6 * max(1.0, abs(req.value)):
+                if _differs(current, req.value):
                     out.append(self._record(req, "superseded", now, f"{why}: setting changed since, left as is"))
                     continue
                 undo = replace(req, value=result.previous_value, expect=None, reason=why)
@@ -409,14 +409,16 @@ class Responder:
                 undo = replace(req, kind=INVERSE[req.kind], value=None, expect=None, reason=why)
             else:
                 continue  # a checkpoint or requeue has nothing to restore
-            decision = self._guard_undo(undo, now)
-            if not decision.allowed:
-                detail = f"{why}: {decision.refusal}"
-                extra: dict[str, float] = {"of_action": float(result.action_id)}
-                out.append(self._record(undo, "refused", now, detail, guard=False, extra=extra))
-                continue
-            out.append(self._apply_undo(undo, decision, now, result.action_id))
+            out.append(self._undo_step(undo, now, result.action_id))
         return out
+
+    def _undo_step(self, undo: ActionRequest, now: float, of_action: int) -> ActionResult:
+        """One guarded step of a restore (``undo.reason`` says why): refused, or applied by :meth:`_apply_undo`."""
+        decision = self._guard_undo(undo, now)
+        if not decision.allowed:
+            extra: dict[str, float] = {"of_action": float(of_action)}
+            return self._record(undo, "refused", now, f"{undo.reason}: {decision.refusal}", guard=False, extra=extra)
+        return self._apply_undo(undo, decision, now, of_action)
 
     def _apply_undo(self, undo: ActionRequest, decision: GuardDecision, now: float, of_action: int) -> ActionResult:
         """Apply a guarded restore; one the step limit cut short goes on one step per ``min_interval_s`` (a node
@@ -437,16 +439,11 @@ class Responder:
         out = []
         for _, undo, last_value, of_action in due:
             current = self.adapter.current(undo.kind, undo.target)
-            if current is None or abs(current - last_value) > 1e-6 * max(1.0, abs(last_value)):
+            if current is None or _differs(current, last_value):
                 why = f"{undo.reason}: setting changed since, left as is"
                 out.append(self._record(undo, "superseded", now, why, guard=False, extra={"of_action": of_action}))
                 continue
-            decision = self._guard_undo(undo, now)
-            if not decision.allowed:
-                detail = f"{undo.reason}: {decision.refusal}"
-                out.append(self._record(undo, "refused", now, detail, guard=False, extra={"of_action": of_action}))
-                continue
-            out.append(self._apply_undo(undo, decision, now, of_action))
+            out.append(self._undo_step(undo, now, of_action))
         return out
 
     def _guard_undo(self, undo: ActionRequest, now: float) -> GuardDecision:
@@ -502,3 +499,8 @@ class Responder:
         if guard:  # only what reached a target (or its adapter) counts: a guard refusal must not back off itself
             self.guards.record(result)
         return result
+
+
+def _differs(current: float, value: float) -> bool:
+    """Whether a setting read back as ``current`` is no longer ``value`` (what the loop last set)."""
+    return abs(current - value) > 1e-6 * max(1.0, abs(value))
