@@ -84,6 +84,23 @@ def test_unsupported_reading_is_counted_once_and_skipped(tmp_path: Path) -> None
     assert ents == ("s/r/k/n0/gpu0",)
 
 
+def test_framebuffer_used_leaves_out_the_drivers_reserved_memory(tmp_path: Path) -> None:
+    # A real H100 (tests/fixtures/h100_nvml): NVML v1 "used" = total - free was 476 MiB above nvidia-smi's.
+    rec = json.loads(NVML_RECORDING.read_text())
+    reserved = 476 * 2**20
+    for s in rec["devices"][0]["samples"]:
+        s["fb_reserved_bytes"] = reserved
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(rec))
+    cfg = NvmlConfig(replay_file=str(path), samples=3, start_ts_s=T0, node_prefix="s/r/k/n0")
+    frame = Frame.concat(list(validated_frames(NvmlSource(cfg), IngestReport())))
+    raw = rec["devices"][0]["samples"][:3]
+    total = rec["devices"][0]["memory_total_bytes"]
+    assert np.allclose(_series(frame, "DCGM_FI_DEV_FB_USED", 0), [s["fb_used_bytes"] / 2**20 for s in raw])
+    free = [(total - s["fb_used_bytes"] - reserved) / 2**20 for s in raw]
+    assert np.allclose(_series(frame, "DCGM_FI_DEV_FB_FREE", 0), free)
+
+
 def test_missing_gpu_index_is_reported() -> None:
     frame, report = _run(samples=2, gpus=(1, 5))
     assert report.problems == {"source_error": 1} and "GPU index 5" in report.examples["source_error"][0]

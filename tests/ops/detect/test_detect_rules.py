@@ -224,6 +224,34 @@ def test_operator_cap_on_a_training_gpu_is_a_power_throttle() -> None:
     assert _throttle_fired(cap_at_s=10**6, cap_w=343.0) == []  # the same GPU, never capped: quiet
 
 
+def test_a_cap_soon_after_an_idle_gpu_starts_its_job_is_a_power_throttle() -> None:
+    """The clock reference is the GPU's usual clock *at its limit*: learned from idle (345 MHz on an H100) it sat
+    far below any capped clock for the first minutes of a job, and a real H100's 400 W cap went unseen."""
+    rule = PowerThrottleRule()
+    fired_at = []
+    for t in range(240):
+        if t < 120:
+            gpu = {POWER: np.array([70.0]), POWER_LIMIT: np.array([700.0]), SM_CLOCK: np.array([345.0]),
+                   TENSOR: np.array([0.0])}  # fmt: skip
+        else:
+            gpu = _training_gpu(t, 400.0 if t >= 180 else 700.0)
+        fired, _ = rule.update(_frame(1, gpu, float(t)))
+        if fired[0]:
+            fired_at.append(t)
+    assert fired_at and 180 <= fired_at[0] <= 190
+
+
+def test_a_lower_clock_at_the_same_limit_without_an_activity_reading_is_no_throttle() -> None:
+    """NVML has no tensor activity: a heavier kernel mix (a real H200's FP8 GEMMs ran ~10 % below its BF16 clock
+    at 700 W) cannot be told from a throttle, so only a lowered limit counts."""
+    rule = PowerThrottleRule()
+    for t in range(900):
+        clock = 1450.0 if t < 600 else 1250.0
+        gpu = {POWER: np.array([700.0]), POWER_LIMIT: np.array([700.0]), SM_CLOCK: np.array([clock])}
+        fired, _ = rule.update(_frame(1, gpu, float(t)))
+        assert not fired[0], t
+
+
 def test_heavier_phase_at_the_same_limit_is_no_throttle() -> None:
     rule = PowerThrottleRule()
     for t in range(3100):

@@ -1,12 +1,13 @@
 """What the live watcher changes in the detection pipeline, and why.
 
-:class:`CappedPowerThrottleRule`: on a real GPU the power-throttle rule's clock reference is learned from whatever
-the GPU did first, and an idle H100 without a CUDA context sits at 345 MHz (``shared/data/h100``), so a GPU whose
-limit an operator or a facility controller lowers from 700 W to 600, 500, 400 or 300 W never falls 10 % below
-that reference and only the 200 W step is seen. This rule also fires when the GPU draws its enforced limit
-(``DCGM_FI_DEV_POWER_MGMT_LIMIT``) and that limit sits below the GPU's default limit (its TDP): the textbook
-"power-throttled below TDP" (the twin's ``power_throttled_below_tdp_gpu_s`` counts the same thing). A GPU at its
-default limit (dense GEMMs at 700 W on an H100 SXM) is normal operation and does not fire.
+:class:`CappedPowerThrottleRule`: the pipeline's rule judges a lowered limit against the limit it has seen the GPU
+hold and a clock drop against the clock it has seen at the limit, so a cap already in place when the watcher
+starts (or restarts) is the GPU's "usual" state and is never seen. This rule also fires when the GPU draws its
+enforced limit (``DCGM_FI_DEV_POWER_MGMT_LIMIT``) and that limit sits below the GPU's default limit (its TDP): the
+textbook "power-throttled below TDP" (the twin's ``power_throttled_below_tdp_gpu_s`` counts the same thing). A GPU
+at its default limit (dense GEMMs at 700 W on an H100 SXM) is normal operation and does not fire. (It was first
+written because the pipeline's clock reference learned from idle clocks, 345 MHz on an H100; it now learns only
+at the limit.)
 
 Only :func:`live_pipeline` swaps it in; the twin's closed loop keeps the pipeline's own rule.
 """

@@ -392,6 +392,7 @@ class Watcher:
                 self.summary.samples += 1
                 self.summary.first_ts = sample.ts if self.summary.first_ts is None else self.summary.first_ts
                 self.summary.last_ts = sample.ts
+            self._record_open_incidents()
         finally:
             self.cluster.close()
             self._exchange(force=True)
@@ -401,6 +402,17 @@ class Watcher:
                 self.summary.quality = self.cluster._assembler.counts.as_dict()
             self.summary.wall_s = time.monotonic() - started
         return self.summary
+
+    def _record_open_incidents(self) -> None:
+        """Store the incidents still open as they stand now: the grouper reports an incident when it opens, grows
+        or closes, so without this an open one's last evidence would read as of its opening (a real H100's 60 s
+        operator cap showed as 5 s).
+        """
+        for raw in self.loop.pipeline.open_incidents:
+            inc = self._stored_view(raw)
+            self._latest[inc.incident_id] = inc
+            if self.records is not None:
+                self.records.incident(inc, raw.incident_id)
 
     def _close_unseen(self, ts: float) -> None:
         """Incidents open at the restart that the loop has not seen again within a quiet period are over."""

@@ -86,6 +86,22 @@ def _default_lib() -> Any:
     return pynvml
 
 
+def _memory_info(lib: Any, h: Any) -> Any:
+    """Framebuffer use as nvidia-smi and DCGM report it: the driver's reserved memory is not "used".
+
+    NVML's v1 query counts it in ``used`` (total − free): on a real H100 that read 476 MiB more than nvidia-smi's
+    ``memory.used`` (tests/fixtures/h100_nvml). The v2 query reports it apart; v1 where the driver or binding
+    has no v2.
+    """
+    v2 = getattr(lib, "nvmlMemory_v2", None)
+    if v2 is not None:
+        try:
+            return lib.nvmlDeviceGetMemoryInfo(h, version=v2)
+        except (TypeError, lib.NVMLError):
+            pass
+    return lib.nvmlDeviceGetMemoryInfo(h)
+
+
 class NvmlSource(Source):
     """Samples read from the GPUs of this machine through NVML."""
 
@@ -239,7 +255,7 @@ class NvmlSource(Source):
         if u is not None:
             out[DCGM_FI_DEV_GPU_UTIL] = float(u.gpu)
             out[DCGM_FI_DEV_MEM_COPY_UTIL] = float(u.memory)
-        m = get("nvmlDeviceGetMemoryInfo", lambda: lib.nvmlDeviceGetMemoryInfo(h))
+        m = get("nvmlDeviceGetMemoryInfo", lambda: _memory_info(lib, h))
         if m is not None:
             out[DCGM_FI_DEV_FB_USED] = m.used / MIB
             out[DCGM_FI_DEV_FB_FREE] = m.free / MIB

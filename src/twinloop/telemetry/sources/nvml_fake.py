@@ -68,7 +68,7 @@ class FakeNvml:
 
     def __getattr__(self, name: str) -> Any:
         # Constants and error classes are pynvml's own, so the source handles fake and real alike.
-        if name.startswith(("NVML", "nvmlEventType", "nvmlClocksEventReason")):
+        if name.startswith(("NVML", "nvmlEventType", "nvmlClocksEventReason", "nvmlMemory_v")):
             return getattr(pynvml, name)
         raise AttributeError(name)
 
@@ -166,11 +166,15 @@ class FakeNvml:
         s = self._sample(h, "nvmlDeviceGetUtilizationRates")
         return _Named(gpu=int(s["gpu_util_pct"]), memory=int(s["mem_util_pct"]))
 
-    def nvmlDeviceGetMemoryInfo(self, h: _Handle) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, h: _Handle, version: int | None = None) -> Any:
+        # As the driver does: v1's ``used`` is total − free, the driver's reserved memory included; v2 reports
+        # the reserved part apart (``fb_reserved_bytes`` in a recording, 0 when absent).
         s = self._sample(h, "nvmlDeviceGetMemoryInfo")
         total = int(self.devices[h.index]["memory_total_bytes"])
-        used = int(s["fb_used_bytes"])
-        return _Named(total=total, used=used, free=total - used)
+        used, reserved = int(s["fb_used_bytes"]), int(s.get("fb_reserved_bytes", 0))
+        if version is None:
+            return _Named(total=total, used=used + reserved, free=total - used - reserved)
+        return _Named(total=total, reserved=reserved, used=used, free=total - used - reserved)
 
     def nvmlDeviceGetTotalEccErrors(self, h: _Handle, error_type: int, counter_type: int) -> int:
         ecc = self._sample(h, "nvmlDeviceGetTotalEccErrors")["ecc"]

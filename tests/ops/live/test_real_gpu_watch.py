@@ -1,0 +1,82 @@
+"""``twinloop watch nvml`` on real GPUs, replayed from the watcher's own store.
+
+H200 (``tests/fixtures/h200``, ``tools/gpu/check.sh``): the live watcher ran while dense GEMMs, attention and a
+heat soak ran, and twinloop's NVML adapter set a 450 W limit for 30 s inside the soak. H100
+(``tests/fixtures/h100_nvml``, ``tools/gpu/check_nvml.sh``): a training-like step (GEMMs, then HBM copies) ran
+while an operator set a 400 W limit with ``nvidia-smi -pl`` for 60 s. What must hold: the cap opens one
+power-throttle incident on the GPU within the rule's persistence, its detections last until the limit is
+restored, nothing else opens above ``info``, and the replay gives the incidents the live watcher printed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from twinloop.ops.events import Incident, Severity
+from twinloop.ops.live.actuators import NoActuator
+from twinloop.ops.live.cluster import LiveOptions, SourceCluster
+from twinloop.ops.live.kinds import build_source
+from twinloop.ops.live.watcher import WatchConfig, Watcher
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIX = FIXTURES / "h200"
+H100 = FIXTURES / "h100_nvml"
+GPU = "site0/row0/rack0/vm/gpu0"
+
+
+def replay(recording: Path = FIX / "watch_nvml.parquet") -> list[Incident]:
+    built = build_source(f"replay:{recording}")
+    w = Watcher(SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s)),
+                config=WatchConfig(mode="observe"))  # fmt: skip
+    w.run()
+    return sorted(w._latest.values(), key=lambda i: i.start_ts)
+
+
+def cap_window() -> tuple[float, float]:
+    events = {e["what"]: e for e in json.loads((FIX / "actuator.json").read_text())["events"]}
+    assert events["cap"]["status"] == "applied" and events["restore"]["status"] == "applied"
+    return events["cap"]["t"], events["restore"]["t"]
+
+
+def test_the_power_cap_opens_one_throttle_incident_for_its_duration() -> None:
+    cap_ts, restore_ts = cap_window()
+    throttles = [i for i in replay() if str(i.event_class) == "power_throttle"]
+    assert len(throttles) == 1, throttles
+    (inc,) = throttles
+    assert inc.root == GPU
+    assert cap_ts <= inc.start_ts <= cap_ts + 8.0  # the rule's 5 s persistence at a 1 s cadence
+    assert restore_ts - 5.0 <= inc.end_ts <= restore_ts + 5.0
+
+
+def test_the_rest_of_the_run_opens_nothing_above_info() -> None:
+    others = [i for i in replay() if str(i.event_class) != "power_throttle"]
+    assert all(i.severity <= Severity.INFO for i in others), others
+
+
+def test_the_replay_gives_what_the_live_watcher_printed() -> None:
+    live = json.loads((FIX / "watch.json").read_text())
+    assert live["source"] == "nvml" and live["samples"] == 400 and live["data_quality"]["gaps"] == 0
+    printed = [(i["class"], i["opened_ts"], i["root"]) for i in live["incidents"]]
+    assert [(str(i.event_class), i.start_ts, i.root) for i in replay()] == printed
+
+
+def operator_cap_window() -> tuple[float, float]:
+    events = {e["what"]: e for e in json.loads((H100 / "operator_cap.json").read_text())["events"]}
+    assert events["cap"]["how"] == "nvidia-smi -pl" and events["restore"]["how"] == "nvidia-smi -pl"
+    return events["cap"]["t"], events["restore"]["t"]
+
+
+def test_an_operators_cap_on_a_training_like_step_is_one_throttle_for_its_duration() -> None:
+    # Fails before the watcher stored its open incidents as they stand at the end: the incident read as 5 s long.
+    cap_ts, restore_ts = operator_cap_window()
+    incidents = replay(H100 / "watch_cap.parquet")
+    throttles = [i for i in incidents if str(i.event_class) == "power_throttle"]
+    assert len(throttles) == 1, throttles
+    (inc,) = throttles
+    assert inc.root == GPU
+    assert cap_ts <= inc.start_ts <= cap_ts + 8.0
+    assert restore_ts - 5.0 <= inc.end_ts <= restore_ts + 1.0
+    others = [i for i in incidents if i is not inc]
+    assert all(i.severity <= Severity.INFO for i in others), others
+    assert all(i.start_ts < cap_ts for i in others)  # the lifted cap opens nothing (no straggler, no phase change)
