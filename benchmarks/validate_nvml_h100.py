@@ -27,7 +27,10 @@ def sources_table() -> None:
     nvml = long_parquet_series(FIX / "nvml_10hz.parquet")
     smi, report = smi_series(FIX / "smi.csv")
     print(f"nvidia-smi CSV: {report.rows_in} values read, {report.dropped} dropped\n")
-    print("| field | NVML samples | nvidia-smi samples | NVML mean | nvidia-smi mean | pairs ≤ 50 ms apart | mean abs diff | equal |")
+    print(
+        "| field | NVML samples | nvidia-smi samples | NVML mean | nvidia-smi mean | pairs ≤ 50 ms apart "
+        "| mean abs diff | equal |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in agreement(nvml, smi):
         print(f"| `{r.field.removeprefix('DCGM_FI_DEV_')}` | {r.n_a} | {r.n_b} | {r.mean_a:.2f} | {r.mean_b:.2f} | "
@@ -46,7 +49,10 @@ def cap_table() -> None:
         return "before" if t < cap_ts else ("under the cap" if t < restore_ts else "after")
 
     print(f"\nOperator cap: {rec['cap_w']:.0f} W by {rec['events'][0]['how']} for {restore_ts - cap_ts:.0f} s\n")
-    print("| phase | steps | GEMM part, s (median) | copy part, s (median) | NVML power, W (mean) | SM clock, MHz (median) |")
+    print(
+        "| phase | steps | GEMM part, s (median) | copy part, s (median) | NVML power, W (mean) "
+        "| SM clock, MHz (median) |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for name in ("before", "under the cap", "after"):
         steps = [s for s in rec["steps"] if phase(s[0]) == name][2:]  # the first steps of a phase straddle it

@@ -1,4 +1,4 @@
-"""Do two telemetry sources read the same GPU alike? (twinloop's NVML source vs nvidia-smi's own CSV.)
+"""Whether two telemetry sources read the same GPU alike (twinloop's NVML source vs nvidia-smi's own CSV).
 
 Both read the same NVML counters, so over a shared window their means should agree to the sensors' resolution,
 and at matching instants (nearest samples within ``match_s``) the clocks and reason bits should be equal; what
