@@ -119,10 +119,27 @@ def h200_eager_cells(fixture_dir: Path, shift_s: float = 0.0) -> list[MeasuredGe
     return eager_cells(fixture_dir, "h200-sxm", shift_s)
 
 
+def graph_cells(path: Path, gpu: str) -> list[MeasuredGemm]:
+    """The cells of a ``tools/gpu/gemm_graphs.py`` file (CUDA-graph timing, clock measured inside each cell)."""
+    rows = json.loads(path.read_text())
+    return [MeasuredGemm(r["dtype"], r["m"], r["n"], r["k"], r["tflops"], r["mhz"], gpu, "graph") for r in rows]
+
+
 def h200_graph_cells(fixture_dir: Path) -> list[MeasuredGemm]:
-    """The cells of ``gemm_graphs.json`` (CUDA-graph timing, clock measured inside each cell)."""
-    rows = json.loads((fixture_dir / "gemm_graphs.json").read_text())
-    return [MeasuredGemm(r["dtype"], r["m"], r["n"], r["k"], r["tflops"], r["mhz"], "h200-sxm", "graph") for r in rows]
+    """The cells of ``gemm_graphs.json`` on the H200."""
+    return graph_cells(fixture_dir / "gemm_graphs.json", "h200-sxm")
+
+
+def planner_seconds(c: MeasuredGemm, large_gemm_efficiency: float, shape: tuple[int, int, int] | None = None) -> float:
+    """What the training planner charges for a measured cell at the clock it ran at: the dtype's peak × the
+    profile's large-GEMM efficiency × :func:`gemm.relative_efficiency` of ``shape`` (default the cell's own; the
+    planner times a backward GEMM by its forward shape).
+    """
+    g = get_gpu(c.gpu)
+    machine = gemm.GemmMachine(g.tflops("bf16") * 1e12, gemm.HBM_USABLE_SHARE * g.hbm_bandwidth_bytes_per_s)
+    rel = float(gemm.relative_efficiency(c.dtype, *(shape or (c.m, c.n, c.k)), machine=machine))
+    rate = machine.bf16_flops_per_s * c.clock_mhz / g.peak_clock_mhz * gemm.rate_factor(c.dtype)
+    return 2.0 * c.m * c.n * c.k / (rate * large_gemm_efficiency * rel)
 
 
 def is_fit_cell(c: MeasuredGemm) -> bool:
