@@ -6,6 +6,7 @@ the sensors' resolution; where they differ, the difference must be the documente
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -50,3 +51,14 @@ def test_the_energy_counter_matches_the_sampled_power() -> None:
     assert np.array_equal(ts, tp)
     counter_j, integral_j = energy_vs_power(ts, energy, power)
     assert counter_j == pytest.approx(integral_j, rel=0.01)
+
+
+def test_the_v2_query_reads_framebuffer_use_as_nvidia_smi_does_on_a_real_driver() -> None:
+    # tools/gpu/check_preset_cap.sh on an idle H200 (driver 580.159.04), after the v2 query went in.
+    preset = FIX.parent / "h200_preset_cap"
+    smi = [line.split(", ") for line in (preset / "smi_memory.csv").read_text().splitlines()[1:]]
+    total, used, free, reserved = (float(c.split()[0]) for c in smi[0][1:])
+    assert reserved > 500 and total == pytest.approx(used + free + reserved, abs=1.0)
+    (nvml_used,) = json.loads((preset / "query_fb_used.json").read_text())["rows"]
+    (nvml_free,) = json.loads((preset / "query_fb_free.json").read_text())["rows"]
+    assert nvml_used["mean"] == pytest.approx(used, abs=1.0) and nvml_free["mean"] == pytest.approx(free, abs=1.0)

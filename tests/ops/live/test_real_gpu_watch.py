@@ -3,7 +3,9 @@
 H200 (``tests/fixtures/h200``, ``tools/gpu/check.sh``): the live watcher ran while dense GEMMs, attention and a
 heat soak ran, and twinloop's NVML adapter set a 450 W limit for 30 s inside the soak. H100
 (``tests/fixtures/h100_nvml``, ``tools/gpu/check_nvml.sh``): a training-like step (GEMMs, then HBM copies) ran
-while an operator set a 400 W limit with ``nvidia-smi -pl`` for 60 s. What must hold: the cap opens one
+while an operator set a 400 W limit with ``nvidia-smi -pl`` for 60 s. H200 again (``tests/fixtures/h200_preset_cap``,
+``tools/gpu/check_preset_cap.sh``): the same step with the 400 W limit already set when the watcher started. What
+must hold: the cap opens one
 power-throttle incident on the GPU within the rule's persistence, its detections last until the limit is
 restored, nothing else opens above ``info``, and the replay gives the incidents the live watcher printed.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from twinloop.ops.events import Incident, Severity
 from twinloop.ops.live.actuators import NoActuator
@@ -22,6 +26,7 @@ from twinloop.ops.live.watcher import WatchConfig, Watcher
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIX = FIXTURES / "h200"
 H100 = FIXTURES / "h100_nvml"
+PRESET = FIXTURES / "h200_preset_cap"
 GPU = "site0/row0/rack0/vm/gpu0"
 
 
@@ -80,3 +85,18 @@ def test_an_operators_cap_on_a_training_like_step_is_one_throttle_for_its_durati
     others = [i for i in incidents if i is not inc]
     assert all(i.severity <= Severity.INFO for i in others), others
     assert all(i.start_ts < cap_ts for i in others)  # the lifted cap opens nothing (no straggler, no phase change)
+
+
+def test_a_cap_set_before_the_watcher_started_is_a_throttle_from_its_first_samples() -> None:
+    # The pipeline's rule takes a limit it has always seen for the GPU's usual one; the live rule compares the
+    # enforced limit with the GPU's default (its TDP).
+    printed = json.loads((PRESET / "watch_preset.json").read_text())
+    incidents = replay(PRESET / "watch_preset.parquet")
+    assert [(str(i.event_class), i.root) for i in incidents] == [("power_throttle", GPU)]
+    (inc,) = incidents
+    assert printed["first_ts"] <= inc.start_ts <= printed["first_ts"] + 5.0
+    assert inc.end_ts >= printed["last_ts"]  # the store holds one sample more than the live run stepped through
+    # Live, with the watcher storing open incidents as they stand at the end: evidence to its last sample.
+    (live,) = printed["incidents"]
+    assert live["class"] == "power_throttle" and live["opened_ts"] == pytest.approx(inc.start_ts, abs=1e-3)
+    assert live["last_ts"] == printed["last_ts"]
