@@ -7,26 +7,10 @@ a prediction out of it fails here.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
+from tests import benchmark_scripts
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_h200.py"
-
-
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("calibrate_h200", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclass looks its module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-CAL = _module()
+CAL = benchmark_scripts.load("calibrate_h200")
 
 
 @pytest.fixture(scope="module")

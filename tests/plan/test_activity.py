@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from tests import benchmark_scripts
 
 from twinloop.hardware.gpu import get_gpu, gpu_catalog
 from twinloop.hardware.power import GpuPowerModel
@@ -26,13 +25,7 @@ H100 = ROOT / "tests" / "fixtures" / "h100_power"
 
 
 def _script() -> ModuleType:
-    path = ROOT / "benchmarks" / "validate_activity_h100.py"
-    spec = importlib.util.spec_from_file_location("validate_activity_h100", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_scripts.load("validate_activity_h100")
 
 
 def test_gemm_bytes_per_flop_is_the_h100_gemm_peak_reading() -> None:

@@ -8,22 +8,13 @@ in FP8, so its FP8/BF16 GEMM speed-up is 3-7 % short; the tests hold those bands
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests import benchmark_scripts
 
 
 def _script() -> ModuleType:
-    path = ROOT / "benchmarks" / "validate_gemm_train_h100.py"
-    spec = importlib.util.spec_from_file_location("validate_gemm_train_h100", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return benchmark_scripts.load("validate_gemm_train_h100")
 
 
 def test_every_measured_layer_is_there_and_the_shapes_come_from_the_catalog() -> None:

@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from tests import benchmark_scripts
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "calibrate_serve.py"
-
-
-def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("calibrate_serve", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-CAL = _module()
+CAL = benchmark_scripts.load("calibrate_serve")
 
 
 @pytest.mark.parametrize(("ours", "name", "tp", "isl", "osl", "published"), CAL.CASES)
