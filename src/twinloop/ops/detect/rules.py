@@ -483,11 +483,11 @@ class PowerThrottleRule(Rule):
     no rise of tensor activity above its reference (a heavier phase at the same limit is no throttle; with no
     activity reading at all this way is closed). When the enforced limit falls ``cap_tolerance`` below the GPU's
     usual limit (an operator's ``nvidia-smi -pl``, a rack or site cap), a clock drop at that limit is a throttle
-    whatever the phase: the activity test would otherwise excuse
-    it on a training GPU, whose activity alternates between compute at the limit and communication far below it,
-    so every compute sample reads "heavier" than the blended reference (an operator cap on a training node went
-    unseen in the twin). GPUs the caller marks as capped by the loop itself (``frame.expected_slow``) take only
-    the first way in: the loop knows why it capped them.
+    whatever the phase: the activity test would otherwise excuse it on a training GPU, whose activity alternates
+    between compute at the limit and communication far below it, so every compute sample reads "heavier" than the
+    blended reference (an operator cap on a training node went unseen in the twin). GPUs the caller marks as
+    capped by the loop itself (``frame.expected_slow``) take only the first way in: the loop knows why it capped
+    them.
     """
 
     name = "power_throttle"
