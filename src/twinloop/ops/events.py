@@ -85,12 +85,15 @@ class Impact:
         temp_margin_c: smallest margin of a member GPU to its slowdown temperature, °C (``inf`` = unknown).
         power_margin_w: smallest margin of a member GPU (or facility) to its power limit, W (``inf`` = unknown).
         n_gpus: GPUs covered by the incident.
+        job_slowdown: fraction of its job's throughput the incident costs while it lasts (a straggler's: a
+            synchronous job runs at its slowest rank's pace); 0 when unknown or none.
     """
 
     gpu_hours_at_risk: float = 0.0
     temp_margin_c: float = math.inf
     power_margin_w: float = math.inf
     n_gpus: int = 0
+    job_slowdown: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,22 @@ def test_a_lifted_operator_cap_is_no_straggler() -> None:
         return f
 
     assert run(fields, seconds=420.0) == []
+
+
+def test_a_straggler_incident_says_how_much_it_slows_its_job() -> None:
+    # The respond stage weighs a straggler's cost against a restart's, so the incident carries it: a rank 25 %
+    # longer per step runs the job at 1/1.25 = 80 % (20 % lost); a clock at half its peers' costs 50 %.
+    def by_step(t: float, rng: np.random.Generator) -> Fields:
+        f = healthy(t, rng)
+        f[RANK_STEP_TIME][11] *= 1.25
+        return f
+
+    def by_clock(t: float, rng: np.random.Generator) -> Fields:
+        f = healthy(t, rng)
+        f[SM_CLOCK][4] = 1980.0 * 0.5
+        return f
+
+    step_first = run(by_step, seconds=120.0)[0]
+    assert abs(step_first.impact.job_slowdown - 0.2) < 0.02
+    clock_first = run(by_clock, seconds=120.0)[0]
+    assert abs(clock_first.impact.job_slowdown - 0.5) < 0.02

@@ -174,6 +174,7 @@ class StragglerRule(Rule):
         self._m: F64 | None = None
         self._limit: F64 = np.zeros(0)
         self._raised_at: F64 | None = None
+        self.job_slowdown: F64 = np.zeros(0)  # per GPU, at the last update: fraction of its job's throughput lost
 
     def _expected_slow(self, frame: RuleFrame, group: NDArray[np.int64], n_groups: int, grace_s: float) -> BoolArr:
         """GPUs slower on purpose: marked by the caller, capped below their peers' enforced power limit, or whose
@@ -200,6 +201,7 @@ class StragglerRule(Rule):
         n = frame.n_gpus
         x = frame.gpu.get(self.metric)
         if x is None or frame.n_slots == 0:
+            self.job_slowdown = np.zeros(n)
             return np.zeros(n, dtype=bool), np.zeros(n)
         if self._m is None or self._m.shape[0] != n:
             self._m = np.full(n, np.nan)
@@ -236,6 +238,10 @@ class StragglerRule(Rule):
             deficit = self.sign * (med_g - m) / np.abs(med_g)
         cond = in_job & ~expected & (cnt_g >= self.min_peers) & (z >= self.z_threshold) & (deficit >= self.min_deficit)
         fired = self._persist(cond, valid, steps(persist_s, frame.dt_s))
+        # What a flagged GPU costs its synchronous job (the respond stage weighs it against a restart): a clock d
+        # below its peers' runs the job's compute at (1 - d); a step time e longer than theirs, at 1 / (1 + e).
+        loss = deficit if self.sign > 0 else deficit / (1.0 + deficit)
+        self.job_slowdown = np.where(fired & np.isfinite(loss), np.clip(loss, 0.0, 1.0), 0.0)
         return fired, np.where(np.isfinite(z) & in_job, z, 0.0)
 
 

@@ -473,7 +473,19 @@ class DetectionPipeline:
             temp_margin_c=float(np.nanmin(t_margin)) if np.isfinite(t_margin).any() else float("inf"),
             power_margin_w=power_margin,
             n_gpus=int(members.size),
+            job_slowdown=self._job_slowdown(members) if cls == EventClass.STRAGGLER else 0.0,
         )
+
+    def _job_slowdown(self, members: I64) -> float:
+        """The largest fraction of its job's throughput a member straggler costs, by clock or by its rank's step
+        time (the respond stage weighs it against what a restart costs).
+        """
+        worst = 0.0
+        for rule in (self.straggler, self.rank_straggler):
+            loss = rule.job_slowdown
+            if loss.shape[0] == self.n_gpus and members.size:
+                worst = max(worst, float(loss[members].max()))
+        return worst
 
     def _onsets(
         self, ts: float, key: str, fired: NDArray[np.bool_], score: F64, cls: EventClass, kind: str, source: str
