@@ -29,6 +29,16 @@ def _stragglers(r: PassResult) -> list[str]:
     return sorted({i.root for i in r.incidents if i.event_class == EventClass.STRAGGLER})
 
 
+def _straggler_decisions(r: PassResult) -> list[str]:
+    """The straggler rules' first applied action per incident: when and why (the restart cost model's line)."""
+    seen: dict[int, str] = {}
+    for a in r.actions:
+        rule = a.request.reason.split(" on incident", 1)[0]
+        if rule.startswith("straggler") and a.status == "applied" and a.request.incident_id not in seen:
+            seen[a.request.incident_id] = f"t={a.ts:.0f} {a.request.reason}"
+    return list(seen.values())
+
+
 def run(seed: int, duration_s: float | None) -> dict[str, object]:
     """One seed, loop off and on."""
     path = Path(twinloop.__file__).parent / "scenarios" / "mixed_hall.yaml"
@@ -47,6 +57,7 @@ def run(seed: int, duration_s: float | None) -> dict[str, object]:
         "actions_on": dict(Counter(f"{a.request.kind}:{a.status}" for a in on.actions)),
         "straggler_roots_off": _stragglers(off),
         "straggler_roots_on": _stragglers(on),
+        "straggler_decisions_on": _straggler_decisions(on),
         "injected_stragglers": [f.entity for f in (*off.faults, *off.background) if "straggler" in f.kind],
     }
 

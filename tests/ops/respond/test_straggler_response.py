@@ -97,3 +97,11 @@ def test_checkpoint_now_exactly_when_the_wait_costs_more_than_a_write(
     # Break-even s * t = W (30 s): the restart's own cost is paid either way.
     timing = JobTiming(checkpoint_write_s=30.0, restart_s=140.0, next_checkpoint_in_s=next_s)
     assert choose_restart(slowdown, timing).when == expected
+
+
+def test_a_live_scheduler_adapter_takes_its_jobs_timing_from_the_site() -> None:
+    # Without the twin: the site tells the Slurm adapter its jobs' checkpoint cadence and time limits.
+    from twinloop.ops.respond.adapters.commands import SlurmAdapter
+
+    assert SlurmAdapter().job_timing("dc/jobs/train") is None
+    assert SlurmAdapter(job_timing=lambda job: TIMING).job_timing("dc/jobs/train") == TIMING
