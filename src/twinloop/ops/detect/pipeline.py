@@ -477,15 +477,15 @@ class DetectionPipeline:
         )
 
     def _job_slowdown(self, members: I64) -> float:
-        """The largest fraction of its job's throughput a member straggler costs, by clock or by its rank's step
-        time (the respond stage weighs it against what a restart costs).
+        """The largest fraction of its job's throughput a member straggler costs (the respond stage weighs it
+        against a restart): by the ranks' step times where the job reports them (the job waits for its slowest
+        rank, whatever its GPU model), else by clock against its same-model peers.
         """
-        worst = 0.0
-        for rule in (self.straggler, self.rank_straggler):
-            loss = rule.job_slowdown
-            if loss.shape[0] == self.n_gpus and members.size:
-                worst = max(worst, float(loss[members].max()))
-        return worst
+        for rule in (self.rank_straggler, self.straggler):
+            known = rule.pace_known
+            if known.shape[0] == self.n_gpus and members.size and known[members].any():
+                return float(rule.job_slowdown[members].max())
+        return 0.0
 
     def _onsets(
         self, ts: float, key: str, fired: NDArray[np.bool_], score: F64, cls: EventClass, kind: str, source: str
