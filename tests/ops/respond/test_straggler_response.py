@@ -105,3 +105,12 @@ def test_a_live_scheduler_adapter_takes_its_jobs_timing_from_the_site() -> None:
 
     assert SlurmAdapter().job_timing("dc/jobs/train") is None
     assert SlurmAdapter(job_timing=lambda job: TIMING).job_timing("dc/jobs/train") == TIMING
+
+
+def test_a_straggler_its_job_does_not_wait_for_is_only_drained() -> None:
+    # The job's pace is set by a slower rank (a throttled peer): the straggler costs it nothing now, so no restart
+    # of the whole job, whatever its remaining time; its node takes no new work.
+    adapter = TimedAdapter(done_at_s=None, timing=TIMING)
+    actions = _run(adapter, _straggler(0.0), until_s=4000)
+    assert actions == [(0.0, "drain", "applied")]
+    assert "-> never" in adapter.applied[0].reason and "waits for a slower rank" in adapter.applied[0].reason

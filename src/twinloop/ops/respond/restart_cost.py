@@ -8,13 +8,15 @@ the whole job's progress over the job's remaining time ``T`` (unknown: long enou
   (no work is lost: the requeue waits for the checkpoint);
 * **at its own next checkpoint** in ``t`` (drain now, requeue once the job has saved): ``R + s·min(t, T)``,
   no extra write and no lost work (offered only if that checkpoint comes before the job ends);
-* **never** (drain only, so no new work lands on the node): ``s·T``, offered only when ``T`` is known.
+* **never** (drain only, so no new work lands on the node): ``s·T``, offered only when ``T`` is known, or when
+  ``s`` is 0 (the job waits for a slower rank anyway: moving it would buy nothing).
 
 The cheapest wins; a tie goes to the less disruptive option. ``R`` is common to the first two, so choosing
 between them needs only ``W``, ``t`` and ``s``: ``now`` exactly when ``s·t > W``. A GPU at half speed with the next
 checkpoint more than ``2·W`` away is restarted at once; a 5 % straggler waits for a checkpoint up to ``20·W``
 away. What the cluster cannot tell (no ``W``, no ``t``, no measured slowdown) gets ``now``, the response every
-straggler had before this model (see docs/results.md, "Decisions (issue 14)").
+straggler had before this model (see docs/results.md, "Decisions (issue 14)"). The choice is made once per
+incident, with the slowdown measured when the incident opened.
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ class RestartChoice:
         return self if _URGENCY[self.when] >= _URGENCY[other.when] else other
 
 
-def choose_restart(slowdown: float, timing: JobTiming | None) -> RestartChoice:
+def choose_restart(slowdown: float | None, timing: JobTiming | None) -> RestartChoice:
     """Price the options for a straggler that costs its job ``slowdown`` (fraction of throughput) and pick one.
 
     Args:
-        slowdown: fraction of the job's throughput the straggler costs (0 < s < 1); 0 when not measured.
+        slowdown: fraction of the job's throughput the straggler costs (0: the job waits for a slower rank
+            anyway); None when not measured.
         timing: the job's checkpoint write, restart, next checkpoint and remaining time, where known.
 
     Returns:
@@ -56,16 +59,18 @@ def choose_restart(slowdown: float, timing: JobTiming | None) -> RestartChoice:
     """
     t = timing or JobTiming()
     write_s, next_s = t.checkpoint_write_s, t.next_checkpoint_in_s
-    if not slowdown > 0.0 or write_s is None or next_s is None:
-        missing = [n for n, v in (("slowdown", slowdown if slowdown > 0 else None), ("checkpoint write", write_s),
-                                  ("next checkpoint", next_s)) if v is None]  # fmt: skip
-        return RestartChoice("now", f"restart cost unknown ({', '.join(missing)} unknown): restart now")
+    if slowdown is None or write_s is None or next_s is None:
+        given = (("slowdown", slowdown), ("checkpoint write", write_s), ("next checkpoint", next_s))
+        missing = ", ".join(n for n, v in given if v is None)
+        return RestartChoice("now", f"restart cost unknown ({missing} unknown): restart now")
     restart_s = t.restart_s if t.restart_s is not None else 0.0
     remaining_s = t.remaining_s if t.remaining_s is not None else math.inf
     costs: dict[RestartWhen, float] = {"now": write_s + restart_s}
     if next_s < remaining_s:
         costs["at_checkpoint"] = restart_s + slowdown * next_s
-    if t.remaining_s is not None and t.restart_s is not None:
+    if slowdown <= 0.0:
+        costs["never"] = 0.0  # the job waits for a slower rank anyway: moving it buys nothing now
+    elif t.remaining_s is not None and t.restart_s is not None:
         costs["never"] = slowdown * remaining_s
     best = min(_ORDER, key=lambda w: (costs.get(w, math.inf), _URGENCY[w]))
     return RestartChoice(best, _explain(best, slowdown, costs, t))
@@ -84,7 +89,11 @@ def _explain(best: RestartWhen, slowdown: float, costs: dict[RestartWhen, float]
     effect = {
         "now": f"job at full speed{restart}",
         "at_checkpoint": f"job at full speed{restart} following its checkpoint in {t.next_checkpoint_in_s:.0f}s",
-        "never": f"job keeps {slowdown:.1%} slower until it ends; no new work on the node",
+        "never": (
+            "job keeps its pace (it waits for a slower rank anyway); no new work on the node"
+            if slowdown <= 0.0
+            else f"job keeps {slowdown:.1%} slower until it ends; no new work on the node"
+        ),
     }[best]
     lost = f"job-seconds lost: {priced} -> {best}"
     return f"straggler costs the job {slowdown:.1%} ({horizon}); {lost}; expects: {effect}"
