@@ -114,3 +114,11 @@ def test_a_straggler_its_job_does_not_wait_for_is_only_drained() -> None:
     actions = _run(adapter, _straggler(0.0), until_s=4000)
     assert actions == [(0.0, "drain", "applied")]
     assert "-> never" in adapter.applied[0].reason and "waits for a slower rank" in adapter.applied[0].reason
+
+
+def test_a_straggler_that_costs_nothing_is_not_restarted_even_when_the_costs_are_unknown() -> None:
+    # A live cluster that cannot tell the job's checkpoint cadence: the straggler costs the job nothing (it waits
+    # for a slower rank anyway), so no restart can pay; an unmeasured slowdown keeps the old immediate restart.
+    assert choose_restart(0.0, None).when == "never"
+    assert choose_restart(None, None).when == "now"
+    assert choose_restart(0.05, None).when == "now"

@@ -14,7 +14,8 @@ the whole job's progress over the job's remaining time ``T`` (unknown: long enou
 The cheapest wins; a tie goes to the less disruptive option. ``R`` is common to the first two, so choosing
 between them needs only ``W``, ``t`` and ``s``: ``now`` exactly when ``s·t > W``. A GPU at half speed with the next
 checkpoint more than ``2·W`` away is restarted at once; a 5 % straggler waits for a checkpoint up to ``20·W``
-away. What the cluster cannot tell (no ``W``, no ``t``, no measured slowdown) gets ``now``, the response every
+away. A straggler that costs its job nothing (``s`` = 0) is never worth a restart, whatever the cluster can tell. What
+it cannot tell otherwise (no ``W``, no ``t``, no measured slowdown) gets ``now``, the response every
 straggler had before this model (see docs/results.md, "Decisions (issue 14)"). The choice is made once per
 incident, with the slowdown measured when the incident opened.
 """
@@ -59,6 +60,9 @@ def choose_restart(slowdown: float | None, timing: JobTiming | None) -> RestartC
     """
     t = timing or JobTiming()
     write_s, next_s = t.checkpoint_write_s, t.next_checkpoint_in_s
+    if slowdown is not None and slowdown <= 0.0 and (write_s is None or next_s is None):
+        # No restart can pay for a straggler that costs nothing, whatever the (unknown) restart costs.
+        return RestartChoice("never", _explain("never", 0.0, {"never": 0.0}, t))
     if slowdown is None or write_s is None or next_s is None:
         given = (("slowdown", slowdown), ("checkpoint write", write_s), ("next checkpoint", next_s))
         missing = ", ".join(n for n, v in given if v is None)
@@ -86,14 +90,13 @@ def _explain(best: RestartWhen, slowdown: float, costs: dict[RestartWhen, float]
     priced = ", ".join(f"{names[w]} {costs[w]:.0f}s" for w in reversed(_ORDER) if w in costs)
     horizon = "unknown remaining time" if t.remaining_s is None else f"{t.remaining_s:.0f}s left"
     restart = "" if t.restart_s is None else f" after a ~{t.restart_s:.0f}s restart"
-    effect = {
-        "now": f"job at full speed{restart}",
-        "at_checkpoint": f"job at full speed{restart} following its checkpoint in {t.next_checkpoint_in_s:.0f}s",
-        "never": (
-            "job keeps its pace (it waits for a slower rank anyway); no new work on the node"
-            if slowdown <= 0.0
-            else f"job keeps {slowdown:.1%} slower until it ends; no new work on the node"
-        ),
-    }[best]
+    if best == "now":
+        effect = f"job at full speed{restart}"
+    elif best == "at_checkpoint":
+        effect = f"job at full speed{restart} following its checkpoint in {t.next_checkpoint_in_s or 0.0:.0f}s"
+    elif slowdown <= 0.0:
+        effect = "job keeps its pace (it waits for a slower rank anyway); no new work on the node"
+    else:
+        effect = f"job keeps {slowdown:.1%} slower until it ends; no new work on the node"
     lost = f"job-seconds lost: {priced} -> {best}"
     return f"straggler costs the job {slowdown:.1%} ({horizon}); {lost}; expects: {effect}"
