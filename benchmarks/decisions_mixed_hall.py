@@ -18,6 +18,8 @@ import yaml
 import twinloop
 from twinloop.closedloop.passes import PassResult, compare, outcome_metrics
 from twinloop.ops.events import EventClass
+from twinloop.ops.respond.policy import Policy, default_policy
+from twinloop.ops.respond.restart_cost import RestartWhen
 from twinloop.twin.scenario import scenario_from_dict
 
 
@@ -29,14 +31,36 @@ def _stragglers(r: PassResult) -> list[str]:
     return sorted({i.root for i in r.incidents if i.event_class == EventClass.STRAGGLER})
 
 
-def run(seed: int, duration_s: float | None) -> dict[str, object]:
-    """One seed, loop off and on."""
+def _straggler_decisions(r: PassResult) -> list[str]:
+    """The straggler rules' first applied action per incident: when and why (the restart cost model's line)."""
+    seen: dict[int, str] = {}
+    for a in r.actions:
+        rule = a.request.reason.split(" on incident", 1)[0]
+        if rule.startswith("straggler") and a.status == "applied" and a.request.incident_id not in seen:
+            seen[a.request.incident_id] = f"t={a.ts:.0f} {a.request.reason}"
+    return list(seen.values())
+
+
+def _forced(restart: RestartWhen) -> Policy:
+    """The default policy with every straggler answered by one option (what-if: ``never`` = drain only)."""
+    pol = default_policy()
+    rules = [
+        r if r.restart is None else r.model_copy(update={"restart": None})
+        for r in pol.rules
+        if r.restart in (None, restart)
+    ]
+    return pol.model_copy(update={"rules": tuple(rules)})
+
+
+def run(seed: int, duration_s: float | None, restart: RestartWhen | None = None) -> dict[str, object]:
+    """One seed, loop off and on (with ``restart``, the loop-on pass answers every straggler that way)."""
     path = Path(twinloop.__file__).parent / "scenarios" / "mixed_hall.yaml"
     raw = yaml.safe_load(path.read_text())
     raw["seed"] = seed
     if duration_s is not None:
         raw["duration_s"] = duration_s
-    off, on = compare(scenario_from_dict(raw, str(path), str(path.parent)))
+    policy = None if restart is None else _forced(restart)
+    off, on = compare(scenario_from_dict(raw, str(path), str(path.parent)), policy=policy)
     mo, mn = outcome_metrics(off), outcome_metrics(on)
     return {
         "seed": seed,
@@ -47,6 +71,7 @@ def run(seed: int, duration_s: float | None) -> dict[str, object]:
         "actions_on": dict(Counter(f"{a.request.kind}:{a.status}" for a in on.actions)),
         "straggler_roots_off": _stragglers(off),
         "straggler_roots_on": _stragglers(on),
+        "straggler_decisions_on": _straggler_decisions(on),
         "injected_stragglers": [f.entity for f in (*off.faults, *off.background) if "straggler" in f.kind],
     }
 
@@ -55,8 +80,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, nargs="+", default=[7])
     ap.add_argument("--duration-s", type=float, default=None, help="override the scenario's 2 h")
+    ap.add_argument(
+        "--straggler-restart",
+        choices=["now", "at_checkpoint", "never"],
+        default=None,
+        help="what-if: answer every straggler this way instead of by the restart cost model",
+    )
     args = ap.parse_args()
-    rows = [run(s, args.duration_s) for s in args.seeds]
+    rows = [run(s, args.duration_s, args.straggler_restart) for s in args.seeds]
     for r in rows:
         print(json.dumps(r))
     print("\n| seed | job | goodput off (tok/s) | goodput on (tok/s) | drains on | requeues on |")

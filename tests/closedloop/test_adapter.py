@@ -104,3 +104,20 @@ def test_is_serving_reads_the_twin_job_kind() -> None:
     a = TwinAdapter(twin_running(5))
     assert a.is_serving("dc1/jobs/train") is False
     assert a.is_serving("dc1/jobs/nope") is None
+
+
+def test_job_timing_comes_from_the_twin_job() -> None:
+    """What the straggler response weighs: the job's checkpoint write, its restart (overhead + load), the time to
+    its own next checkpoint and, for a job with a run time, what is left of it."""
+    job_spec = {**SITE["jobs"][0], "checkpoint_write_s": 30, "checkpoint_interval_s": 600, "run_s": 3600}  # type: ignore[dict-item]
+    twin = Twin(scenario_from_dict({**SITE, "jobs": [job_spec]}, "t.yaml"), "t.yaml")
+    twin.run(60.0)
+    a = TwinAdapter(twin)
+    t = a.job_timing("dc1/jobs/train")
+    job = twin.job_by_name("train")
+    assert t is not None and job is not None and job.first_start_s is not None
+    assert t.checkpoint_write_s == 30.0
+    assert t.restart_s == job.spec.restart_overhead_s + job.profile.load_s
+    assert t.next_checkpoint_in_s == job.next_checkpoint_s - twin.t_s and 0 < t.next_checkpoint_in_s <= 600
+    assert t.remaining_s == job.first_start_s + 3600 - twin.t_s
+    assert a.job_timing("dc1/jobs/nope") is None

@@ -34,3 +34,15 @@ def test_a_straggler_from_the_first_step_is_named_to_its_gpu() -> None:
     node = SLOW_GPU.rsplit("/", 1)[0]
     assert roots and roots <= {SLOW_GPU, node, "dc9/jobs/train"}, roots
     assert roots & {SLOW_GPU, node}, roots
+
+
+@pytest.mark.slow
+def test_a_gpu_at_80_percent_still_gets_checkpoint_and_restart_at_once() -> None:
+    # The proportionate straggler response (restart cost model) keeps the prompt action for a straggler that costs
+    # the job more until its next checkpoint (10 min away) than a checkpoint write.
+    r = run_pass(_spec(), True, optimize_cooling=False)  # type: ignore[arg-type]
+    applied = [a for a in r.actions if a.status == "applied" and a.request.reason.startswith("straggler ")]
+    kinds = [str(a.request.kind) for a in applied]
+    assert kinds[:3] == ["checkpoint", "drain", "requeue"], kinds
+    assert applied[0].ts < 60.0 and "-> now" in applied[0].request.reason
+    assert applied[2].ts - applied[0].ts < 60.0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, ancestor
+from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, JobTiming, ancestor
 from twinloop.twin.actions import (
     Action,
     Drain,
@@ -108,6 +108,21 @@ class TwinAdapter(ActionAdapter):
         # Completing a checkpoint (or launching from one) sets the next one an interval ahead.
         saved_at_s = j.next_checkpoint_s - j.spec.checkpoint_interval_s
         return saved_at_s >= since_ts or j.iterations <= j.iterations_at_checkpoint
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        """From the twin's job spec and state: checkpoint write, restart (overhead + loading), time to the next
+        checkpoint (0 with no unsaved work: nothing to save) and, for a job with a run time, what is left of it.
+        """
+        j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
+        if j is None or j.kind != "training":
+            return None
+        now = self.twin.t_s
+        saved = j.iterations <= j.iterations_at_checkpoint
+        next_s = 0.0 if saved or j.phase != Phase.SUSTAINED else max(0.0, j.next_checkpoint_s - now)
+        remaining = None
+        if j.spec.run_s is not None and j.first_start_s is not None:
+            remaining = max(0.0, j.first_start_s + j.spec.run_s - now)
+        return JobTiming(j.spec.checkpoint_write_s, j.spec.restart_overhead_s + j.profile.load_s, next_s, remaining)
 
     # ----- settings -------------------------------------------------------------------------------------
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from twinloop.ops.ports import END, PollResult, RackHeat, Sample, Topology
     from twinloop.ops.records import GroundTruthLabel, LiveRecords, write_run
     from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
-    from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, ancestor
+    from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, ancestor
     from twinloop.ops.respond.policy import Mode, Policy, load_policy
     from twinloop.ops.respond.responder import Reader, Responder
     from twinloop.ops.runner import LoopRunner
@@ -62,6 +62,7 @@ _WHERE = {
     "ActionRequest": "respond.actions",
     "ActionResult": "respond.actions",
     "AdapterReply": "respond.adapters.base",
+    "JobTiming": "respond.adapters.base",
     "Advisor": "classify.advisory",
     "AdvisoryModel": "classify.advisory",
     "AlertmanagerClient": "alerts",
@@ -162,6 +163,7 @@ __all__ = [
     "Incident",
     "InputReport",
     "JobSource",
+    "JobTiming",
     "Label",
     "LiveOptions",
     "LiveRecords",

@@ -85,12 +85,16 @@ class Impact:
         temp_margin_c: smallest margin of a member GPU to its slowdown temperature, °C (``inf`` = unknown).
         power_margin_w: smallest margin of a member GPU (or facility) to its power limit, W (``inf`` = unknown).
         n_gpus: GPUs covered by the incident.
+        job_slowdown: fraction of its job's throughput the incident costs while it lasts (a straggler's: a
+            synchronous job runs at its slowest rank's pace, so 0 when the job waits for a slower rank anyway);
+            None when not measured.
     """
 
     gpu_hours_at_risk: float = 0.0
     temp_margin_c: float = math.inf
     power_margin_w: float = math.inf
     n_gpus: int = 0
+    job_slowdown: float | None = None
 
 
 @dataclass(frozen=True)

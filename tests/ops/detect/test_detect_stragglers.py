@@ -183,3 +183,36 @@ def test_a_lifted_operator_cap_is_no_straggler() -> None:
         return f
 
     assert run(fields, seconds=420.0) == []
+
+
+def test_a_straggler_incident_says_how_much_it_slows_its_job() -> None:
+    # The respond stage weighs a straggler's cost against a restart's, so the incident carries it. The job keeps
+    # its slowest rank's pace: a rank 25 % longer per step than all others runs the job at 1/1.25 (20 % lost); by
+    # clock alone (no per-rank step times), a GPU at half its peers' clock costs 50 %.
+    def by_step(t: float, rng: np.random.Generator) -> Fields:
+        f = healthy(t, rng)
+        f[RANK_STEP_TIME][11] *= 1.25
+        return f
+
+    def by_clock(t: float, rng: np.random.Generator) -> Fields:
+        f = healthy(t, rng)
+        f[SM_CLOCK][4] = 1980.0 * 0.5
+        del f[RANK_STEP_TIME]
+        return f
+
+    assert abs(run(by_step, seconds=120.0)[0].impact.job_slowdown - 0.2) < 0.02
+    assert abs(run(by_clock, seconds=120.0)[0].impact.job_slowdown - 0.5) < 0.02
+
+
+def test_a_straggler_whose_job_waits_for_a_slower_rank_anyway_costs_little() -> None:
+    # Rank 11 is 25 % slower than the median, rank 3 (its clock capped by someone, say) 22 %: without rank 11 the
+    # job would still wait for rank 3, so rank 11 costs 1 - 1.22/1.25 = 2.4 %, not 20 %. Before: its deficit
+    # against the median. A restart away from it would buy little.
+    def fields(t: float, rng: np.random.Generator) -> Fields:
+        f = healthy(t, rng)
+        f[RANK_STEP_TIME][11] *= 1.25
+        f[RANK_STEP_TIME][3] *= 1.22
+        return f
+
+    first = next(i for i in run(fields, seconds=120.0) if i.root == ENTITIES[11])
+    assert 0.01 < first.impact.job_slowdown < 0.04

@@ -83,6 +83,23 @@ def group_median(values: F64, group: NDArray[np.int64], n_groups: int) -> tuple[
     return med, count
 
 
+def slowest_other(values: F64, group: NDArray[np.int64], n_groups: int) -> F64:
+    """Per value, the largest value among the *other* members of its group (NaN and ``group < 0`` ignored; -inf
+    where there is none): the pace a synchronous job would keep without that member. Vectorized, no group loop.
+    """
+    ok = (group >= 0) & np.isfinite(values)
+    g, v = group[ok], values[ok]
+    top = np.full(n_groups, -np.inf)
+    np.maximum.at(top, g, v)
+    is_top = v == top[g]
+    second = np.full(n_groups, -np.inf)
+    np.maximum.at(second, g[~is_top], v[~is_top])
+    second = np.where(np.bincount(g[is_top], minlength=n_groups) >= 2, top, second)  # a tie: both hold it back
+    out = np.full(values.shape, -np.inf)
+    out[ok] = np.where(is_top, second[g], top[g])
+    return out
+
+
 #: ``TWINLOOP_FI_JOB_PHASE`` codes (``twinloop.telemetry.fields``) of a job being (re)started: queued, ramp-up,
 #: launch. A job entering one of them from any other phase restarted.
 STARTING_PHASES: frozenset[float] = frozenset({0.0, 1.0, 2.0})
@@ -174,6 +191,10 @@ class StragglerRule(Rule):
         self._m: F64 | None = None
         self._limit: F64 = np.zeros(0)
         self._raised_at: F64 | None = None
+        # Per GPU, at the last update: the fraction of its job's throughput it costs, and whether that is measured.
+        self.job_slowdown: F64 = np.zeros(0)
+        self.pace_known: BoolArr = np.zeros(0, dtype=bool)
+        self.pace_across_models = False  # the metric compares across GPU models (a step time), not only within
 
     def _expected_slow(self, frame: RuleFrame, group: NDArray[np.int64], n_groups: int, grace_s: float) -> BoolArr:
         """GPUs slower on purpose: marked by the caller, capped below their peers' enforced power limit, or whose
@@ -195,11 +216,27 @@ class StragglerRule(Rule):
         self._limit = np.where(np.isfinite(limit), limit, self._limit)
         return out | (frame.ts - self._raised_at <= grace_s)
 
+    def _job_loss(self, m: F64, group: NDArray[np.int64], n_groups: int, frame: RuleFrame) -> F64:
+        """What each GPU costs its synchronous job, as a fraction of the job's throughput (the respond stage weighs
+        it against a restart): the job keeps its slowest rank's pace, so a GPU costs only how much slower it is than
+        the slowest of the others, not its deficit against the median (a mild straggler among throttled peers
+        costs little). Step times compare across the whole job (any GPU model); clocks within its model group.
+        """
+        if self.pace_across_models:
+            group, n_groups = np.where(frame.job_slot >= 0, frame.job_slot, -1), frame.n_slots
+        x = self.sign * -m  # larger = slower
+        other = slowest_other(x, group, n_groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # step time t against the others' slowest t2: 1 - t2/t; clock c against their lowest c2: 1 - c/c2.
+            loss = 1.0 - other / x if self.sign < 0 else 1.0 - x / other
+        return np.where(np.isfinite(loss) & np.isfinite(other), np.clip(loss, 0.0, 1.0), 0.0)
+
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         """Fire on GPUs lastingly slower than their peers; the score is the robust z of the deficit (0 outside jobs)."""
         n = frame.n_gpus
         x = frame.gpu.get(self.metric)
         if x is None or frame.n_slots == 0:
+            self.job_slowdown, self.pace_known = np.zeros(n), np.zeros(n, dtype=bool)
             return np.zeros(n, dtype=bool), np.zeros(n)
         if self._m is None or self._m.shape[0] != n:
             self._m = np.full(n, np.nan)
@@ -236,6 +273,8 @@ class StragglerRule(Rule):
             deficit = self.sign * (med_g - m) / np.abs(med_g)
         cond = in_job & ~expected & (cnt_g >= self.min_peers) & (z >= self.z_threshold) & (deficit >= self.min_deficit)
         fired = self._persist(cond, valid, steps(persist_s, frame.dt_s))
+        self.job_slowdown = self._job_loss(m, group, n_groups, frame)
+        self.pace_known = in_job & np.isfinite(m)
         return fired, np.where(np.isfinite(z) & in_job, z, 0.0)
 
 
@@ -251,6 +290,7 @@ class RankStragglerRule(StragglerRule):
         kwargs.setdefault("metric", RANK_STEP_TIME)
         kwargs.setdefault("lower_is_slower", False)
         super().__init__(**kwargs)
+        self.pace_across_models = True
 
 
 class SdcRule(Rule):

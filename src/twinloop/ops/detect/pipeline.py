@@ -473,7 +473,19 @@ class DetectionPipeline:
             temp_margin_c=float(np.nanmin(t_margin)) if np.isfinite(t_margin).any() else float("inf"),
             power_margin_w=power_margin,
             n_gpus=int(members.size),
+            job_slowdown=self._job_slowdown(members) if cls == EventClass.STRAGGLER else None,
         )
+
+    def _job_slowdown(self, members: I64) -> float | None:
+        """The largest fraction of its job's throughput a member straggler costs (the respond stage weighs it
+        against a restart): by the ranks' step times where the job reports them (the job waits for its slowest
+        rank, whatever its GPU model), else by clock against its same-model peers.
+        """
+        for rule in (self.rank_straggler, self.straggler):
+            known = rule.pace_known
+            if known.shape[0] == self.n_gpus and members.size and known[members].any():
+                return float(rule.job_slowdown[members].max())
+        return None
 
     def _onsets(
         self, ts: float, key: str, fired: NDArray[np.bool_], score: F64, cls: EventClass, kind: str, source: str

@@ -17,6 +17,7 @@ from twinloop.errors import InputError, pydantic_error
 from twinloop.ops.events import EventClass, Severity
 from twinloop.ops.respond.actions import ActionKind
 from twinloop.ops.respond.adapters.base import LEVEL_DEPTH
+from twinloop.ops.respond.restart_cost import RestartWhen
 from twinloop.safeio import load_yaml
 
 POLICY_DIR = Path(__file__).resolve().parent / "policies"
@@ -88,7 +89,9 @@ class Rule(_Frozen):
     actions, once per incident; with ``until_closed`` the settings are restored when the incident closes.
     ``supply`` (power-delivery rules) picks the rule by what the root node's working power supplies carry:
     ``short`` when they carry less than its GPUs' maximum power limit, ``carried`` when they carry it all (lost
-    redundancy only: no cap binds, so no urgent action is proportionate).
+    redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler rules) picks
+    the rule by when moving the job off the incident's node pays (:func:`~.restart_cost.choose_restart`): ``now``,
+    ``at_checkpoint`` (the job's own next one) or ``never``.
     """
 
     name: str
@@ -100,6 +103,9 @@ class Rule(_Frozen):
     until_closed: bool = False
     mode: Mode | None = Field(default=None, description="a stricter mode for this rule (e.g. approve for requeues)")
     supply: SupplyCondition | None = Field(default=None, description="only when the node's supplies are short/carry")
+    restart: RestartWhen | None = Field(
+        default=None, description="only when the restart cost model picks this option for the incident's job"
+    )
 
     @property
     def severity_floor(self) -> Severity:

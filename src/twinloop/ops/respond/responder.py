@@ -27,6 +27,7 @@ from twinloop.ops.respond.actions import (
 from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
+from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
@@ -110,6 +111,7 @@ class Responder:
         self._held: dict[int, list[ActionResult]] = {}  # incident id -> applied actions to restore on closing
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
+        self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
 
@@ -141,10 +143,13 @@ class Responder:
             if incident.status != "open":
                 self._delayed = [d for d in self._delayed if d[1].incident_id != iid]
                 self._gates = [g for g in self._gates if g.request.incident_id != iid]
+                self._restarts.pop(iid, None)
                 out.extend(self._restore(iid, now))
                 continue
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
                 if rule.supply is not None and self._supply(incident) != rule.supply:
+                    continue
+                if rule.restart is not None and self._restart(incident).when != rule.restart:
                     continue
                 key = (iid, rule.name)
                 if key in self._fired:
@@ -223,6 +228,22 @@ class Responder:
                 return "short"  # unknown is taken as short: the cautious rule
         return "carried"
 
+    def _restart(self, incident: Incident) -> RestartChoice:
+        """When moving the incident's job(s) off its node pays (:func:`choose_restart`), decided once per incident
+        (a later step must not pick a second option and fire its rule too); the most urgent over its jobs.
+        """
+        known = self._restarts.get(incident.incident_id)
+        if known is not None:
+            return known
+        slowdown = incident.impact.job_slowdown
+        jobs = self.adapter.resolve("job", incident)
+        choices = [choose_restart(slowdown, self.adapter.job_timing(job)) for job in jobs]
+        choice = choices[0] if choices else choose_restart(slowdown, None)
+        for other in choices[1:]:
+            choice = choice.more_urgent(other)
+        self._restarts[incident.incident_id] = choice
+        return choice
+
     def _mode_for(self, rule: Rule) -> Mode:
         """The stricter of the responder's mode and the rule's own."""
         if rule.mode is None:
@@ -251,6 +272,8 @@ class Responder:
             e = rule.expect
             expect = Expectation(e.field, e.direction, e.within_s, e.min_change, e.aggregate, e.relative_to)
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
+        if rule.restart is not None:
+            reason += f": {self._restart(incident).why}"
         requests = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value

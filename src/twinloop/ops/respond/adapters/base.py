@@ -20,6 +20,23 @@ class AdapterReply:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class JobTiming:
+    """What a job's checkpoints and restarts cost, as far as the cluster can tell (None: unknown).
+
+    Attributes:
+        checkpoint_write_s: how long one checkpoint write stops the job, s.
+        restart_s: from a requeue to the job computing again (restart overhead, loading its state), s.
+        next_checkpoint_in_s: time until the job's own next checkpoint, s.
+        remaining_s: the job's expected remaining run time (its time limit), s.
+    """
+
+    checkpoint_write_s: float | None = None
+    restart_s: float | None = None
+    next_checkpoint_in_s: float | None = None
+    remaining_s: float | None = None
+
+
 def ancestor(entity: str, depth: int) -> str | None:
     """The id ``depth`` levels deep of ``site/row/rack/node/gpu`` (1 = site ... 5 = gpu), or None if shallower."""
     parts = entity.split("/")
@@ -48,6 +65,12 @@ class ActionAdapter(ABC):
         """Whether ``job`` has reported a completed checkpoint at or after ``since_ts`` (cluster clock) or has no
         unsaved work; False while it has not; None when the adapter cannot tell (then a requeue waiting on the
         checkpoint goes to a person at its timeout).
+        """
+        return None
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        """What ``job``'s checkpoints and restarts cost (the straggler response weighs them); None when the
+        adapter cannot tell (then the policy's response for an unknown cost applies).
         """
         return None
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 #: ``marker(job) -> t``: when the job last reported a completed checkpoint (the loop's clock, s), None if never.
@@ -47,12 +47,23 @@ class CommandAdapter(ActionAdapter):
     """Common part: build argv per action, show it (dry run) or run it and report failures with stderr."""
 
     def __init__(
-        self, dry_run: bool = True, runner: Runner | None = None, checkpoint_marker: CheckpointMarker | None = None
+        self,
+        dry_run: bool = True,
+        runner: Runner | None = None,
+        checkpoint_marker: CheckpointMarker | None = None,
+        job_timing: Callable[[str], JobTiming | None] | None = None,
     ) -> None:
         self.dry_run = dry_run
         self._runner = runner or _run
         self.checkpoint_marker = checkpoint_marker
+        self._job_timing = job_timing
         self.issued: list[list[str]] = []
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        """From the ``job_timing`` callable the site gives (its jobs' checkpoint cadence, restart time, time
+        limit); None without one (then a straggler gets the response for an unknown restart cost).
+        """
+        return None if self._job_timing is None else self._job_timing(job)
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
         """From ``checkpoint_marker`` (e.g. :func:`heartbeat_file_marker`); None without one (then a requeue
