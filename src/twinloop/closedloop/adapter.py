@@ -151,7 +151,11 @@ class TwinAdapter(ActionAdapter):
         return None
 
     def current(self, kind: ActionKind, target: str) -> float | None:
-        """Current power limit (mean over the target's GPUs), clock cap, CDU setpoint or flow fraction."""
+        """Current power limit (mean over the target's GPUs), clock cap, CDU setpoint, flow fraction, or whether a
+        node is drained (1) or not (0).
+        """
+        if kind == ActionKind.DRAIN:
+            return self._drained(target)
         if kind == ActionKind.POWER_CAP:
             gpus = self.gpus_of(target)
             if gpus is None or gpus.size == 0:
@@ -168,6 +172,13 @@ class TwinAdapter(ActionAdapter):
         if kind == ActionKind.CDU_FLOW:
             return float(state.flow_fraction[row])
         return None
+
+    def _drained(self, target: str) -> float | None:
+        try:
+            level, node = self.twin.topo.resolve(target)
+        except KeyError:
+            return None
+        return float(self.twin.scheduler.node_drained[node]) if level == "node" else None
 
     def supply_limit_w(self, target: str) -> float | None:
         """Working PSUs' rating times ``supply_margin``, less the node's host draw, shared by its GPUs, W."""

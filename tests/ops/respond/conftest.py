@@ -45,6 +45,8 @@ class MemoryAdapter(ActionAdapter):
         self.applied.append(request)
         if request.value is not None:
             self.settings[(request.kind, request.target)] = request.value
+        if request.kind in (ActionKind.DRAIN, ActionKind.UNDRAIN):
+            self.settings[(ActionKind.DRAIN, request.target)] = float(request.kind == ActionKind.DRAIN)
         return AdapterReply("applied", "ok")
 
 

@@ -4,6 +4,8 @@ immediate forced checkpoint and restart of the whole job whatever its size.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from twinloop.ops.events import EventClass, Impact, Incident, Severity
@@ -122,3 +124,16 @@ def test_a_straggler_that_costs_nothing_is_not_restarted_even_when_the_costs_are
     assert choose_restart(0.0, None).when == "never"
     assert choose_restart(None, None).when == "now"
     assert choose_restart(0.05, None).when == "now"
+
+
+def test_a_node_already_drained_is_not_drained_again_by_the_next_incident() -> None:
+    """mixed_hall seeds 1 and 4: a straggler kept on its drained node opened a new incident after each of its job's
+    restarts, and each drained the node again (9-11 drains of the same node in the audit trail)."""
+    adapter = TimedAdapter(done_at_s=None, timing=JobTiming(30.0, 140.0, 600.0, remaining_s=300.0))
+    r = Responder(default_policy(), adapter, mode="auto")
+    first, second = _straggler(0.04), replace(_straggler(0.04), incident_id=2, start_ts=200.0, end_ts=200.0)
+    r.handle([first], 0.0, lambda *a, **k: None)
+    results = r.handle([second], 200.0, lambda *a, **k: None)
+    assert [(str(a.request.kind), a.status) for a in results] == [("drain", "refused")]
+    assert results[0].detail == f"no action: {'/'.join(ROOT.split('/')[:4])} is already drained"
+    assert [a.kind for a in adapter.applied] == [ActionKind.DRAIN]

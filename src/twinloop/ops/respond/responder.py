@@ -318,6 +318,10 @@ class Responder:
         if request.kind in SETTING_KINDS and unchanged:
             detail = f"no action: {request.kind} of {request.target} is already {current:g}"
             return self._record(decision.request, "refused", now, detail, guard=False)
+        if request.kind == ActionKind.DRAIN and current == 1.0:
+            # Each new incident at a drained node (a straggler kept until its job ends) asked again.
+            detail = f"no action: {request.target} is already drained"
+            return self._record(decision.request, "refused", now, detail, guard=False)
         if mode == "observe":
             return self._record(decision.request, "recommended", now, clamped=decision.clamped)
         if mode == "approve":
