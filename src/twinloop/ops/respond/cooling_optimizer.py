@@ -12,26 +12,38 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
   move): relax one notch (a warmer CDU setpoint first, up to ``supply_max_c``; then less pump flow, down to
   ``flow_floor``, as pump power goes with the cube of the flow);
 * heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner; see
-  :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now: precool by one
-  tightening notch per period until it arrives, but no colder (no faster) than the row's setpoint (flow) when
-  the optimizer started, its design point: beyond that is for GPUs that are hot now, not for heat that may come.
+  :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now, **and predicted to
+  bring the row's GPUs within ``precool_margin_c`` of their slowdown temperature**
+  (:class:`~twinloop.ops.learn.precool.ArrivalTemperature`: each GPU's temperature now plus its thermal resistance
+  times the power it would gain at its power limit, plus the coolant's warming): precool by one tightening notch per
+  period until it arrives, but no colder (no faster) than the row's setpoint (flow) when the optimizer started, its
+  design point: beyond that is for GPUs that are hot now, not for heat that may come. Heat that the prediction says
+  the GPUs carry with margin to spare is left to the everyday rule (it tightens once a GPU passes the target):
+  precooling for it costs cooling energy and buys nothing. Without an arrival model (``arrival=None``) any forecast
+  rise precools, as before.
 
 The facility water setpoint follows the coldest row: ``min(CDU setpoints) - approach_c``, so a warmer supply lets
 the economizer carry heat the chiller would otherwise pay for, while no CDU is ever floored above its own
 setpoint. Every move is an :class:`~twinloop.ops.respond.actions.ActionRequest` submitted through the
 responder, so the guard rails (limits, steps, rate limits) and the loop's mode apply to it as to any other.
 
-The gains (target, band, steps) are engineering choices, not fitted: the target stays 12 C under the H100's
-slowdown temperature, and one notch per minute is slower than the coolant loop's own time constant.
+The gains (target, band, steps) are engineering choices, not fitted: the target stays 14 C under the H100's
+slowdown temperature, and one notch per minute is slower than the coolant loop's own time constant. The precool
+margin (5 C) is a guess too, not fitted to a scenario: it covers the software thermal slowdown a GPU may engage a
+few degrees under its slowdown temperature (not published by NVIDIA), the sensor's 1 C steps and the prediction's
+error (R from the catalog, heat spread over the row); a relaxing setpoint adds at most one step (1 C) a period,
+and the prediction is made again every period.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from twinloop.ops.detect.rules import CDU_SUPPLY
 from twinloop.ops.detect.rules import TEMP as GPU_TEMP
+from twinloop.ops.learn.precool import ArrivalTemperature
+from twinloop.ops.ports import F64
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.responder import Reader, Responder
 
@@ -58,8 +70,11 @@ class CoolingOptimizerConfig:
     flow_floor: float = 0.6
     approach_c: float = 3.0
     precool_fraction: float = 0.1
+    precool_margin_c: float = 5.0
 
     def __post_init__(self) -> None:
+        if self.precool_margin_c < 0:
+            raise ValueError(f"cooling optimizer: precool_margin_c {self.precool_margin_c} (allowed: >= 0)")
         if self.band_c <= 0 or self.period_s <= 0 or self.setpoint_step_c <= 0 or self.flow_step <= 0:
             raise ValueError("cooling optimizer: band_c, period_s and steps must be > 0")
         if not 0 < self.flow_floor <= 1:
@@ -79,6 +94,7 @@ class CoolingOptimizer:
         load: Callable[[str], float] | None = None,
         hold: RelaxHold | None = None,
         local: LocalFault | None = None,
+        arrival: ArrivalTemperature | None = None,
     ) -> None:
         self.responder = responder
         self.site = site
@@ -88,6 +104,7 @@ class CoolingOptimizer:
         self.load = load
         self.hold = hold
         self.local = local
+        self.arrival = arrival
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
@@ -97,6 +114,11 @@ class CoolingOptimizer:
     def _move(self, kind: ActionKind, target: str, value: float, why: str, now: float, read: Reader) -> ActionResult:
         request = ActionRequest(kind, target, value, reason=f"cooling optimizer: {why}")
         return self.responder.submit(request, now, read)
+
+    def observe(self, gpu: Mapping[str, F64]) -> None:
+        """Hand the latest sample's per-GPU fields to the arrival model (call every sample; no-op without one)."""
+        if self.arrival is not None:
+            self.arrival.observe(gpu)
 
     def step(self, now: float, read: Reader) -> list[ActionResult]:
         """One control period (call every step; it acts every ``period_s``)."""
@@ -115,7 +137,9 @@ class CoolingOptimizer:
             rise_w = self.forecast(row) if self.forecast else 0.0
             load_w = self.load(row) if self.load else 0.0
             # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
-            precool = rise_w > c.precool_fraction * max(load_w, 1.0)
+            coming = rise_w > c.precool_fraction * max(load_w, 1.0)
+            buys = self._precool_buys(row, rise_w, load_w, read) if coming else None
+            precool = coming and buys is not None
             hot = hottest > c.target_gpu_temp_c
             if hot and self.local is not None and self.local(row):
                 # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
@@ -123,7 +147,7 @@ class CoolingOptimizer:
                 mean = read(GPU_TEMP, row, "mean")
                 hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
             if hot or precool:
-                why = f"hottest GPU {hottest:.1f} C" if not precool else f"{rise_w / 1e3:.0f} kW forecast to arrive"
+                why = f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}" if precool else f"hottest GPU {hottest:.1f} C"
                 supply = read(CDU_SUPPLY, row)
                 holding = supply is None or supply <= setpoint + 0.5
                 # Precooling returns a relaxed row to its design setpoint and flow; beyond is for GPUs hot now.
@@ -142,6 +166,24 @@ class CoolingOptimizer:
                     out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
         out.extend(self._facility_water(now, read))
         return out
+
+    def _precool_buys(self, row: str, rise_w: float, load_w: float, read: Reader) -> str | None:
+        """Why precooling ``row`` for ``rise_w`` of heat coming is worth it (a suffix for the action's reason), or
+        None when the arrival model predicts its GPUs stay more than ``precool_margin_c`` under slowdown.
+
+        Without an arrival model, or when it cannot predict (no GPU reported), the forecast alone decides (as before
+        the arrival model): precool.
+        """
+        if self.arrival is None:
+            return ""
+        predicted = self.arrival.predict_c(row, rise_w, load_w, read(CDU_SUPPLY, row))
+        slowdown = self.arrival.slowdown_c(row)
+        if predicted is None or slowdown is None:
+            return ""
+        limit = slowdown - self.config.precool_margin_c
+        if predicted < limit:
+            return None
+        return f", hottest GPU predicted {predicted:.1f} C >= {limit:.1f} C (slowdown {slowdown:.0f} C - margin)"
 
     def _held(self, row: str) -> str | None:
         return self.hold(row) if self.hold is not None else None
