@@ -32,15 +32,35 @@ def test_relaxes_with_margin_and_facility_water_follows_the_coldest_setpoint() -
     assert opt.step(30.0, _reader(60.0)) == []  # one move per period
 
 
-def test_tightens_when_hot_but_not_the_setpoint_of_a_cdu_that_cannot_hold_it() -> None:
+def test_tightens_the_setpoint_first_and_flow_only_when_the_setpoint_no_longer_helps() -> None:
     adapter = MemoryAdapter()
     _optimizer(adapter).step(0.0, _reader(80.0))
-    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.1
     assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0
+    assert (ActionKind.CDU_FLOW, "dc/r1") not in adapter.settings  # flow above its design point costs flow cubed
     losing = MemoryAdapter()
     _optimizer(losing).step(0.0, _reader(80.0, supply_c=36.0))  # supply 6 C above its setpoint: capacity-limited
     assert (ActionKind.CDU_SETPOINT, "dc/r1") not in losing.settings
     assert losing.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.1
+    floored = MemoryAdapter()
+    floored.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] = 15.0  # at its lower limit
+    _optimizer(floored).step(0.0, _reader(80.0, supply_c=15.0))
+    assert floored.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.1
+
+
+def test_flow_above_the_design_point_comes_back_first_once_no_gpu_is_over_the_target() -> None:
+    adapter = MemoryAdapter()
+    opt = _optimizer(adapter)
+    opt.step(0.0, _reader(73.0))  # in the band: nothing to do; design point (30 C, flow 1.0) noted
+    assert (ActionKind.CDU_SETPOINT, "dc/r1") not in adapter.settings and (ActionKind.CDU_FLOW, "dc/r1") not in (
+        adapter.settings
+    )
+    adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] = 1.3  # an incident rule pushed the flow up, and closed
+    opt.step(60.0, _reader(80.0))  # still over the target: a colder setpoint, the flow stays (not lowered while hot)
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.3
+    for k in range(2, 6):  # under the target (even inside the band), holding its setpoint: back to 1.0, then stop
+        opt.step(60.0 * k, _reader(73.0, supply_c=29.0))
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.0
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0  # in the band: no warmer setpoint
 
 
 def test_a_forecast_rise_precools_back_to_the_design_point_but_no_further() -> None:

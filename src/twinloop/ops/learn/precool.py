@@ -164,8 +164,11 @@ class ArrivalTemperature:
         mask = self._row_of == row
         return float(self.limits.slowdown_temp_c[mask].min()) if mask.any() else None
 
-    def predict_c(self, row: str, rise_w: float, load_w: float, supply_c: float | None) -> float | None:
-        """The hottest GPU of ``row`` once ``rise_w`` of heat arrives on a row carrying ``load_w`` now, °C.
+    def predict_c(
+        self, row: str, rise_w: float, load_w: float, supply_c: float | None, aggregate: str = "max"
+    ) -> float | None:
+        """The hottest (``aggregate="max"``) or mean (``"mean"``) GPU of ``row`` once ``rise_w`` of heat arrives on a
+        row carrying ``load_w`` now, °C.
 
         None when the row has no GPU or no GPU of it reported temperature and power.
         """
@@ -185,4 +188,4 @@ class ArrivalTemperature:
         coolant = t - r * p
         if supply_c is not None and load_w > 0 and np.isfinite(coolant).any():
             warming_c = max(float(np.nanmean(coolant)) - supply_c, 0.0) * max(rise_w, 0.0) / load_w
-        return float(np.nanmax(t_full)) + warming_c
+        return float(np.nanmax(t_full) if aggregate == "max" else np.nanmean(t_full)) + warming_c

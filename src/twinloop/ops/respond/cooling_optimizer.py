@@ -3,8 +3,13 @@
 Incident rules push cooling to its maximum when a row is in trouble; this controller does the everyday part and
 relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at each row's hottest GPU:
 
-* above ``target_gpu_temp_c``: tighten the row (more flow; a colder CDU setpoint, unless the CDU already cannot
-  hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing). While a GPU or node
+* above ``target_gpu_temp_c``: tighten the row: a colder CDU setpoint, and flow back up to its design point if
+  it was relaxed below it; flow above the design point only once the setpoint no longer helps (the CDU cannot hold
+  its setpoint, being capacity-limited: a colder setpoint only makes the chiller work harder for nothing; or the
+  setpoint is at its lower limit). A colder setpoint lowers every GPU's coolant degree for degree, while more flow
+  lowers only the rack's coolant rise (``Q/(ṁ·c_p)``, a degree or two at design flow, shrinking as 1/flow) for
+  pump power that grows as flow cubed; and relaxing raises the setpoint first, so flow raised for heat the
+  setpoint could carry would stay up. While a GPU or node
   of the row has its own open thermal fault (``local``; its rule caps it), only if the row's mean GPU is within
   ``band_c`` of the target: one hot GPU never drives a row's coolant;
 * below ``target - band_c`` with no heat forecast to arrive (a rise under ``precool_fraction`` of the row's load
@@ -124,66 +129,103 @@ class CoolingOptimizer:
         """One control period (call every step; it acts every ``period_s``)."""
         if now < self._next_ts:
             return []
-        c = self.config
-        self._next_ts = now + c.period_s
+        self._next_ts = now + self.config.period_s
         out: list[ActionResult] = []
         for row in self.rows:
-            hottest = read(GPU_TEMP, row, "max")
-            setpoint = self._current(ActionKind.CDU_SETPOINT, row)
-            flow = self._current(ActionKind.CDU_FLOW, row)
-            if hottest is None or setpoint is None or flow is None:
-                continue
-            self._design.setdefault(row, (setpoint, flow))
-            rise_w = self.forecast(row) if self.forecast else 0.0
-            load_w = self.load(row) if self.load else 0.0
-            # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
-            coming = rise_w > c.precool_fraction * max(load_w, 1.0)
-            buys = self._precool_buys(row, rise_w, load_w, read) if coming else None
-            precool = coming and buys is not None
-            hot = hottest > c.target_gpu_temp_c
-            if hot and self.local is not None and self.local(row):
-                # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
-                # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
-                mean = read(GPU_TEMP, row, "mean")
-                hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
-            if hot or precool:
-                why = f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}" if precool else f"hottest GPU {hottest:.1f} C"
-                supply = read(CDU_SUPPLY, row)
-                holding = supply is None or supply <= setpoint + 0.5
-                # Precooling returns a relaxed row to its design setpoint and flow; beyond is for GPUs hot now.
-                flow_max = (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]
-                flow_max = flow_max if hot else min(flow_max, self._design[row][1])
-                if flow + 1e-9 < flow_max:
-                    out.append(self._move(ActionKind.CDU_FLOW, row, flow + c.flow_step, f"tighten: {why}", now, read))
-                sp = setpoint - c.setpoint_step_c
-                if holding and (hot or sp >= self._design[row][0] - 1e-9):
-                    out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, f"tighten: {why}", now, read))
-            elif hottest < c.target_gpu_temp_c - c.band_c and not self._held(row):
-                why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
-                if setpoint + c.setpoint_step_c <= c.supply_max_c:
-                    out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
-                elif flow - c.flow_step >= c.flow_floor - 1e-9:
-                    out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
+            out.extend(self._row(row, now, read))
         out.extend(self._facility_water(now, read))
         return out
 
-    def _precool_buys(self, row: str, rise_w: float, load_w: float, read: Reader) -> str | None:
+    def _row(self, row: str, now: float, read: Reader) -> list[ActionResult]:
+        """One row's moves this period: tighten (hot now, or heat coming that precooling buys something for),
+        else relax.
+        """
+        c = self.config
+        hottest = read(GPU_TEMP, row, "max")
+        setpoint = self._current(ActionKind.CDU_SETPOINT, row)
+        flow = self._current(ActionKind.CDU_FLOW, row)
+        if hottest is None or setpoint is None or flow is None:
+            return []
+        self._design.setdefault(row, (setpoint, flow))
+        local = self.local(row) if self.local is not None else None
+        rise_w = self.forecast(row) if self.forecast else 0.0
+        load_w = self.load(row) if self.load else 0.0
+        # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
+        coming = rise_w > c.precool_fraction * max(load_w, 1.0)
+        buys = self._precool_buys(row, rise_w, load_w, read, bool(local)) if coming else None
+        hot = hottest > c.target_gpu_temp_c
+        if hot and local:
+            # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
+            # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
+            mean = read(GPU_TEMP, row, "mean")
+            hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
+        supply = read(CDU_SUPPLY, row)
+        holding = supply is None or supply <= setpoint + 0.5
+        if hot or buys is not None:
+            why = f"hottest GPU {hottest:.1f} C" if buys is None else f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}"
+            return self._tighten(row, setpoint, flow, hot, holding, f"tighten: {why}", now, read)
+        if self._held(row):
+            return []
+        return self._relax(row, setpoint, flow, hottest, holding, now, read)
+
+    def _tighten(
+        self, row: str, setpoint: float, flow: float, hot: bool, holding: bool, why: str, now: float, read: Reader
+    ) -> list[ActionResult]:
+        """A colder setpoint (if the CDU holds it), flow back to the design point, beyond it only when the setpoint
+        no longer helps; precooling (``hot`` False) never beyond the design point.
+        """
+        c, design = self.config, self._design[row]
+        out: list[ActionResult] = []
+        sp = setpoint - c.setpoint_step_c
+        sp_min = (self.responder.adapter.limits(ActionKind.CDU_SETPOINT, row) or (sp, setpoint))[0]
+        flow_max = (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]
+        if not (hot and (not holding or sp < sp_min - 1e-9)):
+            flow_max = min(flow_max, design[1])
+        if flow + 1e-9 < flow_max:
+            out.append(self._move(ActionKind.CDU_FLOW, row, flow + c.flow_step, why, now, read))
+        if holding and (hot or sp >= design[0] - 1e-9):
+            out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, why, now, read))
+        return out
+
+    def _relax(
+        self, row: str, setpoint: float, flow: float, hottest: float, holding: bool, now: float, read: Reader
+    ) -> list[ActionResult]:
+        """Flow above the design point back first (while the CDU holds its setpoint and no GPU is over the target);
+        then, with the band's margin, a warmer setpoint up to ``supply_max_c``, then less flow down to the floor.
+        """
+        c, design_flow = self.config, self._design[row][1]
+        if flow > design_flow + 1e-9 and holding:
+            why = f"relax: flow {flow:.2f} above its design point {design_flow:.2f}, hottest GPU {hottest:.1f} C"
+            return [self._move(ActionKind.CDU_FLOW, row, max(flow - c.flow_step, design_flow), why, now, read)]
+        if hottest >= c.target_gpu_temp_c - c.band_c:
+            return []
+        why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
+        if setpoint + c.setpoint_step_c <= c.supply_max_c:
+            return [self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read)]
+        if flow - c.flow_step >= c.flow_floor - 1e-9:
+            return [self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read)]
+        return []
+
+    def _precool_buys(self, row: str, rise_w: float, load_w: float, read: Reader, local: bool) -> str | None:
         """Why precooling ``row`` for ``rise_w`` of heat coming is worth it (a suffix for the action's reason), or
         None when the arrival model predicts its GPUs stay more than ``precool_margin_c`` under slowdown.
 
-        Without an arrival model, or when it cannot predict (no GPU reported), the forecast alone decides (as before
-        the arrival model): precool.
+        While a GPU or node of the row has its own thermal fault (``local``), the row's mean GPU is predicted, not its
+        hottest: that GPU's rule caps it, and one GPU never drives a row's coolant. Without an arrival model, or when
+        it cannot predict (no GPU reported), the forecast alone decides (as before the arrival model): precool.
         """
         if self.arrival is None:
             return ""
-        predicted = self.arrival.predict_c(row, rise_w, load_w, read(CDU_SUPPLY, row))
+        supply = read(CDU_SUPPLY, row)
+        predicted = self.arrival.predict_c(row, rise_w, load_w, supply, "mean" if local else "max")
         slowdown = self.arrival.slowdown_c(row)
         if predicted is None or slowdown is None:
             return ""
         limit = slowdown - self.config.precool_margin_c
         if predicted < limit:
             return None
-        return f", hottest GPU predicted {predicted:.1f} C >= {limit:.1f} C (slowdown {slowdown:.0f} C - margin)"
+        which = "mean" if local else "hottest"
+        return f", {which} GPU predicted {predicted:.1f} C >= {limit:.1f} C (slowdown {slowdown:.0f} C - margin)"
 
     def _held(self, row: str) -> str | None:
         return self.hold(row) if self.hold is not None else None
