@@ -190,21 +190,23 @@ class CoolingOptimizer:
     def _relax(
         self, row: str, setpoint: float, flow: float, hottest: float, holding: bool, now: float, read: Reader
     ) -> list[ActionResult]:
-        """Flow above the design point back first (while the CDU holds its setpoint and no GPU is over the target);
-        then, with the band's margin, a warmer setpoint up to ``supply_max_c``, then less flow down to the floor.
+        """Flow above the design point back (while the CDU holds its setpoint and no GPU is over the target, even
+        inside the band) and, with the band's margin, a warmer setpoint up to ``supply_max_c`` in the same period;
+        then less flow, down to the floor.
         """
         c, design_flow = self.config, self._design[row][1]
+        out: list[ActionResult] = []
         if flow > design_flow + 1e-9 and holding:
             why = f"relax: flow {flow:.2f} above its design point {design_flow:.2f}, hottest GPU {hottest:.1f} C"
-            return [self._move(ActionKind.CDU_FLOW, row, max(flow - c.flow_step, design_flow), why, now, read)]
+            out.append(self._move(ActionKind.CDU_FLOW, row, max(flow - c.flow_step, design_flow), why, now, read))
         if hottest >= c.target_gpu_temp_c - c.band_c:
-            return []
+            return out
         why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
         if setpoint + c.setpoint_step_c <= c.supply_max_c:
-            return [self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read)]
-        if flow - c.flow_step >= c.flow_floor - 1e-9:
-            return [self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read)]
-        return []
+            out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
+        elif not out and flow - c.flow_step >= c.flow_floor - 1e-9:
+            out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
+        return out
 
     def _precool_buys(self, row: str, rise_w: float, load_w: float, read: Reader, local: bool) -> str | None:
         """Why precooling ``row`` for ``rise_w`` of heat coming is worth it (a suffix for the action's reason), or
