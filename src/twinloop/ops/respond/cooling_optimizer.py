@@ -8,14 +8,15 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
   its setpoint, being capacity-limited: a colder setpoint only makes the chiller work harder for nothing; or the
   setpoint is at its lower limit). A colder setpoint lowers every GPU's coolant degree for degree, while more flow
   lowers only the rack's coolant rise (``Q/(ṁ·c_p)``, a degree or two at design flow, shrinking as 1/flow) for
-  pump power that grows as flow cubed; and relaxing raises the setpoint first, so flow raised for heat the
-  setpoint could carry would stay up. While a GPU or node
-  of the row has its own open thermal fault (``local``; its rule caps it), only if the row's mean GPU is within
-  ``band_c`` of the target: one hot GPU never drives a row's coolant;
-* below ``target - band_c`` with no heat forecast to arrive (a rise under ``precool_fraction`` of the row's load
-  now) and no open heat-wave or cooling incident holding the row (``hold``: relaxing would undo its rule's
-  move): relax one notch (a warmer CDU setpoint first, up to ``supply_max_c``; then less pump flow, down to
-  ``flow_floor``, as pump power goes with the cube of the flow);
+  pump power that grows as flow cubed. While a GPU or node of the row has its own open thermal fault (``local``;
+  its rule caps it), only if the row's mean GPU is within ``band_c`` of the target: one hot GPU never drives a
+  row's coolant;
+* not above the target, no precooling (below), and no open heat-wave or cooling incident holding the row (``hold``:
+  relaxing would undo its rule's move): flow above the design point (an incident rule's push, or a capacity-limited
+  minute) comes back one notch while the CDU holds its setpoint, even inside the band, since otherwise a row whose
+  hottest GPU sits in the band would keep it for good; and below ``target - band_c``, in the same period, a warmer
+  CDU setpoint, up to ``supply_max_c`` (the setpoint is what lets the facility water warm); once there, less pump
+  flow, down to ``flow_floor``, as pump power goes with the cube of the flow;
 * heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner; see
   :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now, **and predicted to
   bring the row's GPUs within ``precool_margin_c`` of their slowdown temperature**
