@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
 from twinloop.ops.events import EventClass, Incident
-from twinloop.ops.learn.precool import RowHeatForecast
+from twinloop.ops.learn.precool import ArrivalTemperature, RowHeatForecast
 from twinloop.ops.ports import END, Cluster, Sample, Topology
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.adapters.base import ancestor
@@ -183,6 +183,7 @@ class LoopRunner:
                 load=heat.load_w if heat else None,
                 hold=self._cooling_hold,
                 local=self._local_thermal_fault,
+                arrival=ArrivalTemperature(topo.gpu_ids, topo.limits) if heat else None,
             )
 
     @property
@@ -235,6 +236,7 @@ class LoopRunner:
             self.responder.handle(updates, sample.ts, read)
             self.responder.verify(sample.ts, read)
         if self.optimizer is not None:
+            self.optimizer.observe(sample.gpu)
             self.optimizer.step(sample.ts, read)
         actions = self._new_actions()
         self._tell_settings(actions)

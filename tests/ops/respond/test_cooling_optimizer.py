@@ -1,3 +1,9 @@
+import numpy as np
+import pytest
+
+from twinloop.hardware.gpu import get_gpu
+from twinloop.ops.detect.rules import POWER, POWER_LIMIT, TEMP, GpuLimits
+from twinloop.ops.learn.precool import ArrivalTemperature
 from twinloop.ops.respond.actions import ActionKind
 from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
 from twinloop.ops.respond.policy import default_policy
@@ -26,15 +32,35 @@ def test_relaxes_with_margin_and_facility_water_follows_the_coldest_setpoint() -
     assert opt.step(30.0, _reader(60.0)) == []  # one move per period
 
 
-def test_tightens_when_hot_but_not_the_setpoint_of_a_cdu_that_cannot_hold_it() -> None:
+def test_tightens_the_setpoint_first_and_flow_only_when_the_setpoint_no_longer_helps() -> None:
     adapter = MemoryAdapter()
     _optimizer(adapter).step(0.0, _reader(80.0))
-    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.1
     assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0
+    assert (ActionKind.CDU_FLOW, "dc/r1") not in adapter.settings  # flow above its design point costs flow cubed
     losing = MemoryAdapter()
     _optimizer(losing).step(0.0, _reader(80.0, supply_c=36.0))  # supply 6 C above its setpoint: capacity-limited
     assert (ActionKind.CDU_SETPOINT, "dc/r1") not in losing.settings
     assert losing.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.1
+    floored = MemoryAdapter()
+    floored.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] = 15.0  # at its lower limit
+    _optimizer(floored).step(0.0, _reader(80.0, supply_c=15.0))
+    assert floored.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.1
+
+
+def test_flow_above_the_design_point_comes_back_first_once_no_gpu_is_over_the_target() -> None:
+    adapter = MemoryAdapter()
+    opt = _optimizer(adapter)
+    opt.step(0.0, _reader(73.0))  # in the band: nothing to do; design point (30 C, flow 1.0) noted
+    assert (ActionKind.CDU_SETPOINT, "dc/r1") not in adapter.settings and (ActionKind.CDU_FLOW, "dc/r1") not in (
+        adapter.settings
+    )
+    adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] = 1.3  # an incident rule pushed the flow up, and closed
+    opt.step(60.0, _reader(80.0))  # still over the target: a colder setpoint, the flow stays (not lowered while hot)
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.3
+    for k in range(2, 6):  # under the target (even inside the band), holding its setpoint: back to 1.0, then stop
+        opt.step(60.0 * k, _reader(73.0, supply_c=29.0))
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.0
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0  # in the band: no warmer setpoint
 
 
 def test_a_forecast_rise_precools_back_to_the_design_point_but_no_further() -> None:
@@ -64,3 +90,59 @@ def test_a_forecast_rise_precools_back_to_the_design_point_but_no_further() -> N
     assert adapter.current(ActionKind.CDU_FLOW, "dc/r1") == 1.0  # never moved above the design flow
     opt.step(600.0, _reader(80.0))  # GPUs hot now: colder than the design point is allowed
     assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == design - 1
+
+
+def _arrival(gpu_c: float, power_w: float = 70.0, resistance: float = 1.0) -> ArrivalTemperature:
+    """16 H100s of row dc/r1 (catalog: R 0.05 C/W times ``resistance``, slowdown 89 C, TDP 700 W) at ``gpu_c``
+    drawing ``power_w``."""
+    ids = tuple(f"dc/r1/k1/n{i // 8}/g{i % 8}" for i in range(16))
+    limits = GpuLimits.from_kinds([get_gpu("h100-sxm")], np.zeros(16, dtype=np.int64), np.full(16, resistance))
+    arrival = ArrivalTemperature(ids, limits)
+    arrival.observe({TEMP: np.full(16, gpu_c), POWER: np.full(16, power_w), POWER_LIMIT: np.full(16, 700.0)})
+    return arrival
+
+
+def _precool_moves(resistance: float) -> list[str]:
+    """Precool moves of an optimizer on a row relaxed 3 C above its design point (supply 33 C), whose idle GPUs
+    (70 W, R 0.05 C/W times ``resistance``) sit at the supply plus R * 70 W, once 100 kW is forecast to arrive."""
+    gpu_c = 33.0 + 0.05 * resistance * 70.0
+    adapter = MemoryAdapter()
+    rise = {"w": 0.0}
+    opt = CoolingOptimizer(
+        Responder(default_policy(), adapter, mode="auto"),
+        "dc",
+        ["dc/r1"],
+        CoolingOptimizerConfig(warmup_s=0.0),
+        forecast=lambda r: rise["w"],
+        load=lambda r: 4e5,
+        arrival=_arrival(gpu_c, resistance=resistance),
+    )
+    for k in range(3):
+        opt.step(60.0 * k, _reader(gpu_c, 30.0 + k))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 33.0
+    rise["w"] = 1e5
+    out = opt.step(180.0, _reader(gpu_c, 33.0))
+    return [a.request.reason for a in out if "forecast to arrive" in a.request.reason]
+
+
+def test_precool_only_when_the_arriving_heat_would_bring_gpus_near_slowdown() -> None:
+    # H100s idle at 36.5 C on 33 C water: at 700 W they would run 36.5 + 0.05 * 630 = 68 C, far under 89 - 5 C:
+    # precooling buys nothing (before the arrival model this precooled).
+    assert _precool_moves(1.0) == []
+    # The same GPUs with 1.8 times the resistance (an air-like path): 39.3 + 0.09 * 630 = 96 C >= 84 C: precool.
+    moves = _precool_moves(1.8)
+    assert moves and all("predicted 96.0 C >= 84.0 C (slowdown 89 C" in m for m in moves)
+
+
+def test_the_arrival_prediction_adds_each_gpus_own_rise_and_the_coolants_warming() -> None:
+    arrival = _arrival(40.0, power_w=200.0)  # coolant side 40 - 0.05 * 200 = 30 C
+    assert arrival.slowdown_c("dc/r1") == 89.0 and arrival.slowdown_c("dc/r2") is None
+    assert arrival.predict_c("dc/r1", 0.0, 1e4, 30.0) == pytest.approx(40.0 + 0.05 * 500)
+    # Coolant 2 C above a 28 C supply at 10 kW: 20 kW more warms it 4 C more.
+    assert arrival.predict_c("dc/r1", 2e4, 1e4, 28.0) == pytest.approx(65.0 + 4.0)
+    assert arrival.predict_c("dc/r2", 2e4, 1e4, 28.0) is None
+    capped = _arrival(40.0, power_w=200.0)
+    capped.observe({TEMP: np.full(16, 40.0), POWER: np.full(16, 200.0), POWER_LIMIT: np.full(16, 300.0)})
+    assert capped.predict_c("dc/r1", 0.0, 1e4, None) == pytest.approx(45.0)  # a capped GPU gains only to its cap
+    with pytest.raises(ValueError, match="precool_margin_c"):
+        CoolingOptimizerConfig(precool_margin_c=-1.0)

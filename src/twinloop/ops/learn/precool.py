@@ -18,6 +18,9 @@ queues on a 256-GPU hall at 5 s samples (see docs/calibration.md, heat-load fore
 other halls, whose racks may be larger. The model predicts load changes in W from features in W, so the rack
 size enters only through the loads themselves — an extrapolation the calibration section measures only on the
 training hall.
+
+Whether heat coming is worth precooling for is :class:`ArrivalTemperature`'s question: how hot the row's GPUs would
+run if the arriving work drove them to their power limit, against their slowdown temperature.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from pathlib import Path
 import numpy as np
 
 from twinloop.errors import InputError
+from twinloop.ops.detect.rules import POWER, POWER_LIMIT, TEMP, GpuLimits
 from twinloop.ops.learn.forecast import HeatLoadForecaster
 from twinloop.ops.learn.forecast_online import OnlineForecast
-from twinloop.ops.ports import RackHeat
+from twinloop.ops.ports import F64, RackHeat
 
 PACKAGED_MODEL = "rack_heat_forecast.json"
 #: Feature columns that carry what the queue and planner know ahead: the known-change sum (3) and, from
@@ -117,3 +121,71 @@ class RowHeatForecast:
     def load_w(self, row: str) -> float:
         """The row's rack load at the last sample, W."""
         return float(self._load[self._rack_row == row].sum())
+
+
+class ArrivalTemperature:
+    """How hot a row's GPUs would run if heat arriving on the row drove them to their power limit.
+
+    A plain rule on what the loop observes, with the GPUs' own limits (:class:`~twinloop.ops.detect.rules.GpuLimits`:
+    the catalog's thermal resistance R and slowdown temperature per GPU). For each GPU of the row:
+
+    ``T_full = T_now + R·max(P_limit − P_now, 0)``
+
+    its temperature now plus the rise its own thermal resistance predicts if its power went from now to its
+    enforced power limit (the telemetry's power limit, else the TDP): the most a job landing on it can draw,
+    sustained. The row's prediction is the hottest ``T_full`` over its GPUs (the queue does not say which of the
+    row's GPUs a job gets, so any may), plus the coolant's warming under the arriving heat:
+    ``max(mean(T − R·P) − T_supply, 0) · rise / load``: the coolant warms in proportion to the heat it carries
+    (``Q / (ṁ·c_p)``), and the row's present ratio is read from its GPUs' mean coolant-side temperature
+    ``T − R·P`` above the CDU supply per watt of row load.
+
+    What is a guess: R is the catalog's figure (fitted on one H100; a GPU's own R varies with its part and its
+    thermal interface); a GPU at steady state (``T − R·P`` is its coolant only once its ~10 s time constant has
+    passed); the arriving heat spread over the row like today's (a job packed into few racks warms their coolant
+    more); the supply staying where it is until the job arrives (the optimizer re-predicts every period, so a
+    relaxing setpoint is seen one period later).
+
+    Args:
+        gpu_ids: GPU ids ``site/row/rack/node/gpu`` in the order of the samples' per-GPU arrays.
+        limits: the GPUs' limits (same order).
+    """
+
+    def __init__(self, gpu_ids: tuple[str, ...], limits: GpuLimits) -> None:
+        self._row_of = np.array(["/".join(gid.split("/")[:2]) for gid in gpu_ids])
+        self.limits = limits
+        self._gpu: dict[str, F64] = {}
+
+    def observe(self, gpu: Mapping[str, F64]) -> None:
+        """Keep the latest sample's per-GPU fields (temperature, power, power limit); read at prediction time."""
+        self._gpu = dict(gpu)
+
+    def slowdown_c(self, row: str) -> float | None:
+        """The lowest slowdown temperature among the row's GPUs, °C (None for a row with no GPU)."""
+        mask = self._row_of == row
+        return float(self.limits.slowdown_temp_c[mask].min()) if mask.any() else None
+
+    def predict_c(
+        self, row: str, rise_w: float, load_w: float, supply_c: float | None, aggregate: str = "max"
+    ) -> float | None:
+        """The hottest (``aggregate="max"``) or mean (``"mean"``) GPU of ``row`` once ``rise_w`` of heat arrives on a
+        row carrying ``load_w`` now, °C.
+
+        None when the row has no GPU or no GPU of it reported temperature and power.
+        """
+        temp, power = self._gpu.get(TEMP), self._gpu.get(POWER)
+        mask = self._row_of == row
+        if temp is None or power is None or not mask.any():
+            return None
+        t, p = temp[mask], power[mask]
+        r = self.limits.thermal_resistance_c_per_w[mask]
+        limit = self._gpu.get(POWER_LIMIT)
+        full_w = self.limits.tdp_w[mask] if limit is None else np.where(np.isfinite(limit[mask]), limit[mask], np.nan)
+        full_w = np.where(np.isfinite(full_w), full_w, self.limits.tdp_w[mask])
+        t_full = t + r * np.maximum(full_w - p, 0.0)
+        if not np.isfinite(t_full).any():
+            return None
+        warming_c = 0.0
+        coolant = t - r * p
+        if supply_c is not None and load_w > 0 and np.isfinite(coolant).any():
+            warming_c = max(float(np.nanmean(coolant)) - supply_c, 0.0) * max(rise_w, 0.0) / load_w
+        return float(np.nanmax(t_full) if aggregate == "max" else np.nanmean(t_full)) + warming_c

@@ -3,35 +3,53 @@
 Incident rules push cooling to its maximum when a row is in trouble; this controller does the everyday part and
 relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at each row's hottest GPU:
 
-* above ``target_gpu_temp_c``: tighten the row (more flow; a colder CDU setpoint, unless the CDU already cannot
-  hold its setpoint: a capacity-limited CDU only makes the chiller work harder for nothing). While a GPU or node
-  of the row has its own open thermal fault (``local``; its rule caps it), only if the row's mean GPU is within
-  ``band_c`` of the target: one hot GPU never drives a row's coolant;
-* below ``target - band_c`` with no heat forecast to arrive (a rise under ``precool_fraction`` of the row's load
-  now) and no open heat-wave or cooling incident holding the row (``hold``: relaxing would undo its rule's
-  move): relax one notch (a warmer CDU setpoint first, up to ``supply_max_c``; then less pump flow, down to
-  ``flow_floor``, as pump power goes with the cube of the flow);
+* above ``target_gpu_temp_c``: tighten the row: a colder CDU setpoint, and flow back up to its design point if
+  it was relaxed below it; flow above the design point only once the setpoint no longer helps (the CDU cannot hold
+  its setpoint, being capacity-limited: a colder setpoint only makes the chiller work harder for nothing; or the
+  setpoint is at its lower limit). A colder setpoint lowers every GPU's coolant degree for degree, while more flow
+  lowers only the rack's coolant rise (``Q/(ṁ·c_p)``, a degree or two at design flow, shrinking as 1/flow) for
+  pump power that grows as flow cubed. While a GPU or node of the row has its own open thermal fault (``local``;
+  its rule caps it), only if the row's mean GPU is within ``band_c`` of the target: one hot GPU never drives a
+  row's coolant;
+* not above the target, no precooling (below), and no open heat-wave or cooling incident holding the row (``hold``:
+  relaxing would undo its rule's move): flow above the design point (an incident rule's push, or a capacity-limited
+  minute) comes back one notch while the CDU holds its setpoint, even inside the band, since otherwise a row whose
+  hottest GPU sits in the band would keep it for good; and below ``target - band_c``, in the same period, a warmer
+  CDU setpoint, up to ``supply_max_c`` (the setpoint is what lets the facility water warm); once there, less pump
+  flow, down to ``flow_floor``, as pump power goes with the cube of the flow;
 * heat forecast to arrive within the forecast horizon (a job starting, from the queue and the planner; see
-  :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now: precool by one
-  tightening notch per period until it arrives, but no colder (no faster) than the row's setpoint (flow) when
-  the optimizer started, its design point: beyond that is for GPUs that are hot now, not for heat that may come.
+  :mod:`twinloop.ops.learn.precool`), a rise above ``precool_fraction`` of the row's load now, **and predicted to
+  bring the row's GPUs within ``precool_margin_c`` of their slowdown temperature**
+  (:class:`~twinloop.ops.learn.precool.ArrivalTemperature`: each GPU's temperature now plus its thermal resistance
+  times the power it would gain at its power limit, plus the coolant's warming): precool by one tightening notch per
+  period until it arrives, but no colder (no faster) than the row's setpoint (flow) when the optimizer started, its
+  design point: beyond that is for GPUs that are hot now, not for heat that may come. Heat that the prediction says
+  the GPUs carry with margin to spare is left to the everyday rule (it tightens once a GPU passes the target):
+  precooling for it costs cooling energy and buys nothing. Without an arrival model (``arrival=None``) any forecast
+  rise precools, as before.
 
 The facility water setpoint follows the coldest row: ``min(CDU setpoints) - approach_c``, so a warmer supply lets
 the economizer carry heat the chiller would otherwise pay for, while no CDU is ever floored above its own
 setpoint. Every move is an :class:`~twinloop.ops.respond.actions.ActionRequest` submitted through the
 responder, so the guard rails (limits, steps, rate limits) and the loop's mode apply to it as to any other.
 
-The gains (target, band, steps) are engineering choices, not fitted: the target stays 12 C under the H100's
-slowdown temperature, and one notch per minute is slower than the coolant loop's own time constant.
+The gains (target, band, steps) are engineering choices, not fitted: the target stays 14 C under the H100's
+slowdown temperature, and one notch per minute is slower than the coolant loop's own time constant. The precool
+margin (5 C) is a guess too, not fitted to a scenario: it covers the software thermal slowdown a GPU may engage a
+few degrees under its slowdown temperature (not published by NVIDIA), the sensor's 1 C steps and the prediction's
+error (R from the catalog, heat spread over the row); a relaxing setpoint adds at most one step (1 C) a period,
+and the prediction is made again every period.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from twinloop.ops.detect.rules import CDU_SUPPLY
 from twinloop.ops.detect.rules import TEMP as GPU_TEMP
+from twinloop.ops.learn.precool import ArrivalTemperature
+from twinloop.ops.ports import F64
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.responder import Reader, Responder
 
@@ -58,8 +76,11 @@ class CoolingOptimizerConfig:
     flow_floor: float = 0.6
     approach_c: float = 3.0
     precool_fraction: float = 0.1
+    precool_margin_c: float = 5.0
 
     def __post_init__(self) -> None:
+        if self.precool_margin_c < 0:
+            raise ValueError(f"cooling optimizer: precool_margin_c {self.precool_margin_c} (allowed: >= 0)")
         if self.band_c <= 0 or self.period_s <= 0 or self.setpoint_step_c <= 0 or self.flow_step <= 0:
             raise ValueError("cooling optimizer: band_c, period_s and steps must be > 0")
         if not 0 < self.flow_floor <= 1:
@@ -79,6 +100,7 @@ class CoolingOptimizer:
         load: Callable[[str], float] | None = None,
         hold: RelaxHold | None = None,
         local: LocalFault | None = None,
+        arrival: ArrivalTemperature | None = None,
     ) -> None:
         self.responder = responder
         self.site = site
@@ -88,6 +110,7 @@ class CoolingOptimizer:
         self.load = load
         self.hold = hold
         self.local = local
+        self.arrival = arrival
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
@@ -98,50 +121,114 @@ class CoolingOptimizer:
         request = ActionRequest(kind, target, value, reason=f"cooling optimizer: {why}")
         return self.responder.submit(request, now, read)
 
+    def observe(self, gpu: Mapping[str, F64]) -> None:
+        """Hand the latest sample's per-GPU fields to the arrival model (call every sample; no-op without one)."""
+        if self.arrival is not None:
+            self.arrival.observe(gpu)
+
     def step(self, now: float, read: Reader) -> list[ActionResult]:
         """One control period (call every step; it acts every ``period_s``)."""
         if now < self._next_ts:
             return []
-        c = self.config
-        self._next_ts = now + c.period_s
+        self._next_ts = now + self.config.period_s
         out: list[ActionResult] = []
         for row in self.rows:
-            hottest = read(GPU_TEMP, row, "max")
-            setpoint = self._current(ActionKind.CDU_SETPOINT, row)
-            flow = self._current(ActionKind.CDU_FLOW, row)
-            if hottest is None or setpoint is None or flow is None:
-                continue
-            self._design.setdefault(row, (setpoint, flow))
-            rise_w = self.forecast(row) if self.forecast else 0.0
-            load_w = self.load(row) if self.load else 0.0
-            # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
-            precool = rise_w > c.precool_fraction * max(load_w, 1.0)
-            hot = hottest > c.target_gpu_temp_c
-            if hot and self.local is not None and self.local(row):
-                # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
-                # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
-                mean = read(GPU_TEMP, row, "mean")
-                hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
-            if hot or precool:
-                why = f"hottest GPU {hottest:.1f} C" if not precool else f"{rise_w / 1e3:.0f} kW forecast to arrive"
-                supply = read(CDU_SUPPLY, row)
-                holding = supply is None or supply <= setpoint + 0.5
-                # Precooling returns a relaxed row to its design setpoint and flow; beyond is for GPUs hot now.
-                flow_max = (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]
-                flow_max = flow_max if hot else min(flow_max, self._design[row][1])
-                if flow + 1e-9 < flow_max:
-                    out.append(self._move(ActionKind.CDU_FLOW, row, flow + c.flow_step, f"tighten: {why}", now, read))
-                sp = setpoint - c.setpoint_step_c
-                if holding and (hot or sp >= self._design[row][0] - 1e-9):
-                    out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, f"tighten: {why}", now, read))
-            elif hottest < c.target_gpu_temp_c - c.band_c and not self._held(row):
-                why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
-                if setpoint + c.setpoint_step_c <= c.supply_max_c:
-                    out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
-                elif flow - c.flow_step >= c.flow_floor - 1e-9:
-                    out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
+            out.extend(self._row(row, now, read))
         out.extend(self._facility_water(now, read))
         return out
+
+    def _row(self, row: str, now: float, read: Reader) -> list[ActionResult]:
+        """One row's moves this period: tighten (hot now, or heat coming that precooling buys something for),
+        else relax.
+        """
+        c = self.config
+        hottest = read(GPU_TEMP, row, "max")
+        setpoint = self._current(ActionKind.CDU_SETPOINT, row)
+        flow = self._current(ActionKind.CDU_FLOW, row)
+        if hottest is None or setpoint is None or flow is None:
+            return []
+        self._design.setdefault(row, (setpoint, flow))
+        local = self.local(row) if self.local is not None else None
+        rise_w = self.forecast(row) if self.forecast else 0.0
+        load_w = self.load(row) if self.load else 0.0
+        # A forecast is never exactly zero: only a rise that matters against today's load counts as heat coming.
+        coming = rise_w > c.precool_fraction * max(load_w, 1.0)
+        buys = self._precool_buys(row, rise_w, load_w, read, bool(local)) if coming else None
+        hot = hottest > c.target_gpu_temp_c
+        if hot and local:
+            # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
+            # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
+            mean = read(GPU_TEMP, row, "mean")
+            hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
+        supply = read(CDU_SUPPLY, row)
+        holding = supply is None or supply <= setpoint + 0.5
+        if hot or buys is not None:
+            why = f"hottest GPU {hottest:.1f} C" if buys is None else f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}"
+            return self._tighten(row, setpoint, flow, hot, holding, f"tighten: {why}", now, read)
+        if self._held(row):
+            return []
+        return self._relax(row, setpoint, flow, hottest, holding, now, read)
+
+    def _tighten(
+        self, row: str, setpoint: float, flow: float, hot: bool, holding: bool, why: str, now: float, read: Reader
+    ) -> list[ActionResult]:
+        """A colder setpoint (if the CDU holds it), flow back to the design point, beyond it only when the setpoint
+        no longer helps; precooling (``hot`` False) never beyond the design point.
+        """
+        c, design = self.config, self._design[row]
+        out: list[ActionResult] = []
+        sp = setpoint - c.setpoint_step_c
+        sp_min = (self.responder.adapter.limits(ActionKind.CDU_SETPOINT, row) or (sp, setpoint))[0]
+        flow_max = (self.responder.adapter.limits(ActionKind.CDU_FLOW, row) or (0.0, flow))[1]
+        if not (hot and (not holding or sp < sp_min - 1e-9)):
+            flow_max = min(flow_max, design[1])
+        if flow + 1e-9 < flow_max:
+            out.append(self._move(ActionKind.CDU_FLOW, row, flow + c.flow_step, why, now, read))
+        if holding and (hot or sp >= design[0] - 1e-9):
+            out.append(self._move(ActionKind.CDU_SETPOINT, row, sp, why, now, read))
+        return out
+
+    def _relax(
+        self, row: str, setpoint: float, flow: float, hottest: float, holding: bool, now: float, read: Reader
+    ) -> list[ActionResult]:
+        """Flow above the design point back (while the CDU holds its setpoint and no GPU is over the target, even
+        inside the band) and, with the band's margin, a warmer setpoint up to ``supply_max_c`` in the same period;
+        then less flow, down to the floor.
+        """
+        c, design_flow = self.config, self._design[row][1]
+        out: list[ActionResult] = []
+        if flow > design_flow + 1e-9 and holding:
+            why = f"relax: flow {flow:.2f} above its design point {design_flow:.2f}, hottest GPU {hottest:.1f} C"
+            out.append(self._move(ActionKind.CDU_FLOW, row, max(flow - c.flow_step, design_flow), why, now, read))
+        if hottest >= c.target_gpu_temp_c - c.band_c:
+            return out
+        why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
+        if setpoint + c.setpoint_step_c <= c.supply_max_c:
+            out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
+        elif not out and flow - c.flow_step >= c.flow_floor - 1e-9:
+            out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
+        return out
+
+    def _precool_buys(self, row: str, rise_w: float, load_w: float, read: Reader, local: bool) -> str | None:
+        """Why precooling ``row`` for ``rise_w`` of heat coming is worth it (a suffix for the action's reason), or
+        None when the arrival model predicts its GPUs stay more than ``precool_margin_c`` under slowdown.
+
+        While a GPU or node of the row has its own thermal fault (``local``), the row's mean GPU is predicted, not its
+        hottest: that GPU's rule caps it, and one GPU never drives a row's coolant. Without an arrival model, or when
+        it cannot predict (no GPU reported), the forecast alone decides (as before the arrival model): precool.
+        """
+        if self.arrival is None:
+            return ""
+        supply = read(CDU_SUPPLY, row)
+        predicted = self.arrival.predict_c(row, rise_w, load_w, supply, "mean" if local else "max")
+        slowdown = self.arrival.slowdown_c(row)
+        if predicted is None or slowdown is None:
+            return ""
+        limit = slowdown - self.config.precool_margin_c
+        if predicted < limit:
+            return None
+        which = "mean" if local else "hottest"
+        return f", {which} GPU predicted {predicted:.1f} C >= {limit:.1f} C (slowdown {slowdown:.0f} C - margin)"
 
     def _held(self, row: str) -> str | None:
         return self.hold(row) if self.hold is not None else None
