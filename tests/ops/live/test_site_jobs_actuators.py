@@ -6,6 +6,7 @@ import contextlib
 import json
 import subprocess
 from pathlib import Path
+from typing import ClassVar
 
 import duckdb
 import numpy as np
@@ -14,10 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from twinloop.errors import InputError
-from twinloop.ops.live.actuators import make_actuator
+from twinloop.ops.events import EventClass, Incident, Severity
+from twinloop.ops.live.actuators import DryRunFirst, make_actuator
 from twinloop.ops.live.jobs import JobMap, expand_hostlist, k8s_jobs, load_job_file, parse_squeue_json, slurm_jobs
 from twinloop.ops.live.site import load_site, place_gpus
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
 
 GPUS = ("s/r/k/node01/gpu0", "s/r/k/node01/gpu1", "s/r/k/node02/gpu0", "s/r/k/node03/gpu0")
 
@@ -94,6 +97,55 @@ def test_actuators_show_the_dry_run_then_act_and_report_failures() -> None:
         make_actuator("ipmi")
     with pytest.raises(InputError, match="NVML"):
         make_actuator("nvml")  # no GPU driver on this machine
+
+
+class _Answering(ActionAdapter):
+    """A real adapter with an answer of its own to every question the responder asks."""
+
+    name: ClassVar[str] = "answering"
+    supported: ClassVar[frozenset[ActionKind]] = frozenset(ActionKind)
+
+    def supply_limit_w(self, target: str) -> float | None:
+        return 321.0
+
+    def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
+        return True
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        return JobTiming(checkpoint_write_s=30.0)
+
+    def is_serving(self, job: str) -> bool | None:
+        return False
+
+    def job_of(self, entity: str) -> str | None:
+        return "dc/jobs/train"
+
+    def cdu_of(self, entity: str) -> str | None:
+        return "dc/r/cdu7"
+
+    def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
+        return (200.0, 700.0)
+
+    def current(self, kind: ActionKind, target: str) -> float | None:
+        return 650.0
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        return AdapterReply("applied", "ok")
+
+
+def test_the_dry_run_wrapper_passes_every_question_to_the_real_adapter() -> None:
+    # Before, checkpoint_done, job_timing, supply_limit_w, is_serving, job_of and cdu_of answered with the base
+    # class's defaults: `twinloop watch --actuator slurm` could never confirm a checkpoint before a requeue.
+    real = _Answering()
+    wrapped = DryRunFirst(_Answering(), real, lambda _m: None)
+    questions = [n for n, f in vars(ActionAdapter).items() if callable(f) and not n.startswith("_") and n != "apply"]
+    assert len(questions) >= 9
+    args = {"resolve": ("job", Incident(1, EventClass.STRAGGLER, "dc/r/k/n1/g0", (), 0.0, 0.0, Severity.MINOR)),
+            "checkpoint_done": ("dc/jobs/train", 0.0), "limits": (ActionKind.POWER_CAP, "g"),
+            "current": (ActionKind.POWER_CAP, "g")}  # fmt: skip
+    for name in questions:
+        a = args.get(name, ("dc/r/k/n1",))
+        assert getattr(wrapped, name)(*a) == getattr(real, name)(*a), name
 
 
 def test_learned_thresholds_resume_after_a_restart(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import ClassVar
 from twinloop.errors import InputError, unknown_name
 from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
 
@@ -54,9 +54,35 @@ class DryRunFirst(ActionAdapter):
         self.show = show
         self.name = f"{real.name}"  # type: ignore[misc]
 
+    # Every question the responder asks goes to the real adapter: answered by the base class's defaults instead,
+    # `twinloop watch --actuator slurm` could never see a checkpoint confirmed, a job's timing or a PSU's headroom.
     def resolve(self, selector: str, incident: Incident) -> list[str]:
         """The real adapter's targets."""
         return self.real.resolve(selector, incident)
+
+    def supply_limit_w(self, target: str) -> float | None:
+        """The real adapter's answer."""
+        return self.real.supply_limit_w(target)
+
+    def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
+        """The real adapter's answer."""
+        return self.real.checkpoint_done(job, since_ts)
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        """The real adapter's answer."""
+        return self.real.job_timing(job)
+
+    def is_serving(self, job: str) -> bool | None:
+        """The real adapter's answer."""
+        return self.real.is_serving(job)
+
+    def job_of(self, entity: str) -> str | None:
+        """The real adapter's answer."""
+        return self.real.job_of(entity)
+
+    def cdu_of(self, entity: str) -> str | None:
+        """The real adapter's answer."""
+        return self.real.cdu_of(entity)
 
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
         """The real adapter's hardware range."""
