@@ -15,10 +15,7 @@ import statistics
 from pathlib import Path
 
 from twinloop.lab.source_agreement import agreement, energy_vs_power, long_parquet_series, smi_series
-from twinloop.ops.live.actuators import NoActuator
-from twinloop.ops.live.cluster import LiveOptions, SourceCluster
-from twinloop.ops.live.kinds import build_source
-from twinloop.ops.live.watcher import WatchConfig, Watcher
+from twinloop.ops.live.watcher import observe
 
 FIX = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "h100_nvml"
 
@@ -60,13 +57,9 @@ def cap_table() -> None:
         print(f"| {name} | {len(steps)} | {statistics.median(s[1] for s in steps):.3f} | "
               f"{statistics.median(s[2] for s in steps):.3f} | {statistics.mean(s[1] for s in samples):.0f} | "
               f"{statistics.median(s[2] for s in samples):.0f} |")  # fmt: skip
-    built = build_source(f"replay:{FIX / 'watch_cap.parquet'}")
-    w = Watcher(SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s)),
-                config=WatchConfig(mode="observe"))  # fmt: skip
-    w.run()
     print("\n| incident | severity | opened (s from the cap) | last evidence (s from the cap) | status |")
     print("|---|---|---:|---:|---|")
-    for inc in sorted(w._latest.values(), key=lambda i: i.start_ts):
+    for inc in observe(f"replay:{FIX / 'watch_cap.parquet'}"):
         print(f"| {inc.event_class} | {inc.severity.name.lower()} | {inc.start_ts - cap_ts:+.1f} | "
               f"{inc.end_ts - cap_ts:+.1f} | {inc.status} |")  # fmt: skip
     print(f"\n(the cap was lifted at {restore_ts - cap_ts:+.1f} s)")

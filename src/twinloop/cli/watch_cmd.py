@@ -231,7 +231,7 @@ def _in_memory(watcher: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
         {"incident_id": i.incident_id, "opened_ts": i.start_ts, "closed_ts": i.end_ts if i.status != "open" else None,
          "class": str(i.event_class), "severity": i.severity.name.lower(), "root": i.root,
          "entities": list(i.members), "status": i.status, "last_ts": i.end_ts}
-        for i in sorted(watcher._latest.values(), key=lambda i: i.incident_id)
+        for i in sorted(watcher.incidents, key=lambda i: i.incident_id)
     ]  # fmt: skip
     actions = []
     for r in watcher.runner.actions if hasattr(watcher.runner, "actions") else watcher.runner.responder.log:

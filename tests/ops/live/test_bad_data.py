@@ -62,7 +62,7 @@ def run(path: Path, db: Path, options: LiveOptions | None = None, source: Source
     w = Watcher(cluster, config=WatchConfig(mode="auto", policy=ACT_ON_ALL))
     summary = w.run()
     out = {
-        "incidents": list(w._latest.values()),
+        "incidents": w.incidents,
         "actions": list(w.runner.responder.log),
         "summary": summary,
         "stored": store.count(),

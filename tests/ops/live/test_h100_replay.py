@@ -13,10 +13,7 @@ from typing import Any
 import pytest
 
 from twinloop.lab.phases import by_phase, load_phases, phase_at
-from twinloop.ops.live.actuators import NoActuator
-from twinloop.ops.live.cluster import LiveOptions, SourceCluster
-from twinloop.ops.live.kinds import build_source
-from twinloop.ops.live.watcher import WatchConfig, Watcher
+from twinloop.ops.live.watcher import observe
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "h100"
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,14 +27,10 @@ QUIET = ("idle", "context_load", "cooldown", "before", "end")
 
 
 def watch(spec: str) -> list[dict[str, Any]]:
-    built = build_source(spec)
-    cluster = SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s))
-    w = Watcher(cluster, config=WatchConfig(mode="observe"))
-    w.run()
     return [
         {"opened_ts": i.start_ts, "class": str(i.event_class), "severity": i.severity.name.lower(), "root": i.root,
          "members": i.members}
-        for i in w._latest.values()
+        for i in observe(spec)
     ]  # fmt: skip
 
 

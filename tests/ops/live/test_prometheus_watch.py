@@ -49,7 +49,7 @@ def test_watch_prometheus_reads_every_gpu_each_tick(prometheus: str) -> None:
     assert summary.samples >= 3 and summary.warnings == 0
     power = cluster.read("DCGM_FI_DEV_POWER_USAGE", "dc/row0", "max")
     assert power == pytest.approx(690.0)
-    assert not [i for i in w._latest.values() if i.severity > 0]
+    assert not [i for i in w.incidents if i.severity > 0]
 
 
 def test_follow_mode_catches_up_after_a_stall_without_losing_a_step(prometheus: str) -> None:

@@ -18,10 +18,7 @@ from pathlib import Path
 import pytest
 
 from twinloop.ops.events import Incident, Severity
-from twinloop.ops.live.actuators import NoActuator
-from twinloop.ops.live.cluster import LiveOptions, SourceCluster
-from twinloop.ops.live.kinds import build_source
-from twinloop.ops.live.watcher import WatchConfig, Watcher
+from twinloop.ops.live.watcher import observe
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIX = FIXTURES / "h200"
@@ -31,11 +28,7 @@ GPU = "site0/row0/rack0/vm/gpu0"
 
 
 def replay(recording: Path = FIX / "watch_nvml.parquet") -> list[Incident]:
-    built = build_source(f"replay:{recording}")
-    w = Watcher(SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s)),
-                config=WatchConfig(mode="observe"))  # fmt: skip
-    w.run()
-    return sorted(w._latest.values(), key=lambda i: i.start_ts)
+    return observe(f"replay:{recording}")
 
 
 def cap_window(events_file: Path) -> tuple[float, float]:

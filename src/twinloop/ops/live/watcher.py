@@ -32,8 +32,10 @@ from twinloop.ops.classify.advisory import Advisor, load_advisory_model
 from twinloop.ops.detect.pipeline import DETECTOR_THRESHOLDS, RULE_THRESHOLDS, PipelineConfig
 from twinloop.ops.events import Incident, Severity
 from twinloop.ops.learn.feedback import ThresholdTuner
-from twinloop.ops.live.cluster import SourceCluster
+from twinloop.ops.live.actuators import NoActuator
+from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.control import ControlChannel, pending_row
+from twinloop.ops.live.kinds import build_source
 from twinloop.ops.live.rules import use_live_rules
 from twinloop.ops.ports import END, Sample
 from twinloop.ops.records import VERDICTS, LiveRecords
@@ -156,6 +158,11 @@ class Watcher:
         self.runner.start()
         use_live_rules(self.runner.pipeline)
         self._restore()
+
+    @property
+    def incidents(self) -> list[Incident]:
+        """Every incident so far, its latest version, in the order they opened."""
+        return sorted(self._latest.values(), key=lambda i: (i.start_ts, i.incident_id))
 
     @property
     def loop(self) -> LoopRunner:
@@ -340,7 +347,7 @@ class Watcher:
             "source": self.cluster.source.label,
             "samples": self.summary.samples,
             "last_ts": self.summary.last_ts,
-            "open_incidents": sum(1 for i in self._latest.values() if i.status == "open"),
+            "open_incidents": sum(1 for i in self.incidents if i.status == "open"),
             "pending": len(self.loop.pending) if self.runner is not None else 0,
             "warnings": self.summary.warnings,
         }
@@ -451,3 +458,14 @@ class Watcher:
             elif self.records is not None:
                 self.records.action(old_sid, result)
         self._relist = []
+
+
+def observe(spec: str) -> list[Incident]:
+    """The incidents :class:`Watcher` opens on the source ``spec`` (``replay:FILE``, ``nvml``...) in observe mode,
+    touching nothing: what a recording of a real GPU is checked against.
+    """
+    built = build_source(spec)
+    w = Watcher(SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s)),
+                config=WatchConfig(mode="observe"))  # fmt: skip
+    w.run()
+    return w.incidents
