@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.ingest import validated_frames
 from twinloop.telemetry.report import IngestReport
+from twinloop.telemetry.sources.base import Source
 from twinloop.telemetry.sources.nvidia_smi import NvidiaSmiConfig, NvidiaSmiSource
+from twinloop.telemetry.sources.replay import ReplayConfig, ReplaySource
 
 F64 = NDArray[np.float64]
 Series = dict[str, tuple[F64, F64]]
@@ -43,22 +44,9 @@ class Agreement:
     equal_share: float
 
 
-def long_parquet_series(path: str | Path, entity: str | None = None) -> Series:
-    """Per field (ts, value) of one entity from a long-form export (ts, entity, field, value)."""
-    t = pq.read_table(path).to_pydict()
-    ents = sorted(set(t["entity"]))
-    ent = entity or ents[0]
-    out: dict[str, list[tuple[float, float]]] = {}
-    for ts, e, f, v in zip(t["ts"], t["entity"], t["field"], t["value"], strict=True):
-        if e == ent:
-            out.setdefault(f, []).append((ts, v))
-    return {f: (np.array([p[0] for p in rows]), np.array([p[1] for p in rows])) for f, rows in out.items()}
-
-
-def smi_series(path: str | Path, utc_offset_h: float = 0.0) -> tuple[Series, IngestReport]:
-    """Per field (ts, value) of the first GPU in an nvidia-smi CSV, read by twinloop's nvidia-smi source."""
+def _first_gpu_series(source: Source) -> tuple[Series, IngestReport]:
+    """Per field (ts, value) of the first entity a telemetry source reads, through the ingest's validation."""
     report = IngestReport()
-    source = NvidiaSmiSource(NvidiaSmiConfig(path=str(path), utc_offset_h=utc_offset_h))
     frame = Frame.concat(list(validated_frames(source, report)))
     out: Series = {}
     for f in frame.fields:
@@ -66,6 +54,16 @@ def smi_series(path: str | Path, utc_offset_h: float = 0.0) -> tuple[Series, Ing
         ok = np.isfinite(grid[:, 0])
         out[f] = (ts[ok], grid[ok, 0])
     return out, report
+
+
+def long_parquet_series(path: str | Path) -> Series:
+    """Per field (ts, value) of the first entity in a long-form export (``DuckDBStore.export_parquet``)."""
+    return _first_gpu_series(ReplaySource(ReplayConfig(path=str(path))))[0]
+
+
+def smi_series(path: str | Path, utc_offset_h: float = 0.0) -> tuple[Series, IngestReport]:
+    """Per field (ts, value) of the first GPU in an nvidia-smi CSV, read by twinloop's nvidia-smi source."""
+    return _first_gpu_series(NvidiaSmiSource(NvidiaSmiConfig(path=str(path), utc_offset_h=utc_offset_h)))
 
 
 def agreement(a: Series, b: Series, match_s: float = 0.05) -> list[Agreement]:
