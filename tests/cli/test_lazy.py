@@ -129,6 +129,15 @@ def test_objectives_listed_in_the_cli_match_the_planner() -> None:
     assert tuple(OBJECTIVES) == tuple(PLANNER)
 
 
+def test_framework_profiles_listed_in_the_cli_match_the_planner() -> None:
+    from twinloop.cli.plan_cmds import FRAMEWORKS
+    from twinloop.plan.frameworks import DEFAULT_FRAMEWORK
+    from twinloop.plan.frameworks import FRAMEWORKS as PLANNER
+
+    assert sorted(FRAMEWORKS) == sorted(PLANNER)
+    assert FRAMEWORKS[0] == DEFAULT_FRAMEWORK
+
+
 def test_every_command_module_is_in_the_registry() -> None:
     """A new ``cli/*_cmd.py`` must be listed in cli/app.py, or its command would silently not exist."""
     listed = {e.module for e in [*COMMANDS.values(), *PLAN_COMMANDS.values()]}

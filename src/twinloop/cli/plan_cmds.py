@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from twinloop.plan.train_flow import TrainOutcome
 
 OBJECTIVES = ("throughput", "energy", "cost")  # twinloop.plan.search.OBJECTIVES; checked by tests/cli/test_lazy.py
+#: twinloop.plan.frameworks.FRAMEWORKS, default first; checked by tests/cli/test_lazy.py.
+FRAMEWORKS = ("megatron-core-2024", "megatron-2022", "megatron-bridge-2025", "deepseek-v3")
 
 GB = 1e9
 
@@ -136,9 +138,7 @@ def train(
     attention: str | None = typer.Option(
         None, "--attention", help="Attention kernel: flash | unfused (default: the framework's)."
     ),
-    framework: str = typer.Option(
-        "megatron-core-2024", "--framework", help="Framework profile: megatron-2022 | megatron-core-2024 | deepseek-v3."
-    ),
+    framework: str = typer.Option(FRAMEWORKS[0], "--framework", help=f"Framework profile: {' | '.join(FRAMEWORKS)}."),
     dropout: bool = typer.Option(False, "--dropout/--no-dropout", help="Train with dropout (stores masks)."),
     search_by: str | None = typer.Option(None, "--search", help=f"Rank all configurations: {'|'.join(OBJECTIVES)}."),
     top: int = typer.Option(10, "--top", help="Rows to show with --search."),
