@@ -1,5 +1,9 @@
 """The actuators ``twinloop watch --actuator`` offers: none (the default), nvml, slurm, k8s.
 
+With ``--job-heartbeats DIR`` (slurm, k8s) the scheduler's adapter reads the jobs' heartbeat files
+(:mod:`twinloop.ops.respond.adapters.heartbeats`): a requeue waiting on a checkpoint goes ahead once the job
+records it, and a straggler's restart is priced with the job's measured checkpoint cadence and write time.
+
 ``none`` touches nothing: every action the loop would take is recorded as a dry run. The others act for real,
 but show each command as a dry run first (on the watcher's progress stream) and then run it; a failure comes
 back as a ``failed`` reply that the responder records, the guard rails back off from and the watcher raises to a
@@ -16,6 +20,7 @@ from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
+from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
 
 ACTUATORS = ("none", "nvml", "slurm", "k8s")
@@ -102,18 +107,23 @@ class DryRunFirst(ActionAdapter):
         return self.real.apply(request)
 
 
-def make_actuator(name: str, show: Callable[[str], None] = lambda _m: None) -> ActionAdapter:
-    """The adapter for ``--actuator NAME``.
+def make_actuator(
+    name: str, show: Callable[[str], None] = lambda _m: None, heartbeats: JobHeartbeats | None = None
+) -> ActionAdapter:
+    """The adapter for ``--actuator NAME``; with ``heartbeats`` (``--job-heartbeats DIR``), the scheduler's adapter
+    confirms checkpoints and prices restarts from what the jobs record there.
 
     Raises:
-        InputError: an unknown name, or NVML not available for ``nvml``.
+        InputError: an unknown name, NVML not available for ``nvml``, or heartbeats for an actuator with no jobs.
     """
+    if heartbeats is not None and name not in ("slurm", "k8s"):
+        raise InputError("--job-heartbeats", "", f"needs --actuator slurm or k8s (the scheduler's), not {name!r}")
     if name == "none":
         return NoActuator()
     if name == "slurm":
-        return DryRunFirst(SlurmAdapter(dry_run=True), SlurmAdapter(dry_run=False), show)
+        return DryRunFirst(SlurmAdapter(dry_run=True), SlurmAdapter(dry_run=False, heartbeats=heartbeats), show)
     if name == "k8s":
-        return DryRunFirst(CordonAdapter(dry_run=True), CordonAdapter(dry_run=False), show)
+        return DryRunFirst(CordonAdapter(dry_run=True), CordonAdapter(dry_run=False, heartbeats=heartbeats), show)
     if name == "nvml":
         try:
             import pynvml
