@@ -119,6 +119,7 @@ def _job_source(jobs: str | None) -> JobSource | None:
 def _prepare(args: _WatchArgs) -> _Parts:
     """Check the options and build what the loop reads and acts through (bad input raises InputError)."""
     from twinloop.ops import build_source, load_policy, load_site, make_actuator
+    from twinloop.ops.live.actuators import JobLookup
     from twinloop.ops.respond.adapters.heartbeats import open_heartbeats
 
     _check(args)
@@ -128,8 +129,12 @@ def _prepare(args: _WatchArgs) -> _Parts:
     site = load_site(args.topology) if args.topology is not None else None
     pol = load_policy(args.policy) if args.policy is not None else None
     job_source = _job_source(args.jobs)
-    beats = None if args.job_heartbeats is None else open_heartbeats(args.job_heartbeats, _say)
-    return _Parts(built, site, pol, job_source, make_actuator(args.actuator, _say, beats))
+    if args.job_heartbeats is None:
+        return _Parts(built, site, pol, job_source, make_actuator(args.actuator, _say))
+    # The actuator needs each GPU's job to confirm its checkpoint: it shares the cluster's job source.
+    jobs = JobLookup(job_source) if job_source is not None else None
+    beats = open_heartbeats(args.job_heartbeats, _say)
+    return _Parts(built, site, pol, jobs, make_actuator(args.actuator, _say, beats, jobs))
 
 
 def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
