@@ -65,15 +65,29 @@ class JobEvents:
         return self.ts.get(event, ())
 
 
+def _as_float(x: float) -> float:
+    """``x`` as a float; an integer too large for one is infinite (JSON allows any number of digits)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters for a one-line warning."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def _bad_field(doc: Any) -> str | None:
     """Why a decoded line is not an event (naming the field), or None when it is one."""
     if not isinstance(doc, dict):
         return "not a JSON object"
     ts = doc.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
-        return f"field ts: {ts!r} (allowed: Unix time, s, a finite number >= 0)"
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not 0 <= _as_float(ts) < math.inf:
+        return f"field ts: {_short(ts)} (allowed: Unix time, s, a finite number >= 0)"
     if doc.get("event") not in EVENTS:
-        return f"field event: {doc.get('event')!r} (allowed: {', '.join(EVENTS)})"
+        return f"field event: {_short(doc.get('event'))} (allowed: {', '.join(EVENTS)})"
     return None
 
 
@@ -86,14 +100,14 @@ def parse_events(text: str) -> JobEvents:
             continue
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
             bad.append((number, "not JSON"))
             continue
         why = _bad_field(doc)
         if why is not None:
             bad.append((number, why))
             continue
-        found[doc["event"]].append(float(doc["ts"]))
+        found[doc["event"]].append(_as_float(doc["ts"]))
     return JobEvents({e: tuple(sorted(v)) for e, v in found.items()}, tuple(bad))
 
 
