@@ -167,7 +167,7 @@ def record(directory: str | Path, job: str, event: str, ts: float | None = None)
     stamp = time.time() if ts is None else ts
     if name not in EVENTS:
         raise InputError("job-event", "event", f"{event!r} (allowed: {', '.join(e.replace('_', '-') for e in EVENTS)})")
-    if not math.isfinite(stamp) or stamp < 0:
+    if not 0 <= _as_float(stamp) < math.inf:
         raise InputError("job-event", "ts", f"{stamp!r} (allowed: Unix time, s, a finite number >= 0)")
     root = Path(directory)
     path = root / f"{_job_file(job)}.jsonl"
