@@ -40,7 +40,9 @@ def watch(
     alertmanager: str | None = typer.Option(None, "--alertmanager", help="Alertmanager URL (API v2)."),
     run_name: str = typer.Option("watch", "--run", help="Run name in the store (a restart continues it)."),
     job_heartbeats: Path | None = typer.Option(
-        None, "--job-heartbeats", help="Directory of the jobs' checkpoint events (twinloop job-event); slurm, k8s."
+        None,
+        "--job-heartbeats",
+        help="Directory of the jobs' checkpoint events (twinloop job-event); needs --jobs, --actuator slurm|k8s.",
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:

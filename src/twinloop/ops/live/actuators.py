@@ -1,13 +1,15 @@
 """The actuators ``twinloop watch --actuator`` offers: none (the default), nvml, slurm, k8s.
 
-With ``--job-heartbeats DIR`` (slurm, k8s) the scheduler's adapter reads the jobs' heartbeat files
-(:mod:`twinloop.ops.respond.adapters.heartbeats`): a requeue waiting on a checkpoint goes ahead once the job
-records it, and a straggler's restart is priced with the job's measured checkpoint cadence and write time.
-
 ``none`` touches nothing: every action the loop would take is recorded as a dry run. The others act for real,
 but show each command as a dry run first (on the watcher's progress stream) and then run it; a failure comes
 back as a ``failed`` reply that the responder records, the guard rails back off from and the watcher raises to a
 person. Every action passes the responder's guard rails before it gets here.
+
+With ``--job-heartbeats DIR`` (slurm, k8s) the scheduler's adapter reads the jobs' heartbeat files
+(:mod:`twinloop.ops.respond.adapters.heartbeats`): a requeue waiting on a checkpoint goes ahead once the job
+records it, and a straggler's restart is priced with the job's measured checkpoint cadence and write time. It
+also learns each GPU's job from the watcher's ``--jobs`` (:class:`JobLookup`): a scheduler adapter knows job ids,
+not where they run.
 """
 
 from __future__ import annotations
