@@ -47,6 +47,14 @@ def test_timing_from_the_jobs_own_checkpoints_and_restarts(tmp_path: Path) -> No
     assert JobHeartbeats(tmp_path, clock=lambda: T0).timing("7") == JobTiming()
 
 
+def test_a_job_that_changed_its_cadence_is_judged_by_its_recent_checkpoints(tmp_path: Path) -> None:
+    old = [T0 - 50_000 + 1000.0 * k for k in range(30)]  # every 1000 s, 60 s writes, long ago
+    _cadence(tmp_path, "42", old, write_s=60.0)
+    _cadence(tmp_path, "42", [T0 - 100.0 * k for k in range(20, -1, -1)], write_s=15.0)  # now every 100 s, 15 s writes
+    timing = JobHeartbeats(tmp_path, clock=lambda: T0 + 30).timing("42")
+    assert timing == JobTiming(checkpoint_write_s=15.0, next_checkpoint_in_s=70.0)
+
+
 def test_an_overdue_checkpoint_is_due_now_and_a_missed_one_unknown(tmp_path: Path) -> None:
     _cadence(tmp_path, "42", [T0 - 200, T0 - 100], write_s=10.0)
     at = {now: JobHeartbeats(tmp_path, clock=lambda now=now: now).timing("42") for now in (T0 + 50, T0 + 150)}
@@ -111,7 +119,7 @@ _LINE = st.one_of(st.text(max_size=60), st.fixed_dictionaries({"ts": _TS, "event
 def test_any_lines_never_crash_and_derived_durations_are_not_negative(lines: list[str], now: float) -> None:
     events = parse_events("\n".join(lines))
     kept = sum(len(v) for v in events.ts.values())
-    assert kept + len(events.bad) == sum(1 for x in "\n".join(lines).splitlines() if x.strip())
+    assert kept + len(events.bad) == sum(1 for x in "\n".join(lines).split("\n") if x.strip())
     timing = derive_timing(events, now)
     for value in (timing.checkpoint_write_s, timing.restart_s, timing.next_checkpoint_in_s):
         assert value is None or value >= 0.0

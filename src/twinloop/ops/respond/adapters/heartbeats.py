@@ -20,7 +20,9 @@ What the loop derives (:func:`derive_timing`; None where the file does not tell)
 * ``checkpoint_write_s``: the median of ``checkpoint_start`` → next ``checkpoint_done``;
 * ``next_checkpoint_in_s``: the last ``checkpoint_done`` plus the median interval between them, minus now
   (at least two needed); 0 when up to one interval overdue, None when later (the cadence is broken);
-* ``restart_s``: the median of ``requeued`` → next ``restarted``.
+* ``restart_s``: the median of ``requeued`` → next ``restarted``;
+
+each median over the last :data:`RECENT` (20).
 
 A live watcher must not stop on a job's typo: a bad line (not JSON, no finite ``ts`` >= 0, an unknown ``event``)
 is skipped and counted, and the first one of each file is reported once, naming the file, the line and the
@@ -30,6 +32,7 @@ at its timeout); a job with no file has confirmed nothing yet.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import itertools
 import json
@@ -46,6 +49,8 @@ from twinloop.errors import InputError
 from twinloop.ops.respond.adapters.base import JobTiming
 
 EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
+#: Medians are over a job's last 20 checkpoints or restarts: a job that changed its cadence is judged by its new one.
+RECENT = 20
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,8 @@ def parse_events(text: str) -> JobEvents:
     """A heartbeat file's events; bad lines are skipped and listed, never raised (blank lines are ignored)."""
     found: dict[str, list[float]] = {e: [] for e in EVENTS}
     bad: list[tuple[int, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only (as an editor numbers them): JSON strings may hold U+2028 and friends unescaped.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -112,19 +118,22 @@ def parse_events(text: str) -> JobEvents:
 
 
 def _paired_s(starts: Sequence[float], ends: Sequence[float]) -> list[float]:
-    """Durations from each start to the first end at or after it and before the next start (no end: none)."""
+    """Durations from each of the last :data:`RECENT` starts to the first end at or after it and before the next
+    start (no such end: none). Both sorted.
+    """
     out = []
-    for i, t0 in enumerate(starts):
+    first = max(len(starts) - RECENT, 0)
+    for i in range(first, len(starts)):
         limit = starts[i + 1] if i + 1 < len(starts) else math.inf
-        end = next((t for t in ends if t0 <= t < limit), None)
-        if end is not None:
-            out.append(end - t0)
+        k = bisect.bisect_left(ends, starts[i])
+        if k < len(ends) and ends[k] < limit:
+            out.append(ends[k] - starts[i])
     return out
 
 
 def _next_checkpoint_in_s(done: Sequence[float], now_s: float) -> float | None:
     """Time until the job's next checkpoint is done, from the cadence of its past ones (see module docstring)."""
-    intervals = [b - a for a, b in itertools.pairwise(done) if b > a]
+    intervals = [b - a for a, b in itertools.pairwise(done[-RECENT - 1 :]) if b > a]
     if not intervals:
         return None
     period_s = median(intervals)
