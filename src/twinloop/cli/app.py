@@ -64,6 +64,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "twinloop.cli.watch_cmd",
         "Watch a cluster: detect → classify → respond → verify at the source's cadence, recording as it goes.",
     ),
+    "job-event": LazyCommand(
+        "twinloop.cli.job_event_cmd",
+        "Record a job's checkpoint or restart event for the live loop (appends to DIR/JOB.jsonl).",
+    ),
     "ingest": LazyCommand(
         "twinloop.cli.telemetry_cmds",
         "Read telemetry from SOURCE into the DuckDB store; every bad row is counted and reported.",

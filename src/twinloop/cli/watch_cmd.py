@@ -39,11 +39,16 @@ def watch(
     period: float = typer.Option(1.0, "--period", help="Sampling period of live sources, s."),
     alertmanager: str | None = typer.Option(None, "--alertmanager", help="Alertmanager URL (API v2)."),
     run_name: str = typer.Option("watch", "--run", help="Run name in the store (a restart continues it)."),
+    job_heartbeats: Path | None = typer.Option(
+        None,
+        "--job-heartbeats",
+        help="Directory of the jobs' checkpoint events (twinloop job-event); needs --jobs, --actuator slurm|k8s.",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Watch a cluster: detect → classify → respond → verify at the source's cadence, recording as it goes."""
     args = _WatchArgs(source, mode, actuator, policy, topology, jobs, db, speed, duration, period, alertmanager,
-                      run_name)  # fmt: skip
+                      run_name, job_heartbeats)  # fmt: skip
     parts = guarded(lambda: _prepare(args))
     doc = guarded(lambda: _run(args, parts))
     if json_out:
@@ -68,6 +73,7 @@ class _WatchArgs:
     period_s: float
     alertmanager: str | None
     run_name: str
+    job_heartbeats: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,8 @@ def _job_source(jobs: str | None) -> JobSource | None:
 def _prepare(args: _WatchArgs) -> _Parts:
     """Check the options and build what the loop reads and acts through (bad input raises InputError)."""
     from twinloop.ops import build_source, load_policy, load_site, make_actuator
+    from twinloop.ops.live.actuators import JobLookup
+    from twinloop.ops.respond.adapters.heartbeats import open_heartbeats
 
     _check(args)
     built = build_source(args.source, period_s=args.period_s)
@@ -123,7 +131,12 @@ def _prepare(args: _WatchArgs) -> _Parts:
     site = load_site(args.topology) if args.topology is not None else None
     pol = load_policy(args.policy) if args.policy is not None else None
     job_source = _job_source(args.jobs)
-    return _Parts(built, site, pol, job_source, make_actuator(args.actuator, _say))
+    if args.job_heartbeats is None:
+        return _Parts(built, site, pol, job_source, make_actuator(args.actuator, _say))
+    # The actuator needs each GPU's job to confirm its checkpoint: it shares the cluster's job source.
+    jobs = JobLookup(job_source) if job_source is not None else None
+    beats = open_heartbeats(args.job_heartbeats, _say)
+    return _Parts(built, site, pol, jobs, make_actuator(args.actuator, _say, beats, jobs))
 
 
 def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:

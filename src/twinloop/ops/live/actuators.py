@@ -4,18 +4,26 @@
 but show each command as a dry run first (on the watcher's progress stream) and then run it; a failure comes
 back as a ``failed`` reply that the responder records, the guard rails back off from and the watcher raises to a
 person. Every action passes the responder's guard rails before it gets here.
+
+With ``--job-heartbeats DIR`` (slurm, k8s) the scheduler's adapter reads the jobs' heartbeat files
+(:mod:`twinloop.ops.respond.adapters.heartbeats`): a requeue waiting on a checkpoint goes ahead once the job
+records it, and a straggler's restart is priced with the job's measured checkpoint cadence and write time. It
+also learns each GPU's job from the watcher's ``--jobs`` (:class:`JobLookup`): a scheduler adapter knows job ids,
+not where they run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 from twinloop.errors import InputError, unknown_name
 from twinloop.ops.events import Incident
+from twinloop.ops.live.jobs import JobMap
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
+from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
 
 ACTUATORS = ("none", "nvml", "slurm", "k8s")
@@ -42,22 +50,60 @@ class CordonAdapter(KubernetesAdapter):
         return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]
 
 
+class JobLookup:
+    """The watcher's job source (``--jobs``), remembering what it last said so the actuator can name a GPU's job.
+
+    A scheduler adapter knows job ids, not which GPUs they hold: without this a GPU's or node's job is unknown live,
+    and every checkpoint or requeue of "the job" is refused as unresolved.
+    """
+
+    def __init__(self, source: Callable[[tuple[str, ...], Mapping[str, Mapping[str, str]]], JobMap | None]) -> None:
+        self.source = source
+        self._owner: dict[str, str] = {}  # GPU id -> job entity (<site>/jobs/<id>)
+
+    def __call__(self, gpu_ids: tuple[str, ...], labels: Mapping[str, Mapping[str, str]]) -> JobMap | None:
+        """Ask the job source (the cluster calls this every ``jobs_every_s``) and remember its answer."""
+        jobs = self.source(gpu_ids, labels)
+        owner: dict[str, str] = {}
+        if jobs is not None:
+            for gpu, j in zip(gpu_ids, jobs.job_index.tolist(), strict=True):
+                if j >= 0:
+                    job = jobs.job_ids[j]
+                    owner[gpu] = job if "/" in job else f"{gpu.split('/', 1)[0]}/jobs/{job}"
+        self._owner = owner
+        return jobs
+
+    def jobs_under(self, entity: str) -> list[str]:
+        """The jobs on ``entity`` (a GPU, or every GPU under a node/rack/row), sorted; a job id as itself."""
+        if "/jobs/" in entity:
+            return [entity]
+        prefix = entity.rstrip("/") + "/"
+        return sorted({job for gpu, job in self._owner.items() if gpu == entity or gpu.startswith(prefix)})
+
+
 class DryRunFirst(ActionAdapter):
-    """Wraps a real adapter: shows the dry run of each request, then carries it out."""
+    """Wraps a real adapter: shows the dry run of each request, then carries it out. With ``jobs`` (the watcher's
+    :class:`JobLookup`), a GPU's job is the one the job source says runs there.
+    """
 
     name: ClassVar[str] = "dry-run-first"
     supported: ClassVar[frozenset[ActionKind]] = frozenset(ActionKind)
 
-    def __init__(self, dry: ActionAdapter, real: ActionAdapter, show: Callable[[str], None]) -> None:
+    def __init__(
+        self, dry: ActionAdapter, real: ActionAdapter, show: Callable[[str], None], jobs: JobLookup | None = None
+    ) -> None:
         self.dry = dry
         self.real = real
         self.show = show
+        self.jobs = jobs
         self.name = f"{real.name}"  # type: ignore[misc]
 
     # Every question the responder asks goes to the real adapter: answered by the base class's defaults instead,
     # `twinloop watch --actuator slurm` could never see a checkpoint confirmed, a job's timing or a PSU's headroom.
     def resolve(self, selector: str, incident: Incident) -> list[str]:
-        """The real adapter's targets."""
+        """The real adapter's targets; a job from the job source where one is given."""
+        if selector == "job" and self.jobs is not None:
+            return sorted({j for e in (incident.root, *incident.members) for j in self.jobs.jobs_under(e)})
         return self.real.resolve(selector, incident)
 
     def supply_limit_w(self, target: str) -> float | None:
@@ -77,7 +123,12 @@ class DryRunFirst(ActionAdapter):
         return self.real.is_serving(job)
 
     def job_of(self, entity: str) -> str | None:
-        """The real adapter's answer."""
+        """The job source's one job on ``entity`` where one is given (None if none or several), else the real
+        adapter's answer.
+        """
+        if self.jobs is not None:
+            found = self.jobs.jobs_under(entity)
+            return found[0] if len(found) == 1 else None
         return self.real.job_of(entity)
 
     def cdu_of(self, entity: str) -> str | None:
@@ -102,18 +153,32 @@ class DryRunFirst(ActionAdapter):
         return self.real.apply(request)
 
 
-def make_actuator(name: str, show: Callable[[str], None] = lambda _m: None) -> ActionAdapter:
-    """The adapter for ``--actuator NAME``.
+def make_actuator(
+    name: str,
+    show: Callable[[str], None] = lambda _m: None,
+    heartbeats: JobHeartbeats | None = None,
+    jobs: JobLookup | None = None,
+) -> ActionAdapter:
+    """The adapter for ``--actuator NAME``. With ``heartbeats`` (``--job-heartbeats DIR``) the scheduler's adapter
+    confirms checkpoints and prices restarts from what the jobs record there, and names a GPU's job from ``jobs``
+    (the watcher's ``--jobs``, also given to the cluster).
 
     Raises:
-        InputError: an unknown name, or NVML not available for ``nvml``.
+        InputError: an unknown name, NVML not available for ``nvml``, or heartbeats for an actuator with no jobs
+            or without a job source.
     """
+    if heartbeats is not None and name not in ("slurm", "k8s"):
+        raise InputError("--job-heartbeats", "", f"needs --actuator slurm or k8s (the scheduler's), not {name!r}")
+    if heartbeats is not None and jobs is None:
+        raise InputError("--job-heartbeats", "", "needs --jobs (slurm, k8s or FILE): which job runs on which GPU")
     if name == "none":
         return NoActuator()
     if name == "slurm":
-        return DryRunFirst(SlurmAdapter(dry_run=True), SlurmAdapter(dry_run=False), show)
+        real = SlurmAdapter(dry_run=False, heartbeats=heartbeats)
+        return DryRunFirst(SlurmAdapter(dry_run=True), real, show, jobs if heartbeats else None)
     if name == "k8s":
-        return DryRunFirst(CordonAdapter(dry_run=True), CordonAdapter(dry_run=False), show)
+        cordon = CordonAdapter(dry_run=False, heartbeats=heartbeats)
+        return DryRunFirst(CordonAdapter(dry_run=True), cordon, show, jobs if heartbeats else None)
     if name == "nvml":
         try:
             import pynvml

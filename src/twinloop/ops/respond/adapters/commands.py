@@ -4,15 +4,19 @@ default, so a first deployment shows what it *would* do).
 
 from __future__ import annotations
 
+import json
+import math
 import shlex
 import subprocess
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
+from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 #: ``marker(job) -> t``: when the job last reported a completed checkpoint (the loop's clock, s), None if never.
@@ -34,6 +38,26 @@ def heartbeat_file_marker(directory: str | Path) -> CheckpointMarker:
     return marker
 
 
+def slurm_end_time_s(text: str, job: str) -> float | None:
+    """``job``'s end time (Unix s: its start plus its time limit) in ``squeue --json`` output; None when absent,
+    unlimited or not squeue's layout (``end_time`` is a number up to Slurm 22.05, ``{set, infinite, number}`` since).
+    """
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    for entry in jobs if isinstance(jobs, list) else []:
+        if not isinstance(entry, dict) or str(entry.get("job_id")) != job:
+            continue
+        end = entry.get("end_time")
+        if isinstance(end, dict):
+            end = end.get("number") if end.get("set", True) and not end.get("infinite", False) else None
+        if isinstance(end, int | float) and not isinstance(end, bool) and 0 < end < math.inf:
+            return float(end)
+    return None
+
+
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
 
@@ -52,23 +76,30 @@ class CommandAdapter(ActionAdapter):
         runner: Runner | None = None,
         checkpoint_marker: CheckpointMarker | None = None,
         job_timing: Callable[[str], JobTiming | None] | None = None,
+        heartbeats: JobHeartbeats | None = None,
     ) -> None:
         self.dry_run = dry_run
         self._runner = runner or _run
         self.checkpoint_marker = checkpoint_marker
         self._job_timing = job_timing
+        self.heartbeats = heartbeats
         self.issued: list[list[str]] = []
 
     def job_timing(self, job: str) -> JobTiming | None:
         """From the ``job_timing`` callable the site gives (its jobs' checkpoint cadence, restart time, time
-        limit); None without one (then a straggler gets the response for an unknown restart cost).
+        limit), else from the jobs' ``heartbeats``; None without either (then a straggler gets the response for an
+        unknown restart cost).
         """
-        return None if self._job_timing is None else self._job_timing(job)
+        if self._job_timing is not None:
+            return self._job_timing(job)
+        return None if self.heartbeats is None else self.heartbeats.timing(job)
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
-        """From ``checkpoint_marker`` (e.g. :func:`heartbeat_file_marker`); None without one (then a requeue
-        waiting on the checkpoint goes to a person at its timeout).
+        """From the jobs' ``heartbeats``, else ``checkpoint_marker`` (e.g. :func:`heartbeat_file_marker`); None
+        without either (then a requeue waiting on the checkpoint goes to a person at its timeout).
         """
+        if self.heartbeats is not None:
+            return self.heartbeats.checkpoint_done(job, since_ts)
         if self.checkpoint_marker is None:
             return None
         t = self.checkpoint_marker(job)
@@ -90,6 +121,10 @@ class CommandAdapter(ActionAdapter):
             return AdapterReply("failed", f"{line}: {exc}")
         if done.returncode != 0:
             return AdapterReply("failed", f"{line}: exit {done.returncode}: {done.stderr.strip()[:200]}")
+        if request.kind == ActionKind.REQUEUE and self.heartbeats is not None:
+            # The job's restart time is measured from here to the `restarted` it records.
+            note = self.heartbeats.note_requeue(request.target)
+            return AdapterReply("applied", f"{line} ({note})" if note else line)
         return AdapterReply("applied", line)
 
 
@@ -100,6 +135,23 @@ class SlurmAdapter(CommandAdapter):
     supported: ClassVar[frozenset[ActionKind]] = frozenset(
         {ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE, ActionKind.CHECKPOINT}
     )
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        """As :meth:`CommandAdapter.job_timing`; with job heartbeats, the remaining time is the job's end time in
+        ``squeue --json`` (its time limit) less now (unknown when squeue cannot tell).
+        """
+        timing = super().job_timing(job)
+        if timing is None or timing.remaining_s is not None or self.heartbeats is None:
+            return timing
+        target = _leaf(job)
+        try:
+            done = self._runner(["squeue", "--json", "--jobs", target])
+        except (OSError, subprocess.TimeoutExpired):
+            return timing
+        end_s = slurm_end_time_s(done.stdout, target) if done.returncode == 0 else None
+        if end_s is None:
+            return timing
+        return replace(timing, remaining_s=max(end_s - self.heartbeats.clock(), 0.0))
 
     def argv(self, request: ActionRequest) -> list[str]:
         """``scontrol``/``scancel`` command line for ``request``."""

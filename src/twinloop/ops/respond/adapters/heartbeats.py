@@ -1,0 +1,282 @@
+"""Job heartbeats: how a training job tells the live loop that its checkpoint is written, and what its
+checkpoints and restarts cost.
+
+The convention: one directory the job (or its launcher) and the watcher both reach, and in it one append-only
+JSON-lines file per job, ``<dir>/<job>.jsonl`` (``<job>`` is the scheduler's id: the Slurm job id, the
+Kubernetes ``namespace.pod``), one event a line::
+
+    {"ts": 1795430000.5, "event": "checkpoint_start"}
+    {"ts": 1795430021.0, "event": "checkpoint_done"}
+    {"ts": 1795431200.0, "event": "requeued"}      # written by the loop when it requeues the job
+    {"ts": 1795431345.0, "event": "restarted"}     # the job computes again after loading its checkpoint
+
+``ts`` is Unix time, s (the live loop's clock); other keys are ignored (a step number, say). Rank 0 writes, with
+:func:`record` or ``twinloop job-event``. The older convention, touching ``<dir>/<job>.checkpoint`` when a
+checkpoint is complete, still counts as a completed checkpoint at the file's modification time.
+
+What the loop derives (:func:`derive_timing`; None where the file does not tell):
+
+* a checkpoint is confirmed when a ``checkpoint_done`` at or after the time the loop asked is recorded;
+* ``checkpoint_write_s``: the median of ``checkpoint_start`` → next ``checkpoint_done``;
+* ``next_checkpoint_in_s``: the last ``checkpoint_done`` plus the median interval between them, minus now
+  (at least two needed); 0 when up to one interval overdue, None when later (the cadence is broken);
+* ``restart_s``: the median of ``requeued`` → next ``restarted``;
+
+each median over the last :data:`RECENT` (20).
+
+A live watcher must not stop on a job's typo: a bad line (not JSON, no finite ``ts`` >= 0, an unknown ``event``)
+is skipped and counted, and the first one of each file is reported once, naming the file, the line and the
+field. A directory that cannot be read answers None (unknown: a requeue waiting on a checkpoint goes to a person
+at its timeout); a job with no file has confirmed nothing yet.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from twinloop.errors import InputError
+from twinloop.ops.respond.adapters.base import JobTiming
+
+EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
+#: Medians are over a job's last 20 checkpoints or restarts: a job that changed its cadence is judged by its new one.
+RECENT = 20
+
+
+@dataclass(frozen=True)
+class JobEvents:
+    """One job's recorded events, each kind sorted by time (Unix s), and the lines that were skipped.
+
+    Attributes:
+        ts: per event name in :data:`EVENTS`, its times.
+        bad: ``(line number, why)`` of each skipped line (1-based).
+    """
+
+    ts: dict[str, tuple[float, ...]]
+    bad: tuple[tuple[int, str], ...] = ()
+
+    def of(self, event: str) -> tuple[float, ...]:
+        """The times of ``event``, sorted."""
+        return self.ts.get(event, ())
+
+
+def _as_float(x: float) -> float:
+    """``x`` as a float; an integer too large for one is infinite (JSON allows any number of digits)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters for a one-line warning."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
+def _bad_field(doc: Any) -> str | None:
+    """Why a decoded line is not an event (naming the field), or None when it is one."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    ts = doc.get("ts")
+    if isinstance(ts, bool) or not isinstance(ts, int | float) or not 0 <= _as_float(ts) < math.inf:
+        return f"field ts: {_short(ts)} (allowed: Unix time, s, a finite number >= 0)"
+    if doc.get("event") not in EVENTS:
+        return f"field event: {_short(doc.get('event'))} (allowed: {', '.join(EVENTS)})"
+    return None
+
+
+def parse_events(text: str) -> JobEvents:
+    """A heartbeat file's events; bad lines are skipped and listed, never raised (blank lines are ignored)."""
+    found: dict[str, list[float]] = {e: [] for e in EVENTS}
+    bad: list[tuple[int, str]] = []
+    # Lines end at "\n" only (as an editor numbers them): JSON strings may hold U+2028 and friends unescaped.
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
+            bad.append((number, "not JSON"))
+            continue
+        why = _bad_field(doc)
+        if why is not None:
+            bad.append((number, why))
+            continue
+        found[doc["event"]].append(_as_float(doc["ts"]))
+    return JobEvents({e: tuple(sorted(v)) for e, v in found.items()}, tuple(bad))
+
+
+def _paired_s(starts: Sequence[float], ends: Sequence[float]) -> list[float]:
+    """Durations from each of the last :data:`RECENT` starts to the first end at or after it and before the next
+    start (no such end: none). Both sorted.
+    """
+    out = []
+    first = max(len(starts) - RECENT, 0)
+    for i in range(first, len(starts)):
+        limit = starts[i + 1] if i + 1 < len(starts) else math.inf
+        k = bisect.bisect_left(ends, starts[i])
+        if k < len(ends) and ends[k] < limit:
+            out.append(ends[k] - starts[i])
+    return out
+
+
+def _next_checkpoint_in_s(done: Sequence[float], now_s: float) -> float | None:
+    """Time until the job's next checkpoint is done, from the cadence of its past ones (see module docstring)."""
+    intervals = [b - a for a, b in itertools.pairwise(done[-RECENT - 1 :]) if b > a]
+    if not intervals:
+        return None
+    period_s = median(intervals)
+    due_in_s = done[-1] + period_s - now_s
+    return None if due_in_s < -period_s else max(due_in_s, 0.0)
+
+
+def derive_timing(events: JobEvents, now_s: float) -> JobTiming:
+    """What one job's checkpoints and restarts cost, from its recorded events, at ``now_s`` (Unix s)."""
+    writes = _paired_s(events.of("checkpoint_start"), events.of("checkpoint_done"))
+    restarts = _paired_s(events.of("requeued"), events.of("restarted"))
+    return JobTiming(
+        checkpoint_write_s=median(writes) if writes else None,
+        restart_s=median(restarts) if restarts else None,
+        next_checkpoint_in_s=_next_checkpoint_in_s(events.of("checkpoint_done"), now_s),
+    )
+
+
+def _job_file(job: str) -> str:
+    """The scheduler's id of ``job`` (the last part of ``site/jobs/<id>``), checked to be a plain file name."""
+    leaf = job.rstrip("/").rsplit("/", 1)[-1]
+    if not leaf or leaf in (".", "..") or "\0" in leaf:
+        raise InputError("--job", "", f"{job!r} is not a job id (a Slurm job id or namespace.pod)")
+    return leaf
+
+
+def record(directory: str | Path, job: str, event: str, ts: float | None = None) -> Path:
+    """Append one event to ``<directory>/<job>.jsonl`` (creating both); returns the file.
+
+    Args:
+        directory: the heartbeat directory the watcher reads (``twinloop watch --job-heartbeats``).
+        job: the scheduler's job id (``site/jobs/<id>`` is taken as ``<id>``).
+        event: one of :data:`EVENTS` (``checkpoint-done`` spelled with a hyphen is accepted).
+        ts: Unix time, s; now when None.
+
+    Raises:
+        InputError: an unknown event, a bad job id or time.
+    """
+    name = event.replace("-", "_")
+    stamp = time.time() if ts is None else ts
+    if name not in EVENTS:
+        raise InputError("job-event", "event", f"{event!r} (allowed: {', '.join(e.replace('_', '-') for e in EVENTS)})")
+    if not 0 <= _as_float(stamp) < math.inf:
+        raise InputError("job-event", "ts", f"{stamp!r} (allowed: Unix time, s, a finite number >= 0)")
+    root = Path(directory)
+    path = root / f"{_job_file(job)}.jsonl"
+    root.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"ts": stamp, "event": name}) + "\n"
+    # One write of one short line to a file opened for appending: concurrent writers do not interleave.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    return path
+
+
+class JobHeartbeats:
+    """Reads a heartbeat directory for the live loop: checkpoint confirmations and :class:`JobTiming`.
+
+    Args:
+        directory: the heartbeat directory.
+        clock: now, in the loop's clock (Unix s on a live cluster).
+        warn: told once per file about its first bad line (the watcher's progress stream).
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        clock: Callable[[], float] = time.time,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.clock = clock
+        self.warn = warn
+        self._cache: dict[str, tuple[tuple[int, int], JobEvents]] = {}
+        self._warned: set[str] = set()
+
+    @property
+    def bad_lines(self) -> int:
+        """Lines skipped so far, over every job file read."""
+        return sum(len(ev.bad) for _, ev in self._cache.values())
+
+    def events(self, job: str) -> JobEvents | None:
+        """``job``'s events (none recorded: empty); None when the directory cannot be read."""
+        if not os.access(self.directory, os.R_OK | os.X_OK) or not self.directory.is_dir():
+            return None
+        try:
+            path = self.directory / f"{_job_file(job)}.jsonl"
+        except InputError:
+            return None
+        try:
+            stat = path.stat()
+            key = (stat.st_mtime_ns, stat.st_size)
+            cached = self._cache.get(str(path))
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            events = parse_events(path.read_text(encoding="utf-8", errors="replace"))
+        except FileNotFoundError:
+            return JobEvents({})
+        except OSError:
+            return None
+        self._cache[str(path)] = (key, events)
+        if events.bad and str(path) not in self._warned and self.warn is not None:
+            self._warned.add(str(path))
+            number, why = events.bad[0]
+            self.warn(f"job heartbeats: {path}: line {number}: {why} (skipped; {len(events.bad)} bad line(s))")
+        return events
+
+    def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
+        """Whether ``job`` recorded a completed checkpoint (in its ``.jsonl``, or by touching its ``.checkpoint``) at
+        or after ``since_ts``; None when the directory cannot be read.
+        """
+        events = self.events(job)
+        if events is None:
+            return None
+        done = list(events.of("checkpoint_done"))
+        with contextlib.suppress(OSError):
+            done.append((self.directory / f"{_job_file(job)}.checkpoint").stat().st_mtime)
+        return bool(done) and max(done) >= since_ts
+
+    def timing(self, job: str) -> JobTiming | None:
+        """``job``'s :class:`JobTiming` now (remaining time is the scheduler's); None when unreadable."""
+        events = self.events(job)
+        return None if events is None else derive_timing(events, self.clock())
+
+    def note_requeue(self, job: str) -> str:
+        """Record that the loop requeued ``job`` (its restart time is measured to the job's ``restarted``);
+        '' or why it could not be recorded.
+        """
+        try:
+            record(self.directory, job, "requeued", self.clock())
+        except (OSError, InputError) as exc:
+            return f"requeue not recorded in {self.directory}: {exc}"
+        return ""
+
+
+def open_heartbeats(directory: str | Path, warn: Callable[[str], None] | None = None) -> JobHeartbeats:
+    """:class:`JobHeartbeats` over an existing directory (``twinloop watch --job-heartbeats``), on Unix time.
+
+    Raises:
+        InputError: ``directory`` is not a directory (a typo would leave every checkpoint unknown).
+    """
+    if not Path(directory).is_dir():
+        raise InputError("--job-heartbeats", "", f"{directory}: not a directory")
+    return JobHeartbeats(directory, warn=warn)

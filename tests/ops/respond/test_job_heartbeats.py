@@ -1,0 +1,153 @@
+"""Job heartbeats (issue 14): the events a job records → checkpoint confirmation and what its restarts cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from twinloop.errors import InputError
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.base import JobTiming
+from twinloop.ops.respond.adapters.commands import SlurmAdapter, slurm_end_time_s
+from twinloop.ops.respond.adapters.heartbeats import (
+    EVENTS,
+    JobHeartbeats,
+    derive_timing,
+    open_heartbeats,
+    parse_events,
+    record,
+)
+
+T0 = 1_795_430_000.0
+
+
+def _cadence(directory: Path, job: str, dones: Sequence[float], write_s: float) -> None:
+    for done in dones:
+        record(directory, job, "checkpoint_start", done - write_s)
+        record(directory, job, "checkpoint-done", done)
+
+
+def test_timing_from_the_jobs_own_checkpoints_and_restarts(tmp_path: Path) -> None:
+    _cadence(tmp_path, "42", [T0 - 1200, T0 - 600, T0 - 10], write_s=25.0)  # intervals 600, 590
+    record(tmp_path, "42", "requeued", T0 - 5000)
+    record(tmp_path, "42", "restarted", T0 - 4860)
+    timing = JobHeartbeats(tmp_path, clock=lambda: T0).timing("dc1/jobs/42")
+    # median interval 595 s after the last done at T0 - 10: the next one in 585 s
+    assert timing == JobTiming(checkpoint_write_s=25.0, restart_s=140.0, next_checkpoint_in_s=585.0)
+    # a restart never seen complete, and a lone checkpoint: nothing measured
+    record(tmp_path, "7", "requeued", T0)
+    record(tmp_path, "7", "checkpoint_done", T0)
+    assert JobHeartbeats(tmp_path, clock=lambda: T0).timing("7") == JobTiming()
+
+
+def test_a_job_that_changed_its_cadence_is_judged_by_its_recent_checkpoints(tmp_path: Path) -> None:
+    old = [T0 - 50_000 + 1000.0 * k for k in range(30)]  # every 1000 s, 60 s writes, long ago
+    _cadence(tmp_path, "42", old, write_s=60.0)
+    _cadence(tmp_path, "42", [T0 - 100.0 * k for k in range(20, -1, -1)], write_s=15.0)  # now every 100 s, 15 s writes
+    timing = JobHeartbeats(tmp_path, clock=lambda: T0 + 30).timing("42")
+    assert timing == JobTiming(checkpoint_write_s=15.0, next_checkpoint_in_s=70.0)
+
+
+def test_an_overdue_checkpoint_is_due_now_and_a_missed_one_unknown(tmp_path: Path) -> None:
+    _cadence(tmp_path, "42", [T0 - 200, T0 - 100], write_s=10.0)
+    at = {now: JobHeartbeats(tmp_path, clock=lambda now=now: now).timing("42") for now in (T0 + 50, T0 + 150)}
+    assert at[T0 + 50] is not None and at[T0 + 50].next_checkpoint_in_s == 0.0  # 50 s late: jitter, due now
+    assert at[T0 + 150] is not None and at[T0 + 150].next_checkpoint_in_s is None  # a whole interval missed
+
+
+def test_checkpoint_confirmed_from_either_file_and_unknown_without_the_directory(tmp_path: Path) -> None:
+    beats = JobHeartbeats(tmp_path)
+    assert beats.checkpoint_done("dc/jobs/42", T0) is False  # nothing recorded yet
+    record(tmp_path, "42", "checkpoint_done", T0 - 1)
+    assert beats.checkpoint_done("dc/jobs/42", T0) is False  # an older checkpoint
+    record(tmp_path, "42", "checkpoint_done", T0 + 3)
+    assert beats.checkpoint_done("dc/jobs/42", T0) is True
+    touched = tmp_path / "9.checkpoint"  # the older convention still counts
+    touched.touch()
+    os.utime(touched, (T0 + 1, T0 + 1))
+    assert beats.checkpoint_done("dc/jobs/9", T0) is True
+    assert JobHeartbeats(tmp_path / "gone").checkpoint_done("dc/jobs/42", T0) is None
+    assert JobHeartbeats(tmp_path / "gone").timing("dc/jobs/42") is None
+    with pytest.raises(InputError, match=r"--job-heartbeats.*not a directory"):
+        open_heartbeats(tmp_path / "gone")
+
+
+def test_a_bad_line_is_skipped_counted_and_reported_once_naming_file_line_and_field(tmp_path: Path) -> None:
+    f = tmp_path / "42.jsonl"
+    f.write_text('{"ts": 100, "event": "checkpoint_done"}\n{"ts": "soon", "event": "checkpoint_done"}\n\nnope\n')
+    told: list[str] = []
+    beats = JobHeartbeats(tmp_path, warn=told.append)
+    assert beats.checkpoint_done("42", 100.0) is True
+    assert beats.checkpoint_done("42", 100.0) is True
+    assert beats.bad_lines == 2
+    assert told == [f"job heartbeats: {f}: line 2: field ts: 'soon' (allowed: Unix time, s, a finite number >= 0)"
+                    " (skipped; 2 bad line(s))"]  # fmt: skip
+    assert parse_events('{"ts": 1, "event": "checkpointed"}').bad == ((1, _allowed("'checkpointed'")),)
+
+
+def _allowed(got: str) -> str:
+    return f"field event: {got} (allowed: {', '.join(EVENTS)})"
+
+
+def test_the_writer_appends_one_json_line_and_refuses_bad_input(tmp_path: Path) -> None:
+    path = record(tmp_path / "new", "site/jobs/42", "checkpoint-start", 12.5)
+    assert path == tmp_path / "new" / "42.jsonl"
+    assert [json.loads(x) for x in path.read_text().splitlines()] == [{"ts": 12.5, "event": "checkpoint_start"}]
+    with pytest.raises(InputError, match="event: 'done'"):
+        record(tmp_path, "42", "done")
+    with pytest.raises(InputError, match="ts"):
+        record(tmp_path, "42", "restarted", float("nan"))
+    with pytest.raises(InputError, match="--job"):
+        record(tmp_path, "jobs/..", "restarted")
+
+
+_TS = st.one_of(st.floats(allow_nan=True), st.integers(), st.booleans(), st.text(max_size=5), st.none(),
+                st.just(10**400))  # fmt: skip
+_EVENT = st.one_of(st.sampled_from(EVENTS), st.text(max_size=12))
+_LINE = st.one_of(st.text(max_size=60), st.fixed_dictionaries({"ts": _TS, "event": _EVENT}).map(json.dumps),
+                  st.just("[" * 100_000))  # fmt: skip
+
+
+@given(st.lists(_LINE, max_size=30), st.floats(min_value=0, max_value=4e9))
+def test_any_lines_never_crash_and_derived_durations_are_not_negative(lines: list[str], now: float) -> None:
+    events = parse_events("\n".join(lines))
+    kept = sum(len(v) for v in events.ts.values())
+    assert kept + len(events.bad) == sum(1 for x in "\n".join(lines).split("\n") if x.strip())
+    timing = derive_timing(events, now)
+    for value in (timing.checkpoint_write_s, timing.restart_s, timing.next_checkpoint_in_s):
+        assert value is None or value >= 0.0
+
+
+def _squeue(doc: object) -> SlurmAdapter:
+    return SlurmAdapter(runner=lambda argv: subprocess.CompletedProcess(argv, 0, json.dumps(doc), ""))
+
+
+def test_slurm_gives_the_remaining_time_from_the_jobs_end_time(tmp_path: Path) -> None:
+    _cadence(tmp_path, "42", [T0 - 200, T0 - 100], write_s=10.0)
+    old = {"jobs": [{"job_id": 41, "end_time": T0 + 99}, {"job_id": 42, "end_time": T0 + 3600}]}  # Slurm <= 22.05
+    new = {"jobs": [{"job_id": 42, "end_time": {"set": True, "infinite": False, "number": T0 + 1800}}]}
+    for doc, left_s in ((old, 3600.0), (new, 1800.0)):
+        adapter = _squeue(doc)
+        adapter.heartbeats = JobHeartbeats(tmp_path, clock=lambda: T0)
+        timing = adapter.job_timing("dc/jobs/42")
+        assert timing is not None and timing.remaining_s == left_s and timing.next_checkpoint_in_s == 0.0
+    assert slurm_end_time_s(json.dumps({"jobs": [{"job_id": 42, "end_time": {"infinite": True}}]}), "42") is None
+    assert slurm_end_time_s("not json", "42") is None
+    assert _squeue(old).job_timing("dc/jobs/42") is None  # no heartbeats: no squeue, nothing known, as before
+
+
+def test_a_requeue_the_loop_applies_is_recorded_for_the_restart_time(tmp_path: Path) -> None:
+    adapter = _squeue({})
+    adapter.dry_run = False
+    adapter.heartbeats = JobHeartbeats(tmp_path, clock=lambda: T0)
+    assert adapter.apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/42")).status == "applied"
+    record(tmp_path, "42", "restarted", T0 + 140)
+    timing = adapter.heartbeats.timing("42")
+    assert timing is not None and timing.restart_s == 140.0
