@@ -1,10 +1,12 @@
 """FP8 vs BF16 training on H100: the planner's search, and the published FP8 figures at their own layouts.
 
-    python benchmarks/plan_fp8_h100.py          # ~10 s
+    python benchmarks/plan_fp8_h100.py              # ~10 s
+    python benchmarks/plan_fp8_h100.py --fit-stack  # + the fit of NEMO_2024_FP8_STEP_STRETCH on the fitted cell
 
 1. Llama-3-8B on 8 H100 and Llama-3-70B on 64 H100 at the 700 W limit, default framework profile, the planner's
    search choosing the layout for each precision: TFLOP/s per GPU (model FLOPs), compute-phase clock, FP8/BF16
-   speedup, and how much of the FP8 step is quantisation work (the same step with no casts: "GEMM-only").
+   speedup, and how much of the FP8 step is quantisation work (the same step with no casts: "GEMM-only"; the
+   default profile's fitted FP8 step stretch applies to both).
    For scale: the measured FP8/BF16 GEMM ratio at 8192³ and 700 W is 1.81 (shared/data/h100/
    precision_bf16_fp8.json); whole steps gain less (attention, element-wise work, communication, casts).
 2. Every published point of ``catalog/fp8_training.yaml`` (NeMo / Megatron-Bridge / torchtitan on H100) at its
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 from twinloop.lab import fp8_anchors
@@ -72,9 +75,20 @@ def published_rows() -> None:
         )
 
 
+def fit_stack() -> None:
+    """The bisection that chose ``NEMO_2024_FP8_STEP_STRETCH`` (efficiency.py) on the fitted-role cell."""
+    (p,) = [p for p in fp8_anchors.points() if p.role == "fitted"]
+    print(f"\nFP8 step stretch that meets {p.id} ({p.framework}): {fp8_anchors.fit_step_stretch(p):.3f}")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fit-stack", action="store_true", help="also fit the 2024 stack's FP8 step stretch")
+    args = parser.parse_args()
     search_rows()
     published_rows()
+    if args.fit_stack:
+        fit_stack()
 
 
 if __name__ == "__main__":

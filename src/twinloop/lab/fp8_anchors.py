@@ -10,6 +10,7 @@ predicted) is the catalog's, written before any error was looked at. For ``bench
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
@@ -18,8 +19,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from twinloop.catalog import CATALOG_DIR
-from twinloop.plan.train import TrainPlan, plan_train
-from twinloop.plan.train_request import make_request
+from twinloop.plan.parallel import ConfigArrays
+from twinloop.plan.train import TrainPlan, evaluate_one, plan_train
+from twinloop.plan.train_request import TrainRequest, make_request, resolve
 
 
 class Fp8Point(BaseModel):
@@ -73,17 +75,45 @@ def ratios() -> tuple[Fp8Ratio, ...]:
     return tuple(Fp8Ratio(**p) for p in _raw()["ratios"])
 
 
-def plan_point(p: Fp8Point, precision: str | None = None) -> TrainPlan:
-    """The planner at ``p``'s published layout (``precision`` overrides the point's, e.g. ``bf16``)."""
+def point_request(p: Fp8Point, precision: str | None = None) -> TrainRequest:
+    """The planning request of ``p``'s published layout (``precision`` overrides the point's, e.g. ``bf16``)."""
     lay = p.layout
     dp = p.gpus // (lay["tp"] * lay["pp"] * lay["cp"])
-    req = make_request(
+    return make_request(
         model=p.model, gpu="h100-sxm", gpus=p.gpus, precision=precision or p.precision, framework=p.framework,
         seq_len=p.seq_len, global_batch=p.global_batch, micro_batch=p.micro_batch, tp=lay["tp"], pp=lay["pp"],
         cp=lay["cp"], dp=dp, ep=1, zero=lay["zero"], interleave=lay["interleave"], recompute="none",
         sequence_parallel=lay["tp"] > 1,
     )  # fmt: skip
-    return plan_train(req)
+
+
+def plan_point(p: Fp8Point, precision: str | None = None) -> TrainPlan:
+    """The planner at ``p``'s published layout (``precision`` overrides the point's, e.g. ``bf16``)."""
+    return plan_train(point_request(p, precision))
+
+
+def fit_step_stretch(p: Fp8Point, low: float = 1.0, high: float = 2.0, tol: float = 1e-4) -> float:
+    """The FP8 step stretch (``TrainEfficiency.fp8_step_stretch``) at which the planner meets ``p`` exactly.
+
+    Bisection on the point's tokens/s per GPU, which falls monotonically as the stretch grows; ``low`` if the
+    planner is already slower than published there.
+    """
+    ctx = resolve(point_request(p))
+    config = ctx.parallel_config()
+    if config is None:
+        raise ValueError(f"{p.id}: its layout does not fix every parallelism field")
+    cfgs = ConfigArrays.from_configs([config])
+
+    def rate(stretch: float) -> float:
+        eff = dataclasses.replace(ctx.efficiency, fp8_step_stretch=stretch)
+        return float(evaluate_one(dataclasses.replace(ctx, efficiency=eff), cfgs).tokens_per_s[0]) / p.gpus
+
+    if rate(low) <= p.tokens_per_s_gpu:
+        return low
+    while high - low > tol:
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if rate(mid) > p.tokens_per_s_gpu else (low, mid)
+    return 0.5 * (low + high)
 
 
 @dataclass(frozen=True)

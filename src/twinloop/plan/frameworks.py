@@ -24,6 +24,7 @@ from twinloop.plan.efficiency import (
     ELEMENTWISE_HBM_PASSES,
     GEMM_EFFICIENCY,
     H100_GEMM_EFFICIENCY,
+    NEMO_2024_FP8_STEP_STRETCH,
     TrainEfficiency,
 )
 from twinloop.plan.fp8_casts import Fp8Amax
@@ -61,6 +62,8 @@ class FrameworkProfile:
             up-projections recomputed, FP8-cached Linear and SwiGLU inputs; :mod:`twinloop.plan.recompute`).
         pipeline_schedule: ``1f1b`` (Megatron's 1F1B / interleaved) or ``dualpipe`` (two parameter copies,
             ``pp + 1`` micro-batches in flight, even ``pp`` and micro-batches; :mod:`twinloop.plan.dualpipe`).
+        fp8_step_stretch: an FP8 step's compute phase over its kernels' time (1: the kernels are the step;
+            :data:`twinloop.plan.efficiency.NEMO_2024_FP8_STEP_STRETCH`).
     """
 
     name: str
@@ -79,6 +82,7 @@ class FrameworkProfile:
     a2a_dedup: bool
     selective_recompute: RecomputeScheme = "megatron"
     pipeline_schedule: PipelineSchedule = "1f1b"
+    fp8_step_stretch: float = 1.0
 
     def efficiency(self, base: TrainEfficiency = DEFAULT_EFFICIENCY) -> TrainEfficiency:
         """``base`` with this profile's framework factors."""
@@ -97,6 +101,7 @@ class FrameworkProfile:
             a2a_dedup=self.a2a_dedup,
             recompute_scheme=self.selective_recompute,
             pipeline_schedule=self.pipeline_schedule,
+            fp8_step_stretch=self.fp8_step_stretch,
         )
 
 
@@ -137,6 +142,7 @@ FRAMEWORKS: dict[str, FrameworkProfile] = {
             fp8_fused_casts=True,  # published: TE LayerNormLinear / LayerNormMLP emit FP8 from norm and activation
             fp8_amax="delayed",  # published: TE's default recipe (DelayedScaling) in 2024 releases
             a2a_dedup=False,  # NCCL all-to-all token dispatcher
+            fp8_step_stretch=NEMO_2024_FP8_STEP_STRETCH,  # fitted on NeMo 24.12 Llama-3-8B FP8 (efficiency.py)
         ),
         FrameworkProfile(
             name="megatron-bridge-2025",

@@ -258,7 +258,11 @@ def _compute(st: _Stage) -> _Compute:
         ds_bytes = tokens * layers * (w.ds.recompute_repl_bytes / repl_div + w.ds.recompute_shard_bytes / tp)
         sel_ew = sel_ew + eff.elementwise_hbm_passes * ds_bytes / hbm
     ew_extra += np.where(selective, 1.0, 0.0) * ELEMENTWISE_FORWARD_SHARE * sel_ew
-    return _Compute(gemm=gemm, ideal=ideal, attn=attn, compute_mb=gemm + ew + ew_extra, hbm_bytes_per_s=hbm)
+    # the stack's FP8 path beyond its kernels' time: neither tensor work nor clock-bound (efficiency.py)
+    fp8_gemms = any(gemm_mod.curve_name(d) == "fp8" for d in (w.dtype_proj, w.dtype_ffn, w.dtype_experts))
+    stretch = eff.fp8_step_stretch if fp8_gemms else 1.0
+    compute_mb = (gemm + ew + ew_extra) * stretch
+    return _Compute(gemm=gemm, ideal=ideal, attn=attn, compute_mb=compute_mb, hbm_bytes_per_s=hbm)
 
 
 def _tp_comm(st: _Stage) -> F64:
