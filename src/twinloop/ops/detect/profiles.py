@@ -143,6 +143,17 @@ def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
     )  # fmt: skip
 
 
+#: The count profile's seasonal detector (:mod:`~twinloop.ops.detect.phase_z`): silent unless the series has a
+#: strong daily or weekly cycle; then a value far from the same phase of the last 4 cycles (±15 min), held for two
+#: samples, with the scale floored at the series' step and at Poisson noise (``sqrt`` of the baseline count).
+_PHASE_Z = DetectorSpec(
+    "phase_z",
+    {"threshold": 6.0, "min_persistence": 2, "step_floor": 1.0, "poisson_floor": 1.0, "cycles": 4, "min_acf": 0.5,
+     **_NO_FLAP},
+    {"phase_halfwidth_s": (900.0, 1, 6), "refresh_s": (6 * 3600.0, 1, 288), "warmup_s": (DAY_S, 24, 2000),
+     "persistence_s": (0.0, 2, 2)},
+)  # fmt: skip
+
 PROFILES: dict[str, DetectorProfile] = {
     p.name: p
     for p in (
@@ -186,6 +197,13 @@ PROFILES: dict[str, DetectorProfile] = {
             "temperatures: robust z over ~7 days, an excursion must last ~4 h (slow failures, not routine dips)",
         ),
         DetectorProfile(
+            "count",
+            (*_level_shift_detectors(0.0), _PHASE_Z),
+            (DAY_S / 4, 30, 2000),
+            "event counts / traffic (requests, tweets, trips): generic's detectors + a robust z against the same "
+            "time of day or week, when the series has a strong daily or weekly cycle",
+        ),
+        DetectorProfile(
             "generic",
             _level_shift_detectors(0.0),
             (DAY_S / 4, 30, 2000),
@@ -206,6 +224,11 @@ AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ("_ms", "_s"),
     ),
     ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy"), ("_pct",)),
+    (
+        "count",
+        ("count", "request", "volume", "taxi", "traffic", "tweet", "visit", "session", "qps", "rps"),
+        (),
+    ),
 )
 
 #: Words that contain a hint word without meaning it (``attempts`` is a count, not a temperature); they are
