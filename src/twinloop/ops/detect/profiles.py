@@ -148,7 +148,7 @@ def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
 #: samples, with the scale floored at the series' step and at Poisson noise (``sqrt`` of the baseline count).
 _PHASE_Z = DetectorSpec(
     "phase_z",
-    {"threshold": 6.0, "min_persistence": 2, "step_floor": 1.0, "poisson_floor": 1.0, "cycles": 4, "min_acf": 0.5,
+    {"threshold": 6.0, "min_persistence": 2, "step_floor": 1.0, "poisson_floor": 1.0, "cycles": 4, "min_acf": 0.25,
      **_NO_FLAP},
     {"phase_halfwidth_s": (900.0, 1, 6), "refresh_s": (6 * 3600.0, 1, 288), "warmup_s": (DAY_S, 24, 2000),
      "persistence_s": (0.0, 2, 2)},
