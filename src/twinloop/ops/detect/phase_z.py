@@ -44,6 +44,9 @@ from twinloop.ops.detect.ewma_zscore import typical_step
 #: Most time slots of history kept (per entity): 4 weeks at 5 min is 8,064; 4 weeks at 30 min 1,344.
 MAX_HISTORY = 12_000
 
+#: Allowed ``direction`` values: the sign of ``z`` that counts as an exceedance.
+DIRECTIONS = ("both", "down", "up")
+
 #: A longer candidate period replaces a shorter strong one only when its rank autocorrelation is higher by more
 #: than this: a week is seven days, so on a purely daily series both read the same up to noise (about
 #: ``2/sqrt(n)``, 0.04 for a week of 5 min samples).
@@ -66,6 +69,8 @@ class PhaseZParams(DetectorParams):
         min_std_abs: absolute scale floor, in the series' unit.
         step_floor: scale floor as a multiple of the series' median non-zero step; 0 disables it.
         poisson_floor: scale floor as a multiple of ``sqrt(|median|)`` (counts); 0 disables it.
+        direction: which departures are exceedances: ``"both"``, ``"down"`` (below the usual value for the phase:
+            lost traffic, an outage, a holiday) or ``"up"``.
     """
 
     threshold: float = 6.0
@@ -78,6 +83,7 @@ class PhaseZParams(DetectorParams):
     min_std_abs: float = 1e-9
     step_floor: float = 0.0
     poisson_floor: float = 0.0
+    direction: str = "both"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -87,6 +93,8 @@ class PhaseZParams(DetectorParams):
             raise InputError("detector phase_z", "cycles", f"{self.cycles} (allowed 2..52)")
         if not 0 < self.min_acf < 1:
             raise InputError("detector phase_z", "min_acf", f"{self.min_acf} (allowed 0 < min_acf < 1)")
+        if self.direction not in DIRECTIONS:
+            raise InputError("detector phase_z", "direction", f"{self.direction!r} (allowed: {', '.join(DIRECTIONS)})")
         for name in ("threshold", "refresh_s"):
             if not getattr(self, name) > 0:
                 raise InputError("detector phase_z", name, f"{getattr(self, name)} (allowed > 0)")
@@ -149,6 +157,26 @@ def column_median(rows: F64) -> tuple[F64, NDArray[np.int64]]:
     lo = np.take_along_axis(srt, np.maximum((cnt - 1) // 2, 0)[None, :], axis=0)[0]
     hi = np.take_along_axis(srt, np.maximum(cnt // 2, 0)[None, :], axis=0)[0]
     return np.where(cnt > 0, 0.5 * (lo + hi), np.nan), cnt
+
+
+def slotted(ts: F64, values: F64, dt_s: float) -> F64:
+    """``values`` (samples × entities) on a regular grid of ``dt_s`` from ``ts[0]``: a missing sample is a NaN
+    row, so lags in rows are lags in time (at most :data:`MAX_HISTORY` × 4 rows, the latest kept)."""
+    slot = np.round((ts - ts[0]) / dt_s).astype(np.int64)
+    n = int(slot[-1]) + 1 if slot.size else 0
+    out = np.full((n, values.shape[1]), np.nan)
+    out[slot] = values
+    return out[-4 * MAX_HISTORY :]
+
+
+def has_strong_cycle(ts: F64, values: F64, dt_s: float, params: PhaseZParams) -> bool:
+    """Whether every series of a block has a strong period among ``params.periods_s`` over its whole span (the
+    offline choice of :func:`~twinloop.ops.detect.profiles.detect_with_profile` between a profile's ordinary and
+    periodic detectors; the detector itself re-estimates the period as it streams)."""
+    if ts.size < 2 or not dt_s > 0:
+        return False
+    lags = tuple(samples_for(s, dt_s, 2) for s in params.periods_s)
+    return bool((strong_period(slotted(ts, values, dt_s), lags, params.min_acf) > 0).all())
 
 
 @register
@@ -239,7 +267,8 @@ class PhaseZ(Detector[PhaseZParams]):
                 zl = np.clip((x - med) / scale, -Z_MAX, Z_MAX)
             use = on & valid & (cnt >= need) & np.isfinite(zl)
             z = np.where(use, zl, z)
-            exceed |= use & (np.abs(zl) > p.threshold)
+            signed = np.abs(zl) if p.direction == "both" else (-zl if p.direction == "down" else zl)
+            exceed |= use & (signed > p.threshold)
         hist[self._pos] = np.where(valid, x, np.nan)
         self._pos = (self._pos + 1) % hist.shape[0]
         self._since_refresh += 1
@@ -247,12 +276,15 @@ class PhaseZ(Detector[PhaseZParams]):
 
 
 __all__ = [
+    "DIRECTIONS",
     "MAX_HISTORY",
     "PERIOD_MARGIN",
     "PhaseZ",
     "PhaseZParams",
     "autocorr",
     "column_median",
+    "has_strong_cycle",
     "ranks",
+    "slotted",
     "strong_period",
 ]
