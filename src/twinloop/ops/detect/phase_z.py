@@ -161,7 +161,8 @@ def column_median(rows: F64) -> tuple[F64, NDArray[np.int64]]:
 
 def slotted(ts: F64, values: F64, dt_s: float) -> F64:
     """``values`` (samples × entities) on a regular grid of ``dt_s`` from ``ts[0]``: a missing sample is a NaN
-    row, so lags in rows are lags in time (at most :data:`MAX_HISTORY` × 4 rows, the latest kept)."""
+    row, so lags in rows are lags in time (at most :data:`MAX_HISTORY` × 4 rows, the latest kept).
+    """
     slot = np.round((ts - ts[0]) / dt_s).astype(np.int64)
     n = int(slot[-1]) + 1 if slot.size else 0
     out = np.full((n, values.shape[1]), np.nan)
@@ -172,7 +173,8 @@ def slotted(ts: F64, values: F64, dt_s: float) -> F64:
 def has_strong_cycle(ts: F64, values: F64, dt_s: float, params: PhaseZParams) -> bool:
     """Whether every series of a block has a strong period among ``params.periods_s`` over its whole span (the
     offline choice of :func:`~twinloop.ops.detect.profiles.detect_with_profile` between a profile's ordinary and
-    periodic detectors; the detector itself re-estimates the period as it streams)."""
+    periodic detectors; the detector itself re-estimates the period as it streams).
+    """
     if ts.size < 2 or not dt_s > 0:
         return False
     lags = tuple(samples_for(s, dt_s, 2) for s in params.periods_s)
