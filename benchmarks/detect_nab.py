@@ -54,18 +54,19 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAWSCloudwatch/elb_request_count_8c0756.csv": ("generic", "held out"),
     "realAWSCloudwatch/ec2_network_in_257a54.csv": ("generic", "held out"),
     # Periodic counts (the seasonal baseline, issue 14), declared and committed (33785c3) before any was copied or
-    # scored: one tweet-volume series fitted on (AAPL, the first of NAB's realTweets), two held out (GOOG, IBM, in
-    # DECLARED_NOT_COPIED below until they are packaged).
+    # scored: one tweet-volume series fitted on (AAPL, the first of NAB's realTweets), two held out (GOOG, IBM; IBM
+    # in DECLARED_NOT_COPIED below until it is packaged). GOOG was packaged after the count profile was frozen.
     "realTweets/Twitter_volume_AAPL.csv": ("count", "fitted"),
+    "realTweets/Twitter_volume_GOOG.csv": ("count", "held out"),
 }
 
-#: Declared in the same commit as AAPL, held out, not yet packaged: GOOG and IBM, the next two of the same layout,
+#: Declared in the same commit as AAPL, held out: GOOG and IBM, the next two of the same layout (GOOG since packaged
+#: and moved to SERIES above; IBM not yet),
 #: picked by their names alone (none plotted or read beyond its size). NAB's nyc_taxi and
 #: cpu_utilization_asg_misconfiguration were meant too (fitted / held out), but the only stored copies reachable
 #: here are 605,000 characters (a NAB *results* file) and 576,000 characters, read 16,000 at a time; not copied.
 #: Whoever packages them keeps this split: tune on AAPL only, score GOOG and IBM once.
 DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {
-    "realTweets/Twitter_volume_GOOG.csv": ("count", "held out"),
     "realTweets/Twitter_volume_IBM.csv": ("count", "held out"),
 }
 
