@@ -80,25 +80,27 @@ def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfi
     """``profile`` with parameters replaced, for neighbourhood checks (``--set DETECTOR.PARAM=VALUE``).
 
     A parameter the profile gives as a span (seconds clamped to a range of samples) takes ``SECONDS`` or
-    ``SECONDS:LO:HI``; any other takes a number. Raises ``SystemExit`` on a detector the profile does not run.
+    ``SECONDS:LO:HI``; any other takes a number. Both the profile's detectors and its periodic set
+    (:attr:`DetectorProfile.periodic`) are changed. Raises ``SystemExit`` on a detector the profile does not run.
     """
-    specs = list(profile.detectors)
+    groups = [list(profile.detectors), list(profile.periodic)]
     for item in settings:
         target, value = item.split("=", 1)
         det, param = target.split(".", 1)
-        hits = [i for i, d in enumerate(specs) if d.name == det]
+        hits = [(g, i) for g, specs in enumerate(groups) for i, d in enumerate(specs) if d.name == det]
         if not hits:
-            raise SystemExit(f"--set {item}: profile {profile.name} runs no {det} (it runs {profile.detector_names})")
-        for i in hits:
-            spec = specs[i]
+            runs = sorted({d.name for specs in groups for d in specs})
+            raise SystemExit(f"--set {item}: profile {profile.name} runs no {det} (it runs {runs})")
+        for g, i in hits:
+            spec = groups[g][i]
             if param in spec.spans:
                 parts = value.split(":")
                 old = spec.spans[param]
                 lo, hi = (int(parts[1]), int(parts[2])) if len(parts) == 3 else (old[1], old[2])
-                specs[i] = replace(spec, spans={**spec.spans, param: (float(parts[0]), lo, hi)})
+                groups[g][i] = replace(spec, spans={**spec.spans, param: (float(parts[0]), lo, hi)})
             else:
-                specs[i] = replace(spec, params={**spec.params, param: float(value)})
-    return replace(profile, detectors=tuple(specs))
+                groups[g][i] = replace(spec, params={**spec.params, param: float(value)})
+    return replace(profile, detectors=tuple(groups[0]), periodic=tuple(groups[1]))
 
 
 def score_series(

@@ -157,23 +157,35 @@ def test_block_cycle_check_keeps_phase_across_missing_rows() -> None:
     assert not has_strong_cycle(ts[:1], x[:1, None], DT, PhaseZParams())
 
 
-def test_count_profile_runs_phase_z_instead_on_a_periodic_series() -> None:
+def test_count_profile_runs_phase_z_and_novelty_on_a_periodic_series() -> None:
     load_variants()
     x = traffic(21)
     x[17 * DAY + DAY // 4 : 17 * DAY + 3 * DAY // 4] *= 0.3  # a holiday-like dip on a weekday
     block = SeriesBlock("", np.arange(x.size) * DT, ("requests",), x[:, None])
     found = detect_with_profile([block], PROFILES["count"])
-    assert {d.detector for d in found} == {"phase_z"}
-    assert any(17 * DAY * DT <= d.ts <= 18 * DAY * DT for d in found)
+    assert {d.detector for d in found} <= {"phase_z", "novelty_z"}  # no CUSUM: generic's set is replaced
+    assert any(17 * DAY * DT <= d.ts <= 18 * DAY * DT and d.detector == "phase_z" for d in found)
 
 
 def test_count_profile_on_the_fitted_tweet_series_stays_in_its_band() -> None:
     """NAB's Twitter_volume_AAPL, fitted on (docs/sections/calibration-detect.md): the benchmark's own scoring finds
-    both windows with 5 false alarms in 55 days (NAB 82.9; generic alone 9 and 70.4, the default 98 and -172.6).
+    both windows with 9 false alarms in 55 days (NAB 71.9; generic alone 9 and 70.4, the default 98 and -172.6).
     The band leaves room for a small change, not for losing a window or doubling the false alarms."""
     key = "realTweets/Twitter_volume_AAPL.csv"
     ran, score = score_series(NAB / Path(key).name, NAB / "combined_windows.json", key, "auto")
     assert ran == "count"
     assert (score.windows, score.found) == (2, 2)
-    assert score.false_alarms <= 7
-    assert score.nab_score > 75.0
+    assert score.false_alarms <= 12
+    assert score.nab_score > 60.0
+
+
+def test_count_profile_on_goog_tweets_keeps_the_burst_window() -> None:
+    """NAB's Twitter_volume_GOOG, held out for the first design (phase_z alone: 1/3, 1 false alarm, NAB 29.3) and
+    fitted on for the second (phase_z + novelty z: 2/3, 2 false alarms, 58.5). The 03-13 burst that phase_z's hour
+    misses is novelty z's."""
+    key = "realTweets/Twitter_volume_GOOG.csv"
+    ran, score = score_series(NAB / Path(key).name, NAB / "combined_windows.json", key, "auto")
+    assert ran == "count"
+    assert (score.windows, score.found) == (3, 2)
+    assert score.false_alarms <= 4
+    assert score.nab_score > 50.0

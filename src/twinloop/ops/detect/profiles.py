@@ -89,7 +89,8 @@ class DetectorProfile:
         min_spacing: alarms of one series closer than this to the last kept alarm are dropped (``None``: all).
         summary: one line for ``--help`` and the docs.
         periodic: detectors run *instead* of ``detectors`` on a series with a strong daily or weekly cycle
-            (:func:`~twinloop.ops.detect.phase_z.has_strong_cycle` over the file); empty: never.
+            (:func:`~twinloop.ops.detect.phase_z.has_strong_cycle` over the file, with the first one's ``min_acf``
+            and ``periods_s``); empty: never.
     """
 
     name: str
@@ -151,7 +152,9 @@ def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
 #: a value far (6 robust scales) from the same phase of the last 4 cycles (±15 min), held for an hour, the scale
 #: floored at the series' step and at Poisson noise (``sqrt`` of the baseline count). An hour because a news burst
 #: or a retry storm in a count decays within minutes, while lost or surging traffic that matters (an outage, a
-#: holiday, an event) holds for hours.
+#: holiday, an event) holds for hours. The profile runs generic's novelty z beside it: a burst to a level the series
+#: has not shown in a week is worth an alarm even when it does not hold an hour (on NAB's held-out GOOG tweets the
+#: hour alone missed such a burst; docs/sections/calibration-detect.md).
 _PHASE_Z = DetectorSpec(
     "phase_z",
     {"threshold": 6.0, "min_persistence": 2, "step_floor": 1.0, "poisson_floor": 1.0, "cycles": 4, "min_acf": 0.25,
@@ -207,8 +210,9 @@ PROFILES: dict[str, DetectorProfile] = {
             _level_shift_detectors(0.0),
             (DAY_S / 4, 30, 2000),
             "event counts / traffic (requests, tweets, trips): with a strong daily or weekly cycle, a robust z "
-            "against the same time of day or week held for an hour; without one, generic's detectors",
-            periodic=(_PHASE_Z,),
+            "against the same time of day or week held for an hour, plus generic's novelty z for levels never seen; "
+            "without one, generic's detectors",
+            periodic=(_PHASE_Z, _level_shift_detectors(0.0)[0]),
         ),
         DetectorProfile(
             "generic",
