@@ -227,6 +227,10 @@ PROFILES: dict[str, DetectorProfile] = {
 #: anywhere in a hint (so CloudWatch's ``CPUUtilization`` and ``ReadLatency`` match too); a unit suffix (``_c``,
 #: ``_ms``) only at the end of a hint (less its file extension), so ``rds_cpu_utilization_cc0c53.csv`` is not taken
 #: for a temperature.
+#:
+#: Counts (requests, tweets, trips) have no entry: they get ``generic``. The ``count`` profile (``phase_z``, the
+#: same-phase baseline) did not beat ``generic`` on the held-out NAB tweet series (GOOG for its first design, IBM for
+#: its second; docs/sections/calibration-detect.md), so it is opt-in (``--profile count``), not an ``auto`` choice.
 AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("temperature", ("temp", "celsius", "degc", "fahrenheit", "thermal"), ("_c",)),
     (
@@ -235,11 +239,6 @@ AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
         ("_ms", "_s"),
     ),
     ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy"), ("_pct",)),
-    (
-        "count",
-        ("count", "request", "volume", "taxi", "traffic", "tweet", "visit", "session", "qps", "rps"),
-        (),
-    ),
 )
 
 #: Words that contain a hint word without meaning it (``attempts`` is a count, not a temperature); they are
