@@ -167,25 +167,24 @@ def test_count_profile_runs_phase_z_and_novelty_on_a_periodic_series() -> None:
     assert any(17 * DAY * DT <= d.ts <= 18 * DAY * DT and d.detector == "phase_z" for d in found)
 
 
-def test_count_profile_on_the_fitted_tweet_series_stays_in_its_band() -> None:
-    """NAB's Twitter_volume_AAPL, fitted on (docs/sections/calibration-detect.md): the benchmark's own scoring finds
-    both windows with 9 false alarms in 55 days (NAB 71.9; generic alone 9 and 70.4, the default 98 and -172.6).
-    The band leaves room for a small change, not for losing a window or doubling the false alarms."""
-    key = "realTweets/Twitter_volume_AAPL.csv"
-    ran, score = score_series(NAB / Path(key).name, NAB / "combined_windows.json", key, "count")
-    assert ran == "count"
-    assert (score.windows, score.found) == (2, 2)
-    assert score.false_alarms <= 12
-    assert score.nab_score > 60.0
+#: NAB tweet series under ``--profile count`` (docs/sections/calibration-detect.md): windows, found, most false
+#: alarms, least NAB score. AAPL fitted on (2/2, 9 false alarms in 55 days, NAB 71.9; generic 9 and 70.4); GOOG held
+#: out for the first design and fitted on for the second (2/3, 2, 58.5; the 03-13 burst that phase_z's hour misses is
+#: novelty z's); IBM held out for the second (2/3, 3, 56.5; generic 3/3, 6, 84.3: why ``auto`` gives counts generic).
+#: The bands leave room for a small change, not for losing a window or doubling the false alarms.
+TWEET_BANDS = [
+    ("realTweets/Twitter_volume_AAPL.csv", 2, 2, 12, 60.0),
+    ("realTweets/Twitter_volume_GOOG.csv", 3, 2, 4, 50.0),
+    ("realTweets/Twitter_volume_IBM.csv", 3, 2, 6, 45.0),
+]
 
 
-def test_count_profile_on_goog_tweets_keeps_the_burst_window() -> None:
-    """NAB's Twitter_volume_GOOG, held out for the first design (phase_z alone: 1/3, 1 false alarm, NAB 29.3) and
-    fitted on for the second (phase_z + novelty z: 2/3, 2 false alarms, 58.5). The 03-13 burst that phase_z's hour
-    misses is novelty z's."""
-    key = "realTweets/Twitter_volume_GOOG.csv"
+@pytest.mark.parametrize(("key", "windows", "found", "max_false", "min_nab"), TWEET_BANDS)
+def test_count_profile_on_the_tweet_series_stays_in_its_band(
+    key: str, windows: int, found: int, max_false: int, min_nab: float
+) -> None:
     ran, score = score_series(NAB / Path(key).name, NAB / "combined_windows.json", key, "count")
     assert ran == "count"
-    assert (score.windows, score.found) == (3, 2)
-    assert score.false_alarms <= 4
-    assert score.nab_score > 50.0
+    assert (score.windows, score.found) == (windows, found)
+    assert score.false_alarms <= max_false
+    assert score.nab_score > min_nab
