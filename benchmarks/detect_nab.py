@@ -53,32 +53,55 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAWSCloudwatch/ec2_cpu_utilization_c6585a.csv": ("utilisation", "held out"),
     "realAWSCloudwatch/elb_request_count_8c0756.csv": ("generic", "held out"),
     "realAWSCloudwatch/ec2_network_in_257a54.csv": ("generic", "held out"),
+    # Periodic counts (the seasonal baseline, issue 14), declared and committed (33785c3) before any was copied or
+    # scored: one tweet-volume series fitted on (AAPL, the first of NAB's realTweets), two held out (GOOG, IBM), each
+    # packaged only after the design it judges was frozen.
+    "realTweets/Twitter_volume_AAPL.csv": ("count", "fitted"),
+    # GOOG: held out for the first design (scored once, 99eb5c4 → db7e939), fitted on for the second (a7be2f3).
+    "realTweets/Twitter_volume_GOOG.csv": ("count", "fitted"),
+    # IBM: held out for the second design; packaged after it was adopted (a6fd5bb), scored once.
+    "realTweets/Twitter_volume_IBM.csv": ("count", "held out"),
 }
+
+#: Declared in the same commit as AAPL, held out: GOOG and IBM, the next two of the same layout (both since packaged
+#: and moved to SERIES above),
+#: picked by their names alone (none plotted or read beyond its size). NAB's nyc_taxi and
+#: cpu_utilization_asg_misconfiguration were meant too (fitted / held out), but the only stored copies reachable
+#: here are 605,000 characters (a NAB *results* file) and 576,000 characters, read 16,000 at a time; not copied.
+#: Whoever packages them keeps this split: tune on AAPL only, score GOOG and IBM once.
+#: After GOOG's single scoring (count 1/3 against generic's 2/3; docs/sections/calibration-detect.md), a second
+#: design was declared before it was run: on a periodic series, `phase_z` *together with* generic's novelty z
+#: (candidate a) or with both of generic's detectors (candidate b). GOOG is then fitted on too (it has been seen);
+#: IBM stays held out for it. Rule, fixed here: the candidate with the highest summed NAB score over AAPL + GOOG is
+#: adopted only if that sum beats both the first design's (82.9 + 29.3) and generic's (70.4 + 47.3).
+DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {}
 
 
 def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfile:
     """``profile`` with parameters replaced, for neighbourhood checks (``--set DETECTOR.PARAM=VALUE``).
 
     A parameter the profile gives as a span (seconds clamped to a range of samples) takes ``SECONDS`` or
-    ``SECONDS:LO:HI``; any other takes a number. Raises ``SystemExit`` on a detector the profile does not run.
+    ``SECONDS:LO:HI``; any other takes a number. Both the profile's detectors and its periodic set
+    (:attr:`DetectorProfile.periodic`) are changed. Raises ``SystemExit`` on a detector the profile does not run.
     """
-    specs = list(profile.detectors)
+    groups = [list(profile.detectors), list(profile.periodic)]
     for item in settings:
         target, value = item.split("=", 1)
         det, param = target.split(".", 1)
-        hits = [i for i, d in enumerate(specs) if d.name == det]
+        hits = [(g, i) for g, specs in enumerate(groups) for i, d in enumerate(specs) if d.name == det]
         if not hits:
-            raise SystemExit(f"--set {item}: profile {profile.name} runs no {det} (it runs {profile.detector_names})")
-        for i in hits:
-            spec = specs[i]
+            runs = sorted({d.name for specs in groups for d in specs})
+            raise SystemExit(f"--set {item}: profile {profile.name} runs no {det} (it runs {runs})")
+        for g, i in hits:
+            spec = groups[g][i]
             if param in spec.spans:
                 parts = value.split(":")
                 old = spec.spans[param]
                 lo, hi = (int(parts[1]), int(parts[2])) if len(parts) == 3 else (old[1], old[2])
-                specs[i] = replace(spec, spans={**spec.spans, param: (float(parts[0]), lo, hi)})
+                groups[g][i] = replace(spec, spans={**spec.spans, param: (float(parts[0]), lo, hi)})
             else:
-                specs[i] = replace(spec, params={**spec.params, param: float(value)})
-    return replace(profile, detectors=tuple(specs))
+                groups[g][i] = replace(spec, params={**spec.params, param: float(value)})
+    return replace(profile, detectors=tuple(groups[0]), periodic=tuple(groups[1]))
 
 
 def score_series(

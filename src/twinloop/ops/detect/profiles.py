@@ -54,6 +54,7 @@ import numpy as np
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.offline import DEFAULT_DETECTORS, SeriesBlock, detect_blocks
+from twinloop.ops.detect.phase_z import PhaseZParams, has_strong_cycle
 from twinloop.ops.events import Detection
 from twinloop.telemetry.fields import canonical_field
 
@@ -87,12 +88,16 @@ class DetectorProfile:
         detectors: the detectors and their parameters.
         min_spacing: alarms of one series closer than this to the last kept alarm are dropped (``None``: all).
         summary: one line for ``--help`` and the docs.
+        periodic: detectors run *instead* of ``detectors`` on a series with a strong daily or weekly cycle
+            (:func:`~twinloop.ops.detect.phase_z.has_strong_cycle` over the file, with the first one's ``min_acf``
+            and ``periods_s``); empty: never.
     """
 
     name: str
     detectors: tuple[DetectorSpec, ...]
     min_spacing: Span | None
     summary: str
+    periodic: tuple[DetectorSpec, ...] = ()
 
     @property
     def detector_names(self) -> list[str]:
@@ -143,6 +148,21 @@ def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
     )  # fmt: skip
 
 
+#: The count profile's detector for a series with a strong daily or weekly cycle (:mod:`~twinloop.ops.detect.phase_z`):
+#: a value far (6 robust scales) from the same phase of the last 4 cycles (±15 min), held for an hour, the scale
+#: floored at the series' step and at Poisson noise (``sqrt`` of the baseline count). An hour because a news burst
+#: or a retry storm in a count decays within minutes, while lost or surging traffic that matters (an outage, a
+#: holiday, an event) holds for hours. The profile runs generic's novelty z beside it: a burst to a level the series
+#: has not shown in a week is worth an alarm even when it does not hold an hour (on NAB's held-out GOOG tweets the
+#: hour alone missed such a burst; docs/sections/calibration-detect.md).
+_PHASE_Z = DetectorSpec(
+    "phase_z",
+    {"threshold": 6.0, "min_persistence": 2, "step_floor": 1.0, "poisson_floor": 1.0, "cycles": 4, "min_acf": 0.25,
+     **_NO_FLAP},
+    {"phase_halfwidth_s": (900.0, 1, 6), "refresh_s": (6 * 3600.0, 1, 288), "warmup_s": (DAY_S, 24, 2000),
+     "persistence_s": (3600.0, 2, 288)},
+)  # fmt: skip
+
 PROFILES: dict[str, DetectorProfile] = {
     p.name: p
     for p in (
@@ -186,6 +206,15 @@ PROFILES: dict[str, DetectorProfile] = {
             "temperatures: robust z over ~7 days, an excursion must last ~4 h (slow failures, not routine dips)",
         ),
         DetectorProfile(
+            "count",
+            _level_shift_detectors(0.0),
+            (DAY_S / 4, 30, 2000),
+            "event counts / traffic (requests, tweets, trips): with a strong daily or weekly cycle, a robust z "
+            "against the same time of day or week held for an hour, plus generic's novelty z for levels never seen; "
+            "without one, generic's detectors",
+            periodic=(_PHASE_Z, _level_shift_detectors(0.0)[0]),
+        ),
+        DetectorProfile(
             "generic",
             _level_shift_detectors(0.0),
             (DAY_S / 4, 30, 2000),
@@ -198,6 +227,10 @@ PROFILES: dict[str, DetectorProfile] = {
 #: anywhere in a hint (so CloudWatch's ``CPUUtilization`` and ``ReadLatency`` match too); a unit suffix (``_c``,
 #: ``_ms``) only at the end of a hint (less its file extension), so ``rds_cpu_utilization_cc0c53.csv`` is not taken
 #: for a temperature.
+#:
+#: Counts (requests, tweets, trips) have no entry: they get ``generic``. The ``count`` profile (``phase_z``, the
+#: same-phase baseline) did not beat ``generic`` on the held-out NAB tweet series (GOOG for its first design, IBM for
+#: its second; docs/sections/calibration-detect.md), so it is opt-in (``--profile count``), not an ``auto`` choice.
 AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("temperature", ("temp", "celsius", "degc", "fahrenheit", "thermal"), ("_c",)),
     (
@@ -327,7 +360,7 @@ def detect_with_profile(
     for block in blocks:
         dt = _dt(block)
         found: list[Detection] = []
-        for spec in profile.detectors:
+        for spec in _specs_for(block, profile, dt):
             params = dict(spec.params)
             for key, span in spec.spans.items():
                 params[key] = span_seconds(span, dt)
@@ -338,6 +371,17 @@ def detect_with_profile(
         out.extend(found)
     out.sort(key=lambda d: (d.ts, d.entity, d.detector))
     return out
+
+
+def _specs_for(block: SeriesBlock, profile: DetectorProfile, dt: float) -> tuple[DetectorSpec, ...]:
+    """The profile's periodic detectors when it has some and the block has a strong cycle, else its detectors."""
+    if not profile.periodic:
+        return profile.detectors
+    spec = profile.periodic[0]
+    params = {k: v for k, v in spec.params.items() if k in ("min_acf", "periods_s")}
+    if has_strong_cycle(block.ts, block.values, dt, PhaseZParams(**params)):
+        return profile.periodic
+    return profile.detectors
 
 
 def profile_steps(blocks: Sequence[SeriesBlock], profile: DetectorProfile) -> int:
