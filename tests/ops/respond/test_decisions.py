@@ -119,11 +119,12 @@ def test_every_action_says_why_what_it_expects_and_what_judged_it() -> None:
 def test_live_checkpoint_confirmation_from_a_job_heartbeat_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import os
 
-    from twinloop.ops.respond.adapters.commands import SlurmAdapter, heartbeat_file_marker
+    from twinloop.ops.respond.adapters.commands import SlurmAdapter
+    from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 
     bare = SlurmAdapter()
     assert bare.checkpoint_done("dc/jobs/123", 0.0) is None  # cannot tell: the requeue will go to a person
-    a = SlurmAdapter(checkpoint_marker=heartbeat_file_marker(tmp_path))
+    a = SlurmAdapter(heartbeats=JobHeartbeats(tmp_path))  # the older touch-file convention
     assert a.checkpoint_done("dc/jobs/123", 1000.0) is False  # no heartbeat yet
     beat = tmp_path / "123.checkpoint"
     beat.touch()

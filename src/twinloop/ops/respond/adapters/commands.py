@@ -11,7 +11,6 @@ import subprocess
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import ClassVar
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
@@ -19,23 +18,6 @@ from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobT
 from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
-#: ``marker(job) -> t``: when the job last reported a completed checkpoint (the loop's clock, s), None if never.
-CheckpointMarker = Callable[[str], float | None]
-
-
-def heartbeat_file_marker(directory: str | Path) -> CheckpointMarker:
-    """A job heartbeat convention: the job touches ``<directory>/<job>.checkpoint`` when a checkpoint is
-    complete; its modification time (Unix time, the live loop's clock) is the marker.
-    """
-    root = Path(directory)
-
-    def marker(job: str) -> float | None:
-        try:
-            return (root / f"{_leaf(job)}.checkpoint").stat().st_mtime
-        except OSError:
-            return None
-
-    return marker
 
 
 def slurm_end_time_s(text: str, job: str) -> float | None:
@@ -74,13 +56,11 @@ class CommandAdapter(ActionAdapter):
         self,
         dry_run: bool = True,
         runner: Runner | None = None,
-        checkpoint_marker: CheckpointMarker | None = None,
         job_timing: Callable[[str], JobTiming | None] | None = None,
         heartbeats: JobHeartbeats | None = None,
     ) -> None:
         self.dry_run = dry_run
         self._runner = runner or _run
-        self.checkpoint_marker = checkpoint_marker
         self._job_timing = job_timing
         self.heartbeats = heartbeats
         self.issued: list[list[str]] = []
@@ -95,15 +75,10 @@ class CommandAdapter(ActionAdapter):
         return None if self.heartbeats is None else self.heartbeats.timing(job)
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
-        """From the jobs' ``heartbeats``, else ``checkpoint_marker`` (e.g. :func:`heartbeat_file_marker`); None
-        without either (then a requeue waiting on the checkpoint goes to a person at its timeout).
+        """From the jobs' ``heartbeats`` (their ``.jsonl`` or touched ``.checkpoint`` files); None without them
+        (then a requeue waiting on the checkpoint goes to a person at its timeout).
         """
-        if self.heartbeats is not None:
-            return self.heartbeats.checkpoint_done(job, since_ts)
-        if self.checkpoint_marker is None:
-            return None
-        t = self.checkpoint_marker(job)
-        return t is not None and t >= since_ts
+        return None if self.heartbeats is None else self.heartbeats.checkpoint_done(job, since_ts)
 
     @abstractmethod
     def argv(self, request: ActionRequest) -> list[str]:
