@@ -3,8 +3,8 @@
 The PSU and GPU-cooling rules cap a node or GPU, checkpoint the job, drain the node and requeue the job once the
 checkpoint is written. The requeue used to wait a fixed 30 s as well (a delay from before the checkpoint gate):
 with a 20 s write the job went back to computing on the capped node for 10 s, where a node that kept 1 of its 6
-PSUs tripped its power brake twice more (traced over seeds 0-4 of `default`: 144 of its ~320 power-throttled
-GPU-s and 2 of its 4 PSU trips per seed).
+PSUs tripped its power brake twice more (traced over seeds 0-4 of `default`, benchmarks/psu_response_trace.py:
+2 of its 4 PSU trips and 80 power-throttled GPU-s per seed).
 """
 
 from __future__ import annotations
