@@ -332,14 +332,16 @@ class Twin(ClusterOps):
             acc["sw_thermal"] += n_th * dt
             acc["sw_power_cap"] += (n_lim - n_th) * dt
             if n_lim > n_th:
-                below = int(
-                    np.count_nonzero(
-                        a.limited & ~a.thermal_bound & (a.limit_w < self.physics.tdp_w * np.float32(BELOW_TDP_FRACTION))
-                    )
-                )
+                under_tdp = a.limit_w < self.physics.tdp_w * np.float32(BELOW_TDP_FRACTION)
+                capped = a.limited & ~a.thermal_bound & under_tdp
+                # A GPU both capped below its TDP and braked is one throttled GPU-second, not two.
+                capped[self.braked_gpus] = False
+                below = int(np.count_nonzero(capped))
         acc["hw_slowdown"] += self.hw_slow_gpus.size * dt
         acc["hw_power_brake"] += self.braked_gpus.size * dt
-        self.accounts.power_throttled_below_tdp_gpu_s += (below + self.braked_gpus.size) * dt
+        # The brake throttles only GPUs with work on them, as a limit counts only where it binds (`limited`).
+        braked_busy = int(np.count_nonzero(self.job_of_gpu[self.braked_gpus] >= 0)) if self.braked_gpus.size else 0
+        self.accounts.power_throttled_below_tdp_gpu_s += (below + braked_busy) * dt
 
     def step(self) -> StepResult:
         """Advance one step; returns this step's telemetry block (on sample steps) and events."""

@@ -41,6 +41,7 @@ class Accounts:
     peak_it_w: float = 0.0
     peak_it_instant_w: float = 0.0
     throttled_gpu_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(THROTTLE_REASONS, 0.0))
+    # GPU-seconds a limit under the TDP bound (``limited``) or the power brake held a GPU with work; once each.
     power_throttled_below_tdp_gpu_s: float = 0.0
     failures: dict[str, int] = field(default_factory=dict)
     psu_overloads: int = 0

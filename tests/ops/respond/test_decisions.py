@@ -81,8 +81,8 @@ def test_short_supplies_still_cap_checkpoint_and_move() -> None:
     incident = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
     requeues = _drive(r, adapter, incident, 100)
     kinds = [x.request.kind for x in r.log if x.status == "applied"]
-    assert kinds[:2] == [ActionKind.POWER_CAP, ActionKind.CHECKPOINT]
-    assert requeues == [(30.0, "applied")]
+    assert kinds[:3] == [ActionKind.POWER_CAP, ActionKind.CHECKPOINT, ActionKind.DRAIN]
+    assert requeues == [(25.0, "applied")]  # when the checkpoint is confirmed
 
 
 def test_a_setting_already_at_its_value_is_no_action() -> None:

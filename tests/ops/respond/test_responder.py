@@ -115,11 +115,11 @@ def test_until_closed_restores_settings_and_lifts_the_drain(adapter: MemoryAdapt
     inc = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
     first = r.handle([inc], 0.0, reader({}))
     assert [(x.request.kind, x.status) for x in first] == [(ActionKind.POWER_CAP, "applied"),
-                                                           (ActionKind.CHECKPOINT, "applied")]  # fmt: skip
+                                                           (ActionKind.CHECKPOINT, "applied"),
+                                                           (ActionKind.DRAIN, "applied")]  # fmt: skip
     assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 450.0  # what the working PSUs carry
-    assert r.handle([], 10.0, reader({})) == []  # drain and requeue wait for the checkpoint (after_s: 30)
-    later = r.handle([], 30.0, reader({}))
-    assert [x.request.kind for x in later] == [ActionKind.DRAIN, ActionKind.REQUEUE]
+    later = r.handle([], 1.0, reader({}))  # the requeue waits for the checkpoint (this adapter confirms at once)
+    assert [x.request.kind for x in later] == [ActionKind.REQUEUE]
     closed = r.handle([replace(inc, status="closed")], 400.0, reader({}))
     assert [(x.request.kind, x.status) for x in closed] == [(ActionKind.UNDRAIN, "restored"),
                                                             (ActionKind.POWER_CAP, "restored")]  # fmt: skip
@@ -132,7 +132,8 @@ def test_a_setting_changed_since_is_not_restored(adapter: MemoryAdapter) -> None
     r.handle([inc], 0.0, reader({}))
     adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] = 380.0  # a person moved it meanwhile
     closed = r.handle([replace(inc, status="closed")], 10.0, reader({}))
-    assert [(x.request.kind, x.status) for x in closed] == [(ActionKind.POWER_CAP, "superseded")]
+    assert [(x.request.kind, x.status) for x in closed] == [(ActionKind.UNDRAIN, "restored"),
+                                                            (ActionKind.POWER_CAP, "superseded")]  # fmt: skip
     assert adapter.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 380.0
 
 
@@ -150,7 +151,8 @@ def test_a_value_the_adapter_cannot_tell_is_refused_not_guessed() -> None:
     r = Responder(default_policy(), blind, mode="auto")
     first = r.handle([make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")], 0.0, reader({}))
     assert [(x.request.kind, x.status) for x in first] == [(ActionKind.POWER_CAP, "refused"),
-                                                           (ActionKind.CHECKPOINT, "applied")]  # fmt: skip
+                                                           (ActionKind.CHECKPOINT, "applied"),
+                                                           (ActionKind.DRAIN, "applied")]  # fmt: skip
     assert (ActionKind.POWER_CAP, "dc/r1/k2/n1") not in blind.settings
     low = MemoryAdapter(supply_w=50.0)  # fewer watts than the GPUs' lowest limit: clamped up to it
     Responder(default_policy(), low, mode="auto").handle(

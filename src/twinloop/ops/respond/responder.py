@@ -121,13 +121,15 @@ class Responder:
         results recorded at ``now``.
         """
         out: list[ActionResult] = []
+        batch = list(incidents)
+        self._drop_waiting_of_closed(batch)
         due = [d for d in self._delayed if d[0] <= now]
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
             out.append(self._submit_for(request, until_closed, now, read, mode))
         out.extend(self._continue_restores(now))
         out.extend(self._open_gates(now, read))
-        for incident in incidents:
+        for incident in batch:
             iid = incident.incident_id
             if incident.status == "merged" and incident.merged_into is not None:
                 self._held.setdefault(incident.merged_into, []).extend(self._held.pop(iid, []))
@@ -188,6 +190,16 @@ class Responder:
                         else:
                             out.append(self._submit_for(request, rule.until_closed, now, read, mode))
         return out
+
+    def _drop_waiting_of_closed(self, incidents: list[Incident]) -> None:
+        """Forget the delayed and gated actions of incidents that close now, before any of them is submitted: a
+        requeue whose checkpoint is confirmed in the same poll as its incident closes would move a job off a node
+        that is healthy again.
+        """
+        closing = {i.incident_id for i in incidents if i.status not in ("open", "merged")}
+        if closing:
+            self._delayed = [d for d in self._delayed if d[1].incident_id not in closing]
+            self._gates = [g for g in self._gates if g.request.incident_id not in closing]
 
     def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
         """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
