@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tests.twin.twin_helpers import make, small
+
 from twinloop.closedloop.cluster import rank_step_times
 from twinloop.hardware.gpu import get_gpu
 from twinloop.hardware.power import relative_speed
