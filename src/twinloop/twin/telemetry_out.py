@@ -4,10 +4,10 @@ Resolution is per level: GPU (and node) fields every ``telemetry.gpu_every_s``, 
 ``telemetry.facility_every_s``. With ``aggregate: window`` the GPU power and temperature are the *mean over the
 window* (accumulated every step) and the SM clock is the clock at the window's mean clock scale ``g`` (the
 clock whose dynamic power is the window's mean; within a few MHz of the plain mean clock); with ``sample`` they
-are the values at the sample step. Other GPU fields are always sampled. A job's tokens/s under ``window`` is the
+are the values at the sample step. Other GPU fields are always sampled. A job's tokens/s is, either way, the
 mean over its sample interval (the tokens its steps completed in it, over its length), as a framework logs its
-throughput over a logging interval: the per-second value sampled every few seconds saw only the steps that ended
-on a sample second, so a job whose steps end between samples looked stalled (a false hang).
+throughput over a logging interval: the per-step value sampled every few steps saw only the steps that ended on a
+sample step, so a job whose steps end between samples looked stalled (a false hang).
 ``telemetry.entities`` (glob patterns over entity ids) selects which GPUs, nodes, racks and rows are kept.
 
 Field names follow ``twinloop.telemetry.fields`` where it has one; the ``EXTRA_FIELDS`` are twin-specific
@@ -141,7 +141,7 @@ class TelemetryRecorder:
         self.sum_temp = np.zeros(n, dtype=np.float32)
         self.sum_clock = np.zeros(n, dtype=np.float32)
         self.count = 0
-        self.job_window = spec.aggregate == "window" and self.fac_every > 1
+        self.job_window = self.fac_every > 1  # a throughput is a rate over the interval, not a reading
         self.sum_tokens = np.zeros(len(twin.jobs))
         self.token_steps = 0
         self._ids: dict[str, list[str]] = {}
@@ -289,7 +289,7 @@ class TelemetryRecorder:
         return fb
 
     def _job_tokens_per_s(self) -> NDArray[np.float64]:
-        """Each job's tokens/s: the mean since the last job sample under ``window``, else this step's."""
+        """Each job's tokens/s: the mean since the last job sample (this step's when jobs report every step)."""
         if not (self.job_window and self.token_steps):
             return np.array([j.tokens_per_s for j in self.twin.jobs])
         out = self.sum_tokens / self.token_steps
