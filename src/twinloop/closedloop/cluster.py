@@ -36,6 +36,7 @@ from twinloop.telemetry.fields import TWINLOOP_FI_PSU_STATE as PSU_STATE
 from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME as RANK_STEP_TIME
 from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
+from twinloop.twin.gpu_rates import work_rate
 from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec
 
@@ -85,7 +86,12 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
         p = job.profile
         x = ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64)
         cf = np.full(x.shape, p.compute_fraction)
-        speed = relative_speed(x, 1.0, cf) * factor[job.gpus]
+        if job.rates is None:
+            rate = relative_speed(x, 1.0, cf)
+        else:  # each rank at its own GPU model's rates (twin.gpu_rates), as the job's pace is
+            kind = twin.topo.gpu_kind[job.gpus]
+            rate = work_rate(x, cf, job.rates.compute[kind], job.rates.memory[kind])
+        speed = rate * factor[job.gpus]
         out[job.gpus] = p.iteration_s / np.maximum(speed, 1e-6)
     return out
 

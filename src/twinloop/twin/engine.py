@@ -31,6 +31,7 @@ from twinloop.twin.actions import Action, ActionResult, apply_action
 from twinloop.twin.cooling import Cooling
 from twinloop.twin.events import Event, FaultLabel, StepResult
 from twinloop.twin.faults import ResolvedFault, apply_fault, resolve_faults, timeline
+from twinloop.twin.gpu_rates import slot_rates
 from twinloop.twin.jobs import Job, Phase, make_jobs
 from twinloop.twin.operations import ClusterOps
 from twinloop.twin.peaks import PowerPeaks
@@ -128,7 +129,7 @@ class Twin(ClusterOps):
         self.chain.reset()
         self.scheduler.reset()
         self.physics.gpus = self.physics.initial(float(self.cooling.state.supply_c.mean()))
-        self.jobs: list[Job] = make_jobs(self.spec.jobs, self.loads, self.spec.rows[0].node.gpu)
+        self.jobs: list[Job] = make_jobs(self.spec.jobs, self.loads, self.spec.rows[0].node.gpu, self.topo.kinds)
         self.n_slots = 1 + sum(j.n_slots for j in self.jobs)
         self.slot_activity = np.zeros((self.n_slots, 3))
         self.slot_high = np.zeros((self.n_slots, 3))
@@ -319,7 +320,13 @@ class Twin(ClusterOps):
                 mine = self.job_of_gpu[self.background_stragglers] == job.index
                 if mine.any():
                     straggle = min(straggle, float(self.background_speed[mine].min()))
-            job.progress(self.t_s, self.dt_s, xmin, self.slot_cf[job.slot0 : job.slot0 + job.n_slots], straggle)
+            slot_cf = self.slot_cf[job.slot0 : job.slot0 + job.n_slots]
+            rate = None
+            if job.rates is not None:  # GPUs of another model than the profile's: each at its own model's rates
+                cf = np.array([job.profile.compute_fraction]) if job.kind == "training" else slot_cf
+                x = ph.x_of_g(gs).astype(np.float64)
+                rate = slot_rates(x, self.topo.gpu_kind[job.gpus], job.rates, cf, job.n_slots)
+            job.progress(self.t_s, self.dt_s, xmin, slot_cf, straggle, rate)
 
     def _throttle_counts(self) -> None:
         a = self.physics.gpus

@@ -13,7 +13,9 @@
 * **cooldown**: after the job ends its GPUs idle with residual heat for the plant's ramp-down time, then free.
 
 A job owns *activity slots* (training one, serving one per replica); the engine maps GPUs to slots so per-GPU
-activity is one gather. Progress uses :func:`twinloop.hardware.power.relative_speed` (roofline).
+activity is one gather. Progress uses :func:`twinloop.hardware.power.relative_speed` (roofline); in a hall with a
+GPU model other than the one the job's profile was made for, every GPU runs at its own model's rates
+(:mod:`twinloop.twin.gpu_rates`), so an A100 is not as fast as an H100 at the same relative clock.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import relative_speed
 from twinloop.twin.from_plan import job_profile
+from twinloop.twin.gpu_rates import KindRates, kind_rates
 from twinloop.twin.scenario import JobSpec
 from twinloop.twin.trace import ServingLoad
 from twinloop.twin.workload import PhaseActivity, WorkloadProfile
@@ -62,6 +66,8 @@ class Job:
     slot0: int
     n_slots: int
     load: ServingLoad | None = None
+    #: the hall's GPU kinds against the GPU the profile was made for; None: every kind is that GPU
+    rates: KindRates | None = None
     phase: Phase = Phase.QUEUED
     phase_end_s: float = 0.0
     gpus: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -170,15 +176,26 @@ class Job:
         return pos_s, done, compute_time
 
     def progress(
-        self, t_s: float, dt_s: float, min_clock_x: NDArray[np.float64], slot_cf: NDArray[np.float64], straggle: float
+        self,
+        t_s: float,
+        dt_s: float,
+        min_clock_x: NDArray[np.float64],
+        slot_cf: NDArray[np.float64],
+        straggle: float,
+        slot_rate: NDArray[np.float64] | None = None,
     ) -> None:
-        """Advance work for this step given the slowest relative clock per slot and a straggler factor."""
+        """Advance work for this step given the slowest relative clock per slot and a straggler factor.
+
+        ``slot_rate`` (per slot, from :func:`twinloop.twin.gpu_rates.slot_rates`) replaces the rate of the slowest
+        clock where the job's GPUs are not all the model its profile was made for.
+        """
         p = self.profile
         if self.phase != Phase.SUSTAINED:
             self.tokens_per_s = 0.0
             return
         if self.kind == "training":
-            self.speed = float(relative_speed(float(min_clock_x[0]), 1.0, p.compute_fraction)) * straggle
+            rate = relative_speed(float(min_clock_x[0]), 1.0, p.compute_fraction) if slot_rate is None else slot_rate[0]
+            self.speed = float(rate) * straggle
             self.iter_pos_s, done, _ = self._advance(self.iter_pos_s, dt_s, self.speed)
             self.iterations += done
             self.tokens_per_s = done * p.tokens_per_step / dt_s
@@ -188,7 +205,8 @@ class Job:
             return
         assert self.load is not None
         prefill, decode = self.load.at(t_s)
-        speed = np.asarray(relative_speed(min_clock_x, 1.0, slot_cf)) * straggle
+        rates = relative_speed(min_clock_x, 1.0, slot_cf) if slot_rate is None else slot_rate
+        speed = np.asarray(rates) * straggle
         demand = prefill + self.backlog
         served = np.minimum(demand, p.tokens_per_step * speed * dt_s)
         self.backlog = demand - served
@@ -245,15 +263,23 @@ def _flat(
     return act, cf, act, act
 
 
-def make_jobs(specs: tuple[JobSpec, ...], loads: dict[str, ServingLoad], gpu: str) -> list[Job]:
-    """Job objects with their activity slots (slot 0 is the idle slot); ``gpu`` is the kind plans assume."""
+def make_jobs(
+    specs: tuple[JobSpec, ...], loads: dict[str, ServingLoad], gpu: str, kinds: tuple[GpuSpec, ...] = ()
+) -> list[Job]:
+    """Job objects with their activity slots (slot 0 is the idle slot).
+
+    ``gpu`` is the kind plans assume unless a job's ``plan.gpu`` names another; ``kinds`` are the hall's GPU kinds
+    (a topology's, in its order), each job's rates against its profile's GPU (none given: every GPU is that GPU).
+    """
     jobs: list[Job] = []
     slot = 1
     for i, s in enumerate(specs):
         size = s.gpus_per_replica if s.kind == "serving" else s.gpus
         profile = job_profile(s.kind, size, s.profile, s.plan, gpu)
         n_slots = 1 if s.kind == "training" else s.gpus // s.gpus_per_replica
+        rates = kind_rates(kinds, get_gpu(str((s.plan or {}).get("gpu", gpu)))) if kinds else None
         job = Job(index=i, spec=s, profile=profile, slot0=slot, n_slots=n_slots, load=loads.get(s.name))
+        job.rates = rates if rates is not None and not rates.uniform else None
         job.backlog = np.zeros(n_slots)
         jobs.append(job)
         slot += n_slots

@@ -4,8 +4,11 @@ Resolution is per level: GPU (and node) fields every ``telemetry.gpu_every_s``, 
 ``telemetry.facility_every_s``. With ``aggregate: window`` the GPU power and temperature are the *mean over the
 window* (accumulated every step) and the SM clock is the clock at the window's mean clock scale ``g`` (the
 clock whose dynamic power is the window's mean; within a few MHz of the plain mean clock); with ``sample`` they
-are the values at the sample step. Other GPU fields are always sampled. ``telemetry.entities`` (glob patterns
-over entity ids) selects which GPUs, nodes, racks and rows are kept.
+are the values at the sample step. Other GPU fields are always sampled. A job's tokens/s is, either way, the
+mean over its sample interval (the tokens its steps completed in it, over its length), as a framework logs its
+throughput over a logging interval: the per-step value sampled every few steps saw only the steps that ended on a
+sample step, so a job whose steps end between samples looked stalled (a false hang).
+``telemetry.entities`` (glob patterns over entity ids) selects which GPUs, nodes, racks and rows are kept.
 
 Field names follow ``twinloop.telemetry.fields`` where it has one; the ``EXTRA_FIELDS`` are twin-specific
 fields in the same style. Energy is in J (the telemetry layer's unit; dcgm-exporter shows mJ).
@@ -138,6 +141,9 @@ class TelemetryRecorder:
         self.sum_temp = np.zeros(n, dtype=np.float32)
         self.sum_clock = np.zeros(n, dtype=np.float32)
         self.count = 0
+        self.job_window = self.fac_every > 1  # a throughput is a rate over the interval, not a reading
+        self.sum_tokens = np.zeros(len(twin.jobs))
+        self.token_steps = 0
         self._ids: dict[str, list[str]] = {}
         self._labels_key: bytes | None = None
         self._labels: dict[str, dict[str, str]] = {}
@@ -198,6 +204,9 @@ class TelemetryRecorder:
                 self.count += 1
             if k % self.gpu_every == 0:
                 gpu_block = self.gpu_block()
+        if self.job_window:
+            self.sum_tokens += np.array([j.tokens_per_s for j in twin.jobs])
+            self.token_steps += 1
         facility = self.facility_block(with_nodes=k % self.gpu_every == 0) if k % self.fac_every == 0 else None
         return gpu_block, facility
 
@@ -279,6 +288,15 @@ class TelemetryRecorder:
             fb[job.slot0 : job.slot0 + job.n_slots] = value
         return fb
 
+    def _job_tokens_per_s(self) -> NDArray[np.float64]:
+        """Each job's tokens/s: the mean since the last job sample (this step's when jobs report every step)."""
+        if not (self.job_window and self.token_steps):
+            return np.array([j.tokens_per_s for j in self.twin.jobs])
+        out = self.sum_tokens / self.token_steps
+        self.sum_tokens = np.zeros(len(self.twin.jobs))
+        self.token_steps = 0
+        return out
+
     def facility_block(self, with_nodes: bool) -> dict[str, dict[str, NDArray[Any]]]:
         """Rack, row, site and job fields now (and node fields when ``with_nodes``)."""
         twin = self.twin
@@ -335,7 +353,7 @@ class TelemetryRecorder:
                     ]
                 ),
                 TWINLOOP_FI_JOB_LOSS: np.array([j.loss for j in twin.jobs]),
-                TWINLOOP_FI_JOB_TOKENS_PER_S: np.array([j.tokens_per_s for j in twin.jobs]),
+                TWINLOOP_FI_JOB_TOKENS_PER_S: self._job_tokens_per_s(),
                 TWINLOOP_FI_JOB_GPUS: np.array([float(j.gpus.size) for j in twin.jobs]),
                 TWINLOOP_FI_JOB_PHASE: np.array([float(j.phase) for j in twin.jobs]),
             },
