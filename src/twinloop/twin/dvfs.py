@@ -104,6 +104,26 @@ def inverse_clock_table(coeff: PowerCoefficients, size: int = INV_TABLE_SIZE) ->
     return x.astype(np.float32)
 
 
+def hbm_split_w(
+    activity: NDArray[np.float64], kc: KindConstants, r_max: float | None = None, d: NDArray[np.float64] | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """HBM power of activities ``(n, 3)`` (tensor, sm, dram at the reference clock) per kind: ``(M0, Mx)``, both
+    ``(n, kinds)``, with ``M(x) = M0 + Mx·x``.
+
+    ``Mx`` is the GEMM traffic's share, ``k·tensor`` per unit clock but at most the phase's DRAM activity at the
+    reference clock, and at most ``r_max·d`` when given (the inverse table's range); ``M0`` the rest, so that
+    ``M(x_ref)`` is the phase's DRAM activity times the HBM power per unit activity.
+    """
+    mem = kc.mem_per_activity_w[None, :].astype(np.float64)
+    x_ref = kc.ref_clock_x[None, :].astype(np.float64)
+    dram = activity[:, 2:3]
+    per_x = np.minimum(activity[:, 0:1] * kc.gemm_dram_per_tensor[None, :], dram / x_ref)
+    mx = per_x * mem
+    if r_max is not None and d is not None:
+        mx = np.minimum(mx, r_max * d)
+    return dram * mem - mx * x_ref, mx
+
+
 def gemm_dram_per_tensor(gpu: GpuSpec) -> float:
     """DRAM activity of GEMM operand traffic per unit tensor activity at f_max (the planner's bytes per FLOP).
 

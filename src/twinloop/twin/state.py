@@ -17,7 +17,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.hardware.power import clock_scale
-from twinloop.twin.dvfs import HBM_TABLE_ROWS, INV_TABLE_SIZE, hbm_clock_table, inverse_clock_table, kind_constants
+from twinloop.twin.dvfs import (
+    HBM_TABLE_ROWS,
+    INV_TABLE_SIZE,
+    hbm_clock_table,
+    hbm_split_w,
+    inverse_clock_table,
+    kind_constants,
+)
 from twinloop.twin.thermal import (
     HBM_DIE_COUPLING,
     HBM_R_C_PER_W,
@@ -213,12 +220,7 @@ class GpuPhysics:
         d = slot_activity[:, :2] @ kc.clocked_per_activity_w.T.astype(np.float64)  # (slots, kinds)
         d[1:] += kc.context_w[None, :]  # every job slot holds a CUDA context; slot 0 (no job) does not
         d = np.maximum(d, 1e-3)
-        mem = kc.mem_per_activity_w[None, :].astype(np.float64)
-        x_ref = kc.ref_clock_x[None, :].astype(np.float64)
-        dram = slot_activity[:, 2:3]
-        per_x = np.minimum(slot_activity[:, 0:1] * kc.gemm_dram_per_tensor[None, :], dram / x_ref)
-        mx = np.minimum(per_x * mem, self.r_bound * d)
-        m0 = dram * mem - mx * x_ref
+        m0, mx = hbm_split_w(slot_activity, kc, self.r_bound, d)
         rows = np.minimum(np.ceil(mx / (d * self.r_step)), HBM_TABLE_ROWS - 1)
         self.d_table = d.astype(F32).reshape(-1)
         self.m_table = m0.astype(F32).reshape(-1)
@@ -298,17 +300,19 @@ class GpuPhysics:
         np.multiply(dr, d, out=dr)
 
     def finish(self) -> None:
-        """Power, relative clock, die/HBM temperatures and energy from the (patched) ``g``."""
+        """Relative clock (into ``gpus.clock_x``, which the power peaks read), power, die/HBM temperatures and energy
+        from the (patched) ``g``.
+        """
         a = self.gpus
         p, g, t = a.power_w, a.g, a.buf_t
+        np.multiply(g, self.table_scale, out=t)
+        np.copyto(a.buf_i, t, casting="unsafe")
+        np.take(self.table, a.buf_i, out=a.clock_x, mode="clip")
         np.multiply(a.buf_d, g, out=p)
         np.add(p, a.buf_s, out=p)
         if self.hbm_clocked:
             # HBM power of the GEMM traffic at this step's clock: Mx·x, x = g⁻¹(g) (rounded down, as the cap needs).
             mx = a.buf_x
-            np.multiply(g, self.table_scale, out=t)
-            np.copyto(a.buf_i, t, casting="unsafe")
-            np.take(self.table, a.buf_i, out=a.clock_x, mode="clip")
             np.take(self.mx_table, a.gid, out=mx, mode="clip")
             np.multiply(mx, a.clock_x, out=mx)
             np.add(a.buf_m, mx, out=a.buf_m)
