@@ -111,8 +111,12 @@ class PowerPeaks:
         clocked = kc.clocked_per_activity_w.T.astype(np.float64)  # (2, kinds)
         on = swinging[:, None]
         up, down = (slot_high - slot_act) * on, (slot_act - slot_low) * on
-        # HBM power per phase as the DVFS step has it (fixed + clock-following parts), as differences of phases
-        (m0_hi, mx_hi), (m0_act, mx_act), (m0_lo, mx_lo) = (hbm_split_w(a, kc) for a in (slot_high, slot_act, slot_low))
+        # HBM power per phase as the DVFS step has it (fixed + clock-following parts), as differences of phases; the
+        # step's mean is the DVFS tables' own split (GpuPhysics.group_tables), the two phases one call
+        n = slot_act.shape[0]
+        m0, mx = hbm_split_w(np.concatenate((slot_high, slot_low)), kc)
+        m0_hi, m0_lo, mx_hi, mx_lo = m0[:n], m0[n:], mx[:n], mx[n:]
+        m0_act, mx_act = self.physics.slot_hbm_w
         self._tables = tuple(
             t.astype(F32).reshape(-1)
             for t in (

@@ -131,6 +131,7 @@ class GpuPhysics:
         self.dr_table = np.ones(1, dtype=F32)
         self.row_table = np.zeros(1, dtype=np.intp)
         self.hbm_clocked = False
+        self.slot_hbm_w = (np.zeros((1, self.n_kinds)), np.zeros((1, self.n_kinds)))  # (M0, Mx) per (slot, kind)
 
     def _hbm_inverse(self) -> None:
         """The HBM-aware inverse table, its ``r = Mx/D`` range and step (see :mod:`twinloop.twin.dvfs`).
@@ -221,6 +222,7 @@ class GpuPhysics:
         d[1:] += kc.context_w[None, :]  # every job slot holds a CUDA context; slot 0 (no job) does not
         d = np.maximum(d, 1e-3)
         m0, mx = hbm_split_w(slot_activity, kc, self.r_bound, d)
+        self.slot_hbm_w = (m0, mx)
         rows = np.minimum(np.ceil(mx / (d * self.r_step)), HBM_TABLE_ROWS - 1)
         self.d_table = d.astype(F32).reshape(-1)
         self.m_table = m0.astype(F32).reshape(-1)
