@@ -9,12 +9,12 @@ from twinloop.twin.actions import Drain, RequeueJob, SetPowerLimit
 
 
 def test_a_capped_gpu_under_the_power_brake_counts_once() -> None:
-    # One node of the 16-GPU job keeps 1 of its 6 PSUs: even capped at the 200 W floor its GPUs cannot hold the
-    # limit at their lowest clock, so the node trips and brakes while capped (the state the loop's PSU rule
-    # leaves a node in until its job moves).
+    # One node of the 16-GPU job keeps 1 of its 6 PSUs and is capped at 300 W: 8 x 300 W beside its host's draw is
+    # more than the one PSU carries, so the node trips and brakes while capped. (At the 200 W floor its GPUs held
+    # 263 W before the twin's HBM power followed the clock, and tripped; now they hold 200 W and it does not.)
     node = "dc1/r01/k01/n01"
     twin = make(small(faults=[{"kind": "psu_loss", "target": node, "start_s": 20, "duration_s": 80, "magnitude": 5}]))
-    assert twin.apply(SetPowerLimit(node, 200.0)).ok
+    assert twin.apply(SetPowerLimit(node, 300.0)).ok
     per_step, both = [], 0
     for _ in range(100):
         before = twin.accounts.power_throttled_below_tdp_gpu_s

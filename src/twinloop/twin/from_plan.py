@@ -6,6 +6,10 @@ Training: the plan's compute phase becomes the compute phase, its communication 
 the (duration-weighted) communication phase; the step's compute-bound share becomes the compute fraction.
 Serving: the plan's prefill phase becomes the compute phase and its decode phase the decode phase; prefill and
 decode token rates per replica come from the plan's iterations at full clock.
+
+A plan's phase activities hold at the clock the plan found for it; the twin's profiles hold at the kind's reference
+clock (:func:`twinloop.twin.dvfs.reference_clock_x`), so each phase's DRAM activity is moved there by its GEMM traffic,
+which follows the clock (``k·tensor·Δx``, :func:`twinloop.twin.dvfs.gemm_dram_per_tensor`).
 """
 
 from __future__ import annotations
@@ -14,9 +18,16 @@ import dataclasses
 from functools import cache
 from typing import Any
 
-from twinloop.hardware.gpu import get_gpu
+from twinloop.hardware.gpu import GpuSpec, get_gpu
 from twinloop.hardware.power import relative_speed
+from twinloop.twin.dvfs import gemm_dram_per_tensor, reference_clock_x
 from twinloop.twin.workload import PhaseActivity, WorkloadProfile
+
+
+def at_reference_clock(gpu: GpuSpec, tensor: float, sm: float, dram: float, clock_mhz: float) -> PhaseActivity:
+    """A planned phase's activities (at ``clock_mhz``) as the twin takes them: at the kind's reference clock."""
+    shift = gemm_dram_per_tensor(gpu) * tensor * (reference_clock_x(gpu) - clock_mhz / gpu.sm_clock_max_mhz)
+    return PhaseActivity(tensor, sm, min(1.0, max(0.0, dram + shift)))
 
 
 def _train_profile(model: str, gpu: str, gpus: int, fields: tuple[tuple[str, Any], ...]) -> WorkloadProfile:
@@ -41,7 +52,9 @@ def _train_profile(model: str, gpu: str, gpus: int, fields: tuple[tuple[str, Any
         base,
         compute_s=full_clock_s,
         comm_s=wait_s,
-        compute=PhaseActivity(compute.tensor_active, compute.sm_active, compute.dram_active),
+        compute=at_reference_clock(
+            get_gpu(gpu), compute.tensor_active, compute.sm_active, compute.dram_active, compute.clock_mhz
+        ),
         comm=PhaseActivity(mix("tensor_active"), mix("sm_active"), mix("dram_active")),
         compute_fraction=cf,
         tokens_per_step=float(plan.tokens_per_step),
@@ -56,12 +69,13 @@ def _serve_profile(model: str, gpu: str, gpus: int, fields: tuple[tuple[str, Any
 
     plan = plan_serve(build_request(model=model, gpu=gpu, gpus=gpus, tp=gpus, **dict(fields)))
     pre, dec = plan.prefill, plan.decode
+    spec = get_gpu(gpu)
     base = WorkloadProfile.for_kind("serving")
     load = plan.weight_bytes_per_gpu
     return dataclasses.replace(
         base,
-        compute=PhaseActivity(pre.tensor_active, pre.sm_active, pre.dram_active),
-        comm=PhaseActivity(dec.tensor_active, dec.sm_active, dec.dram_active),
+        compute=at_reference_clock(spec, pre.tensor_active, pre.sm_active, pre.dram_active, pre.clock_mhz),
+        comm=at_reference_clock(spec, dec.tensor_active, dec.sm_active, dec.dram_active, dec.clock_mhz),
         compute_fraction=min(1.0, pre.compute_s / pre.iteration_s) if pre.iteration_s > 0 else 1.0,
         tokens_per_step=pre.tokens_per_iteration / pre.iteration_s,
         decode_tokens_per_s=dec.tokens_per_iteration / dec.iteration_s,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.twin.dvfs import hbm_split_w
 from twinloop.twin.scenario import PowerPeakSpec
 
 if TYPE_CHECKING:
@@ -108,16 +109,23 @@ class PowerPeaks:
         kc = self.physics.kc
         n_kinds = kc.mem_per_activity_w.shape[0]
         clocked = kc.clocked_per_activity_w.T.astype(np.float64)  # (2, kinds)
-        mem = kc.mem_per_activity_w[None, :].astype(np.float64)
         on = swinging[:, None]
         up, down = (slot_high - slot_act) * on, (slot_act - slot_low) * on
+        # HBM power per phase as the DVFS step has it (fixed + clock-following parts), as differences of phases; the
+        # step's mean is the DVFS tables' own split (GpuPhysics.group_tables), the two phases one call
+        n = slot_act.shape[0]
+        m0, mx = hbm_split_w(np.concatenate((slot_high, slot_low)), kc)
+        m0_hi, m0_lo, mx_hi, mx_lo = m0[:n], m0[n:], mx[:n], mx[n:]
+        m0_act, mx_act = self.physics.slot_hbm_w
         self._tables = tuple(
             t.astype(F32).reshape(-1)
             for t in (
                 up[:, :2] @ clocked,
-                up[:, 2:3] * mem,
+                (m0_hi - m0_act) * on,
+                (mx_hi - mx_act) * on,
                 down[:, :2] @ clocked,
-                down[:, 2:3] * mem,
+                (m0_act - m0_lo) * on,
+                (mx_act - mx_lo) * on,
                 np.repeat(k_slot[:, None], n_kinds, axis=1),
             )
         )
@@ -139,7 +147,8 @@ class PowerPeaks:
         a = self.physics.gpus
         gid, p, g, limit = a.gid[lo:hi], a.power_w[lo:hi], a.g[lo:hi], a.limit_w[lo:hi]
         f = None if self.physics.dyn_factor is None else self.physics.dyn_factor[lo:hi]
-        d_up, m_up, d_down, m_down, k = self._tables
+        d_up, m_up, mx_up, d_down, m_down, mx_down, k = self._tables
+        x = a.clock_x[lo:hi]  # this step's relative clock (GpuPhysics.finish), for the clock-following HBM power
         high, drop, t, prev = self._b1[lo:hi], self._b2[lo:hi], self._b3[lo:hi], self._p_prev[lo:hi]
         # busy phase above the mean, held to the limit: min(D_up·g·f + M_up, max(limit − P, 0))
         np.take(d_up, gid, out=high, mode="clip")
@@ -147,6 +156,9 @@ class PowerPeaks:
         if f is not None:
             np.multiply(high, f, out=high)
         np.take(m_up, gid, out=t, mode="clip")
+        np.add(high, t, out=high)
+        np.take(mx_up, gid, out=t, mode="clip")
+        np.multiply(t, x, out=t)
         np.add(high, t, out=high)
         np.subtract(limit, p, out=t)
         np.maximum(t, 0.0, out=t)
@@ -157,6 +169,9 @@ class PowerPeaks:
         if f is not None:
             np.multiply(drop, f, out=drop)
         np.take(m_down, gid, out=t, mode="clip")
+        np.add(drop, t, out=drop)
+        np.take(mx_down, gid, out=t, mode="clip")
+        np.multiply(t, x, out=t)
         np.add(drop, t, out=drop)
         np.subtract(p, prev, out=t)
         np.maximum(drop, t, out=drop)

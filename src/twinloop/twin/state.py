@@ -1,9 +1,10 @@
 """Per-GPU state as structure-of-arrays (float32 where precision allows) and the vectorized GPU step.
 
 One step for all GPUs is about forty NumPy passes over float32 arrays, all in place into preallocated buffers:
-activity gather → static + HBM power → limits (user, caps, thermal) → DVFS (clock-scale target clipped to the
-supported range) → power → exact RC die and HBM temperatures → energy counter. The relative clock itself (the
-inverse of the clock scale, a table look-up) is computed only when asked for (telemetry samples, job pace).
+activity gather → static + fixed HBM power → limits (user, caps, thermal) → DVFS (clock-scale target from the
+HBM-aware inverse table, clipped to the supported range) → relative clock → HBM power at that clock → power →
+exact RC die and HBM temperatures → energy counter. The HBM power of the bytes that ride on tensor work follows
+the clock (:mod:`twinloop.twin.dvfs`), so the power needs the step's relative clock (a table look-up).
 Sparse events (kernel launch peaks, power brake, hardware slowdown) patch index subsets between passes, so
 they cost O(affected GPUs). See :mod:`twinloop.twin.dvfs` and :mod:`twinloop.twin.thermal` for the physics.
 """
@@ -16,7 +17,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.hardware.power import clock_scale
-from twinloop.twin.dvfs import INV_TABLE_SIZE, inverse_clock_table, kind_constants
+from twinloop.twin.dvfs import (
+    HBM_TABLE_ROWS,
+    INV_TABLE_SIZE,
+    hbm_clock_table,
+    hbm_split_w,
+    inverse_clock_table,
+    kind_constants,
+)
 from twinloop.twin.thermal import (
     HBM_DIE_COUPLING,
     HBM_R_C_PER_W,
@@ -68,7 +76,9 @@ class GpuArrays:
     buf_d: NDArray[np.float32]
     buf_m: NDArray[np.float32]
     buf_t: NDArray[np.float32]
+    buf_x: NDArray[np.float32]
     buf_i: NDArray[np.intp]
+    buf_j: NDArray[np.intp]
 
     def nbytes(self) -> int:
         """Bytes held by all per-GPU arrays."""
@@ -114,8 +124,30 @@ class GpuPhysics:
         per_rack = np.bincount(topo.gpu_rack, minlength=topo.n_racks)
         self.rack_shape = (topo.n_racks, int(per_rack[0])) if (per_rack == per_rack[0]).all() else None
         self.gpus: GpuArrays = self.initial(25.0)
+        self._hbm_inverse()
         self.d_table = np.zeros(1, dtype=F32)
         self.m_table = np.zeros(1, dtype=F32)
+        self.mx_table = np.zeros(1, dtype=F32)
+        self.dr_table = np.ones(1, dtype=F32)
+        self.row_table = np.zeros(1, dtype=np.intp)
+        self.hbm_clocked = False
+        self.slot_hbm_w = (np.zeros((1, self.n_kinds)), np.zeros((1, self.n_kinds)))  # (M0, Mx) per (slot, kind)
+
+    def _hbm_inverse(self) -> None:
+        """The HBM-aware inverse table, its ``r = Mx/D`` range and step (see :mod:`twinloop.twin.dvfs`).
+
+        ``Mx ≤ mem·k·tensor`` and ``D ≥ clocked_tensor·tensor``, so ``r`` is bounded per kind; a GPU whose dynamic
+        factor ``f`` is below 1 has ``r/f`` (its clocked power is ``f·D``, its HBM power is not scaled), so the
+        table reaches the smallest factor's bound, and such GPUs pick their own row each step.
+        """
+        kc = self.kc
+        tensor_w = np.maximum(kc.clocked_per_activity_w[:, 0].astype(np.float64), 1e-9)
+        self.r_bound = float(np.max(kc.mem_per_activity_w * kc.gemm_dram_per_tensor / tensor_w, initial=0.0))
+        f_min = 1.0 if self.dyn_factor is None else min(1.0, float(self.dyn_factor.min()))
+        self.r_step = max(self.r_bound / f_min, 1e-9) / (HBM_TABLE_ROWS - 1)
+        self.hbm_table = hbm_clock_table(self.kc.coeff, self.r_step * (HBM_TABLE_ROWS - 1)).reshape(-1)
+        # Per GPU 1/(f·r_step): its row is ceil(r·that) (only used with manufacturing variation).
+        self.row_scale = None if self.dyn_factor is None else (1.0 / (self.dyn_factor * self.r_step)).astype(F32)
 
     def initial(self, coolant_c: float) -> GpuArrays:
         """Fresh arrays: GPUs idle a few degrees above ``coolant_c``, limits at TDP, clocks uncapped."""
@@ -151,7 +183,9 @@ class GpuPhysics:
             buf_d=np.zeros(n, dtype=F32),
             buf_m=np.zeros(n, dtype=F32),
             buf_t=np.zeros(n, dtype=F32),
+            buf_x=np.zeros(n, dtype=F32),
             buf_i=np.zeros(n, dtype=np.intp),
+            buf_j=np.zeros(n, dtype=np.intp),
         )
 
     def set_thermal_resistance(self, idx: NDArray[np.int64], r_c_per_w: NDArray[np.float32]) -> None:
@@ -177,16 +211,26 @@ class GpuPhysics:
             a.gid[idx] = k
 
     def group_tables(self, slot_activity: NDArray[np.float64]) -> None:
-        """Per (slot, kind) clocked dynamic power at full clock ``D`` and HBM power ``M`` (W).
+        """Per (slot, kind) clocked dynamic power at full clock ``D``, fixed HBM power ``M0`` and clock-following
+        HBM power ``Mx`` (W per unit relative clock), and the HBM-aware inverse table's row and scale.
 
-        ``slot_activity`` has shape (slots, 3): tensor, sm, dram.
+        ``slot_activity`` has shape (slots, 3): tensor, sm, dram, the DRAM activity at the kind's reference clock.
+        Its part that rides on tensor work (``k·tensor·x``, at most all of it) follows the clock; the rest does not.
         """
         kc = self.kc
         d = slot_activity[:, :2] @ kc.clocked_per_activity_w.T.astype(np.float64)  # (slots, kinds)
         d[1:] += kc.context_w[None, :]  # every job slot holds a CUDA context; slot 0 (no job) does not
-        m = slot_activity[:, 2:3] * kc.mem_per_activity_w[None, :].astype(np.float64)
-        self.d_table = np.maximum(d, 1e-3).astype(F32).reshape(-1)
-        self.m_table = m.astype(F32).reshape(-1)
+        d = np.maximum(d, 1e-3)
+        m0, mx = hbm_split_w(slot_activity, kc, self.r_bound, d)
+        self.slot_hbm_w = (m0, mx)
+        rows = np.minimum(np.ceil(mx / (d * self.r_step)), HBM_TABLE_ROWS - 1)
+        self.d_table = d.astype(F32).reshape(-1)
+        self.m_table = m0.astype(F32).reshape(-1)
+        self.mx_table = mx.astype(F32).reshape(-1)
+        self.r_table = (mx / d).astype(F32).reshape(-1)
+        self.dr_table = (d * (1.0 + rows * self.r_step)).astype(F32).reshape(-1)
+        self.row_table = (rows.astype(np.intp) * INV_TABLE_SIZE).reshape(-1)
+        self.hbm_clocked = bool(mx.any())
 
     def per_gpu_from_rack(self, rack_values: NDArray[np.float32], out: NDArray[np.float32]) -> None:
         """Spread a per-rack value to the rack's GPUs (a broadcast copy when racks are uniform)."""
@@ -196,7 +240,8 @@ class GpuPhysics:
             np.take(rack_values, self.gpu_rack, out=out, mode="clip")
 
     def dvfs(self, rack_limit_w: NDArray[np.float32] | None) -> None:
-        """Limits and DVFS: fills ``g`` (clipped clock-scale), flags, and buffers ``s`` (static+HBM), ``d``, ``m``.
+        """Limits and DVFS: fills ``g`` (clipped clock-scale), flags, and buffers ``s`` (static + fixed HBM), ``d``,
+        ``m`` (fixed HBM).
 
         ``rack_limit_w`` is the cap-derived per-GPU limit per rack, or None when no cap binds.
         """
@@ -221,19 +266,59 @@ class GpuPhysics:
         np.multiply(t, a.inv_r, out=t)
         np.less(t, lim, out=a.thermal_bound)
         np.minimum(lim, t, out=lim)
-        g = a.g
+        # g where D·g(x) + Mx·x fills what is left: b = left / (D·(1 + r)) on the row of r (dvfs module docstring).
+        g, dr = a.g, a.buf_x
         np.subtract(lim, s, out=g)
-        np.divide(g, d, out=g)
+        if self.row_scale is None:
+            np.take(self.dr_table, a.gid, out=dr, mode="clip")
+            np.take(self.row_table, a.gid, out=a.buf_j, mode="clip")
+        else:
+            self._rows_with_variation(dr, d)
+        np.divide(g, dr, out=g)
+        np.clip(g, 0.0, 1.0, out=g)
+        np.multiply(g, self.table_scale, out=t)
+        np.copyto(a.buf_i, t, casting="unsafe")
+        np.add(a.buf_i, a.buf_j, out=a.buf_i)
+        np.take(self.hbm_table, a.buf_i, out=g, mode="clip")
         np.less(g, a.g_cap, out=a.limited)
         np.maximum(g, a.g_min, out=g)
         np.minimum(g, a.g_cap, out=g)
 
+    def _rows_with_variation(self, dr: NDArray[np.float32], d: NDArray[np.float32]) -> None:
+        """Each GPU's table row for its own ``r/f`` into ``buf_j`` (flat offset), ``f·D·(1 + r_row)`` into ``dr``.
+
+        ``d`` holds ``f·D``.
+        """
+        a = self.gpus
+        assert self.row_scale is not None
+        np.take(self.r_table, a.gid, out=dr, mode="clip")
+        np.multiply(dr, self.row_scale, out=dr)
+        np.ceil(dr, out=dr)
+        np.minimum(dr, F32(HBM_TABLE_ROWS - 1), out=dr)
+        np.multiply(dr, F32(INV_TABLE_SIZE), out=a.buf_t)
+        np.copyto(a.buf_j, a.buf_t, casting="unsafe")
+        np.multiply(dr, F32(self.r_step), out=dr)
+        np.add(dr, F32(1.0), out=dr)
+        np.multiply(dr, d, out=dr)
+
     def finish(self) -> None:
-        """Power, relative clock, die/HBM temperatures and energy from the (patched) ``g``."""
+        """Relative clock (into ``gpus.clock_x``, which the power peaks read), power, die/HBM temperatures and energy
+        from the (patched) ``g``.
+        """
         a = self.gpus
         p, g, t = a.power_w, a.g, a.buf_t
+        np.multiply(g, self.table_scale, out=t)
+        np.copyto(a.buf_i, t, casting="unsafe")
+        np.take(self.table, a.buf_i, out=a.clock_x, mode="clip")
         np.multiply(a.buf_d, g, out=p)
         np.add(p, a.buf_s, out=p)
+        if self.hbm_clocked:
+            # HBM power of the GEMM traffic at this step's clock: Mx·x, x = g⁻¹(g) (rounded down, as the cap needs).
+            mx = a.buf_x
+            np.take(self.mx_table, a.gid, out=mx, mode="clip")
+            np.multiply(mx, a.clock_x, out=mx)
+            np.add(a.buf_m, mx, out=a.buf_m)
+            np.add(p, mx, out=p)
         # Die: T_ss = T_cool + R·P, exact RC update.
         np.multiply(a.r_c_per_w, p, out=t)
         np.add(t, a.coolant_c, out=t)

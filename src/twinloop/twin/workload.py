@@ -19,7 +19,12 @@ from typing import Any
 
 @dataclass(frozen=True)
 class PhaseActivity:
-    """DCGM-style activities (0..1) of one phase: tensor pipes, SMs, DRAM."""
+    """DCGM-style activities (0..1) of one phase: tensor pipes, SMs, DRAM.
+
+    They hold at the GPU kind's reference clock, its dense GEMM's clock at TDP (the H100's 1,367 MHz, where the
+    power fit read its GEMM's activities): the DRAM traffic that rides on tensor work follows the clock away from it
+    (:mod:`twinloop.twin.dvfs`).
+    """
 
     tensor_active: float
     sm_active: float
