@@ -156,6 +156,7 @@ class Responder:
                 self._delayed = [d for d in self._delayed if d[1].incident_id != iid]
                 self._gates = [g for g in self._gates if g.request.incident_id != iid]
                 self._restarts.pop(iid, None)
+                self._slowing.discard(iid)
                 out.extend(self._restore(iid, now))
                 continue
             if incident.event_class in _SLOWING and root_level(incident.root) in ("gpu", "node"):
