@@ -72,6 +72,11 @@ def run(seed: int, duration_s: float | None, restart: RestartWhen | None = None)
         "straggler_roots_off": _stragglers(off),
         "straggler_roots_on": _stragglers(on),
         "straggler_decisions_on": _straggler_decisions(on),
+        "kept_back_on": [
+            f"t={a.ts:.0f} {a.request.reason.split(' on incident', 1)[0]}: {a.detail}"
+            for a in on.actions
+            if "kept back" in a.detail or "kept back" in a.request.reason
+        ],
         "injected_stragglers": [f.entity for f in (*off.faults, *off.background) if "straggler" in f.kind],
     }
 

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.closedloop.requeue_pace import requeue_pace
 from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, JobTiming, ancestor
+from twinloop.ops.respond.adapters.base import RequeuePace
 from twinloop.twin.actions import (
     Action,
     Drain,
@@ -123,6 +125,11 @@ class TwinAdapter(ActionAdapter):
         if j.spec.run_s is not None and j.first_start_s is not None:
             remaining = max(0.0, j.first_start_s + j.spec.run_s - now)
         return JobTiming(j.spec.checkpoint_write_s, j.spec.restart_overhead_s + j.profile.load_s, next_s, remaining)
+
+    def requeue_pace(self, job: str) -> RequeuePace | None:
+        """From the twin's scheduler and GPU rates (:func:`twinloop.closedloop.requeue_pace.requeue_pace`)."""
+        j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
+        return None if j is None else requeue_pace(self.twin, j)
 
     # ----- settings -------------------------------------------------------------------------------------
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:

@@ -86,8 +86,10 @@ class Scheduler:
         """Admission under the facility power budget."""
         return not self.admission_held and facility_w + est_w <= self.spec.admission_fraction * budget_w
 
-    def try_place(self, job: int, n_gpus: int, view: ClusterView) -> NDArray[np.int64] | None:
-        """Nodes for ``job`` (enough GPUs), marked as owned; None if they are not available."""
+    def choose(self, n_gpus: int, view: ClusterView) -> NDArray[np.int64] | None:
+        """The nodes placement would give a job of ``n_gpus`` GPUs (enough GPUs); None if they are not available.
+        Changes nothing (the loop asks it where a requeued job would land).
+        """
         free = view.free_nodes
         gpus = self.topo.node_gpus[free]
         if int(gpus.sum()) < n_gpus:
@@ -95,8 +97,13 @@ class Scheduler:
         # Uniform GPUs per node is the common case; with mixed nodes take enough in policy order.
         ordered = self.place(self.topo, view, free.size)
         need = int(np.searchsorted(np.cumsum(self.topo.node_gpus[ordered]), n_gpus) + 1)
-        nodes = np.sort(ordered[:need])
-        self.node_owner[nodes] = job
+        return np.sort(ordered[:need])
+
+    def try_place(self, job: int, n_gpus: int, view: ClusterView) -> NDArray[np.int64] | None:
+        """Nodes for ``job`` (:meth:`choose`), marked as owned; None if they are not available."""
+        nodes = self.choose(n_gpus, view)
+        if nodes is not None:
+            self.node_owner[nodes] = job
         return nodes
 
     def release(self, nodes: NDArray[np.int64]) -> None:

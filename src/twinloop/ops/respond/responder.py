@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from twinloop.ops.events import Incident
+from twinloop.ops.events import EventClass, Incident
 from twinloop.ops.respond.actions import (
     INVERSE,
     SETTING_KINDS,
@@ -31,6 +31,13 @@ from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
+
+#: Faults that slow a job down but let it compute: a requeue for one of them (rooted at a GPU or node) is only worth
+#: it if the job runs faster elsewhere, so it is kept back when the adapter says it would run slower. A hang, an
+#: SDC or a hardware error are not weighed: staying is not an option there.
+_SLOWING = frozenset(
+    {EventClass.COOLING_DEGRADATION, EventClass.THERMAL_THROTTLE, EventClass.POWER_DELIVERY_FAULT, EventClass.STRAGGLER}
+)
 
 #: Seconds of history before an action from which a ``trend`` expectation takes the pre-action slope.
 TREND_WINDOW_S = 60.0
@@ -112,6 +119,7 @@ class Responder:
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
         self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
+        self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
 
@@ -133,6 +141,8 @@ class Responder:
             iid = incident.incident_id
             if incident.status == "merged" and incident.merged_into is not None:
                 self._held.setdefault(incident.merged_into, []).extend(self._held.pop(iid, []))
+                if iid in self._slowing:
+                    self._slowing.add(incident.merged_into)
                 for i, (t, req, hold, mode) in enumerate(self._delayed):
                     if req.incident_id == iid:
                         self._delayed[i] = (t, replace(req, incident_id=incident.merged_into), hold, mode)
@@ -146,8 +156,11 @@ class Responder:
                 self._delayed = [d for d in self._delayed if d[1].incident_id != iid]
                 self._gates = [g for g in self._gates if g.request.incident_id != iid]
                 self._restarts.pop(iid, None)
+                self._slowing.discard(iid)
                 out.extend(self._restore(iid, now))
                 continue
+            if incident.event_class in _SLOWING and root_level(incident.root) in ("gpu", "node"):
+                self._slowing.add(iid)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
                 if rule.supply is not None and self._supply(incident) != rule.supply:
                     continue
@@ -249,7 +262,9 @@ class Responder:
             return known
         slowdown = incident.impact.job_slowdown
         jobs = self.adapter.resolve("job", incident)
-        choices = [choose_restart(slowdown, self.adapter.job_timing(job)) for job in jobs]
+        choices = [
+            choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job)) for job in jobs
+        ]
         choice = choices[0] if choices else choose_restart(slowdown, None)
         for other in choices[1:]:
             choice = choice.more_urgent(other)
@@ -265,7 +280,13 @@ class Responder:
     def _submit_for(
         self, request: ActionRequest, until_closed: bool, now: float, read: Reader, mode: Mode
     ) -> ActionResult:
-        """Submit an incident's request; remember it for restoring when its incident closes (``until_closed``)."""
+        """Submit an incident's request; remember it for restoring when its incident closes (``until_closed``). A
+        requeue for a fault that only slows the job is kept back when the job would run slower where it lands.
+        """
+        if request.kind == ActionKind.REQUEUE and request.incident_id in self._slowing:
+            pace = self.adapter.requeue_pace(request.target)
+            if pace is not None and pace.slower:
+                return self._record(request, "refused", now, pace.kept_back(), guard=False)
         result = self.submit(request, now, read, mode)
         retry_at_s = result.extra.get("retry_at_s")
         if result.status == "refused" and retry_at_s is not None and request.incident_id >= 0:

@@ -11,6 +11,10 @@ the whole job's progress over the job's remaining time ``T`` (unknown: long enou
 * **never** (drain only, so no new work lands on the node): ``s·T``, offered only when ``T`` is known, or when
   ``s`` is 0 (the job waits for a slower rank anyway: moving it would buy nothing).
 
+A restart that would land the job on slower GPUs than it runs on now (``pace``: the adapter's
+:meth:`~twinloop.ops.respond.adapters.base.ActionAdapter.requeue_pace` below 1) costs more than staying whatever
+``W``, ``R`` and ``T``: after it the job runs slower than with the straggler, so ``never`` wins outright.
+
 The cheapest wins; a tie goes to the less disruptive option. ``R`` is common to the first two, so choosing
 between them needs only ``W``, ``t`` and ``s``: ``now`` exactly when ``s·t > W``. A GPU at half speed with the next
 checkpoint more than ``2·W`` away is restarted at once; a 5 % straggler waits for a checkpoint up to ``20·W``
@@ -26,7 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from twinloop.ops.respond.adapters.base import JobTiming
+from twinloop.ops.respond.adapters.base import JobTiming, RequeuePace
 
 RestartWhen = Literal["now", "at_checkpoint", "never"]
 
@@ -47,17 +51,20 @@ class RestartChoice:
         return self if _URGENCY[self.when] >= _URGENCY[other.when] else other
 
 
-def choose_restart(slowdown: float | None, timing: JobTiming | None) -> RestartChoice:
+def choose_restart(slowdown: float | None, timing: JobTiming | None, pace: RequeuePace | None = None) -> RestartChoice:
     """Price the options for a straggler that costs its job ``slowdown`` (fraction of throughput) and pick one.
 
     Args:
         slowdown: fraction of the job's throughput the straggler costs (0: the job waits for a slower rank
             anyway); None when not measured.
         timing: the job's checkpoint write, restart, next checkpoint and remaining time, where known.
+        pace: the job's pace after a requeue over its pace now, where known.
 
     Returns:
         The cheapest option, with the costs compared in its ``why``.
     """
+    if pace is not None and pace.slower:
+        return RestartChoice("never", f"{pace.kept_back()}; expects: no new work on the node")
     t = timing or JobTiming()
     write_s, next_s = t.checkpoint_write_s, t.next_checkpoint_in_s
     if slowdown is not None and slowdown <= 0.0 and (write_s is None or next_s is None):

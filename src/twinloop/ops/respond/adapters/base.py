@@ -37,6 +37,29 @@ class JobTiming:
     remaining_s: float | None = None
 
 
+@dataclass(frozen=True)
+class RequeuePace:
+    """How fast a job would run if requeued now, against how fast it runs now.
+
+    Attributes:
+        relative: the job's pace on the GPUs a requeue would give it over its present pace (its slowest rank
+            now, a faulty GPU under its cap or thermal limit included); below 1: slower than staying.
+        gpus: those GPUs, in words (``64 h100-sxm + 128 a100-sxm-80gb``), for the audit trail.
+    """
+
+    relative: float
+    gpus: str
+
+    @property
+    def slower(self) -> bool:
+        """The requeue would run the job strictly slower than it runs now (equal pace is not slower)."""
+        return self.relative < 1.0
+
+    def kept_back(self) -> str:
+        """The audit line for a requeue not done because it would slow the job down."""
+        return f"requeue kept back: would run at {self.relative:.2f} of its present pace on {self.gpus}"
+
+
 def ancestor(entity: str, depth: int) -> str | None:
     """The id ``depth`` levels deep of ``site/row/rack/node/gpu`` (1 = site ... 5 = gpu), or None if shallower."""
     parts = entity.split("/")
@@ -71,6 +94,12 @@ class ActionAdapter(ABC):
     def job_timing(self, job: str) -> JobTiming | None:
         """What ``job``'s checkpoints and restarts cost (the straggler response weighs them); None when the
         adapter cannot tell (then the policy's response for an unknown cost applies).
+        """
+        return None
+
+    def requeue_pace(self, job: str) -> RequeuePace | None:
+        """``job``'s pace on the GPUs it would get if requeued now against its present pace; None when the adapter
+        cannot tell (a live scheduler requeues into the job's own partition: then a requeue goes ahead as before).
         """
         return None
 

@@ -1,0 +1,77 @@
+"""Where the twin's scheduler would put a job requeued now, and how fast it would run there against now.
+
+A synchronous job runs at its slowest rank's pace. Requeued, it goes back to the scheduler with its own nodes
+free again (drained and down nodes excluded) and lands where the placement policy picks from what the scheduler
+sees right now (the same rack headroom and coolant it would see at its next step). In a hall of several GPU
+models that can be slower GPUs than the job runs on now, faulty one included (mixed_hall: an H100 with a cooling
+fault is still faster than the A100s the requeue gives the job).
+
+Both paces use each GPU model's own rates (:mod:`twinloop.twin.gpu_rates`) and every GPU's straggle factor. The
+present pace takes each GPU at its clock now (a faulty GPU under its cap or thermal limit); the predicted one
+takes the new GPUs at their full clock, the most a requeue can give: the prediction is never worse than the
+requeue would be for clock reasons, so a requeue is kept back only when even that is slower than staying.
+Clocks count up to each GPU's ``f_max`` only, so a requeue onto GPUs of the job's own model with no fault reads
+exactly 1 (equal, not slower).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.ops.respond.adapters.base import RequeuePace
+from twinloop.twin.gpu_rates import work_rate
+from twinloop.twin.jobs import Job, Phase
+from twinloop.twin.scheduler import ClusterView
+
+if TYPE_CHECKING:
+    from twinloop.twin.engine import Twin
+
+
+def requeue_nodes(twin: Twin, job: Job) -> NDArray[np.int64] | None:
+    """The nodes the twin's scheduler would give ``job`` if it were requeued now; None if it would wait."""
+    s = twin.scheduler
+    free = np.flatnonzero(((s.node_owner < 0) | (s.node_owner == job.index)) & ~s.node_drained & ~s.node_down)
+    view = ClusterView(free, twin._rack_headroom(), twin.rack_coolant_c)
+    return s.choose(job.spec.gpus, view)
+
+
+def _slowest_rate(twin: Twin, job: Job, gpus: NDArray[np.int64], clock_x: NDArray[np.float64]) -> float:
+    """The slowest of ``gpus``' work rates for ``job`` at relative clocks ``clock_x`` (straggle factors in)."""
+    kind = twin.topo.gpu_kind[gpus]
+    n_kinds = len(twin.topo.kinds)
+    compute = job.rates.compute if job.rates is not None else np.ones(n_kinds)
+    memory = job.rates.memory if job.rates is not None else np.ones(n_kinds)
+    rate = work_rate(clock_x, job.profile.compute_fraction, compute[kind], memory[kind])
+    factor = np.ones(twin.topo.n_gpus)
+    factor[twin.background_stragglers] = twin.background_speed  # one entry per GPU (flatnonzero)
+    for gpu, f in twin.straggle.items():
+        factor[gpu] = min(factor[gpu], f)
+    return float((rate * factor[gpus]).min())
+
+
+def _in_words(twin: Twin, gpus: NDArray[np.int64]) -> str:
+    """``64 h100-sxm + 128 a100-sxm-80gb``: the GPUs per model, in the hall's order of models."""
+    counts = np.bincount(twin.topo.gpu_kind[gpus], minlength=len(twin.topo.kinds))
+    return " + ".join(f"{int(n)} {k.name}" for n, k in zip(counts, twin.topo.kinds, strict=True) if n)
+
+
+def requeue_pace(twin: Twin, job: Job) -> RequeuePace | None:
+    """``job``'s pace if requeued now over its pace now; None for a job not computing (nothing to compare) or one
+    that would wait in the queue (when it would start again the twin cannot tell here).
+    """
+    if job.kind != "training" or job.phase != Phase.SUSTAINED or job.gpus.size == 0:
+        return None
+    nodes = requeue_nodes(twin, job)
+    if nodes is None:
+        return None
+    topo = twin.topo
+    new = np.concatenate([np.arange(topo.node_start[n], topo.node_start[n] + topo.node_gpus[n]) for n in nodes])
+    new = new[: job.spec.gpus].astype(np.int64)  # the twin starts a job on its nodes' first GPUs
+    ph = twin.physics
+    now_x = np.minimum(ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64), 1.0)
+    present = _slowest_rate(twin, job, job.gpus, now_x)
+    predicted = _slowest_rate(twin, job, new, np.ones(new.size))
+    return RequeuePace(predicted / max(present, 1e-9), _in_words(twin, new))

@@ -1,0 +1,73 @@
+"""Issue 14: the twin adapter predicts where a requeue would land a job and its pace there against now, without
+changing the twin; the prediction is what the twin's scheduler then does.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from twinloop.closedloop.adapter import TwinAdapter
+from twinloop.twin.actions import Drain, RequeueJob
+from twinloop.twin.engine import Twin
+from twinloop.twin.scenario import scenario_from_dict
+
+from .test_adapter import twin_running
+
+_CDU = {"capacity_w": 3.0e5, "flow_kg_per_s": 6.0, "pump_power_w": 300}
+# Three H100 nodes and four A100 nodes; the job takes all three H100 nodes (first fit: the lowest nodes).
+MIXED = {
+    "name": "requeue-pace",
+    "site": "dc1",
+    "duration_s": 600,
+    "rows": [
+        {"racks": 1, "nodes_per_rack": 3, "node": {"gpu": "h100-sxm"}, "cdu": _CDU},
+        {"racks": 2, "nodes_per_rack": 2, "node": {"gpu": "a100-sxm-80gb"}, "cdu": _CDU},
+    ],
+    "power_chain": {"facility_power_budget_w": 1.0e6},
+    "scheduler": {"policy": "first_fit"},
+    "jobs": [{"name": "train", "kind": "training", "gpus": 24, "profile": {"load_bytes_per_gpu": 4e9}}],
+}
+JOB = "dc1/jobs/train"
+
+
+def _mixed(steps: float = 60.0) -> Twin:
+    twin = Twin(scenario_from_dict(MIXED, "t.yaml"), "t.yaml")
+    twin.run(steps)
+    return twin
+
+
+def test_a_requeue_onto_slower_gpus_is_predicted_as_the_twin_then_places_it() -> None:
+    twin = _mixed()
+    assert twin.apply(Drain("dc1/r01/k01/n01")).ok  # one of the job's H100 nodes: only two H100 nodes left free
+    owners, drained = twin.scheduler.node_owner.copy(), twin.scheduler.node_drained.copy()
+    pace = TwinAdapter(twin).requeue_pace(JOB)
+    assert pace is not None
+    assert pace.gpus == "16 h100-sxm + 8 a100-sxm-80gb"
+    assert pace.slower and 0.2 < pace.relative < 0.6  # an A100 rank sets the pace: A100/H100 work rate ~0.34
+    np.testing.assert_array_equal(twin.scheduler.node_owner, owners)  # no side effects
+    np.testing.assert_array_equal(twin.scheduler.node_drained, drained)
+    assert twin.apply(RequeueJob("train")).ok
+    twin.step()
+    job = twin.job_by_name("train")
+    assert job is not None
+    kinds = np.bincount(twin.topo.gpu_kind[job.gpus], minlength=2)
+    assert kinds.tolist() == [16, 8]
+
+
+def test_a_requeue_onto_the_jobs_own_gpu_model_is_not_slower() -> None:
+    twin = twin_running()  # a hall of one GPU model: a requeue is never slower than now
+    before = copy.deepcopy(twin.scheduler.node_owner)
+    pace = TwinAdapter(twin).requeue_pace(JOB)
+    assert pace is not None and not pace.slower and pace.relative >= 1.0
+    np.testing.assert_array_equal(twin.scheduler.node_owner, before)
+
+
+def test_a_job_that_would_wait_or_is_unknown_gets_no_prediction() -> None:
+    twin = _mixed()
+    a100 = [f"dc1/r02/k0{k}/n0{n}" for k in (1, 2) for n in (1, 2)]
+    for node in (*a100, "dc1/r01/k01/n01"):
+        assert twin.apply(Drain(node)).ok  # 2 free nodes for a 3-node job: it would wait in the queue
+    assert TwinAdapter(twin).requeue_pace(JOB) is None
+    assert TwinAdapter(twin).requeue_pace("dc1/jobs/nope") is None
