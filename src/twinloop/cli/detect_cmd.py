@@ -26,6 +26,7 @@ from twinloop.ops import (
     pipeline_incidents,
     read_series,
 )
+from twinloop.ops.detect.profiles import PROFILES
 
 if TYPE_CHECKING:
     from twinloop.ops import ProfileChoice
@@ -78,8 +79,9 @@ def detect(
     profile: str = typer.Option(
         None,
         "--profile",
-        help="Detector profile per signal kind: default, latency, utilisation, temperature, generic, or auto "
-        "(picked from the field / file name; generic when neither names a kind); replaces --detector. Without "
+        help=f"Detector profile per signal kind: {', '.join(PROFILES)}, or auto (picked from the field / file name; "
+        "generic when neither names a kind; count, for strongly periodic counts, only when asked for); replaces "
+        "--detector. Without "
         "--profile and --detector: default for GPU telemetry (sampled every 60 s or faster, nvidia-smi, DCGM "
         "fields), auto for slower series.",
     ),
