@@ -23,7 +23,6 @@ from numpy.typing import NDArray
 from twinloop.closedloop.adapter import TwinAdapter
 from twinloop.closedloop.twin_history import HORIZONS_S, TwinRecorder
 from twinloop.errors import InputError
-from twinloop.hardware.power import relative_speed
 from twinloop.ops import END, GpuLimits, PollResult, RackHeat, Sample, Topology
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_FLOW as CDU_FLOW
@@ -36,7 +35,7 @@ from twinloop.telemetry.fields import TWINLOOP_FI_PSU_STATE as PSU_STATE
 from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME as RANK_STEP_TIME
 from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
-from twinloop.twin.gpu_rates import work_rate
+from twinloop.twin.gpu_rates import gpu_work_rates
 from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec
 
@@ -71,14 +70,8 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
     straggler), before the collectives make every rank wait for the slowest. The job's own step time
     (``TWINLOOP_FI_JOB_STEP_TIME``) is the longest of these. Exact, no timer noise (a model, not a measurement).
     """
-    n = twin.topo.n_gpus
-    out = np.full(n, np.nan)
-    factor = np.ones(n)
-    if twin.straggle:
-        idx = np.fromiter(twin.straggle.keys(), dtype=np.int64)
-        np.minimum.at(factor, idx, np.fromiter(twin.straggle.values(), dtype=np.float64))
-    if twin.background_stragglers.size:
-        np.minimum.at(factor, twin.background_stragglers, twin.background_speed.astype(np.float64))
+    out = np.full(twin.topo.n_gpus, np.nan)
+    factor = twin.straggle_factors()
     ph = twin.physics
     for job in twin.jobs:  # per job, vectorized over its GPUs
         if job.kind != "training" or job.phase != Phase.SUSTAINED or job.gpus.size == 0:
@@ -86,11 +79,7 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
         p = job.profile
         x = ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64)
         cf = np.full(x.shape, p.compute_fraction)
-        if job.rates is None:
-            rate = relative_speed(x, 1.0, cf)
-        else:  # each rank at its own GPU model's rates (twin.gpu_rates), as the job's pace is
-            kind = twin.topo.gpu_kind[job.gpus]
-            rate = work_rate(x, cf, job.rates.compute[kind], job.rates.memory[kind])
+        rate = gpu_work_rates(x, cf, twin.topo.gpu_kind[job.gpus], job.rates)  # each rank at its own model's rates
         speed = rate * factor[job.gpus]
         out[job.gpus] = p.iteration_s / np.maximum(speed, 1e-6)
     return out

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.respond.adapters.base import RequeuePace
-from twinloop.twin.gpu_rates import work_rate
+from twinloop.twin.gpu_rates import gpu_work_rates
 from twinloop.twin.jobs import Job, Phase
 from twinloop.twin.scheduler import ClusterView
 
@@ -40,16 +40,8 @@ def requeue_nodes(twin: Twin, job: Job) -> NDArray[np.int64] | None:
 
 def _slowest_rate(twin: Twin, job: Job, gpus: NDArray[np.int64], clock_x: NDArray[np.float64]) -> float:
     """The slowest of ``gpus``' work rates for ``job`` at relative clocks ``clock_x`` (straggle factors in)."""
-    kind = twin.topo.gpu_kind[gpus]
-    n_kinds = len(twin.topo.kinds)
-    compute = job.rates.compute if job.rates is not None else np.ones(n_kinds)
-    memory = job.rates.memory if job.rates is not None else np.ones(n_kinds)
-    rate = work_rate(clock_x, job.profile.compute_fraction, compute[kind], memory[kind])
-    factor = np.ones(twin.topo.n_gpus)
-    factor[twin.background_stragglers] = twin.background_speed  # one entry per GPU (flatnonzero)
-    for gpu, f in twin.straggle.items():
-        factor[gpu] = min(factor[gpu], f)
-    return float((rate * factor[gpus]).min())
+    rate = gpu_work_rates(clock_x, job.profile.compute_fraction, twin.topo.gpu_kind[gpus], job.rates)
+    return float((rate * twin.straggle_factors()[gpus]).min())
 
 
 def _in_words(twin: Twin, gpus: NDArray[np.int64]) -> str:

@@ -202,6 +202,18 @@ class Twin(ClusterOps):
             out[k] = view
         return out
 
+    def straggle_factors(self) -> NDArray[np.float64]:
+        """Per GPU, its speed factor: the slower of an injected ``straggler`` fault and a background straggler (1
+        elsewhere).
+        """
+        factor = np.ones(self.topo.n_gpus)
+        if self.straggle:
+            idx = np.fromiter(self.straggle.keys(), dtype=np.int64)
+            np.minimum.at(factor, idx, np.fromiter(self.straggle.values(), dtype=np.float64))
+        if self.background_stragglers.size:
+            np.minimum.at(factor, self.background_stragglers, self.background_speed.astype(np.float64))
+        return factor
+
     def apply(self, action: Action) -> ActionResult:
         """Validate and apply a command between steps (see :mod:`twinloop.twin.actions`)."""
         result = apply_action(self, action)

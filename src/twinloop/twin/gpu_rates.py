@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.hardware.gpu import GpuSpec
+from twinloop.hardware.power import relative_speed
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,21 @@ def work_rate(
     x = np.maximum(clock_x, 1e-6)
     cf = np.asarray(compute_fraction, dtype=np.float64)
     return np.asarray(1.0 / (cf / (x * compute_rate) + (1.0 - cf) / memory_rate), dtype=np.float64)
+
+
+def gpu_work_rates(
+    clock_x: NDArray[np.float64],
+    compute_fraction: float | NDArray[np.float64],
+    kind: NDArray[np.integer],
+    rates: KindRates | None,
+) -> NDArray[np.float64]:
+    """Each GPU's work rate at its relative clock, at its own model's rates (``rates`` None: every GPU is the
+    job's reference model, :func:`twinloop.hardware.power.relative_speed`).
+    """
+    if rates is None:
+        cf = np.asarray(compute_fraction, dtype=np.float64)
+        return np.asarray(relative_speed(clock_x, 1.0, cf), dtype=np.float64)
+    return work_rate(clock_x, compute_fraction, rates.compute[kind], rates.memory[kind])
 
 
 def slot_rates(
