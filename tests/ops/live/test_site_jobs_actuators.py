@@ -20,7 +20,7 @@ from twinloop.ops.live.actuators import DryRunFirst, make_actuator
 from twinloop.ops.live.jobs import JobMap, expand_hostlist, k8s_jobs, load_job_file, parse_squeue_json, slurm_jobs
 from twinloop.ops.live.site import load_site, place_gpus
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, RequeuePace
 
 GPUS = ("s/r/k/node01/gpu0", "s/r/k/node01/gpu1", "s/r/k/node02/gpu0", "s/r/k/node03/gpu0")
 
@@ -116,6 +116,9 @@ class _Answering(ActionAdapter):
 
     def is_serving(self, job: str) -> bool | None:
         return False
+
+    def requeue_pace(self, job: str) -> RequeuePace | None:
+        return RequeuePace(0.5, "8 a100-sxm-80gb")
 
     def job_of(self, entity: str) -> str | None:
         return "dc/jobs/train"
