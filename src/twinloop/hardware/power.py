@@ -122,6 +122,15 @@ REF_GEMM_TEMP_C = 66.0
 REF_GEMM_CLOCK_FRACTION = 1367.0 / 1980.0
 
 
+def reference_gemm_clock_x(gpu: GpuSpec) -> float:
+    """Relative clock of ``gpu``'s dense GEMM at TDP, the fit's anchor: the catalog's ``gemm_clock_at_tdp_mhz`` over
+    f_max (None: the H100's measured 1,367 of 1,980 MHz).
+    """
+    if gpu.gemm_clock_at_tdp_mhz is None:
+        return REF_GEMM_CLOCK_FRACTION
+    return gpu.gemm_clock_at_tdp_mhz / gpu.sm_clock_max_mhz
+
+
 def coefficients_for(gpu: GpuSpec, base: PowerCoefficients = DEFAULT_COEFFICIENTS) -> PowerCoefficients:
     """The H100 fit scaled to ``gpu``: every term relative to its ``tdp − idle`` and ``f_max``, and the tensor
     term set so that a dense GEMM at TDP runs at the catalog's ``gemm_clock_at_tdp_mhz`` (None: at the H100's
@@ -129,7 +138,7 @@ def coefficients_for(gpu: GpuSpec, base: PowerCoefficients = DEFAULT_COEFFICIENT
     """
     if gpu.gemm_clock_at_tdp_mhz is None:
         return base
-    x = gpu.gemm_clock_at_tdp_mhz / gpu.sm_clock_max_mhz
+    x = reference_gemm_clock_x(gpu)
     dyn = gpu.tdp_w - gpu.idle_power_w
     tensor, sm, dram = REF_GEMM_ACTIVITY
     static = gpu.idle_power_w * (1.0 + base.leak_per_c * (REF_GEMM_TEMP_C - T_REF_C))

@@ -36,10 +36,10 @@ from numpy.typing import NDArray
 from twinloop.hardware.gpu import GpuSpec
 from twinloop.hardware.power import (
     DEFAULT_COEFFICIENTS,
-    REF_GEMM_CLOCK_FRACTION,
     GpuPowerModel,
     PowerCoefficients,
     clock_scale,
+    reference_gemm_clock_x,
 )
 from twinloop.plan import efficiency as effc
 from twinloop.plan.activity import gemm_hbm_s
@@ -87,7 +87,7 @@ def kind_constants(kinds: tuple[GpuSpec, ...]) -> KindConstants:
         context_w=np.array(context, dtype=np.float32),
         mem_per_activity_w=np.array(mem, dtype=np.float32),
         gemm_dram_per_tensor=np.array([gemm_dram_per_tensor(k) for k in kinds], dtype=np.float32),
-        ref_clock_x=np.array([reference_clock_x(k) for k in kinds], dtype=np.float32),
+        ref_clock_x=np.array([reference_gemm_clock_x(k) for k in kinds], dtype=np.float32),
         clock_max_mhz=fmax,
         clock_min_mhz=fmin,
         g_min=np.asarray(clock_scale(fmin.astype(np.float64) / fmax, coeff)).astype(np.float32),
@@ -132,15 +132,6 @@ def gemm_dram_per_tensor(gpu: GpuSpec) -> float:
     """
     peak = gpu.tflops("bf16") * 1e12 * gpu.sm_clock_max_mhz / gpu.peak_clock_mhz
     return float(gemm_hbm_s(np.ones(1), peak, effc.HBM_EFFICIENCY * gpu.hbm_bandwidth_bytes_per_s)[0])
-
-
-def reference_clock_x(gpu: GpuSpec) -> float:
-    """Relative clock at which a profile's activities hold: the kind's dense GEMM at TDP (the power fit's anchor,
-    :func:`twinloop.hardware.power.coefficients_for`; the H100's 1,367 of 1,980 MHz).
-    """
-    if gpu.gemm_clock_at_tdp_mhz is None:
-        return REF_GEMM_CLOCK_FRACTION
-    return gpu.gemm_clock_at_tdp_mhz / gpu.sm_clock_max_mhz
 
 
 def hbm_clock_table(

@@ -8,8 +8,8 @@ Serving: the plan's prefill phase becomes the compute phase and its decode phase
 decode token rates per replica come from the plan's iterations at full clock.
 
 A plan's phase activities hold at the clock the plan found for it; the twin's profiles hold at the kind's reference
-clock (:func:`twinloop.twin.dvfs.reference_clock_x`), so each phase's DRAM activity is moved there by its GEMM traffic,
-which follows the clock (``k·tensor·Δx``, :func:`twinloop.twin.dvfs.gemm_dram_per_tensor`).
+clock (:func:`twinloop.hardware.power.reference_gemm_clock_x`), so each phase's DRAM activity is moved there by its
+GEMM traffic, which follows the clock (``k·tensor·Δx``, :func:`twinloop.twin.dvfs.gemm_dram_per_tensor`).
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from functools import cache
 from typing import Any
 
 from twinloop.hardware.gpu import GpuSpec, get_gpu
-from twinloop.hardware.power import relative_speed
-from twinloop.twin.dvfs import gemm_dram_per_tensor, reference_clock_x
+from twinloop.hardware.power import reference_gemm_clock_x, relative_speed
+from twinloop.twin.dvfs import gemm_dram_per_tensor
 from twinloop.twin.workload import PhaseActivity, WorkloadProfile
 
 
 def at_reference_clock(gpu: GpuSpec, tensor: float, sm: float, dram: float, clock_mhz: float) -> PhaseActivity:
     """A planned phase's activities (at ``clock_mhz``) as the twin takes them: at the kind's reference clock."""
-    shift = gemm_dram_per_tensor(gpu) * tensor * (reference_clock_x(gpu) - clock_mhz / gpu.sm_clock_max_mhz)
+    shift = gemm_dram_per_tensor(gpu) * tensor * (reference_gemm_clock_x(gpu) - clock_mhz / gpu.sm_clock_max_mhz)
     return PhaseActivity(tensor, sm, min(1.0, max(0.0, dram + shift)))
 
 
