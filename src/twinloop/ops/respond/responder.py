@@ -152,9 +152,7 @@ class Responder:
                     else g
                     for g in self._gates
                 ]
-            if incident.status != "open":
-                self._delayed = [d for d in self._delayed if d[1].incident_id != iid]
-                self._gates = [g for g in self._gates if g.request.incident_id != iid]
+            if incident.status != "open":  # its delayed and gated actions went in _drop_waiting_of_closed
                 self._restarts.pop(iid, None)
                 self._slowing.discard(iid)
                 out.extend(self._restore(iid, now))
