@@ -21,7 +21,7 @@ from twinloop.errors import InputError, unknown_name
 from twinloop.ops.events import Incident
 from twinloop.ops.live.jobs import JobMap
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, RequeuePace
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, RequeuePace, leaf
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
 from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
@@ -46,7 +46,7 @@ class CordonAdapter(KubernetesAdapter):
 
     def argv(self, request: ActionRequest) -> list[str]:
         """``kubectl cordon|uncordon NODE``."""
-        node = request.target.rstrip("/").rsplit("/", 1)[-1]
+        node = leaf(request.target)
         return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]
 
 

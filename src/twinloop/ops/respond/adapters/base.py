@@ -60,6 +60,11 @@ class RequeuePace:
         return f"requeue kept back: would run at {self.relative:.2f} of its present pace on {self.gpus}"
 
 
+def leaf(entity: str) -> str:
+    """The scheduler's name for an entity: the last path component (node or job id)."""
+    return entity.rstrip("/").rsplit("/", 1)[-1]
+
+
 def ancestor(entity: str, depth: int) -> str | None:
     """The id ``depth`` levels deep of ``site/row/rack/node/gpu`` (1 = site ... 5 = gpu), or None if shallower."""
     parts = entity.split("/")

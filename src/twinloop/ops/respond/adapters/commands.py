@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, leaf
 from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -42,11 +42,6 @@ def slurm_end_time_s(text: str, job: str) -> float | None:
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
-
-
-def _leaf(entity: str) -> str:
-    """The scheduler's name for an entity: the last path component (node or job id)."""
-    return entity.rstrip("/").rsplit("/", 1)[-1]
 
 
 class CommandAdapter(ActionAdapter):
@@ -118,7 +113,7 @@ class SlurmAdapter(CommandAdapter):
         timing = super().job_timing(job)
         if timing is None or timing.remaining_s is not None or self.heartbeats is None:
             return timing
-        target = _leaf(job)
+        target = leaf(job)
         try:
             done = self._runner(["squeue", "--json", "--jobs", target])
         except (OSError, subprocess.TimeoutExpired):
@@ -130,7 +125,7 @@ class SlurmAdapter(CommandAdapter):
 
     def argv(self, request: ActionRequest) -> list[str]:
         """``scontrol``/``scancel`` command line for ``request``."""
-        target = _leaf(request.target)
+        target = leaf(request.target)
         reason = f"twinloop: {request.reason or request.kind}"
         if request.kind == ActionKind.DRAIN:
             return ["scontrol", "update", f"nodename={target}", "state=drain", f"reason={reason}"]
@@ -149,7 +144,7 @@ class KubernetesAdapter(CommandAdapter):
 
     def argv(self, request: ActionRequest) -> list[str]:
         """``kubectl`` command line for ``request``."""
-        node = _leaf(request.target)
+        node = leaf(request.target)
         if request.kind == ActionKind.DRAIN:
             return ["kubectl", "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"]
         return ["kubectl", "uncordon", node]

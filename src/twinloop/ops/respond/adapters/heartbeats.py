@@ -46,7 +46,7 @@ from statistics import median
 from typing import Any
 
 from twinloop.errors import InputError
-from twinloop.ops.respond.adapters.base import JobTiming
+from twinloop.ops.respond.adapters.base import JobTiming, leaf
 
 EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
 #: Medians are over a job's last 20 checkpoints or restarts: a job that changed its cadence is judged by its new one.
@@ -154,10 +154,10 @@ def derive_timing(events: JobEvents, now_s: float) -> JobTiming:
 
 def _job_file(job: str) -> str:
     """The scheduler's id of ``job`` (the last part of ``site/jobs/<id>``), checked to be a plain file name."""
-    leaf = job.rstrip("/").rsplit("/", 1)[-1]
-    if not leaf or leaf in (".", "..") or "\0" in leaf:
+    name = leaf(job)
+    if not name or name in (".", "..") or "\0" in name:
         raise InputError("--job", "", f"{job!r} is not a job id (a Slurm job id or namespace.pod)")
-    return leaf
+    return name
 
 
 def record(directory: str | Path, job: str, event: str, ts: float | None = None) -> Path:

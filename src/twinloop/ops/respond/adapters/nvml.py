@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, leaf
 
 
 def _gpu_index(entity: str) -> int | None:
     """GPU index from an entity id's last component (``.../g3`` or ``.../3``); None for non-GPU ids."""
-    leaf = entity.rstrip("/").rsplit("/", 1)[-1]
-    digits = leaf[1:] if leaf[:1] == "g" else leaf
+    name = leaf(entity)
+    digits = name[1:] if name[:1] == "g" else name
     return int(digits) if digits.isdigit() else None
 
 
