@@ -24,7 +24,6 @@ from numpy.typing import NDArray
 from twinloop.ops.respond.adapters.base import RequeuePace
 from twinloop.twin.gpu_rates import gpu_work_rates
 from twinloop.twin.jobs import Job, Phase
-from twinloop.twin.scheduler import ClusterView
 
 if TYPE_CHECKING:
     from twinloop.twin.engine import Twin
@@ -34,8 +33,7 @@ def requeue_nodes(twin: Twin, job: Job) -> NDArray[np.int64] | None:
     """The nodes the twin's scheduler would give ``job`` if it were requeued now; None if it would wait."""
     s = twin.scheduler
     free = np.flatnonzero(((s.node_owner < 0) | (s.node_owner == job.index)) & ~s.node_drained & ~s.node_down)
-    view = ClusterView(free, twin._rack_headroom(), twin.rack_coolant_c)
-    return s.choose(job.spec.gpus, view)
+    return s.choose(job.spec.gpus, twin.cluster_view(free))
 
 
 def _slowest_rate(twin: Twin, job: Job, gpus: NDArray[np.int64], clock_x: NDArray[np.float64]) -> float:

@@ -154,7 +154,7 @@ class ClusterOps(SiteState):
             if not self.scheduler.admit(est, self.facility_w, self.chain.budget_w):
                 continue
             if view is None:
-                view = ClusterView(self.scheduler.free_nodes(), self._rack_headroom(), self.rack_coolant_c)
+                view = self.cluster_view(self.scheduler.free_nodes())
             nodes = self.scheduler.try_place(j, job.spec.gpus, view)
             if nodes is None:
                 continue
@@ -162,9 +162,10 @@ class ClusterOps(SiteState):
             self.scheduler.queue.remove(j)
             self._start(job, nodes)
 
-    def _rack_headroom(self) -> NDArray[np.float64]:
+    def cluster_view(self, free_nodes: NDArray[np.int64]) -> ClusterView:
+        """What the scheduler sees of ``free_nodes`` now: each rack's PDU headroom and coolant temperature."""
         rack_w = self.flows.rack_w if self.flows is not None else np.zeros(self.topo.n_racks)
-        return np.asarray(self.pdu_rating_w - rack_w)
+        return ClusterView(free_nodes, np.asarray(self.pdu_rating_w - rack_w), self.rack_coolant_c)
 
     def _start(self, job: Job, nodes: NDArray[np.int64]) -> None:
         gpus = np.concatenate(
