@@ -124,6 +124,22 @@ def hbm_split_w(
     return dram * mem - mx * x_ref, mx
 
 
+def dram_activity_at_clock(
+    activity: NDArray[np.float64], kind: NDArray[np.int64], clock_x: NDArray[np.float64], kc: KindConstants
+) -> NDArray[np.float64]:
+    """DRAM activity per GPU at relative clock ``clock_x``: the phase's value at its kind's reference clock, with
+    the GEMM traffic's share (the ``Mx`` of :func:`hbm_split_w`) moved to the clock the GPU runs at.
+
+    ``activity`` is ``(n, 3)`` (tensor, sm, dram at the reference clock), ``kind`` each row's GPU kind. What DCGM's
+    ``DRAM_ACTIVE`` reads on a GPU capped below its reference clock: the GEMMs stretch, so their bytes per second
+    fall, while memory-bound kernels keep theirs.
+    """
+    x_ref = kc.ref_clock_x[kind].astype(np.float64)
+    dram = activity[:, 2]
+    per_x = np.minimum(activity[:, 0] * kc.gemm_dram_per_tensor[kind], dram / x_ref)
+    return np.asarray(np.clip(dram + per_x * (clock_x - x_ref), 0.0, 1.0))
+
+
 def gemm_dram_per_tensor(gpu: GpuSpec) -> float:
     """DRAM activity of GEMM operand traffic per unit tensor activity at f_max (the planner's bytes per FLOP).
 

@@ -74,6 +74,7 @@ from twinloop.telemetry.fields import (
     TWINLOOP_FI_ROW_POWER,
     TWINLOOP_FI_WETBULB_TEMP,
 )
+from twinloop.twin.dvfs import dram_activity_at_clock
 from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import Phase
 from twinloop.twin.operations import ClusterOps
@@ -260,7 +261,9 @@ class TelemetryRecorder:
             DCGM_FI_PROF_GR_ENGINE_ACTIVE: util / np.float32(100.0),
             DCGM_FI_PROF_SM_ACTIVE: act[:, 1].astype(np.float32),
             DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: act[:, 0].astype(np.float32),
-            DCGM_FI_PROF_DRAM_ACTIVE: act[:, 2].astype(np.float32),
+            DCGM_FI_PROF_DRAM_ACTIVE: dram_activity_at_clock(
+                act, self._kept(twin.topo.gpu_kind), clock_x.astype(np.float64), ph.kc
+            ).astype(np.float32),
             DCGM_FI_DEV_FB_USED: fb.astype(np.float32),
             DCGM_FI_DEV_FB_FREE: (
                 np.maximum(self._hbm_mib()[self._kept(twin.topo.gpu_kind)] - fb, 0.0) * powered
