@@ -19,6 +19,8 @@ Run (two ~1 h passes per seed, ~25-50 s each on this machine):
     PYTHONPATH=src .venv/bin/python benchmarks/psu_response_trace.py --seeds 0 1 2 3 4
     PYTHONPATH=src .venv/bin/python benchmarks/psu_response_trace.py --seeds 0 1 2 3 4 --loop-on-only --without-cap
     PYTHONPATH=src .venv/bin/python benchmarks/psu_response_trace.py --scenario power-events --seeds 0 1 2 3 4
+    PYTHONPATH=src .venv/bin/python benchmarks/psu_response_trace.py --scenario power-events --seeds 0 1 2 3 4 \
+        --without-fault gpu_fall_off_bus
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ RULE = "power-delivery-fault"
 JOB = "train-llama-70b"
 
 
-def spec_for(seed: int, scenario: str = "default") -> ScenarioSpec:
-    """The packaged ``scenario`` with ``seed``."""
+def spec_for(seed: int, scenario: str = "default", without: tuple[str, ...] = ()) -> ScenarioSpec:
+    """The packaged ``scenario`` with ``seed``, less its injected faults of the kinds ``without``."""
     path = Path(twinloop.__file__).parent / "scenarios" / f"{scenario}.yaml"
     raw = yaml.safe_load(path.read_text())
     raw["seed"] = seed
+    raw["faults"] = [f for f in raw.get("faults", []) if f["kind"] not in without]
     return scenario_from_dict(raw, str(path), str(path.parent))
 
 
@@ -135,10 +138,12 @@ class Trace:
         return f"{cap}, job computing"
 
 
-def run(seed: int, loop_on: bool, policy: Policy | None, scenario: str = "default") -> dict[str, object]:
+def run(
+    seed: int, loop_on: bool, policy: Policy | None, scenario: str = "default", without: tuple[str, ...] = ()
+) -> dict[str, object]:
     """One pass; its totals and the trace by category."""
     trace = Trace()
-    r = run_pass(spec_for(seed, scenario), loop_on, policy=policy, on_step=trace)
+    r = run_pass(spec_for(seed, scenario, without), loop_on, policy=policy, on_step=trace)
     goodput = {j["name"]: j["goodput_tokens_per_s"] for j in r.summary["jobs"]}
     return {
         "seed": seed,
@@ -161,6 +166,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", default="default", help="a packaged scenario (default: default)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--without-fault", nargs="*", default=[], help="leave out the scenario's faults of these kinds")
     ap.add_argument("--loop-on-only", action="store_true")
     ap.add_argument("--without-cap", action="store_true", help=f"no power cap in the {RULE} rule")
     ap.add_argument("--fixed-wait-s", type=float, default=0.0, help="drain and requeue no earlier than this")
@@ -169,7 +175,8 @@ def main() -> None:
     policy = policy_variant(args.without_cap, args.fixed_wait_s, args.stay_capped)
     for seed in args.seeds:
         for loop_on in (True,) if args.loop_on_only else (False, True):
-            print(json.dumps(run(seed, loop_on, policy if loop_on else None, args.scenario)), flush=True)
+            out = run(seed, loop_on, policy if loop_on else None, args.scenario, tuple(args.without_fault))
+            print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":
