@@ -113,7 +113,9 @@ class Trace:
         delta = job.iterations - self._iterations
         self._iterations = job.iterations
         if delta < 0:
-            reason = next((e.detail for e in result.events if e.kind == "job_interrupted" and JOB in e.entity), "?")
+            # No interruption in the step: the loop's requeue, applied between steps, dropped work since the save.
+            details = [e.detail for e in result.events if e.kind == "job_interrupted" and JOB in e.entity]
+            reason = details[0] if details else "loop requeue"
             self.job_lost.append((result.t_s, reason.split(" on ")[0].split(";")[0], -delta))
             return
         psu_open = bool((twin.chain.psus_alive < twin.chain.psus_installed).any())
