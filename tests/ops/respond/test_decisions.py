@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from twinloop.ops.events import EventClass, Incident, Severity
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.base import JobTiming
 from twinloop.ops.respond.policy import default_policy
 from twinloop.ops.respond.responder import Responder
 
@@ -146,3 +147,51 @@ def test_one_bad_gpu_in_a_serving_fleet_takes_out_its_replica_not_the_fleet() ->
     assert requeues == [(0.0, "refused")]
     assert ActionKind.REQUEUE not in [a.kind for a in adapter.applied]
     assert [a.target for a in adapter.applied if a.kind == ActionKind.DRAIN] == ["dc/r1/k2/n1"]
+
+
+class TimedAdapter(CheckpointAdapter):
+    """A job whose checkpoint write, restart and next checkpoint the cluster can tell."""
+
+    def __init__(self, done_at_s: float, supply_w: float, next_checkpoint_in_s: float) -> None:
+        super().__init__(done_at_s=done_at_s, supply_w=supply_w)
+        self.timing = JobTiming(checkpoint_write_s=20.0, restart_s=120.0, next_checkpoint_in_s=next_checkpoint_in_s)
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        return self.timing
+
+
+def test_a_slight_shortfall_moves_the_job_at_its_own_checkpoint() -> None:
+    """Supplies carrying 665 of the GPUs' 700 W: the cap costs the job at most 5 %, so running capped until its own
+    checkpoint 300 s away (<= 15 s of its progress) costs less than a forced 20 s write. Today: forced checkpoint."""
+    adapter = TimedAdapter(done_at_s=300.0, supply_w=665.0, next_checkpoint_in_s=300.0)
+    r = Responder(default_policy(), adapter, mode="auto")
+    incident = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
+    requeues = _drive(r, adapter, incident, 400)
+    kinds = [x.request.kind for x in r.log if x.status == "applied"]
+    assert ActionKind.CHECKPOINT not in kinds
+    assert kinds[:2] == [ActionKind.POWER_CAP, ActionKind.DRAIN]
+    assert requeues == [(300.0, "applied")]
+    cap = next(x for x in r.log if x.request.kind == ActionKind.POWER_CAP)
+    assert "restart at its own checkpoint" in cap.request.reason and "at most 5.0%" in cap.request.reason
+
+
+def test_a_deep_shortfall_still_checkpoints_and_moves_at_once() -> None:
+    """Supplies carrying 450 of 700 W: up to 36 % slower for 300 s (~107 s) costs more than a 20 s write."""
+    adapter = TimedAdapter(done_at_s=25.0, supply_w=450.0, next_checkpoint_in_s=300.0)
+    r = Responder(default_policy(), adapter, mode="auto")
+    incident = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
+    requeues = _drive(r, adapter, incident, 100)
+    kinds = [x.request.kind for x in r.log if x.status == "applied"]
+    assert kinds[:3] == [ActionKind.POWER_CAP, ActionKind.CHECKPOINT, ActionKind.DRAIN]
+    assert requeues == [(25.0, "applied")]
+
+
+def test_supplies_below_the_floor_move_the_job_at_once() -> None:
+    """Supplies that cannot carry the GPUs' 200 W floor: the node trips whatever the cap, so no waiting, even for
+    a checkpoint 30 s away."""
+    adapter = TimedAdapter(done_at_s=25.0, supply_w=150.0, next_checkpoint_in_s=30.0)
+    r = Responder(default_policy(), adapter, mode="auto")
+    incident = make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
+    _drive(r, adapter, incident, 100)
+    kinds = [x.request.kind for x in r.log if x.status == "applied"]
+    assert ActionKind.CHECKPOINT in kinds

@@ -71,9 +71,12 @@ def test_a_requeue_at_equal_or_better_or_unknown_pace_goes_ahead(pace: RequeuePa
 
 
 def test_a_power_delivery_fault_keeps_the_job_too() -> None:
+    """Priced like a straggler's (the requeue would run slower: keep the job): the node is capped and drained, and
+    no checkpoint is forced for a requeue that will not come."""
     r = _run(PacedAdapter(SLOWER), _incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1"), until_s=4000)
-    assert "requeue" not in _applied(r)
-    assert any(a.detail.startswith("requeue kept back") for a in r.log)
+    assert _applied(r) == ["power_cap", "drain"]
+    cap = next(a for a in r.log if a.request.kind == ActionKind.POWER_CAP)
+    assert "power-delivery-kept" in cap.request.reason and "requeue kept back" in cap.request.reason
 
 
 def test_a_straggler_whose_requeue_would_run_slower_is_only_drained() -> None:

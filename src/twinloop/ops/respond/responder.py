@@ -253,21 +253,42 @@ class Responder:
 
     def _restart(self, incident: Incident) -> RestartChoice:
         """When moving the incident's job(s) off its node pays (:func:`choose_restart`), decided once per incident
-        (a later step must not pick a second option and fire its rule too); the most urgent over its jobs.
+        (a later step must not pick a second option and fire its rule too); the most urgent over its jobs. A
+        straggler costs its job the slowdown the detector measured; a short supply the cap's shortfall.
         """
         known = self._restarts.get(incident.incident_id)
         if known is not None:
             return known
-        slowdown = incident.impact.job_slowdown
+        slowdown, cause = incident.impact.job_slowdown, "straggler costs the job"
+        if incident.event_class == EventClass.POWER_DELIVERY_FAULT:
+            slowdown, cause = self._supply_shortfall(incident), "the supply cap costs the job at most"
         jobs = self.adapter.resolve("job", incident)
         choices = [
-            choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job)) for job in jobs
+            choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job), cause)
+            for job in jobs
         ]
-        choice = choices[0] if choices else choose_restart(slowdown, None)
+        choice = choices[0] if choices else choose_restart(slowdown, None, cause=cause)
         for other in choices[1:]:
             choice = choice.more_urgent(other)
         self._restarts[incident.incident_id] = choice
         return choice
+
+    def _supply_shortfall(self, incident: Incident) -> float | None:
+        """The most a cap at what the incident's nodes' working supplies carry can cost the job: ``1 - cap/max`` on
+        the worst node, 1 where the supplies cannot carry the GPUs' lowest limit (the node trips whatever the cap);
+        None when the adapter cannot tell (then the job moves at once, the cautious answer). Near the maximum the
+        clock falls more slowly than the power (dynamic power grows faster than the clock), so this errs toward
+        moving the job at once.
+        """
+        worst: float | None = None
+        for node in self.adapter.resolve("node", incident):
+            carried_w = self.adapter.supply_limit_w(node)
+            limits = self.adapter.limits(ActionKind.POWER_CAP, node)
+            if carried_w is None or limits is None or limits[1] <= 0:
+                return None
+            short = 1.0 if carried_w < limits[0] else min(1.0, max(0.0, 1.0 - carried_w / limits[1]))
+            worst = short if worst is None else max(worst, short)
+        return worst
 
     def _mode_for(self, rule: Rule) -> Mode:
         """The stricter of the responder's mode and the rule's own."""

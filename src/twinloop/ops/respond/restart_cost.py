@@ -15,6 +15,10 @@ A restart that would land the job on slower GPUs than it runs on now (``pace``: 
 :meth:`~twinloop.ops.respond.adapters.base.ActionAdapter.requeue_pace` below 1) costs more than staying whatever
 ``W``, ``R`` and ``T``: after it the job runs slower than with the straggler, so ``never`` wins outright.
 
+The same pricing answers a node whose power supplies carry less than its GPUs' maximum power (the responder caps
+it at what they carry): ``s`` is then the cap's shortfall, ``1 - cap/max`` (an upper bound near the maximum, where
+dynamic power grows faster than the clock), and a node that cannot carry its GPUs' lowest limit has ``s`` = 1.
+
 The cheapest wins; a tie goes to the less disruptive option. ``R`` is common to the first two, so choosing
 between them needs only ``W``, ``t`` and ``s``: ``now`` exactly when ``s·t > W``. A GPU at half speed with the next
 checkpoint more than ``2·W`` away is restarted at once; a 5 % straggler waits for a checkpoint up to ``20·W``
@@ -51,14 +55,20 @@ class RestartChoice:
         return self if _URGENCY[self.when] >= _URGENCY[other.when] else other
 
 
-def choose_restart(slowdown: float | None, timing: JobTiming | None, pace: RequeuePace | None = None) -> RestartChoice:
-    """Price the options for a straggler that costs its job ``slowdown`` (fraction of throughput) and pick one.
+def choose_restart(
+    slowdown: float | None,
+    timing: JobTiming | None,
+    pace: RequeuePace | None = None,
+    cause: str = "straggler costs the job",
+) -> RestartChoice:
+    """Price the options for a fault that costs its job ``slowdown`` (fraction of throughput) and pick one.
 
     Args:
-        slowdown: fraction of the job's throughput the straggler costs (0: the job waits for a slower rank
+        slowdown: fraction of the job's throughput the fault costs (0: the job waits for a slower rank
             anyway); None when not measured.
         timing: the job's checkpoint write, restart, next checkpoint and remaining time, where known.
         pace: the job's pace after a requeue over its pace now, where known.
+        cause: what costs the job ``slowdown``, for the audit line (``straggler costs the job``).
 
     Returns:
         The cheapest option, with the costs compared in its ``why``.
@@ -69,7 +79,7 @@ def choose_restart(slowdown: float | None, timing: JobTiming | None, pace: Reque
     write_s, next_s = t.checkpoint_write_s, t.next_checkpoint_in_s
     if slowdown is not None and slowdown <= 0.0 and (write_s is None or next_s is None):
         # No restart can pay for a straggler that costs nothing, whatever the (unknown) restart costs.
-        return RestartChoice("never", _explain("never", 0.0, {"never": 0.0}, t))
+        return RestartChoice("never", _explain("never", 0.0, {"never": 0.0}, t, cause))
     if slowdown is None or write_s is None or next_s is None:
         given = (("slowdown", slowdown), ("checkpoint write", write_s), ("next checkpoint", next_s))
         missing = ", ".join(n for n, v in given if v is None)
@@ -84,10 +94,10 @@ def choose_restart(slowdown: float | None, timing: JobTiming | None, pace: Reque
     elif t.remaining_s is not None and t.restart_s is not None:
         costs["never"] = slowdown * remaining_s
     best = min(_ORDER, key=lambda w: (costs.get(w, math.inf), _URGENCY[w]))
-    return RestartChoice(best, _explain(best, slowdown, costs, t))
+    return RestartChoice(best, _explain(best, slowdown, costs, t, cause))
 
 
-def _explain(best: RestartWhen, slowdown: float, costs: dict[RestartWhen, float], t: JobTiming) -> str:
+def _explain(best: RestartWhen, slowdown: float, costs: dict[RestartWhen, float], t: JobTiming, cause: str) -> str:
     """One line for the audit trail: the slowdown, each option's cost in job-seconds, the choice and its effect."""
     names: dict[RestartWhen, str] = {
         "now": "checkpoint+restart now",
@@ -106,4 +116,4 @@ def _explain(best: RestartWhen, slowdown: float, costs: dict[RestartWhen, float]
     else:
         effect = f"job keeps {slowdown:.1%} slower until it ends; no new work on the node"
     lost = f"job-seconds lost: {priced} -> {best}"
-    return f"straggler costs the job {slowdown:.1%} ({horizon}); {lost}; expects: {effect}"
+    return f"{cause} {slowdown:.1%} ({horizon}); {lost}; expects: {effect}"
