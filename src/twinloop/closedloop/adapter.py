@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from twinloop.closedloop.requeue_pace import requeue_pace
 from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, JobTiming, ancestor
-from twinloop.ops.respond.adapters.base import RequeuePace
+from twinloop.ops.respond.adapters.base import RequeuePace, ThermalPath
 from twinloop.twin.actions import (
     Action,
     Drain,
@@ -130,6 +130,19 @@ class TwinAdapter(ActionAdapter):
         """From the twin's scheduler and GPU rates (:func:`twinloop.closedloop.requeue_pace.requeue_pace`)."""
         j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
         return None if j is None else requeue_pace(self.twin, j)
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        """A GPU's slowdown threshold and the coolant its die sees now (its rack's liquid loop, or its row's inlet
+        air), from the twin's state: what a cold-plate temperature sensor or a rack inlet sensor would report.
+        """
+        try:
+            level, index = self.twin.topo.resolve(gpu)
+        except KeyError:
+            return None
+        if level != "gpu":
+            return None
+        ph = self.twin.physics
+        return ThermalPath(float(ph.slowdown_c[index]), float(ph.gpus.coolant_c[index]))
 
     # ----- settings -------------------------------------------------------------------------------------
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:

@@ -28,6 +28,7 @@ from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
 from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart
+from twinloop.ops.respond.thermal_cap import ThermalPathCap, thermal_path_cap
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
@@ -85,6 +86,15 @@ class _Watch:
             return level
         rate_after = (value - mid) / half
         return max(level, sign * (rate_after - self.slope_per_s) * e.within_s)
+
+
+@dataclass(frozen=True)
+class _FromThermalPath(ActionRequest):
+    """A power cap whose value is read off its GPU's thermal path when it is submitted (after the rule's
+    ``after_s``, once the die has settled), or else ``fallback_scale`` times the present limit.
+    """
+
+    fallback_scale: float | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +180,11 @@ class Responder:
                 self._fired.add(key)
                 mode = self._mode_for(rule)
                 for template in rule.actions:
+                    # Asked in the rule's order: after its drain, the pace sees the job's node taken out.
+                    kept_back = self._requeue_kept_back(rule, template, incident)
+                    if kept_back is not None:
+                        out.extend(self._skip(rule, template, incident, kept_back, now))
+                        continue
                     requests = self._requests(rule, template, incident)
                     if not requests:
                         unresolved = ActionRequest(template.kind, incident.root, incident_id=iid)
@@ -211,6 +226,36 @@ class Responder:
         if closing:
             self._delayed = [d for d in self._delayed if d[1].incident_id not in closing]
             self._gates = [g for g in self._gates if g.request.incident_id not in closing]
+
+    def _requeue_kept_back(self, rule: Rule, template: ActionTemplate, incident: Incident) -> str | None:
+        """For a rule's checkpoint or requeue: why the rule's requeue would be kept back (a fault that only slows
+        the job, whose requeue would run it slower where it lands), asked when the rule fires; None when it would
+        go ahead, for other actions, and for rules without a requeue.
+        """
+        saves_for_requeue = template.kind in (ActionKind.CHECKPOINT, ActionKind.REQUEUE)
+        if not saves_for_requeue or incident.incident_id not in self._slowing:
+            return None
+        if not any(t.kind == ActionKind.REQUEUE for t in rule.actions):
+            return None
+        for job in self.adapter.resolve("job", incident):
+            pace = self.adapter.requeue_pace(job)
+            if pace is not None and pace.slower:
+                return pace.kept_back()
+        return None
+
+    def _skip(
+        self, rule: Rule, template: ActionTemplate, incident: Incident, kept_back: str, now: float
+    ) -> list[ActionResult]:
+        """The requeue kept back at once, and the forced checkpoint that would only have saved the job's work for
+        it: the job stays, so the write would stop it for nothing (its own checkpoints go on).
+        """
+        reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
+        detail = kept_back if template.kind == ActionKind.REQUEUE else f"no checkpoint forced: {kept_back}"
+        requests = [
+            ActionRequest(template.kind, target, reason=reason, incident_id=incident.incident_id)
+            for target in self.adapter.resolve(template.target, incident)
+        ]
+        return [self._record(request, "refused", now, detail, guard=False) for request in requests]
 
     def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
         """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
@@ -281,6 +326,8 @@ class Responder:
         """Submit an incident's request; remember it for restoring when its incident closes (``until_closed``). A
         requeue for a fault that only slows the job is kept back when the job would run slower where it lands.
         """
+        if isinstance(request, _FromThermalPath):
+            request = self._thermal_path_value(request, read)
         if request.kind == ActionKind.REQUEUE and request.incident_id in self._slowing:
             pace = self.adapter.requeue_pace(request.target)
             if pace is not None and pace.slower:
@@ -297,6 +344,29 @@ class Responder:
             self._pending_held[result.action_id] = request.incident_id
         return result
 
+    def _thermal_path_value(self, request: _FromThermalPath, read: Reader) -> ActionRequest:
+        """The power cap ``request.target``'s own thermal path carries (:mod:`.thermal_cap`), never above its present
+        limit, with the figure and its inputs in the reason; the fallback factor where the cluster cannot tell.
+        """
+        path = self.adapter.thermal_path(request.target)
+        limits = self.adapter.limits(ActionKind.POWER_CAP, request.target)
+        current = self.adapter.current(ActionKind.POWER_CAP, request.target)
+        if path is None or limits is None:
+            found: ThermalPathCap | str = f"no slowdown threshold or coolant reading for {request.target}"
+        else:
+            found = thermal_path_cap(read, request.target, path.coolant_temp_c, path.slowdown_temp_c, limits)
+        value: float | None
+        if isinstance(found, ThermalPathCap):
+            value, why = found.cap_w, found.why()
+            if current is not None and value > current:
+                value, why = current, f"{why}: above the present {current:g} W limit, which stays"
+        else:
+            scale = request.fallback_scale
+            value = None if current is None or scale is None else current * scale
+            why = f"{found}: fell back to {scale:g} x the present limit" if scale is not None else found
+        base = ActionRequest(request.kind, request.target, value, request.duration_s, incident_id=request.incident_id)
+        return replace(base, reason=f"{request.reason}: {why}", expect=request.expect)
+
     def _requests(self, rule: Rule, template: ActionTemplate, incident: Incident) -> list[ActionRequest]:
         expect = None
         if rule.expect is not None:
@@ -308,6 +378,11 @@ class Responder:
         requests = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
+            if template.value_from == "thermal_path":  # read off the GPU when submitted (_thermal_path_value)
+                expects = expect if template.kind in SETTING_KINDS else None
+                later = _FromThermalPath(template.kind, target, None, template.duration_s, reason, incident.incident_id)
+                requests.append(replace(later, expect=expects, fallback_scale=template.scale))
+                continue
             if template.value_from == "supply_limit":
                 value = self.adapter.supply_limit_w(target)  # None: the guard refuses an unknown value
             elif template.change is not None or template.scale is not None:
