@@ -180,10 +180,8 @@ class Responder:
                 self._fired.add(key)
                 mode = self._mode_for(rule)
                 for template in rule.actions:
-                    # Asked in the rule's order: after its drain, the pace sees the job's node taken out.
-                    kept_back = self._requeue_kept_back(rule, template, incident)
-                    if kept_back is not None:
-                        out.extend(self._skip(rule, template, incident, kept_back, now))
+                    if (skipped := self._skip_kept_back(rule, template, incident, now)) is not None:
+                        out.extend(skipped)
                         continue
                     requests = self._requests(rule, template, incident)
                     if not requests:
@@ -243,12 +241,17 @@ class Responder:
                 return pace.kept_back()
         return None
 
-    def _skip(
-        self, rule: Rule, template: ActionTemplate, incident: Incident, kept_back: str, now: float
-    ) -> list[ActionResult]:
-        """The requeue kept back at once, and the forced checkpoint that would only have saved the job's work for
-        it: the job stays, so the write would stop it for nothing (its own checkpoints go on).
+    def _skip_kept_back(
+        self, rule: Rule, template: ActionTemplate, incident: Incident, now: float
+    ) -> list[ActionResult] | None:
+        """A rule's requeue kept back at once, and its forced checkpoint that would only have saved the job's work
+        for it (the job stays, so the write would stop it for nothing; its own checkpoints go on), recorded as
+        refused; None for any other action, or when the requeue would go ahead. Asked in the rule's order, so
+        after its drain: the pace sees the job's node taken out.
         """
+        kept_back = self._requeue_kept_back(rule, template, incident)
+        if kept_back is None:
+            return None
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         detail = kept_back if template.kind == ActionKind.REQUEUE else f"no checkpoint forced: {kept_back}"
         requests = [
@@ -375,7 +378,7 @@ class Responder:
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         if rule.restart is not None:
             reason += f": {self._restart(incident).why}"
-        requests = []
+        requests: list[ActionRequest] = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
             if template.value_from == "thermal_path":  # read off the GPU when submitted (_thermal_path_value)

@@ -1,0 +1,168 @@
+"""Issue 14: a GPU with a failing thermal path is capped at the power its own path carries below its slowdown
+temperature (ops/respond/thermal_cap.py), not at a fixed 0.7 of its limit (mixed_hall: the fixed cap held the
+faulty H100, and with it the synchronous 192-GPU job, below what its path carried: -5.5 to -8.0 % goodput).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from twinloop.ops.events import EventClass, Incident, Severity
+from twinloop.ops.respond.actions import ActionKind
+from twinloop.ops.respond.adapters.base import ThermalPath
+from twinloop.ops.respond.policy import ActionTemplate, default_policy
+from twinloop.ops.respond.responder import Responder
+from twinloop.ops.respond.thermal_cap import (
+    MARGIN_C,
+    ThermalPathCap,
+    own_resistance_c_per_w,
+    path_cap_w,
+    thermal_path_cap,
+)
+from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
+
+from .conftest import MemoryAdapter
+
+LIMITS = (200.0, 700.0)
+GPU = "dc/r1/k2/n1/g3"
+
+resistance = st.floats(0.01, 1.0)
+coolant = st.floats(5.0, 60.0)
+slowdown = st.floats(70.0, 110.0)
+
+
+@given(resistance, coolant, slowdown, st.floats(0.0, 10.0))
+def test_the_cap_stays_in_the_power_limit_range(r: float, tc: float, ts: float, margin: float) -> None:
+    cap, _ = path_cap_w(r, tc, ts, LIMITS, margin)
+    assert LIMITS[0] <= cap <= LIMITS[1]
+
+
+@given(resistance, coolant, coolant, slowdown)
+def test_a_warmer_coolant_never_gives_a_higher_cap(r: float, tc1: float, tc2: float, ts: float) -> None:
+    lo, hi = sorted((tc1, tc2))
+    assert path_cap_w(r, hi, ts, LIMITS, MARGIN_C)[0] <= path_cap_w(r, lo, ts, LIMITS, MARGIN_C)[0]
+
+
+@given(resistance, resistance, coolant, slowdown)
+def test_a_worse_path_never_gives_a_higher_cap(r1: float, r2: float, tc: float, ts: float) -> None:
+    lo, hi = sorted((r1, r2))
+    assert path_cap_w(hi, tc, ts, LIMITS, MARGIN_C)[0] <= path_cap_w(lo, tc, ts, LIMITS, MARGIN_C)[0]
+
+
+@given(resistance, coolant, st.floats(50.0, 700.0))
+def test_the_own_resistance_is_read_back_from_steady_readings(r: float, tc: float, p: float) -> None:
+    """A die at steady state sits R·P above its coolant: its readings give back R, and at the cap's power the die
+    would sit exactly ``margin`` below slowdown (where the cap is not clamped).
+    """
+    got = own_resistance_c_per_w(tc + r * p, p, tc)
+    assert got == pytest.approx(r, rel=1e-9)
+    _, raw = path_cap_w(got, tc, 89.0, LIMITS, MARGIN_C)
+    assert tc + r * raw == pytest.approx(89.0 - MARGIN_C, abs=1e-6)
+
+
+@pytest.mark.parametrize(("temp_c", "power_w"), [(30.0, 400.0), (35.0, 400.0), (80.0, 0.0)])
+def test_readings_that_show_no_path_give_no_resistance(temp_c: float, power_w: float) -> None:
+    assert own_resistance_c_per_w(temp_c, power_w, 35.0) is None
+
+
+def _steady_reader(temp_c: float, power_w: float, swing_w: float = 0.0):  # type: ignore[no-untyped-def]
+    """GPU readings every 10 s: ``power_w`` ± ``swing_w`` alternating (a job's iterations), temperature steady."""
+
+    def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        if entity != GPU:
+            return None
+        if field == DCGM_FI_DEV_GPU_TEMP:
+            return temp_c
+        if field == DCGM_FI_DEV_POWER_USAGE:
+            return power_w + (swing_w if int(ago_s / 10) % 2 else -swing_w)
+        return None
+
+    return read
+
+
+def test_the_cap_is_read_off_the_gpus_own_window() -> None:
+    # A die at 86.6 C at 480 W mean over a 35 C coolant: R = 0.1075 C/W (2x an H100's catalog 0.05).
+    found = thermal_path_cap(_steady_reader(86.6, 480.0, swing_w=100.0), GPU, 35.0, 89.0, LIMITS)
+    assert isinstance(found, ThermalPathCap)
+    assert found.resistance_c_per_w == pytest.approx((86.6 - 35.0) / 480.0)
+    assert found.cap_w == pytest.approx((89.0 - MARGIN_C - 35.0) / found.resistance_c_per_w)
+    assert "(89 slowdown - 3 margin - 35.0 coolant) C / 0.1075 C/W" in found.why()
+    assert "86.6 C at 480 W" in found.why()
+
+
+def test_a_gpu_without_readings_gives_a_reason_not_a_cap() -> None:
+    found = thermal_path_cap(lambda *a, **k: None, GPU, 35.0, 89.0, LIMITS)
+    assert found == f"no temperature and power readings of {GPU}"
+
+
+# ------------------------------------------------------------------ in the responder
+
+
+class PathAdapter(MemoryAdapter):
+    """Memory adapter that reports a GPU's slowdown threshold and its coolant (None: a cluster without a coolant
+    sensor); no job to requeue.
+    """
+
+    def __init__(self, path: ThermalPath | None) -> None:
+        super().__init__()
+        self.path = path
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        return self.path
+
+    def job_of(self, entity: str) -> str | None:
+        return None
+
+
+def _cap(adapter: PathAdapter, read, until_s: float = 90.0):  # type: ignore[no-untyped-def]
+    """Drive the default policy on a GPU cooling incident; the applied power cap."""
+    incident = Incident(1, EventClass.COOLING_DEGRADATION, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    r = Responder(default_policy(), adapter, mode="auto")
+    for t in range(0, int(until_s) + 1, 5):
+        r.handle([incident], float(t), read)
+    (cap,) = [a for a in r.log if a.request.kind == ActionKind.POWER_CAP]
+    return cap
+
+
+def test_the_responder_caps_at_what_the_gpus_own_path_carries() -> None:
+    cap = _cap(PathAdapter(ThermalPath(89.0, 35.0)), _steady_reader(86.6, 480.0, swing_w=100.0))
+    assert cap.status == "applied"
+    assert cap.request.value == pytest.approx((89.0 - MARGIN_C - 35.0) / ((86.6 - 35.0) / 480.0))
+    assert cap.request.value != pytest.approx(0.7 * 700.0)
+    assert cap.ts == 60.0  # once the die's readings have settled after the fault
+    assert "gpu-cooling-fault" in cap.request.reason
+    assert "thermal-path cap 474 W = (89 slowdown - 3 margin - 35.0 coolant)" in cap.request.reason
+
+
+@pytest.mark.parametrize(
+    ("path", "read", "why"),
+    [
+        (None, _steady_reader(86.6, 480.0), f"no slowdown threshold or coolant reading for {GPU}"),
+        (ThermalPath(89.0, 35.0), lambda *a, **k: None, f"no temperature and power readings of {GPU}"),
+    ],
+)
+def test_without_a_coolant_reading_or_readings_the_cap_falls_back_to_the_rules_factor(path, read, why) -> None:  # type: ignore[no-untyped-def]
+    cap = _cap(PathAdapter(path), read)
+    assert cap.status == "applied"
+    assert cap.request.value == pytest.approx(0.7 * 700.0)
+    assert cap.request.reason.endswith(f"{why}: fell back to 0.7 x the present limit")
+
+
+def test_a_path_that_carries_the_present_limit_is_not_capped() -> None:
+    adapter = PathAdapter(ThermalPath(89.0, 30.0))
+    adapter.settings[(ActionKind.POWER_CAP, GPU)] = 500.0  # an operator's limit: a cooling fault never raises it
+    cap = _cap(adapter, _steady_reader(50.0, 450.0))  # R 0.044: carries 1300 W, clamped to 700
+    assert cap.status == "refused"
+    assert cap.detail == f"no action: power_cap of {GPU} is already 500"
+    assert "cap 700 W (clamped to 200-700 W)" in cap.request.reason
+    assert cap.request.reason.endswith("above the present 500 W limit, which stays")
+
+
+def test_thermal_path_is_a_power_limit_only() -> None:
+    with pytest.raises(ValueError, match="only for kind power_cap"):
+        ActionTemplate(kind=ActionKind.CDU_SETPOINT, value_from="thermal_path")
+    with pytest.raises(ValueError, match="at most one"):
+        ActionTemplate(kind=ActionKind.POWER_CAP, value_from="supply_limit", scale=0.7)
+    ActionTemplate(kind=ActionKind.POWER_CAP, value_from="thermal_path", scale=0.7)  # scale: its fallback
