@@ -82,6 +82,21 @@ def _steady_reader(temp_c: float, power_w: float, swing_w: float = 0.0):  # type
     return read
 
 
+def _cooling_off_reader(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+    """An idle GPU whose job just left: 81 W, its die still cooling from 80 C (1 C per second)."""
+    if field == DCGM_FI_DEV_GPU_TEMP:
+        return 50.0 + ago_s
+    return 81.0 if field == DCGM_FI_DEV_POWER_USAGE else None
+
+
+def test_a_die_still_heating_or_cooling_is_not_read() -> None:
+    """The time-mean relation T - T_coolant = R·P holds only once the die has settled: from a die cooling off, R
+    comes out far too high (here 0.35 C/W) and the cap far too low.
+    """
+    found = thermal_path_cap(_cooling_off_reader, GPU, 30.5, 89.0, LIMITS)
+    assert found == f"{GPU} not settled: its die moved 30.0 C over the last 30 s, 34.5 C above coolant"
+
+
 def test_the_cap_is_read_off_the_gpus_own_window() -> None:
     # A die at 86.6 C at 480 W mean over a 35 C coolant: R = 0.1075 C/W (2x an H100's catalog 0.05).
     found = thermal_path_cap(_steady_reader(86.6, 480.0, swing_w=100.0), GPU, 35.0, 89.0, LIMITS)
@@ -141,13 +156,15 @@ def test_the_responder_caps_at_what_the_gpus_own_path_carries() -> None:
     [
         (None, _steady_reader(86.6, 480.0), f"no slowdown threshold or coolant reading for {GPU}"),
         (ThermalPath(89.0, 35.0), lambda *a, **k: None, f"no temperature and power readings of {GPU}"),
+        (ThermalPath(89.0, 30.5), _cooling_off_reader, "not settled: its die moved 30.0 C"),
     ],
 )
 def test_without_a_coolant_reading_or_readings_the_cap_falls_back_to_the_rules_factor(path, read, why) -> None:  # type: ignore[no-untyped-def]
     cap = _cap(PathAdapter(path), read)
     assert cap.status == "applied"
     assert cap.request.value == pytest.approx(0.7 * 700.0)
-    assert cap.request.reason.endswith(f"{why}: fell back to 0.7 x the present limit")
+    assert f"{why}" in cap.request.reason
+    assert cap.request.reason.endswith(": fell back to 0.7 x the present limit")
 
 
 def test_a_path_that_carries_the_present_limit_is_not_capped() -> None:

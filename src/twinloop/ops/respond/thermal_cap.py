@@ -17,7 +17,7 @@ for any power trace once the die has settled.
 
 Where the cluster cannot say the coolant temperature or the slowdown threshold (a live adapter with NVML but no
 coolant sensor), or the readings make no sense (a die no warmer than its coolant, no power), there is no figure:
-the caller falls back to the rule's fixed factor and says so.
+the caller falls back to the rule's fixed factor and says so. So does a die not yet settled (:data:`SETTLED_FRACTION`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ MARGIN_C = SW_SLOWDOWN_BELOW_C + READING_RESOLUTION_C
 #: training job; the twin's reader keeps a snapshot every 10 s).
 WINDOW_S = 30.0
 STEP_S = 10.0
+
+#: The die counts as settled when its readings over the window stay within this fraction of its rise above the
+#: coolant. Over a window ``W`` the time-mean relation is off by ``tau·ΔT/W`` (``tau`` the path's time constant,
+#: ``ΔT`` the die's move): within 5 %, R is good to about 3 % for a path up to 4x an H100's (tau 18 s). A die still
+#: heating after the fault, or cooling after its job left (hot-afternoon: R read 0.20 C/W from an idle GPU cooling
+#: off, against ~0.13), is not read: the rule's fallback applies.
+SETTLED_FRACTION = 0.05
 
 #: ``read(field, entity, aggregate, ago_s)``: the responder's telemetry reader.
 ReadFn = Callable[..., float | None]
@@ -102,8 +109,10 @@ def path_cap_w(
     return min(hi, max(lo, raw)), raw
 
 
-def window_means(read: ReadFn, gpu: str) -> tuple[float, float] | None:
-    """(mean die temperature °C, mean power W) of ``gpu`` over the last :data:`WINDOW_S`; None with no reading."""
+def window_means(read: ReadFn, gpu: str) -> tuple[float, float, float] | None:
+    """(mean die temperature °C, mean power W, the die temperature's range °C) of ``gpu`` over the last
+    :data:`WINDOW_S`; None with no reading.
+    """
     temps, powers = [], []
     ago = 0.0
     while ago <= WINDOW_S:
@@ -115,7 +124,7 @@ def window_means(read: ReadFn, gpu: str) -> tuple[float, float] | None:
         ago += STEP_S
     if not temps:
         return None
-    return sum(temps) / len(temps), sum(powers) / len(powers)
+    return sum(temps) / len(temps), sum(powers) / len(powers), max(temps) - min(temps)
 
 
 def thermal_path_cap(
@@ -130,9 +139,14 @@ def thermal_path_cap(
     means = window_means(read, gpu)
     if means is None:
         return f"no temperature and power readings of {gpu}"
-    temp_c, power_w = means
+    temp_c, power_w, moved_c = means
     r = own_resistance_c_per_w(temp_c, power_w, coolant_c)
     if r is None:
         return f"no thermal path from {temp_c:.1f} C at {power_w:.0f} W over a {coolant_c:.1f} C coolant"
+    if moved_c > SETTLED_FRACTION * (temp_c - coolant_c):
+        rise = temp_c - coolant_c
+        return (
+            f"{gpu} not settled: its die moved {moved_c:.1f} C over the last {WINDOW_S:g} s, {rise:.1f} C above coolant"
+        )
     cap, raw = path_cap_w(r, coolant_c, slowdown_c, limits_w, margin_c)
     return ThermalPathCap(cap, raw, r, temp_c, power_w, coolant_c, slowdown_c, margin_c, limits_w)
