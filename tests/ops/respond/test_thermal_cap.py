@@ -17,6 +17,7 @@ from twinloop.ops.respond.responder import Responder
 from twinloop.ops.respond.thermal_cap import (
     MARGIN_C,
     ThermalPathCap,
+    followed_cap_w,
     own_resistance_c_per_w,
     path_cap_w,
     thermal_path_cap,
@@ -183,3 +184,67 @@ def test_thermal_path_is_a_power_limit_only() -> None:
     with pytest.raises(ValueError, match="at most one"):
         ActionTemplate(kind=ActionKind.POWER_CAP, value_from="supply_limit", scale=0.7)
     ActionTemplate(kind=ActionKind.POWER_CAP, value_from="thermal_path", scale=0.7)  # scale: its fallback
+
+
+# ------------------------------------------------------------------ following the coolant
+
+
+@given(st.floats(200.0, 700.0), st.floats(200.0, 700.0), st.floats(200.0, 700.0), resistance)
+def test_a_followed_cap_never_rises_above_the_limit_before_the_cap(
+    cap: float, now: float, ceil: float, r: float
+) -> None:
+    found = ThermalPathCap(cap, cap, r, 80.0, 400.0, 30.0, 89.0, MARGIN_C, LIMITS)
+    value = followed_cap_w(found, now, ceil)
+    assert value is None or value <= ceil
+    assert value is None or abs(value - now) * r > 1.0  # a move worth more than the reading's 1 C
+    assert followed_cap_w("no readings", now, ceil) is None
+
+
+class PhysicalAdapter(PathAdapter):
+    """A GPU with R = 0.105 C/W (2x an H100's) that draws 600 W when its limit allows: its die sits R·P above a
+    coolant the test moves.
+    """
+
+    R = 0.105
+
+    def __init__(self) -> None:
+        super().__init__(ThermalPath(89.0, 35.0))
+        self.coolant_c = 35.0
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        return ThermalPath(89.0, self.coolant_c)
+
+    def power_w(self) -> float:
+        return min(600.0, self.current(ActionKind.POWER_CAP, GPU) or 700.0)
+
+    def read(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        if field == DCGM_FI_DEV_POWER_USAGE:
+            return self.power_w()
+        return self.coolant_c + self.R * self.power_w() if field == DCGM_FI_DEV_GPU_TEMP else None
+
+
+def _drive(adapter: PhysicalAdapter, r: Responder, t0: int, t1: int) -> None:
+    incident = Incident(1, EventClass.COOLING_DEGRADATION, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    for t in range(t0, t1, 5):
+        r.handle([incident], float(t), adapter.read)
+
+
+def test_the_cap_follows_the_coolant_it_sees_and_stops_when_someone_else_sets_the_limit() -> None:
+    adapter = PhysicalAdapter()
+    r = Responder(default_policy(), adapter, mode="auto")
+    _drive(adapter, r, 0, 100)
+    first = adapter.current(ActionKind.POWER_CAP, GPU)
+    assert first == pytest.approx((89.0 - MARGIN_C - 35.0) / adapter.R)  # 486 W
+    adapter.coolant_c = 28.0  # the row's coolant cools by 7 C: the path carries 552 W
+    _drive(adapter, r, 100, 400)
+    followed = [
+        a for a in r.log if a.request.kind == ActionKind.POWER_CAP and "follows its coolant" in a.request.reason
+    ]
+    assert followed and followed[0].status == "applied"
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == pytest.approx((89.0 - MARGIN_C - 28.0) / adapter.R)
+    adapter.coolant_c = 20.0  # carries 629 W: above the 600 W the GPU draws, so nothing more to read off it
+    adapter.settings[(ActionKind.POWER_CAP, GPU)] = 450.0  # an operator sets the limit: the loop leaves it
+    n = len(r.log)
+    _drive(adapter, r, 400, 800)
+    assert not [a for a in r.log[n:] if a.request.kind == ActionKind.POWER_CAP]
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == 450.0

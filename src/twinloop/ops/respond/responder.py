@@ -28,7 +28,7 @@ from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
 from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart
-from twinloop.ops.respond.thermal_cap import ThermalPathCap, thermal_path_cap
+from twinloop.ops.respond.thermal_cap import FOLLOW_EVERY_S, ThermalPathCap, followed_cap_w, thermal_path_cap
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
@@ -132,6 +132,9 @@ class Responder:
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
+        # Thermal-path caps that follow their GPU's coolant: (incident, GPU) -> (next due, reason, limit before the
+        # cap, the limit last set).
+        self._path_caps: dict[tuple[int, str], tuple[float, str, float, float]] = {}
 
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
@@ -145,7 +148,7 @@ class Responder:
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
             out.append(self._submit_for(request, until_closed, now, read, mode))
-        out.extend(self._continue_restores(now))
+        out.extend(self._continue_restores(now) + self._follow_path_caps(now, read))
         out.extend(self._open_gates(now, read))
         for incident in batch:
             iid = incident.incident_id
@@ -247,7 +250,8 @@ class Responder:
         """A rule's requeue kept back at once, and its forced checkpoint that would only have saved the job's work
         for it (the job stays, so the write would stop it for nothing; its own checkpoints go on), recorded as
         refused; None for any other action, or when the requeue would go ahead. Asked in the rule's order, so
-        after its drain: the pace sees the job's node taken out.
+        after its drain: the pace sees the job's node taken out. With the requeue, the drain the rule just made
+        for it is lifted (:meth:`_lift_drains`).
         """
         kept_back = self._requeue_kept_back(rule, template, incident)
         if kept_back is None:
@@ -258,7 +262,23 @@ class Responder:
             ActionRequest(template.kind, target, reason=reason, incident_id=incident.incident_id)
             for target in self.adapter.resolve(template.target, incident)
         ]
-        return [self._record(request, "refused", now, detail, guard=False) for request in requests]
+        out = [self._record(request, "refused", now, detail, guard=False) for request in requests]
+        return out + self._lift_drains(rule, incident, kept_back, now) if template.kind == ActionKind.REQUEUE else out
+
+    def _lift_drains(self, rule: Rule, incident: Incident, kept_back: str, now: float) -> list[ActionResult]:
+        """Undo the drains ``rule`` applied for ``incident`` at ``now``, its requeue being kept back: the job stays
+        on the node, and a restart for any other cause (a failure elsewhere) must find the node again, since every
+        other placement is slower (mixed_hall seed 0: a host failure at 6135 s restarted `pretrain` with its drained
+        node excluded, on 184 H100 + 8 A100, at about half its pace).
+        """
+        why = f"drain lifted: the job stays on the node and a restart should find it again ({kept_back})"
+        return [
+            self._undo_step(replace(r.request, kind=ActionKind.UNDRAIN, reason=f"{r.request.reason}: {why}"), now,
+                            r.action_id)
+            for r in list(self.log)
+            if r.ts == now and r.status == "applied" and r.request.kind == ActionKind.DRAIN
+            and r.request.incident_id == incident.incident_id and r.request.reason.startswith(f"{rule.name} on ")
+        ]  # fmt: skip
 
     def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
         """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
@@ -330,7 +350,7 @@ class Responder:
         requeue for a fault that only slows the job is kept back when the job would run slower where it lands.
         """
         if isinstance(request, _FromThermalPath):
-            request = self._thermal_path_value(request, read)
+            request = self._thermal_path_value(request, read, now)
         if request.kind == ActionKind.REQUEUE and request.incident_id in self._slowing:
             pace = self.adapter.requeue_pace(request.target)
             if pace is not None and pace.slower:
@@ -347,9 +367,11 @@ class Responder:
             self._pending_held[result.action_id] = request.incident_id
         return result
 
-    def _thermal_path_value(self, request: _FromThermalPath, read: Reader) -> ActionRequest:
+    def _thermal_path_value(self, request: _FromThermalPath, read: Reader, now: float) -> ActionRequest:
         """The power cap ``request.target``'s own thermal path carries (:mod:`.thermal_cap`), never above its present
-        limit, with the figure and its inputs in the reason; the fallback factor where the cluster cannot tell.
+        limit, with the figure and its inputs in the reason; the fallback factor where the cluster cannot tell. A
+        cap from the path then follows the GPU's coolant while its incident is open (:meth:`_follow_path_caps`),
+        from after the rule's verify window.
         """
         path = self.adapter.thermal_path(request.target)
         limits = self.adapter.limits(ActionKind.POWER_CAP, request.target)
@@ -363,12 +385,46 @@ class Responder:
             value, why = found.cap_w, found.why()
             if current is not None and value > current:
                 value, why = current, f"{why}: above the present {current:g} W limit, which stays"
+            first_s = max(FOLLOW_EVERY_S, request.expect.within_s if request.expect else 0.0)
+            ceiling = current if current is not None else found.limits_w[1]
+            self._path_caps[(request.incident_id, request.target)] = (now + first_s, request.reason, ceiling, value)
         else:
             scale = request.fallback_scale
             value = None if current is None or scale is None else current * scale
             why = f"{found}: fell back to {scale:g} x the present limit" if scale is not None else found
         base = ActionRequest(request.kind, request.target, value, request.duration_s, incident_id=request.incident_id)
         return replace(base, reason=f"{request.reason}: {why}", expect=request.expect)
+
+    def _follow_path_caps(self, now: float, read: Reader) -> list[ActionResult]:
+        """Every :data:`~.thermal_cap.FOLLOW_EVERY_S`, each thermal-path cap is read again off its GPU (under the cap
+        its readings still give its own R) at the coolant it sees now, and moved where that differs by more than
+        the reading's resolution in die temperature; never above the limit it had before the first cap; left as it
+        is when the readings give no figure. It follows after its incident closes too (the cap took the incident's
+        evidence away, not the fault), until the cap is back at its limit before (a repaired path) or someone else
+        changes the setting. On mixed_hall a cap fixed at 5 min held the faulty H100 at 480 W while its coolant
+        cooled by 7 C, below what its path carried, and the synchronous job with it.
+        """
+        out: list[ActionResult] = []
+        for (iid, gpu), (due, reason, ceiling, last_w) in list(self._path_caps.items()):
+            current = self.adapter.current(ActionKind.POWER_CAP, gpu)
+            if current is None or _differs(current, last_w):
+                del self._path_caps[(iid, gpu)]  # not the loop's setting any more
+                continue
+            path = self.adapter.thermal_path(gpu)
+            limits = self.adapter.limits(ActionKind.POWER_CAP, gpu)
+            if now < due or path is None or limits is None:
+                continue
+            self._path_caps[(iid, gpu)] = (now + FOLLOW_EVERY_S, reason, ceiling, last_w)
+            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits)
+            value = followed_cap_w(found, current, ceiling)
+            if value is None or not isinstance(found, ThermalPathCap):
+                continue
+            why = f"{reason}: follows its coolant: {found.why()}; at most {ceiling:g} W, its limit before the cap"
+            result = self.submit(ActionRequest(ActionKind.POWER_CAP, gpu, value, 0.0, why, iid), now, read)
+            out.append(result)
+            if result.status == "applied" and result.request.value is not None:
+                self._path_caps[(iid, gpu)] = (now + FOLLOW_EVERY_S, reason, ceiling, result.request.value)
+        return out
 
     def _requests(self, rule: Rule, template: ActionTemplate, incident: Incident) -> list[ActionRequest]:
         expect = None

@@ -47,6 +47,10 @@ STEP_S = 10.0
 #: off, against ~0.13), is not read: the rule's fallback applies.
 SETTLED_FRACTION = 0.05
 
+#: How often a cap follows its GPU's coolant (the responder reads the path again). A row's coolant moves over
+#: minutes (the CDU's control, facility water, the afternoon), the die settles in seconds.
+FOLLOW_EVERY_S = 60.0
+
 #: ``read(field, entity, aggregate, ago_s)``: the responder's telemetry reader.
 ReadFn = Callable[..., float | None]
 
@@ -150,3 +154,16 @@ def thermal_path_cap(
         )
     cap, raw = path_cap_w(r, coolant_c, slowdown_c, limits_w, margin_c)
     return ThermalPathCap(cap, raw, r, temp_c, power_w, coolant_c, slowdown_c, margin_c, limits_w)
+
+
+def followed_cap_w(found: ThermalPathCap | str, current_w: float, ceiling_w: float) -> float | None:
+    """The new limit for a cap that follows its coolant, or None to leave it: no figure now, or a move worth no
+    more than :data:`READING_RESOLUTION_C` of die temperature (``|ΔP|·R``). Never above ``ceiling_w`` (the limit
+    before the first cap: an operator's lower limit stays).
+    """
+    if not isinstance(found, ThermalPathCap):
+        return None
+    value = min(found.cap_w, ceiling_w)
+    if abs(value - current_w) * found.resistance_c_per_w <= READING_RESOLUTION_C:
+        return None
+    return value
