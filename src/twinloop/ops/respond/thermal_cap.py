@@ -55,6 +55,12 @@ FOLLOW_EVERY_S = 60.0
 ReadFn = Callable[..., float | None]
 
 
+class NotSettled(str):
+    """Why there is no figure yet: the die is still heating or cooling (read it again later)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class ThermalPathCap:
     """A cap from a GPU's own thermal path, with its inputs (for the audit trail).
@@ -149,7 +155,7 @@ def thermal_path_cap(
         return f"no thermal path from {temp_c:.1f} C at {power_w:.0f} W over a {coolant_c:.1f} C coolant"
     if moved_c > SETTLED_FRACTION * (temp_c - coolant_c):
         rise = temp_c - coolant_c
-        return (
+        return NotSettled(
             f"{gpu} not settled: its die moved {moved_c:.1f} C over the last {WINDOW_S:g} s, {rise:.1f} C above coolant"
         )
     cap, raw = path_cap_w(r, coolant_c, slowdown_c, limits_w, margin_c)
