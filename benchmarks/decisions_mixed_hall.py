@@ -1,6 +1,7 @@
 """Issue 14, stragglers located and explained: the packaged ``mixed_hall`` scenario (a job over an H100 row and an
 A100 row), loop off vs on; prints per-job goodput, the loop's applied drains and requeues, and the straggler
-incidents with their roots (markdown), plus one JSON line per seed.
+incidents with their roots (markdown), plus one JSON line per seed (with the `gpu-cooling-fault` power caps and
+the figure each was computed from).
 
 Run (each seed is two 2 h simulated passes, a few minutes on a quiet core):
     PYTHONPATH=src .venv/bin/python benchmarks/decisions_mixed_hall.py --seeds 7
@@ -76,6 +77,14 @@ def run(seed: int, duration_s: float | None, restart: RestartWhen | None = None)
             f"t={a.ts:.0f} {a.request.reason.split(' on incident', 1)[0]}: {a.detail}"
             for a in on.actions
             if "kept back" in a.detail or "kept back" in a.request.reason
+        ],
+        "thermal_caps_on": [
+            f"t={a.ts:.0f} {a.status} {a.request.value:.0f} W: {a.request.reason.split('): ', 1)[-1]}"
+            for a in on.actions
+            if a.request.kind == "power_cap"
+            and a.request.reason.startswith("gpu-cooling-fault")
+            and a.status in ("applied", "refused")
+            and a.request.value is not None
         ],
         "injected_stragglers": [f.entity for f in (*off.faults, *off.background) if "straggler" in f.kind],
     }

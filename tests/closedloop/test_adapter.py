@@ -121,3 +121,36 @@ def test_job_timing_comes_from_the_twin_job() -> None:
     assert t.next_checkpoint_in_s == job.next_checkpoint_s - twin.t_s and 0 < t.next_checkpoint_in_s <= 600
     assert t.remaining_s == job.first_start_s + 3600 - twin.t_s
     assert a.job_timing("dc1/jobs/nope") is None
+
+
+def test_thermal_path_cap_from_the_twins_readings_holds_the_die_just_below_slowdown() -> None:
+    """Issue 14: a GPU whose thermal interface fails (R x 2.5) is capped at what its own path carries: read off its
+    readings through the loop's reader and the adapter's coolant, the cap holds its die at slowdown less the margin
+    (not far below it, as a fixed 0.7 of the limit can, and not above it).
+    """
+    from twinloop.closedloop.cluster import TwinReader
+    from twinloop.ops.respond.thermal_cap import MARGIN_C, ThermalPathCap, thermal_path_cap
+
+    twin = twin_running(30)
+    a = TwinAdapter(twin)
+    reader = TwinReader(twin, a)
+    gpu = "dc1/r01/k01/n01/g0"
+    _, i = twin.topo.resolve(gpu)
+    idx = np.array([i])
+    twin.physics.set_thermal_resistance(idx, twin.physics.gpus.r_c_per_w[idx] * np.float32(2.5))
+    for _ in range(90):
+        twin.step()
+        reader.record()
+    path = a.thermal_path(gpu)
+    assert path is not None and path.slowdown_temp_c == 89.0
+    assert a.thermal_path("dc1/r01/k01/n01") is None and a.thermal_path("dc1/r09/k01/n01/g0") is None
+    found = thermal_path_cap(reader, gpu, path.coolant_temp_c, path.slowdown_temp_c, (200.0, 700.0))
+    assert isinstance(found, ThermalPathCap), found
+    assert a.apply(ActionRequest(ActionKind.POWER_CAP, gpu, found.cap_w)).status == "applied"
+    temps = []
+    for _ in range(120):
+        twin.step()
+        temps.append(float(twin.state["gpu_temp_c"][i]))
+    target = path.slowdown_temp_c - MARGIN_C
+    assert max(temps[60:]) <= target + 0.5
+    assert max(temps[60:]) >= target - 2.0

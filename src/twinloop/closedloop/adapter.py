@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from twinloop.closedloop.requeue_pace import requeue_pace
 from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, JobTiming, ancestor
-from twinloop.ops.respond.adapters.base import RequeuePace
+from twinloop.ops.respond.adapters.base import RequeuePace, ThermalPath
 from twinloop.twin.actions import (
     Action,
     Drain,
@@ -80,13 +80,17 @@ class TwinAdapter(ActionAdapter):
     def _is_site(self, target: str) -> bool:
         return target == self.twin.topo.site
 
-    def row_index(self, target: str) -> int | None:
-        """Index of a row (CDU) id; None for anything else."""
+    def index_at(self, target: str, level: str) -> int | None:
+        """Index of ``target`` if it is an id of that level (``row``, ``node``, ``gpu``...); None for anything else."""
         try:
-            level, index = self.twin.topo.resolve(target)
+            found, index = self.twin.topo.resolve(target)
         except KeyError:
             return None
-        return index if level == "row" else None
+        return index if found == level else None
+
+    def row_index(self, target: str) -> int | None:
+        """Index of a row (CDU) id; None for anything else."""
+        return self.index_at(target, "row")
 
     def is_serving(self, job: str) -> bool | None:
         """From the twin's job kind."""
@@ -130,6 +134,16 @@ class TwinAdapter(ActionAdapter):
         """From the twin's scheduler and GPU rates (:func:`twinloop.closedloop.requeue_pace.requeue_pace`)."""
         j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
         return None if j is None else requeue_pace(self.twin, j)
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        """A GPU's slowdown threshold and the coolant its die sees now (its rack's liquid loop, or its row's inlet
+        air), from the twin's state: what a cold-plate temperature sensor or a rack inlet sensor would report.
+        """
+        index = self.index_at(gpu, "gpu")
+        if index is None:
+            return None
+        ph = self.twin.physics
+        return ThermalPath(float(ph.slowdown_c[index]), float(ph.gpus.coolant_c[index]))
 
     # ----- settings -------------------------------------------------------------------------------------
     def limits(self, kind: ActionKind, target: str) -> tuple[float, float] | None:
@@ -181,19 +195,13 @@ class TwinAdapter(ActionAdapter):
         return None
 
     def _drained(self, target: str) -> float | None:
-        try:
-            level, node = self.twin.topo.resolve(target)
-        except KeyError:
-            return None
-        return float(self.twin.scheduler.node_drained[node]) if level == "node" else None
+        node = self.index_at(target, "node")
+        return None if node is None else float(self.twin.scheduler.node_drained[node])
 
     def supply_limit_w(self, target: str) -> float | None:
         """Working PSUs' rating times ``supply_margin``, less the node's host draw, shared by its GPUs, W."""
-        try:
-            level, node = self.twin.topo.resolve(target)
-        except KeyError:
-            return None
-        if level != "node":
+        node = self.index_at(target, "node")
+        if node is None:
             return None
         t, chain = self.twin, self.twin.chain
         host_w = t.host_busy_w[node] if t.scheduler.node_owner[node] >= 0 else t.host_idle_w[node]

@@ -20,7 +20,7 @@ from twinloop.ops.live.actuators import DryRunFirst, make_actuator
 from twinloop.ops.live.jobs import JobMap, expand_hostlist, k8s_jobs, load_job_file, parse_squeue_json, slurm_jobs
 from twinloop.ops.live.site import load_site, place_gpus
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, RequeuePace
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, RequeuePace, ThermalPath
 
 GPUS = ("s/r/k/node01/gpu0", "s/r/k/node01/gpu1", "s/r/k/node02/gpu0", "s/r/k/node03/gpu0")
 
@@ -119,6 +119,9 @@ class _Answering(ActionAdapter):
 
     def requeue_pace(self, job: str) -> RequeuePace | None:
         return RequeuePace(0.5, "8 a100-sxm-80gb")
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        return ThermalPath(89.0, 31.5)
 
     def job_of(self, entity: str) -> str | None:
         return "dc/jobs/train"

@@ -21,7 +21,14 @@ from twinloop.errors import InputError, unknown_name
 from twinloop.ops.events import Incident
 from twinloop.ops.live.jobs import JobMap
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, RequeuePace, leaf
+from twinloop.ops.respond.adapters.base import (
+    ActionAdapter,
+    AdapterReply,
+    JobTiming,
+    RequeuePace,
+    ThermalPath,
+    leaf,
+)
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
 from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
@@ -125,6 +132,10 @@ class DryRunFirst(ActionAdapter):
     def requeue_pace(self, job: str) -> RequeuePace | None:
         """The real adapter's answer."""
         return self.real.requeue_pace(job)
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        """The real adapter's answer."""
+        return self.real.thermal_path(gpu)
 
     def job_of(self, entity: str) -> str | None:
         """The job source's one job on ``entity`` where one is given (None if none or several), else the real

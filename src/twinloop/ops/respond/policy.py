@@ -50,8 +50,11 @@ class ActionTemplate(_Frozen):
     value: float | None = None
     change: float | None = None
     scale: float | None = Field(default=None, gt=0)
-    value_from: Literal["supply_limit"] | None = Field(
-        default=None, description="take the value from the adapter: supply_limit = what a node's working PSUs carry"
+    value_from: Literal["supply_limit", "thermal_path"] | None = Field(
+        default=None,
+        description="take the value from the adapter: supply_limit = what a node's working PSUs carry;"
+        " thermal_path = the power cap a GPU's own thermal path carries below its slowdown temperature"
+        " (ops/respond/thermal_cap.py), with ``scale`` as the fallback where the cluster cannot tell",
     )
     duration_s: float = Field(default=0.0, ge=0)
     after_s: float = Field(default=0.0, ge=0, le=86400, description="delay after the incident's first action")
@@ -64,9 +67,13 @@ class ActionTemplate(_Frozen):
 
     @model_validator(mode="after")
     def _one_value(self) -> ActionTemplate:
-        given = sum(v is not None for v in (self.value, self.change, self.scale, self.value_from))
+        # A thermal-path cap may name its fallback factor (a cluster without a coolant reading).
+        fallback = self.value_from == "thermal_path" and self.scale is not None
+        given = sum(v is not None for v in (self.value, self.change, self.scale, self.value_from)) - fallback
         if given > 1:
-            raise ValueError("give at most one of value, change, scale, value_from")
+            raise ValueError("give at most one of value, change, scale, value_from (thermal_path may add a scale)")
+        if self.value_from == "thermal_path" and self.kind != ActionKind.POWER_CAP:
+            raise ValueError("value_from: thermal_path is a power limit: only for kind power_cap")
         return self
 
 

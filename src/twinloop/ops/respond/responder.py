@@ -28,6 +28,13 @@ from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
 from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart
+from twinloop.ops.respond.thermal_cap import (
+    FOLLOW_EVERY_S,
+    NotSettled,
+    ThermalPathCap,
+    followed_cap_w,
+    thermal_path_cap,
+)
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
@@ -88,6 +95,15 @@ class _Watch:
 
 
 @dataclass(frozen=True)
+class _FromThermalPath(ActionRequest):
+    """A power cap whose value is read off its GPU's thermal path when it is submitted (after the rule's
+    ``after_s``, once the die has settled), or else ``fallback_scale`` times the present limit.
+    """
+
+    fallback_scale: float | None = None
+
+
+@dataclass(frozen=True)
 class _Gate:
     """An action waiting for its jobs' checkpoints to be reported complete (a requeue must not throw work away)."""
 
@@ -122,6 +138,9 @@ class Responder:
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
+        # Thermal-path caps that follow their GPU's coolant: (incident, GPU) -> (next due, reason, limit before the
+        # cap, the limit last set).
+        self._path_caps: dict[tuple[int, str], tuple[float, str, float, float]] = {}
 
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
@@ -135,7 +154,7 @@ class Responder:
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
             out.append(self._submit_for(request, until_closed, now, read, mode))
-        out.extend(self._continue_restores(now))
+        out.extend(self._continue_restores(now) + self._follow_path_caps(now, read))
         out.extend(self._open_gates(now, read))
         for incident in batch:
             iid = incident.incident_id
@@ -170,6 +189,9 @@ class Responder:
                 self._fired.add(key)
                 mode = self._mode_for(rule)
                 for template in rule.actions:
+                    if (skipped := self._skip_kept_back(rule, template, incident, now)) is not None:
+                        out.extend(skipped)
+                        continue
                     requests = self._requests(rule, template, incident)
                     if not requests:
                         unresolved = ActionRequest(template.kind, incident.root, incident_id=iid)
@@ -211,6 +233,58 @@ class Responder:
         if closing:
             self._delayed = [d for d in self._delayed if d[1].incident_id not in closing]
             self._gates = [g for g in self._gates if g.request.incident_id not in closing]
+
+    def _requeue_kept_back(self, rule: Rule, template: ActionTemplate, incident: Incident) -> str | None:
+        """For a rule's checkpoint or requeue: why the rule's requeue would be kept back (a fault that only slows
+        the job, whose requeue would run it slower where it lands), asked when the rule fires; None when it would
+        go ahead, for other actions, and for rules without a requeue.
+        """
+        saves_for_requeue = template.kind in (ActionKind.CHECKPOINT, ActionKind.REQUEUE)
+        if not saves_for_requeue or incident.incident_id not in self._slowing:
+            return None
+        if not any(t.kind == ActionKind.REQUEUE for t in rule.actions):
+            return None
+        for job in self.adapter.resolve("job", incident):
+            pace = self.adapter.requeue_pace(job)
+            if pace is not None and pace.slower:
+                return pace.kept_back()
+        return None
+
+    def _skip_kept_back(
+        self, rule: Rule, template: ActionTemplate, incident: Incident, now: float
+    ) -> list[ActionResult] | None:
+        """A rule's requeue kept back at once, and its forced checkpoint that would only have saved the job's work
+        for it (the job stays, so the write would stop it for nothing; its own checkpoints go on), recorded as
+        refused; None for any other action, or when the requeue would go ahead. Asked in the rule's order, so
+        after its drain: the pace sees the job's node taken out. With the requeue, the drain the rule just made
+        for it is lifted (:meth:`_lift_drains`).
+        """
+        kept_back = self._requeue_kept_back(rule, template, incident)
+        if kept_back is None:
+            return None
+        reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
+        detail = kept_back if template.kind == ActionKind.REQUEUE else f"no checkpoint forced: {kept_back}"
+        requests = [
+            ActionRequest(template.kind, target, reason=reason, incident_id=incident.incident_id)
+            for target in self.adapter.resolve(template.target, incident)
+        ]
+        out = [self._record(request, "refused", now, detail, guard=False) for request in requests]
+        return out + self._lift_drains(rule, incident, kept_back, now) if template.kind == ActionKind.REQUEUE else out
+
+    def _lift_drains(self, rule: Rule, incident: Incident, kept_back: str, now: float) -> list[ActionResult]:
+        """Undo the drains ``rule`` applied for ``incident`` at ``now``, its requeue being kept back: the job stays
+        on the node, and a restart for any other cause (a failure elsewhere) must find the node again, since every
+        other placement is slower (mixed_hall seed 0: a host failure at 6135 s restarted `pretrain` with its drained
+        node excluded, on 184 H100 + 8 A100, at about half its pace).
+        """
+        why = f"drain lifted: the job stays on the node and a restart should find it again ({kept_back})"
+        return [
+            self._undo_step(replace(r.request, kind=ActionKind.UNDRAIN, reason=f"{r.request.reason}: {why}"), now,
+                            r.action_id)
+            for r in list(self.log)
+            if r.ts == now and r.status == "applied" and r.request.kind == ActionKind.DRAIN
+            and r.request.incident_id == incident.incident_id and r.request.reason.startswith(f"{rule.name} on ")
+        ]  # fmt: skip
 
     def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
         """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
@@ -302,6 +376,8 @@ class Responder:
         """Submit an incident's request; remember it for restoring when its incident closes (``until_closed``). A
         requeue for a fault that only slows the job is kept back when the job would run slower where it lands.
         """
+        if isinstance(request, _FromThermalPath):
+            request = self._thermal_path_value(request, read, now)
         if request.kind == ActionKind.REQUEUE and request.incident_id in self._slowing:
             pace = self.adapter.requeue_pace(request.target)
             if pace is not None and pace.slower:
@@ -318,6 +394,74 @@ class Responder:
             self._pending_held[result.action_id] = request.incident_id
         return result
 
+    def _thermal_path_value(self, request: _FromThermalPath, read: Reader, now: float) -> ActionRequest:
+        """The power cap ``request.target``'s own thermal path carries (:mod:`.thermal_cap`), never above its present
+        limit, with the figure and its inputs in the reason; the fallback factor where the cluster cannot tell. A
+        cap from the path then follows the GPU's coolant (:meth:`_follow_path_caps`), from after the rule's verify
+        window. A die not settled yet is read again by the follower (no cap now); a GPU whose cap already follows
+        its coolant is left to it (a fallback factor on a capped GPU compounded: mixed_hall seed 2, 450 -> 315 W
+        for the rest of the run).
+        """
+        path = self.adapter.thermal_path(request.target)
+        limits = self.adapter.limits(ActionKind.POWER_CAP, request.target)
+        current = self.adapter.current(ActionKind.POWER_CAP, request.target)
+        followed = any(gpu == request.target for _, gpu in self._path_caps)
+        if path is None or limits is None:
+            found: ThermalPathCap | str = f"no slowdown threshold or coolant reading for {request.target}"
+        elif followed:
+            found = "its thermal-path cap already follows its coolant"
+        else:
+            found = thermal_path_cap(read, request.target, path.coolant_temp_c, path.slowdown_temp_c, limits)
+        value: float | None
+        if (followed or isinstance(found, NotSettled)) and current is not None:
+            value, why = current, found if followed else f"{found}: read again in {FOLLOW_EVERY_S:g} s"
+            if not followed:
+                self._path_caps[(request.incident_id, request.target)] = (now, request.reason, current, current)
+        elif isinstance(found, ThermalPathCap):
+            value, why = found.cap_w, found.why()
+            if current is not None and value > current:
+                value, why = current, f"{why}: above the present {current:g} W limit, which stays"
+            first_s = max(FOLLOW_EVERY_S, request.expect.within_s if request.expect else 0.0)
+            ceiling = current if current is not None else found.limits_w[1]
+            self._path_caps[(request.incident_id, request.target)] = (now + first_s, request.reason, ceiling, value)
+        else:
+            scale = request.fallback_scale
+            value = None if current is None or scale is None else current * scale
+            why = f"{found}: fell back to {scale:g} x the present limit" if scale is not None else found
+        base = ActionRequest(request.kind, request.target, value, request.duration_s, incident_id=request.incident_id)
+        return replace(base, reason=f"{request.reason}: {why}", expect=request.expect)
+
+    def _follow_path_caps(self, now: float, read: Reader) -> list[ActionResult]:
+        """Every :data:`~.thermal_cap.FOLLOW_EVERY_S`, each thermal-path cap is read again off its GPU (under the cap
+        its readings still give its own R) at the coolant it sees now, and moved where that differs by more than
+        the reading's resolution in die temperature; never above the limit it had before the first cap; left as it
+        is when the readings give no figure. It follows after its incident closes too (the cap took the incident's
+        evidence away, not the fault), until the cap is back at its limit before (a repaired path) or someone else
+        changes the setting. On mixed_hall a cap fixed at 5 min held the faulty H100 at 480 W while its coolant
+        cooled by 7 C, below what its path carried, and the synchronous job with it.
+        """
+        out: list[ActionResult] = []
+        for (iid, gpu), (due, reason, ceiling, last_w) in list(self._path_caps.items()):
+            current = self.adapter.current(ActionKind.POWER_CAP, gpu)
+            if current is None or _differs(current, last_w):
+                del self._path_caps[(iid, gpu)]  # not the loop's setting any more
+                continue
+            path = self.adapter.thermal_path(gpu)
+            limits = self.adapter.limits(ActionKind.POWER_CAP, gpu)
+            if now < due or path is None or limits is None:
+                continue
+            self._path_caps[(iid, gpu)] = (now + FOLLOW_EVERY_S, reason, ceiling, last_w)
+            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits)
+            value = followed_cap_w(found, current, ceiling)
+            if value is None or not isinstance(found, ThermalPathCap):
+                continue
+            why = f"{reason}: follows its coolant: {found.why()}; at most {ceiling:g} W, its limit before the cap"
+            result = self.submit(ActionRequest(ActionKind.POWER_CAP, gpu, value, 0.0, why, iid), now, read)
+            out.append(result)
+            if result.status == "applied" and result.request.value is not None:
+                self._path_caps[(iid, gpu)] = (now + FOLLOW_EVERY_S, reason, ceiling, result.request.value)
+        return out
+
     def _requests(self, rule: Rule, template: ActionTemplate, incident: Incident) -> list[ActionRequest]:
         expect = None
         if rule.expect is not None:
@@ -326,9 +470,14 @@ class Responder:
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         if rule.restart is not None:
             reason += f": {self._restart(incident).why}"
-        requests = []
+        requests: list[ActionRequest] = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
+            if template.value_from == "thermal_path":  # read off the GPU when submitted (_thermal_path_value)
+                expects = expect if template.kind in SETTING_KINDS else None
+                later = _FromThermalPath(template.kind, target, None, template.duration_s, reason, incident.incident_id)
+                requests.append(replace(later, expect=expects, fallback_scale=template.scale))
+                continue
             if template.value_from == "supply_limit":
                 value = self.adapter.supply_limit_w(target)  # None: the guard refuses an unknown value
             elif template.change is not None or template.scale is not None:

@@ -60,6 +60,19 @@ class RequeuePace:
         return f"requeue kept back: would run at {self.relative:.2f} of its present pace on {self.gpus}"
 
 
+@dataclass(frozen=True)
+class ThermalPath:
+    """What a GPU's thermal path is held against, as the cluster reports it.
+
+    Attributes:
+        slowdown_temp_c: the GPU's slowdown threshold (NVML ``NVML_TEMPERATURE_THRESHOLD_SLOWDOWN``), °C.
+        coolant_temp_c: the liquid coolant at its cold plate, or the inlet air at its heat sink, now, °C.
+    """
+
+    slowdown_temp_c: float
+    coolant_temp_c: float
+
+
 def leaf(entity: str) -> str:
     """The scheduler's name for an entity: the last path component (node or job id)."""
     return entity.rstrip("/").rsplit("/", 1)[-1]
@@ -105,6 +118,13 @@ class ActionAdapter(ABC):
     def requeue_pace(self, job: str) -> RequeuePace | None:
         """``job``'s pace on the GPUs it would get if requeued now against its present pace; None when the adapter
         cannot tell (a live scheduler requeues into the job's own partition: then a requeue goes ahead as before).
+        """
+        return None
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        """``gpu``'s slowdown threshold and the coolant (or inlet air) temperature it sees now; None when the adapter
+        cannot tell both (NVML gives the threshold but no coolant reading: then a cap taken from the thermal path
+        falls back to the rule's fixed factor).
         """
         return None
 
