@@ -29,6 +29,7 @@ import twinloop
 from twinloop.closedloop.passes import outcome_metrics, run_pass
 from twinloop.ops.respond.policy import Policy, default_policy
 from twinloop.twin.engine import StepResult, Twin
+from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec, load_scenario
 
 #: variant -> (loop on, optimizer on, rules of the default policy removed)
@@ -49,8 +50,19 @@ class MinuteTrace:
         self.job = job
         self.rows: list[tuple[float, float, float, float, float, tuple[float, ...]]] = []
         self._acc: list[tuple[float, float, float, float]] = []
+        self.twin: Twin | None = None
+
+    def hung_unsaved_tokens(self) -> float:
+        """Tokens of work since the last checkpoint of the job if it is still hung at the end (0 otherwise): a hung
+        job's unsaved work is lost whenever it is restarted, so it is useful only until someone restarts it.
+        """
+        job = next((j for j in self.twin.jobs if j.spec.name == self.job), None) if self.twin else None
+        if job is None or job.phase != Phase.HUNG:
+            return 0.0
+        return (job.iterations - job.iterations_at_checkpoint) * job.profile.tokens_per_step
 
     def __call__(self, twin: Twin, result: StepResult) -> None:
+        self.twin = twin
         st = twin.state
         job = next((j for j in twin.jobs if j.spec.name == self.job), None)
         if job is not None and job.running and job.gpus.size:
@@ -95,6 +107,7 @@ def run_variant(spec: ScenarioSpec, name: str, job: str) -> tuple[dict[str, Any]
     s = result.summary
     m = outcome_metrics(result)
     j = next(j for j in s["jobs"] if j["name"] == job)
+    useful = s["energy"]["facility_kwh"] * 3.6e6 / m["energy_per_useful_token_j"]
     out = {
         "facility_kwh": s["energy"]["facility_kwh"],
         "it_kwh": s["energy"]["it_kwh"],
@@ -102,8 +115,9 @@ def run_variant(spec: ScenarioSpec, name: str, job: str) -> tuple[dict[str, Any]
         "iterations": j["iterations"],
         "lost_iterations": j["lost_iterations"],
         "interruptions": j["interruptions"],
-        "useful_tokens": s["energy"]["facility_kwh"] * 3.6e6 / m["energy_per_useful_token_j"],
+        "useful_tokens": useful,
         "energy_per_useful_token_j": m["energy_per_useful_token_j"],
+        "saved_only_j": s["energy"]["facility_kwh"] * 3.6e6 / (useful - trace.hung_unsaved_tokens()),
         "power_bound_gpu_s": m["power_bound_gpu_s"],
         "max_gpu_temp_c": m["max_gpu_temp_c"],
         "failures": s["failures"],
@@ -135,16 +149,17 @@ def main() -> None:
     off = res["loop off"]
     print(f"\n{args.scenario}, seed {args.seed}, job {args.job}")
     print("| variant | facility kWh | IT kWh | cooling kWh | iterations | lost | interruptions | useful tokens "
-          "| J/token (vs off) | power-bound GPU-s | max GPU C | failures |")  # fmt: skip
+          "| J/token (vs off) | J/token, hung unsaved lost (vs off) | power-bound GPU-s | max GPU C |")  # fmt: skip
     print("|---" * 12 + "|")
     for name in names:
         r = res[name]
         d = 100.0 * (r["energy_per_useful_token_j"] / off["energy_per_useful_token_j"] - 1.0)
+        d2 = 100.0 * (r["saved_only_j"] / off["saved_only_j"] - 1.0)
         print(
             f"| {name} | {r['facility_kwh']:.2f} | {r['it_kwh']:.2f} | {r['cooling_kwh']:.2f} | "
             f"{r['iterations']:.0f} | {r['lost_iterations']:.0f} | {r['interruptions']} | {r['useful_tokens']:.4g} | "
-            f"{r['energy_per_useful_token_j']:.4f} ({d:+.1f} %) | {r['power_bound_gpu_s']:,.0f} | "
-            f"{r['max_gpu_temp_c']:.1f} | {r['failures']} |"
+            f"{r['energy_per_useful_token_j']:.4f} ({d:+.1f} %) | {r['saved_only_j']:.4f} ({d2:+.1f} %) | "
+            f"{r['power_bound_gpu_s']:,.0f} | {r['max_gpu_temp_c']:.1f} |"
         )
 
 

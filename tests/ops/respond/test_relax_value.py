@@ -7,7 +7,7 @@ import pytest
 
 from twinloop.hardware.gpu import get_gpu
 from twinloop.hardware.power import REF_GEMM_ACTIVITY, GpuPowerModel, relative_speed
-from twinloop.ops.detect.rules import CDU_FLOW, CDU_HEAT_LOAD, GpuLimits, static_w_per_c
+from twinloop.ops.detect.rules import CDU_FLOW, CDU_HEAT_LOAD, CDU_VALVE, GpuLimits, static_w_per_c
 from twinloop.ops.respond.actions import ActionKind
 from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
 from twinloop.ops.respond.policy import default_policy
@@ -147,3 +147,21 @@ def test_under_a_deep_cap_the_clock_costs_more_than_the_leakage_watts(limit_w: f
     # 0.84-1.41 W of work per degree, up to 2.7x the 0.53 W it prices (docs/calibration.md, feedback section).
     cost = _clock_cost_w(limit_w, 65.0)
     assert static_w_per_c(get_gpu("h100-sxm")) < cost < 3.0 * static_w_per_c(get_gpu("h100-sxm"))
+
+
+def test_a_flow_cut_keeps_the_exchanger_able_to_carry_the_row_on_half_its_flow() -> None:
+    ids = tuple(f"dc/r1/k1/n{i // 8}/g{i % 8}" for i in range(N_PER_ROW))
+    value = RelaxValue(ids, GpuLimits.from_spec(get_gpu("h100-sxm"), N_PER_ROW))
+
+    def cut(valve: float) -> bool:
+        gpu = {
+            CDU_PUMP_POWER: np.full(N_PER_ROW, PUMP_W),
+            CDU_HEAT_LOAD: np.full(N_PER_ROW, HEAT_W * valve),
+            CDU_FLOW: np.full(N_PER_ROW, FLOW_L_MIN),
+            CDU_VALVE: np.full(N_PER_ROW, valve),
+        }
+        value.observe(gpu, None)
+        return value.less_flow("dc/r1", 1.0, 0.1).pays
+
+    assert cut(0.2)  # a lightly loaded row: 22 % of the exchanger after the cut
+    assert not cut(0.46)  # 51 % after the cut: a pump failing to half its flow would leave the row short

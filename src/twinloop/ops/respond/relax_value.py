@@ -26,6 +26,13 @@ What each move saves, from the site's own telemetry:
   Until a rise has been measured, warming is allowed (it is how the first measurement is made).
 * **less flow**: the pump's power goes with the cube of the flow (``P·(1 − (1 − step/flow)³)``); the row's coolant
   warms by half its rise ``Q/(ṁ·c_p)`` (the mean GPU sits halfway along its rack's loop), which grows as 1/flow.
+  Less flow also shrinks what the CDU's exchanger can carry (in proportion below its design flow), and a row that
+  is relaxed when a pump fault comes meets it with less: a cut is made only while the exchanger would still carry
+  the row's heat on half its flow (``CDU_VALVE``, the share of the exchanger's capacity in use, times
+  ``flow/(flow − step)``, at most ``flow_reserve`` = 0.5): a CDU's pumps are N+1, and one of two failing halves
+  the flow. The reserve is an engineering choice, not fitted. (Measured without it, ``default`` seed 2: the
+  training row's flow relaxed to 0.7 while its job ramped up, then its pump degradation made a second cooling
+  incident and the rules drove its CDU to 22 °C and the facility water to 19 °C.)
 
 None of this is tuned: the slopes come from the catalog's fitted model and the site's telemetry, and a move is
 made when its saving exceeds its cost.
@@ -39,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from twinloop.ops.detect.rules import CDU_FLOW, CDU_HEAT_LOAD, GpuLimits
+from twinloop.ops.detect.rules import CDU_FLOW, CDU_HEAT_LOAD, CDU_VALVE, GpuLimits
 from twinloop.ops.ports import F64
 from twinloop.telemetry.fields import (
     TWINLOOP_FI_CDU_PUMP_POWER,
@@ -71,9 +78,11 @@ class RelaxValue:
     Args:
         gpu_ids: GPU ids ``site/row/...`` in the order of the samples' per-GPU arrays.
         limits: the GPUs' limits; their ``static_w_per_c`` (None: unknown, every move allowed as before).
+        flow_reserve: the largest share of its exchanger's capacity a CDU may use after a flow cut.
     """
 
-    def __init__(self, gpu_ids: tuple[str, ...], limits: GpuLimits) -> None:
+    def __init__(self, gpu_ids: tuple[str, ...], limits: GpuLimits, flow_reserve: float = 0.5) -> None:
+        self.flow_reserve = flow_reserve
         self._row_of = np.array(["/".join(gid.split("/")[:2]) for gid in gpu_ids])
         self._slope = limits.static_w_per_c
         self._gpu: Mapping[str, F64] = {}
@@ -176,4 +185,10 @@ class RelaxValue:
         rise_c = heat_w / (flow_l_min * L_PER_MIN_TO_KG_PER_S * CP_WATER_J_PER_KG_C)
         cost = cost_per_c * 0.5 * rise_c * (flow / (flow - step) - 1.0)
         why = f"pump saves {saving / 1e3:.2f} kW, GPUs' leakage costs {cost / 1e3:.2f} kW"
+        valve = self._row_field(CDU_VALVE, row)
+        if valve is not None:
+            used = valve * min(flow, 1.0) / min(flow - step, 1.0)
+            if used > self.flow_reserve:
+                why = f"exchanger {used:.0%} used after the cut (> {self.flow_reserve:.0%}: no reserve for a pump)"
+                return Verdict(False, saving, cost, why)
         return Verdict(saving > cost, saving, cost, why)
