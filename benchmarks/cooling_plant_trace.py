@@ -10,7 +10,9 @@ that part costs or saves:
   never fires: a policy needs one);
 * ``no cooling rule``: the full loop less the ``cooling-degradation`` rule (the capacity loss and pump degradation
   are answered by the optimizer alone);
-* ``no sdc/hang rule``: the full loop less the ``suspected-sdc`` and ``job-hang`` rules.
+* ``no sdc/hang rule``: the full loop less the ``suspected-sdc`` and ``job-hang`` rules;
+* ``referee``: the full loop with the optimizer's referee on (:class:`~twinloop.ops.respond.relax_value.RelaxValue`,
+  ``CoolingOptimizerConfig.referee``, off by default), ``referee, optimizer only`` and ``referee, no cooling rule``.
 
 Run: PYTHONPATH=src python benchmarks/cooling_plant_trace.py [--scenario cooling-plant] [--seed 0]
      [--variants "loop off" "loop on"] [--minutes]
@@ -20,27 +22,38 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
 import twinloop
 from twinloop.closedloop.passes import outcome_metrics, run_pass
+from twinloop.ops.respond.cooling_optimizer import CoolingOptimizerConfig
 from twinloop.ops.respond.policy import Policy, default_policy
 from twinloop.twin.engine import StepResult, Twin
 from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import ScenarioSpec, load_scenario
 
-#: variant -> (loop on, optimizer on, rules of the default policy removed)
-VARIANTS: dict[str, tuple[bool, bool, frozenset[str]]] = {
-    "loop off": (False, False, frozenset()),
-    "loop on": (True, True, frozenset()),
-    "no optimizer": (True, False, frozenset()),
-    "optimizer only": (True, True, frozenset({"*"})),
-    "no cooling rule": (True, True, frozenset({"cooling-degradation"})),
-    "no sdc/hang rule": (True, True, frozenset({"suspected-sdc", "job-hang"})),
+#: variant -> (loop on, optimizer on, rules of the default policy removed, referee on)
+VARIANTS: dict[str, tuple[bool, bool, frozenset[str], bool]] = {
+    "loop off": (False, False, frozenset(), False),
+    "loop on": (True, True, frozenset(), False),
+    "no optimizer": (True, False, frozenset(), False),
+    "optimizer only": (True, True, frozenset({"*"}), False),
+    "no cooling rule": (True, True, frozenset({"cooling-degradation"}), False),
+    "no sdc/hang rule": (True, True, frozenset({"suspected-sdc", "job-hang"}), False),
+    "referee": (True, True, frozenset(), True),
+    "referee, optimizer only": (True, True, frozenset({"*"}), True),
+    "referee, no cooling rule": (True, True, frozenset({"cooling-degradation"}), True),
 }
+
+
+@dataclass(frozen=True)
+class _RefereeOn(CoolingOptimizerConfig):
+    referee: bool = True
 
 
 class MinuteTrace:
@@ -100,10 +113,11 @@ def _policy(removed: frozenset[str]) -> Policy | None:
 
 def run_variant(spec: ScenarioSpec, name: str, job: str) -> tuple[dict[str, Any], MinuteTrace, float]:
     """One pass of ``name``: its figures, its minute trace and its wall seconds."""
-    loop, optimizer, removed = VARIANTS[name]
+    loop, optimizer, removed, referee = VARIANTS[name]
     trace = MinuteTrace(job)
     t0 = time.perf_counter()
-    result = run_pass(spec, loop, optimize_cooling=optimizer, policy=_policy(removed), on_step=trace)
+    with mock.patch("twinloop.ops.runner.CoolingOptimizerConfig", _RefereeOn if referee else CoolingOptimizerConfig):
+        result = run_pass(spec, loop, optimize_cooling=optimizer, policy=_policy(removed), on_step=trace)
     s = result.summary
     m = outcome_metrics(result)
     j = next(j for j in s["jobs"] if j["name"] == job)

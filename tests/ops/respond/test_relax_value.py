@@ -39,7 +39,7 @@ def _setup(value: bool) -> tuple[MemoryAdapter, CoolingOptimizer, Callable[[], N
         Responder(default_policy(), adapter, mode="auto"),
         "dc",
         ROWS,
-        CoolingOptimizerConfig(warmup_s=0.0, approach_c=3.0),
+        CoolingOptimizerConfig(warmup_s=0.0, approach_c=3.0, referee=value),
         value=referee,
     )
 

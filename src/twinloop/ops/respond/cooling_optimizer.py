@@ -79,6 +79,9 @@ class CoolingOptimizerConfig:
     approach_c: float = 3.0
     precool_fraction: float = 0.1
     precool_margin_c: float = 5.0
+    #: Price every relaxing move with :class:`RelaxValue` (when one is given). Off: measured worse on 5 seeds of
+    #: cooling-plant and default (docs/calibration.md, "What relaxing the coolant costs the GPUs").
+    referee: bool = False
 
     def __post_init__(self) -> None:
         if self.precool_margin_c < 0:
@@ -114,7 +117,7 @@ class CoolingOptimizer:
         self.hold = hold
         self.local = local
         self.arrival = arrival
-        self.value = value
+        self.value = value if self.config.referee else None
         self._warm: dict[str, str] | None = None  # rows whose setpoint may warm this period (None: no referee)
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
