@@ -33,6 +33,12 @@ the economizer carry heat the chiller would otherwise pay for, while no CDU is e
 setpoint. Every move is an :class:`~twinloop.ops.respond.actions.ActionRequest` submitted through the
 responder, so the guard rails (limits, steps, rate limits) and the loop's mode apply to it as to any other.
 
+With ``CoolingOptimizerConfig(referee=True)`` and a :class:`~twinloop.ops.respond.relax_value.RelaxValue`, every
+relaxing move is priced first: a warmer setpoint only for the rows at the coldest setpoint and only while the facility
+water's measured saving beats their GPUs' extra leakage; otherwise less flow, when the pump's saving beats the leakage
+and the exchanger keeps half its capacity spare. Off by default: with the incident rules it cost more than it saved on
+cooling-plant and default (docs/calibration.md, "What relaxing the coolant costs the GPUs").
+
 The gains (target, band, steps) are engineering choices, not fitted: the target stays 14 C under the H100's
 slowdown temperature, and one notch per minute is slower than the coolant loop's own time constant. The precool
 margin (5 C) is a guess too, not fitted to a scenario: it covers the software thermal slowdown a GPU may engage a
