@@ -27,6 +27,7 @@ from twinloop.ops import END, GpuLimits, PollResult, RackHeat, Sample, Topology
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_FLOW as CDU_FLOW
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_HEAT_LOAD as CDU_HEAT_LOAD
+from twinloop.telemetry.fields import TWINLOOP_FI_CDU_PUMP_POWER as CDU_PUMP_POWER
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_PUMP_SPEED as CDU_PUMP_SPEED
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_SETPOINT as CDU_SETPOINT
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_SUPPLY_TEMP as CDU_SUPPLY
@@ -45,7 +46,7 @@ _STATE_OF_FIELD = {DCGM_FI_DEV_GPU_TEMP: "gpu_temp_c", DCGM_FI_DEV_POWER_USAGE: 
 #: and facility-water valve), by level.
 _BROADCAST = {
     "node": (PSU_STATE,),
-    "row": (CDU_SUPPLY, CDU_SETPOINT, CDU_FLOW, CDU_PUMP_SPEED, CDU_HEAT_LOAD, CDU_VALVE),
+    "row": (CDU_SUPPLY, CDU_SETPOINT, CDU_FLOW, CDU_PUMP_SPEED, CDU_HEAT_LOAD, CDU_VALVE, CDU_PUMP_POWER),
 }
 
 

@@ -55,6 +55,7 @@ from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.adapters.base import ancestor
 from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
 from twinloop.ops.respond.policy import Mode, Policy, default_policy, root_level
+from twinloop.ops.respond.relax_value import RelaxValue
 from twinloop.ops.respond.responder import Responder
 
 OnSample = Callable[[Sample], None]
@@ -184,6 +185,7 @@ class LoopRunner:
                 hold=self._cooling_hold,
                 local=self._local_thermal_fault,
                 arrival=ArrivalTemperature(topo.gpu_ids, topo.limits) if heat else None,
+                value=RelaxValue(topo.gpu_ids, topo.limits),
             )
 
     @property
@@ -236,7 +238,7 @@ class LoopRunner:
             self.responder.handle(updates, sample.ts, read)
             self.responder.verify(sample.ts, read)
         if self.optimizer is not None:
-            self.optimizer.observe(sample.gpu)
+            self.optimizer.observe(sample.gpu, sample.site_fields)
             self.optimizer.step(sample.ts, read)
         actions = self._new_actions()
         self._tell_settings(actions)

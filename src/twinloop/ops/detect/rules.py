@@ -50,6 +50,7 @@ from twinloop.hardware.power import (
     CLOCK_EVENT_HW_SLOWDOWN,
     CLOCK_EVENT_HW_THERMAL,
     CLOCK_EVENT_SW_THERMAL,
+    GpuPowerModel,
 )
 from twinloop.ops.events import EventClass
 from twinloop.telemetry.fields import (
@@ -108,6 +109,14 @@ RANK_STEP_TIME = TWINLOOP_FI_RANK_STEP_TIME
 FATAL_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121})
 
 
+def static_w_per_c(spec: GpuSpec) -> float:
+    """``d P_static / d T`` of ``spec``'s GPU, W/°C: its cold idle power times the fitted leakage growth per °C
+    (:meth:`twinloop.hardware.power.GpuPowerModel.static_w`; H100: 70 W × 0.0075/°C = 0.53 W/°C).
+    """
+    model = GpuPowerModel(spec)
+    return float(model.static_w(1.0) - model.static_w(0.0))
+
+
 @dataclass(frozen=True)
 class GpuLimits:
     """Per-GPU physical limits the rules compare against (arrays of shape (n_gpus,)).
@@ -119,6 +128,9 @@ class GpuLimits:
         tdp_w: default power limit, W.
         model_index: per-GPU GPU model (index into the site's kinds); None = one model. GPUs of different
             models run at different clocks and step times on purpose: peers are compared within a model.
+        static_w_per_c: per-GPU growth of static (leakage) power per °C of die temperature, W/°C, from the fitted
+            power model (:func:`static_w_per_c`); None = unknown. What a warmer coolant costs a GPU: more watts at
+            the same clock, or (at its power limit) the same watts at a lower clock.
     """
 
     slowdown_temp_c: F64
@@ -126,6 +138,7 @@ class GpuLimits:
     thermal_tau_s: F64
     tdp_w: F64
     model_index: NDArray[np.int64] | None = None
+    static_w_per_c: F64 | None = None
 
     def models(self) -> tuple[NDArray[np.int64], int]:
         """(per-GPU model index, number of models); one model when none was given."""
@@ -142,6 +155,7 @@ class GpuLimits:
             thermal_resistance_c_per_w=np.full(n_gpus, r),
             thermal_tau_s=np.full(n_gpus, r * spec.thermal_capacitance_j_per_c),
             tdp_w=np.full(n_gpus, spec.tdp_w),
+            static_w_per_c=np.full(n_gpus, static_w_per_c(spec)),
         )
 
     @classmethod
@@ -166,6 +180,7 @@ class GpuLimits:
             thermal_tau_s=(r * c).astype(np.float64),
             tdp_w=np.array([s.tdp_w for s in specs], dtype=np.float64)[k],
             model_index=k,
+            static_w_per_c=np.array([static_w_per_c(s) for s in specs], dtype=np.float64)[k],
         )
 
     @classmethod

@@ -33,6 +33,12 @@ the economizer carry heat the chiller would otherwise pay for, while no CDU is e
 setpoint. Every move is an :class:`~twinloop.ops.respond.actions.ActionRequest` submitted through the
 responder, so the guard rails (limits, steps, rate limits) and the loop's mode apply to it as to any other.
 
+With ``CoolingOptimizerConfig(referee=True)`` and a :class:`~twinloop.ops.respond.relax_value.RelaxValue`, every
+relaxing move is priced first: a warmer setpoint only for the rows at the coldest setpoint and only while the facility
+water's measured saving beats their GPUs' extra leakage; otherwise less flow, when the pump's saving beats the leakage
+and the exchanger keeps half its capacity spare. Off by default: with the incident rules it cost more than it saved on
+cooling-plant and default (docs/calibration.md, "What relaxing the coolant costs the GPUs").
+
 The gains (target, band, steps) are engineering choices, not fitted: the target stays 14 C under the H100's
 slowdown temperature, and one notch per minute is slower than the coolant loop's own time constant. The precool
 margin (5 C) is a guess too, not fitted to a scenario: it covers the software thermal slowdown a GPU may engage a
@@ -45,12 +51,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from twinloop.ops.detect.rules import CDU_SUPPLY
 from twinloop.ops.detect.rules import TEMP as GPU_TEMP
 from twinloop.ops.learn.precool import ArrivalTemperature
 from twinloop.ops.ports import F64
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
+from twinloop.ops.respond.relax_value import RelaxValue
 from twinloop.ops.respond.responder import Reader, Responder
 
 #: ``forecast(row) -> W``: the heat load the row is expected to gain within the forecast horizon (0 if none).
@@ -77,6 +85,9 @@ class CoolingOptimizerConfig:
     approach_c: float = 3.0
     precool_fraction: float = 0.1
     precool_margin_c: float = 5.0
+    #: Price every relaxing move with :class:`RelaxValue` (when one is given). Off: measured worse on 5 seeds of
+    #: cooling-plant and default (docs/calibration.md, "What relaxing the coolant costs the GPUs").
+    referee: bool = False
 
     def __post_init__(self) -> None:
         if self.precool_margin_c < 0:
@@ -101,6 +112,7 @@ class CoolingOptimizer:
         hold: RelaxHold | None = None,
         local: LocalFault | None = None,
         arrival: ArrivalTemperature | None = None,
+        value: RelaxValue | None = None,
     ) -> None:
         self.responder = responder
         self.site = site
@@ -111,6 +123,8 @@ class CoolingOptimizer:
         self.hold = hold
         self.local = local
         self.arrival = arrival
+        self.value = value if self.config.referee else None
+        self._warm: dict[str, str] | None = None  # rows whose setpoint may warm this period (None: no referee)
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
@@ -121,10 +135,14 @@ class CoolingOptimizer:
         request = ActionRequest(kind, target, value, reason=f"cooling optimizer: {why}")
         return self.responder.submit(request, now, read)
 
-    def observe(self, gpu: Mapping[str, F64]) -> None:
-        """Hand the latest sample's per-GPU fields to the arrival model (call every sample; no-op without one)."""
+    def observe(self, gpu: Mapping[str, F64], site: Mapping[str, Any] | None = None) -> None:
+        """Hand the latest sample's per-GPU and site fields to the arrival model and the referee (call every sample;
+        no-op without them).
+        """
         if self.arrival is not None:
             self.arrival.observe(gpu)
+        if self.value is not None:
+            self.value.observe(gpu, site)
 
     def step(self, now: float, read: Reader) -> list[ActionResult]:
         """One control period (call every step; it acts every ``period_s``)."""
@@ -132,6 +150,9 @@ class CoolingOptimizer:
             return []
         self._next_ts = now + self.config.period_s
         out: list[ActionResult] = []
+        if self.value is not None:
+            self.value.period()
+        self._warm = self._warming(read)
         for row in self.rows:
             out.extend(self._row(row, now, read))
         out.extend(self._facility_water(now, read))
@@ -203,11 +224,46 @@ class CoolingOptimizer:
         if hottest >= c.target_gpu_temp_c - c.band_c:
             return out
         why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
-        if setpoint + c.setpoint_step_c <= c.supply_max_c:
-            out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why, now, read))
+        warm = self._warm is None or row in self._warm
+        if warm and setpoint + c.setpoint_step_c <= c.supply_max_c:
+            paid = f"; {self._warm[row]}" if self._warm else ""
+            out.append(self._move(ActionKind.CDU_SETPOINT, row, setpoint + c.setpoint_step_c, why + paid, now, read))
         elif not out and flow - c.flow_step >= c.flow_floor - 1e-9:
-            out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why, now, read))
+            verdict = self.value.less_flow(row, flow, c.flow_step) if self.value is not None else None
+            if verdict is None or verdict.pays:
+                paid = f"; {verdict.why}" if verdict is not None else ""
+                out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why + paid, now, read))
         return out
+
+    def _warming(self, read: Reader) -> dict[str, str] | None:
+        """The rows whose setpoint may warm this period, each with the referee's reason; None without a referee.
+
+        A warmer setpoint saves only through the facility water, which follows the coldest setpoint: so only the
+        rows at the coldest setpoint, only if every one of them can warm (its hottest GPU below the band, no row
+        held, the facility water below its upper limit), and only if the facility water's measured saving exceeds
+        those rows' GPUs' leakage (:meth:`RelaxValue.warmer_setpoint`). Any other warmer setpoint costs the GPUs
+        leakage (or clock at their power limit) for nothing; those rows relax their pump flow instead.
+        """
+        if self.value is None:
+            return None
+        c = self.config
+        setpoints = {row: self._current(ActionKind.CDU_SETPOINT, row) for row in self.rows}
+        known = {row: sp for row, sp in setpoints.items() if sp is not None}
+        fw = self._current(ActionKind.FACILITY_WATER, self.site)
+        limits = self.responder.adapter.limits(ActionKind.FACILITY_WATER, self.site)
+        if not known or any(self._held(row) for row in self.rows):
+            return {}
+        if fw is not None and limits is not None and fw >= limits[1] - 1e-9:
+            return {}
+        coldest = min(known.values())
+        binding = tuple(row for row, sp in known.items() if sp <= coldest + 1e-9)
+        for row in binding:
+            hottest = read(GPU_TEMP, row, "max")
+            at_max = known[row] + c.setpoint_step_c > c.supply_max_c
+            if hottest is None or hottest >= c.target_gpu_temp_c - c.band_c or at_max:
+                return {}
+        verdict = self.value.warmer_setpoint(binding, c.setpoint_step_c)
+        return {row: verdict.why for row in binding} if verdict.pays else {}
 
     def _precool_buys(self, row: str, rise_w: float, load_w: float, read: Reader, local: bool) -> str | None:
         """Why precooling ``row`` for ``rise_w`` of heat coming is worth it (a suffix for the action's reason), or
@@ -248,5 +304,7 @@ class CoolingOptimizer:
             return []
         if want > fw and any(self._held(row) for row in self.rows):
             return []  # a warmer facility water relaxes every row: not while an incident holds one tightened
+        if want > fw and self.value is not None:
+            self.value.facility_water_rise()  # the plant before the rise: its saving is measured next period
         why = f"follow the coldest CDU setpoint {min(known):.1f} C minus {self.config.approach_c:.1f} C approach"
         return [self._move(ActionKind.FACILITY_WATER, self.site, want, why, now, read)]
