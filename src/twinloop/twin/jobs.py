@@ -227,6 +227,14 @@ class Job:
             self.backlog = np.zeros(self.n_slots)
         return lost
 
+    @property
+    def kept_iterations(self) -> float:
+        """Iterations the job keeps: a hung job keeps only its checkpointed work, since its collective watchdog
+        (``hang_timeout_s``) interrupts it whatever anyone does, so a run that ends while it hangs counts its
+        unsaved work as lost, as a later one would.
+        """
+        return self.iterations_at_checkpoint if self.phase == Phase.HUNG else self.iterations
+
     def ettr(self, now_s: float) -> float:
         """Effective training time ratio: ideal time of the work kept / wall time since first start.
 
@@ -237,14 +245,14 @@ class Job:
         if self.kind == "serving":
             return self.served_tokens / self.demanded_tokens if self.demanded_tokens > 0 else 0.0
         wall = (self.end_s if self.end_s is not None else now_s) - self.first_start_s
-        return min(1.0, self.iterations * self.profile.iteration_s / wall) if wall > 0 else 0.0
+        return min(1.0, self.kept_iterations * self.profile.iteration_s / wall) if wall > 0 else 0.0
 
     def goodput_tokens_per_s(self, now_s: float) -> float:
         """Tokens kept (training) or served (serving) per wall second since first start."""
         if self.first_start_s is None:
             return 0.0
         wall = max((self.end_s if self.end_s is not None else now_s) - self.first_start_s, 1e-9)
-        kept = self.iterations * self.profile.tokens_per_step if self.kind == "training" else self.served_tokens
+        kept = self.kept_iterations * self.profile.tokens_per_step if self.kind == "training" else self.served_tokens
         return kept / wall
 
 

@@ -32,8 +32,8 @@ def summarize(twin: SiteState, action_log: Sequence[ActionResult], faults_inject
                 "phase": j.phase.name.lower(),
                 "ettr": round(j.ettr(twin.t_s), 6),
                 "goodput_tokens_per_s": round(j.goodput_tokens_per_s(twin.t_s), 3),
-                "iterations": round(j.iterations, 3),
-                "lost_iterations": round(j.lost_iterations, 3),
+                "iterations": round(j.kept_iterations, 3),
+                "lost_iterations": round(j.lost_iterations + j.iterations - j.kept_iterations, 3),
                 "interruptions": j.interruptions,
                 "served_tokens": round(j.served_tokens, 1),
             }
