@@ -50,8 +50,8 @@ class Segment:
     per_kind: dict[str, dict[str, list[float]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
 
 
-def _spec(seed: int, duration_s: float | None) -> ScenarioSpec:
-    path = Path(twinloop.__file__).parent / "scenarios" / "mixed_hall.yaml"
+def _spec(seed: int, duration_s: float | None, scenario: str = "mixed_hall") -> ScenarioSpec:
+    path = Path(twinloop.__file__).parent / "scenarios" / f"{scenario}.yaml"
     raw = yaml.safe_load(path.read_text())
     raw["seed"] = seed
     if duration_s is not None:
@@ -169,6 +169,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--job", default="finetune")
+    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario (e.g. default, with --job)")
     ap.add_argument("--duration-s", type=float, default=None, help="override the scenario's 2 h")
     ap.add_argument("--loop-off", action="store_true", help="trace the loop-off pass instead")
     ap.add_argument(
@@ -178,7 +179,7 @@ def main() -> None:
         help="what-if, as in decisions_mixed_hall.py: answer every straggler this way (`now`: the old response)",
     )
     args = ap.parse_args()
-    spec = _spec(args.seed, args.duration_s)
+    spec = _spec(args.seed, args.duration_s, args.scenario)
     tracer = Tracer(args.job)
     policy = None
     if args.straggler_restart is not None:
