@@ -33,7 +33,7 @@ def requeue_nodes(twin: Twin, job: Job) -> NDArray[np.int64] | None:
     """The nodes the twin's scheduler would give ``job`` if it were requeued now; None if it would wait."""
     s = twin.scheduler
     free = np.flatnonzero(((s.node_owner < 0) | (s.node_owner == job.index)) & ~s.node_drained & ~s.node_down)
-    return s.choose(job.spec.gpus, twin.cluster_view(free))
+    return s.choose(job.spec.gpus, twin.cluster_view(free, job))
 
 
 def _slowest_rate(twin: Twin, job: Job, gpus: NDArray[np.int64], clock_x: NDArray[np.float64]) -> float:

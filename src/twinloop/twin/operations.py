@@ -19,6 +19,7 @@ from twinloop.hardware.power import (
     CLOCK_EVENT_SW_THERMAL,
 )
 from twinloop.twin.events import Event
+from twinloop.twin.gpu_rates import gpu_work_rates
 from twinloop.twin.jobs import Job, Phase
 from twinloop.twin.power_chain import BRAKE_S
 from twinloop.twin.scheduler import OVERHEAD, ClusterView
@@ -144,7 +145,6 @@ class ClusterOps(SiteState):
                 self.scheduler.submit(job.index)
         if not self.scheduler.queue:
             return
-        view = None
         for j in list(self.scheduler.queue):
             job = self.jobs[j]
             if job.spec.submit_s > t:
@@ -153,19 +153,28 @@ class ClusterOps(SiteState):
             est = job.spec.gpus * tdp * job.profile.requested_tdp_fraction * OVERHEAD
             if not self.scheduler.admit(est, self.facility_w, self.chain.budget_w):
                 continue
-            if view is None:
-                view = self.cluster_view(self.scheduler.free_nodes())
-            nodes = self.scheduler.try_place(j, job.spec.gpus, view)
+            nodes = self.scheduler.try_place(j, job.spec.gpus, self.cluster_view(self.scheduler.free_nodes(), job))
             if nodes is None:
                 continue
-            view = None
             self.scheduler.queue.remove(j)
             self._start(job, nodes)
 
-    def cluster_view(self, free_nodes: NDArray[np.int64]) -> ClusterView:
-        """What the scheduler sees of ``free_nodes`` now: each rack's PDU headroom and coolant temperature."""
+    def cluster_view(self, free_nodes: NDArray[np.int64], job: Job) -> ClusterView:
+        """What the scheduler sees of ``free_nodes`` for ``job`` now: each rack's PDU headroom and coolant
+        temperature, and in a hall of several GPU models the job's work rate on each node's model.
+        """
         rack_w = self.flows.rack_w if self.flows is not None else np.zeros(self.topo.n_racks)
-        return ClusterView(free_nodes, np.asarray(self.pdu_rating_w - rack_w), self.rack_coolant_c)
+        return ClusterView(
+            free_nodes, np.asarray(self.pdu_rating_w - rack_w), self.rack_coolant_c, self.node_speed(job)
+        )
+
+    def node_speed(self, job: Job) -> NDArray[np.float64] | None:
+        """Per node, ``job``'s work rate on the node's GPU model at full clock; None in a hall of one model."""
+        if job.rates is None or len(self.topo.kinds) < 2:
+            return None
+        kinds = np.arange(len(self.topo.kinds))
+        per_kind = gpu_work_rates(np.ones(kinds.size), job.profile.compute_fraction, kinds, job.rates)
+        return np.asarray(per_kind[self.topo.gpu_kind[self.topo.node_start]])
 
     def _start(self, job: Job, nodes: NDArray[np.int64]) -> None:
         gpus = np.concatenate(

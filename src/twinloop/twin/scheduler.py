@@ -6,6 +6,11 @@ Placement policies (registry ``PLACEMENT``):
 * ``power_aware``: free nodes in racks with the most power headroom (PDU rating minus draw) and the coolest
   coolant first — it spreads heat and power, as thermal/power-aware placement (TAPAS) does.
 
+In a hall of several GPU models either policy's order is taken within the models, the job's fastest first
+(``ClusterView.node_speed``): a job planned for H100s is not spread over A100s while H100s are free, as a Slurm
+job asking for ``--gres=gpu:h100`` or a partition per GPU type would not be. It still runs on a mix of models
+when its own is short (a node down), rather than wait.
+
 Admission: a job starts only if the facility's current power plus the job's estimated draw
 (``gpus × TDP × requested_tdp_fraction × OVERHEAD``) stays within ``admission_fraction`` of the budget, and
 admission is not held. ``OVERHEAD`` (host, conversion and cooling on top of GPU power) is a guess.
@@ -32,6 +37,8 @@ class ClusterView:
     free_nodes: NDArray[np.int64]
     rack_headroom_w: NDArray[np.float64]
     rack_coolant_c: NDArray[np.float64]
+    #: per node of the site, the job's work rate on its GPU model at full clock (None: one model, no preference)
+    node_speed: NDArray[np.float64] | None = None
 
 
 def first_fit(topo: Topology, view: ClusterView, n_nodes: int) -> NDArray[np.int64]:
@@ -44,6 +51,11 @@ def power_aware(topo: Topology, view: ClusterView, n_nodes: int) -> NDArray[np.i
     racks = topo.node_rack[view.free_nodes]
     order = np.lexsort((view.free_nodes, view.rack_coolant_c[racks], -view.rack_headroom_w[racks]))
     return view.free_nodes[order][:n_nodes]
+
+
+def fastest_first(ordered: NDArray[np.int64], node_speed: NDArray[np.float64] | None) -> NDArray[np.int64]:
+    """``ordered`` nodes with the job's fastest GPU model first, keeping the policy's order within each model."""
+    return ordered if node_speed is None else ordered[np.argsort(-node_speed[ordered], kind="stable")]
 
 
 PLACEMENT: dict[str, Callable[[Topology, ClusterView, int], NDArray[np.int64]]] = {
@@ -96,6 +108,7 @@ class Scheduler:
             return None
         # Uniform GPUs per node is the common case; with mixed nodes take enough in policy order.
         ordered = self.place(self.topo, view, free.size)
+        ordered = fastest_first(ordered, view.node_speed)
         need = int(np.searchsorted(np.cumsum(self.topo.node_gpus[ordered]), n_gpus) + 1)
         return np.sort(ordered[:need])
 

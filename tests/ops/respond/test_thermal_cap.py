@@ -281,3 +281,27 @@ def test_a_die_not_settled_gets_no_cap_yet_and_is_read_again_until_it_is() -> No
     caps = [a for a in r.log[n:] if a.request.kind == ActionKind.POWER_CAP]
     assert [a.status for a in caps] == ["refused"]
     assert caps[0].request.reason.endswith("its thermal-path cap already follows its coolant")
+
+
+def test_a_die_still_moving_follows_its_coolant_with_the_paths_known_r() -> None:
+    """A coolant that keeps moving (a reactive CDU) keeps the die from settling, and before, no settled reading
+    meant no move: the cap lagged and the GPU reached its throttle point again (mixed_hall: 6-18 incidents on the
+    one GPU). ``R`` is the path's, so the follower applies the mean of its settled readings to the coolant of now.
+    """
+    adapter = PhysicalAdapter()
+    r = Responder(default_policy(), adapter, mode="auto")
+    _drive(adapter, r, 0, 100)
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == pytest.approx((89.0 - MARGIN_C - 35.0) / adapter.R)
+    adapter.coolant_c = 40.0  # warming, and the die with it: never settled from here on
+
+    def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        if field == DCGM_FI_DEV_GPU_TEMP:
+            return adapter.coolant_c + adapter.R * adapter.power_w() - 0.2 * ago_s
+        return adapter.read(field, entity, aggregate, ago_s)
+
+    incident = Incident(1, EventClass.COOLING_DEGRADATION, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    for t in range(100, 400, 5):
+        r.handle([incident], float(t), read)
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == pytest.approx((89.0 - MARGIN_C - 40.0) / adapter.R)
+    (moved,) = [a for a in r.log if "follows its coolant" in a.request.reason]
+    assert "last read" in moved.request.reason  # says the R is not from the readings of now

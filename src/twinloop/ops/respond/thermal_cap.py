@@ -23,7 +23,7 @@ the caller falls back to the rule's fixed factor and says so. So does a die not 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
 
@@ -75,6 +75,8 @@ class ThermalPathCap:
         slowdown_c: its slowdown threshold, °C.
         margin_c: kept below the threshold, °C.
         limits_w: its power-limit range, W.
+        r_read_ago_s: how long ago ``R`` was read (0: from the readings of now; more: a die not settled now, its
+            last settled ``R`` applied to the coolant of now).
     """
 
     cap_w: float
@@ -86,6 +88,7 @@ class ThermalPathCap:
     slowdown_c: float
     margin_c: float
     limits_w: tuple[float, float]
+    r_read_ago_s: float = 0.0
 
     def why(self) -> str:
         """The figure and its inputs, in one line."""
@@ -94,7 +97,15 @@ class ThermalPathCap:
             f"thermal-path cap {self.cap_w:.0f} W{clamp} = ({self.slowdown_c:g} slowdown - {self.margin_c:g} margin"
             f" - {self.coolant_c:.1f} coolant) C / {self.resistance_c_per_w:.4f} C/W, its own R from"
             f" {self.temp_c:.1f} C at {self.power_w:.0f} W over the last {WINDOW_S:g} s"
+            + (f", last read {self.r_read_ago_s:.0f} s ago" if self.r_read_ago_s > 0 else "")
         )
+
+    def at_coolant(self, coolant_c: float, r_read_ago_s: float) -> ThermalPathCap:
+        """The same path's cap at another coolant temperature: ``R`` is the path's (its interface and cold plate),
+        the coolant is what moves, so a die still heating or cooling needs no new ``R`` to follow its coolant.
+        """
+        cap, raw = path_cap_w(self.resistance_c_per_w, coolant_c, self.slowdown_c, self.limits_w, self.margin_c)
+        return replace(self, cap_w=cap, raw_w=raw, coolant_c=coolant_c, r_read_ago_s=r_read_ago_s)
 
 
 def own_resistance_c_per_w(temp_c: float, power_w: float, coolant_c: float) -> float | None:
