@@ -58,6 +58,7 @@ from twinloop.ops.detect.rules import TEMP as GPU_TEMP
 from twinloop.ops.learn.precool import ArrivalTemperature
 from twinloop.ops.ports import F64
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
+from twinloop.ops.respond.adapters.base import ancestor
 from twinloop.ops.respond.relax_value import RelaxValue
 from twinloop.ops.respond.responder import Reader, Responder
 
@@ -127,6 +128,24 @@ class CoolingOptimizer:
         self._warm: dict[str, str] | None = None  # rows whose setpoint may warm this period (None: no referee)
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
+        # A coolant rule with `hand_over` leaves these rows to this optimizer while their GPUs keep a margin.
+        responder.cooling = self
+
+    @property
+    def margin_c(self) -> float:
+        """The margin to slowdown the optimizer keeps ahead of heat (its precool margin), °C: a coolant rule that
+        hands a row over (:class:`~twinloop.ops.respond.policy.HandOver`) acts once the row's hottest GPU is within it.
+        """
+        return self.config.precool_margin_c
+
+    def slowdown_c(self, entity: str) -> float | None:
+        """The lowest slowdown temperature among the GPUs of ``entity``'s row, °C, from the arrival model's limits;
+        None for a row it does not steer, or without an arrival model (then a coolant rule acts as before).
+        """
+        row = ancestor(entity, 2)
+        if row is None or row not in self.rows or self.arrival is None:
+            return None
+        return self.arrival.slowdown_c(row)
 
     def _current(self, kind: ActionKind, target: str) -> float | None:
         return self.responder.adapter.current(kind, target)
