@@ -34,12 +34,14 @@ def _responder(adapter: MemoryAdapter, optimizer: bool = True) -> Responder:
     return responder
 
 
-def _reader(hottest_c: float, rise_c_per_min: float = 0.0) -> Reader:
-    """The row's hottest GPU at ``hottest_c`` now, having risen ``rise_c_per_min`` over the last minute."""
+def _reader(hottest_c: float, rise_c_per_min: float = 0.0, step_c: float = 0.0) -> Reader:
+    """The row's hottest GPU at ``hottest_c`` now, rising ``rise_c_per_min`` steadily, or by ``step_c`` in the last
+    20 s and flat before.
+    """
 
     def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
         if field == "DCGM_FI_DEV_GPU_TEMP":
-            return hottest_c - rise_c_per_min * ago_s / 60.0
+            return hottest_c - rise_c_per_min * ago_s / 60.0 - (step_c if ago_s >= 20.0 else 0.0)
         return 30.0
 
     return read
@@ -86,6 +88,16 @@ def test_a_gpu_rising_toward_slowdown_within_the_verify_window_gets_the_full_res
         [make_incident(EventClass.COOLING_DEGRADATION, root="dc/r1/k1")], 0.0, _reader(SLOWDOWN_C - 12.0, 2.0)
     )
     assert _coolant_moves(adapter) == list(COOLANT)
+
+
+def test_a_step_that_settled_is_not_taken_for_a_ramp() -> None:
+    adapter = MemoryAdapter()
+    # 14 C of margin after a 2 C step in the last 20 s (a die settling on a warmer coolant): 12 C left in 300 s.
+    out = _responder(adapter).handle(
+        [make_incident(EventClass.COOLING_DEGRADATION, root="dc/r1")], 0.0, _reader(SLOWDOWN_C - 14.0, step_c=2.0)
+    )
+    assert _coolant_moves(adapter) == []
+    assert "12.0 C in 300 s" in out[0].detail
 
 
 def test_without_an_optimizer_to_take_the_row_the_rule_acts_as_before() -> None:

@@ -95,10 +95,12 @@ class HandOver(_Frozen):
     """A coolant rule's row left to the cooling optimizer while its hottest GPU keeps a margin to slowdown.
 
     The rule acts (in full, at once) only while the incident's hottest GPU is within ``margin_c`` of the lowest
-    slowdown temperature of its row's GPUs, or is rising (over the last minute) fast enough to get there within the
-    rule's verify window (``expect.within_s``). Otherwise the responder records why it took no coolant action and
-    asks again at every poll while the incident is open; the optimizer meanwhile tightens the row once its hottest
-    GPU leaves the target band. Where no optimizer takes the row, or the margin cannot be read, the rule acts.
+    slowdown temperature of its row's GPUs, or would get there by the end of the rule's verify window
+    (``expect.within_s``) at its recent rise: the smaller of its last minute's rate kept up for the window and its
+    rise over the last window (a ramp shows in both, a die settling on new work in one). Otherwise the responder
+    records why it took no coolant action and asks again at every poll while the incident is open; the optimizer
+    meanwhile tightens the row once its hottest GPU leaves the target band. Where no optimizer takes the row, or the
+    margin cannot be read, the rule acts.
     """
 
     to: Literal["cooling_optimizer"]

@@ -269,8 +269,8 @@ class Responder:
     def _hand_over(self, rule: Rule, incident: Incident, read: Reader) -> tuple[bool, str]:
         """Whether ``rule`` leaves ``incident``'s row to the cooling optimizer now (:class:`~.policy.HandOver`), and
         the margin read, in words ("" for a rule without ``hand_over``). The rule acts where no optimizer takes the
-        row or the margin cannot be read, and as soon as the hottest GPU, at its rise over the last minute, would be
-        within the margin by the end of the rule's verify window.
+        row or the margin cannot be read, and as soon as the hottest GPU would be within the margin by the end of the
+        rule's verify window (``expect.within_s``) at its recent rise (a ramp, not a step: see below).
         """
         spec = rule.hand_over
         if spec is None or self.cooling is None:
@@ -280,16 +280,28 @@ class Responder:
         if slowdown is None or hottest is None:
             return False, ""
         within_c = spec.margin_c if spec.margin_c is not None else self.cooling.margin_c
-        horizon_s = rule.expect.within_s if rule.expect is not None else 0.0
-        past = read(DCGM_FI_DEV_GPU_TEMP, incident.root, "max", TREND_WINDOW_S)
-        rise_per_s = 0.0 if past is None else max(hottest - past, 0.0) / TREND_WINDOW_S
+        horizon_s = rule.expect.within_s if rule.expect is not None else TREND_WINDOW_S
+        # The rise it would add by the end of the window: the smaller of the last minute's rate kept up for the
+        # window and what it rose over the last window. A ramp (a coolant losing ground) shows in both; a step (a
+        # die settling within seconds on new work or a warmer coolant) only in one: cooling-plant seed 0, +2 C in
+        # 20 s then flat, read alone as a minute's rate was +18 C in 300 s; read alone over 300 s, a job's start
+        # from idle 5 minutes before was +27 C. A run younger than the window has only the minute's rate.
+        root = incident.root
+        rises = [self._rise_c(read, root, hottest, back_s, horizon_s) for back_s in (TREND_WINDOW_S, horizon_s)]
+        rise_c = min((r for r in rises if r is not None), default=0.0)
         margin = slowdown - hottest
-        ahead = margin - rise_per_s * horizon_s
+        ahead = margin - rise_c
         words = (
-            f"margin {margin:.1f} C to slowdown {slowdown:.0f} C (hottest GPU {hottest:.1f} C, {60 * rise_per_s:+.2f}"
-            f" C/min: {ahead:.1f} C in {horizon_s:g} s; acts within {within_c:g} C)"
+            f"margin {margin:.1f} C to slowdown {slowdown:.0f} C (hottest GPU {hottest:.1f} C; {ahead:.1f} C in"
+            f" {horizon_s:g} s at its recent rise; acts within {within_c:g} C)"
         )
         return ahead > within_c, words
+
+    @staticmethod
+    def _rise_c(read: Reader, entity: str, hottest: float, lookback_s: float, horizon_s: float) -> float | None:
+        """The hottest GPU's rise over the last ``lookback_s`` scaled to ``horizon_s``, °C (0 falling, None unknown)."""
+        past = read(DCGM_FI_DEV_GPU_TEMP, entity, "max", lookback_s)
+        return None if past is None else max(hottest - past, 0.0) * horizon_s / lookback_s
 
     def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
         """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
