@@ -34,15 +34,15 @@ def _responder(adapter: MemoryAdapter, optimizer: bool = True) -> Responder:
     return responder
 
 
-def _reader(hottest_c: float, rise_c_per_min: float = 0.0, step_c: float = 0.0) -> Reader:
+def _reader(hottest_c: float, rise_c_per_min: float = 0.0, step_c: float = 0.0, supply_c: float = 30.0) -> Reader:
     """The row's hottest GPU at ``hottest_c`` now, rising ``rise_c_per_min`` steadily, or by ``step_c`` in the last
-    20 s and flat before.
+    20 s and flat before; its CDU supplying ``supply_c`` (the adapter's setpoint: 30 C).
     """
 
     def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
         if field == "DCGM_FI_DEV_GPU_TEMP":
             return hottest_c - rise_c_per_min * ago_s / 60.0 - (step_c if ago_s >= 20.0 else 0.0)
-        return 30.0
+        return supply_c
 
     return read
 
@@ -98,6 +98,16 @@ def test_a_step_that_settled_is_not_taken_for_a_ramp() -> None:
     )
     assert _coolant_moves(adapter) == []
     assert "12.0 C in 300 s" in out[0].detail
+
+
+def test_the_same_step_on_a_cdu_that_cannot_hold_its_setpoint_is_a_ramp() -> None:
+    adapter = MemoryAdapter()
+    # Its supply 3 C above its setpoint: capacity-limited, the coolant keeps warming; 2 C in the last minute is
+    # 10 C in 300 s, 4 C of margin left.
+    incident = make_incident(EventClass.COOLING_DEGRADATION, root="dc/r1")
+    out = _responder(adapter).handle([incident], 0.0, _reader(SLOWDOWN_C - 14.0, step_c=2.0, supply_c=33.0))
+    assert _coolant_moves(adapter) == list(COOLANT)
+    assert "its CDU cannot hold its setpoint" in out[0].request.reason
 
 
 def test_without_an_optimizer_to_take_the_row_the_rule_acts_as_before() -> None:

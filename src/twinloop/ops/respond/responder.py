@@ -72,6 +72,11 @@ class CoolingTaker(Protocol):
         None when it does not, or cannot tell.
         """
 
+    def losing_ground(self, entity: str, read: Reader) -> bool:
+        """Whether the CDU of ``entity``'s row cannot hold its setpoint (capacity-limited): its coolant keeps
+        warming with the heat.
+        """
+
 
 @dataclass(frozen=True)
 class _Watch:
@@ -281,19 +286,23 @@ class Responder:
             return False, ""
         within_c = spec.margin_c if spec.margin_c is not None else self.cooling.margin_c
         horizon_s = rule.expect.within_s if rule.expect is not None else TREND_WINDOW_S
-        # The rise it would add by the end of the window: the smaller of the last minute's rate kept up for the
-        # window and what it rose over the last window. A ramp (a coolant losing ground) shows in both; a step (a
-        # die settling within seconds on new work or a warmer coolant) only in one: cooling-plant seed 0, +2 C in
-        # 20 s then flat, read alone as a minute's rate was +18 C in 300 s; read alone over 300 s, a job's start
-        # from idle 5 minutes before was +27 C. A run younger than the window has only the minute's rate.
+        # The rise it would add by the end of the window. A CDU that cannot hold its setpoint (capacity-limited)
+        # keeps warming with the heat: any rise is a ramp, and the last minute's rate is kept up for the window.
+        # One that holds it cannot: a rise is a die settling on new work or on the coolant's step, so it counts
+        # only as far as it also shows over the last window (the smaller of the two). Cooling-plant seed 0's pump
+        # degradation on a CDU holding its setpoint: +2 C in 20 s, then flat at 74.8 C, which the minute's rate
+        # alone made +18 C in 300 s; default's, on a capacity-limited CDU, ramps to the software slowdown.
         root = incident.root
+        losing = self.cooling.losing_ground(root, read)
         rises = [self._rise_c(read, root, hottest, back_s, horizon_s) for back_s in (TREND_WINDOW_S, horizon_s)]
-        rise_c = min((r for r in rises if r is not None), default=0.0)
+        known = [r for r in rises if r is not None]
+        rise_c = (known[0] if losing else min(known)) if known else 0.0
         margin = slowdown - hottest
         ahead = margin - rise_c
         words = (
             f"margin {margin:.1f} C to slowdown {slowdown:.0f} C (hottest GPU {hottest:.1f} C; {ahead:.1f} C in"
-            f" {horizon_s:g} s at its recent rise; acts within {within_c:g} C)"
+            f" {horizon_s:g} s at its recent rise{'; its CDU cannot hold its setpoint' if losing else ''};"
+            f" acts within {within_c:g} C)"
         )
         return ahead > within_c, words
 
