@@ -187,6 +187,8 @@ class LoopRunner:
                 arrival=ArrivalTemperature(topo.gpu_ids, topo.limits) if heat else None,
                 value=RelaxValue(topo.gpu_ids, topo.limits),
             )
+            # A coolant rule with `hand_over` leaves the rows to the optimizer while their GPUs keep a margin.
+            self.responder.cooling = self.optimizer
 
     @property
     def topology(self) -> Topology:

@@ -58,9 +58,12 @@ from twinloop.ops.detect.rules import TEMP as GPU_TEMP
 from twinloop.ops.learn.precool import ArrivalTemperature
 from twinloop.ops.ports import F64
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
+from twinloop.ops.respond.adapters.base import ancestor
 from twinloop.ops.respond.relax_value import RelaxValue
 from twinloop.ops.respond.responder import Reader, Responder
 
+#: A CDU whose supply is more than this above its setpoint cannot hold it (capacity-limited), °C.
+HOLDING_C = 0.5
 #: ``forecast(row) -> W``: the heat load the row is expected to gain within the forecast horizon (0 if none).
 HeatForecast = Callable[[str], float]
 #: ``hold(row) -> reason``: why the row's cooling must not be relaxed now (an open heat-wave or cooling incident
@@ -128,6 +131,33 @@ class CoolingOptimizer:
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
+    @property
+    def margin_c(self) -> float:
+        """The margin to slowdown the optimizer keeps ahead of heat (its precool margin), °C: a coolant rule that
+        hands a row over (:class:`~twinloop.ops.respond.policy.HandOver`) acts once the row's hottest GPU is within it.
+        """
+        return self.config.precool_margin_c
+
+    def slowdown_c(self, entity: str) -> float | None:
+        """The lowest slowdown temperature among the GPUs of ``entity``'s row, °C, from the arrival model's limits;
+        None for a row it does not steer, or without an arrival model (then a coolant rule acts as before).
+        """
+        row = ancestor(entity, 2)
+        if row is None or row not in self.rows or self.arrival is None:
+            return None
+        return self.arrival.slowdown_c(row)
+
+    def losing_ground(self, entity: str, read: Reader) -> bool:
+        """Whether the CDU of ``entity``'s row cannot hold its setpoint (supply above it by more than
+        :data:`HOLDING_C`): capacity-limited, its coolant warms with the heat, so a rise of its GPUs is a ramp, not a
+        step. False for a row it does not steer, or without a supply reading.
+        """
+        row = ancestor(entity, 2)
+        if row is None or row not in self.rows:
+            return False
+        supply, setpoint = read(CDU_SUPPLY, row), self._current(ActionKind.CDU_SETPOINT, row)
+        return supply is not None and setpoint is not None and supply > setpoint + HOLDING_C
+
     def _current(self, kind: ActionKind, target: str) -> float | None:
         return self.responder.adapter.current(kind, target)
 
@@ -182,7 +212,7 @@ class CoolingOptimizer:
             mean = read(GPU_TEMP, row, "mean")
             hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
         supply = read(CDU_SUPPLY, row)
-        holding = supply is None or supply <= setpoint + 0.5
+        holding = supply is None or supply <= setpoint + HOLDING_C
         if hot or buys is not None:
             why = f"hottest GPU {hottest:.1f} C" if buys is None else f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}"
             return self._tighten(row, setpoint, flow, hot, holding, f"tighten: {why}", now, read)

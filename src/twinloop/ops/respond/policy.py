@@ -91,6 +91,27 @@ class ExpectTemplate(_Frozen):
 SupplyCondition = Literal["short", "carried"]
 
 
+class HandOver(_Frozen):
+    """A coolant rule's row left to the cooling optimizer while its hottest GPU keeps a margin to slowdown.
+
+    The rule acts (in full, at once) only while the incident's hottest GPU is within ``margin_c`` of the lowest
+    slowdown temperature of its row's GPUs, or would get there by the end of the rule's verify window
+    (``expect.within_s``) at its recent rise: the smaller of its last minute's rate kept up for the window and its
+    rise over the last window (a ramp shows in both, a die settling on new work in one). Otherwise the responder
+    records why it took no coolant action and asks again at every poll while the incident is open; the optimizer
+    meanwhile tightens the row once its hottest GPU leaves the target band. Where no optimizer takes the row, or the
+    margin cannot be read, the rule acts.
+    """
+
+    to: Literal["cooling_optimizer"]
+    margin_c: float | None = Field(
+        default=None,
+        gt=0,
+        le=30,
+        description="margin to slowdown under which the rule acts, C; None: the optimizer's own (its precool margin)",
+    )
+
+
 class Rule(_Frozen):
     """Incidents of these classes at or above ``min_severity`` (rooted at one of ``at``, when given) get these
     actions, once per incident; with ``until_closed`` the settings are restored when the incident closes.
@@ -99,7 +120,8 @@ class Rule(_Frozen):
     redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler and short-supply
     rules) picks the rule by when moving the job off the incident's node pays (:func:`~.restart_cost.choose_restart`,
     a straggler's measured slowdown or a short supply's cap): ``now``, ``at_checkpoint`` (the job's own next one)
-    or ``never``.
+    or ``never``. ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps
+    a margin to slowdown (:class:`HandOver`).
     """
 
     name: str
@@ -114,6 +136,19 @@ class Rule(_Frozen):
     restart: RestartWhen | None = Field(
         default=None, description="only when the restart cost model picks this option for the incident's job"
     )
+    hand_over: HandOver | None = Field(
+        default=None, description="leave the row to the cooling optimizer while its hottest GPU keeps a margin"
+    )
+
+    @model_validator(mode="after")
+    def _hand_over_rows(self) -> Rule:
+        # The optimizer steers a row's coolant: a GPU's own fault, a job or the whole site is not its to take.
+        if self.hand_over is not None:
+            if not self.at or any(level not in ("row", "rack", "node") for level in self.at):
+                raise ValueError("hand_over: only for a rule limited to row, rack or node incidents (at: [row, ...])")
+            if self.expect is None:
+                raise ValueError("hand_over: needs an expect (its within_s is how far ahead a rising GPU is judged)")
+        return self
 
     @property
     def severity_floor(self) -> Severity:

@@ -35,6 +35,7 @@ from twinloop.ops.respond.thermal_cap import (
     followed_cap_w,
     thermal_path_cap,
 )
+from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP
 
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
@@ -57,6 +58,24 @@ class Reader(Protocol):
 
     def __call__(self, field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
         """The ``aggregate`` of ``field`` over ``entity``'s GPUs ``ago_s`` seconds ago (0: now); None when unknown."""
+
+
+class CoolingTaker(Protocol):
+    """Who takes a row's coolant when a rule hands it over (:class:`~.policy.HandOver`): the cooling optimizer."""
+
+    @property
+    def margin_c(self) -> float:
+        """The margin to slowdown it keeps the GPUs at when heat comes (its precool margin), °C."""
+
+    def slowdown_c(self, entity: str) -> float | None:
+        """The lowest slowdown temperature among the GPUs of ``entity``'s row, °C, if it steers that row's coolant;
+        None when it does not, or cannot tell.
+        """
+
+    def losing_ground(self, entity: str, read: Reader) -> bool:
+        """Whether the CDU of ``entity``'s row cannot hold its setpoint (capacity-limited): its coolant keeps
+        warming with the heat.
+        """
 
 
 @dataclass(frozen=True)
@@ -176,6 +195,10 @@ class Responder:
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
         # Thermal-path caps that follow their GPU's coolant: (incident, GPU) -> its state.
         self._path_caps: dict[tuple[int, str], _PathCap] = {}
+        #: Takes a row a rule hands over (the runner sets its cooling optimizer); None: every rule acts.
+        self.cooling: CoolingTaker | None = None
+        # Rules handed over for open incidents, asked again every poll: (incident, rule) -> the incident as last seen.
+        self._handed: dict[tuple[int, str], Incident] = {}
 
     # ------------------------------------------------------------------ incidents → actions
     def handle(self, incidents: Iterable[Incident], now: float, read: Reader) -> list[ActionResult]:
@@ -185,6 +208,7 @@ class Responder:
         out: list[ActionResult] = []
         batch = list(incidents)
         self._drop_waiting_of_closed(batch)
+        batch += self._handed_over_again(batch)
         due = [d for d in self._delayed if d[0] <= now]
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
@@ -221,43 +245,116 @@ class Responder:
                 key = (iid, rule.name)
                 if key in self._fired:
                     continue
+                held, note = self._hand_over(rule, incident, read)
+                if held:
+                    if key not in self._handed:
+                        out.extend(self._record_handed(rule, incident, note, now))
+                    self._handed[key] = incident
+                    continue
+                self._handed.pop(key, None)
                 self._fired.add(key)
-                mode = self._mode_for(rule)
-                for template in rule.actions:
-                    if (skipped := self._skip_kept_back(rule, template, incident, now)) is not None:
-                        out.extend(skipped)
-                        continue
-                    requests = self._requests(rule, template, incident)
-                    if not requests:
-                        unresolved = ActionRequest(template.kind, incident.root, incident_id=iid)
-                        detail = f"cannot resolve target: no {template.target} for {incident.root}"
-                        out.append(self._record(unresolved, "refused", now, detail, guard=False))
-                    for request in requests:
-                        if self._fleet_requeue(request, incident):
-                            detail = (
-                                f"no action: {request.target} is a serving fleet; a fault at {incident.root} takes"
-                                " out that node's replica (its drain), not the whole fleet"
-                            )
-                            out.append(self._record(request, "refused", now, detail, guard=False))
-                            continue
-                        if template.after_checkpoint:
-                            jobs = tuple(self.adapter.resolve("job", incident))
-                            self._gates.append(
-                                _Gate(
-                                    request,
-                                    rule.until_closed,
-                                    mode,
-                                    jobs,
-                                    now,
-                                    now + template.after_s,
-                                    now + max(template.after_s, template.checkpoint_timeout_s),
-                                )
-                            )
-                        elif template.after_s > 0:
-                            self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
-                        else:
-                            out.append(self._submit_for(request, rule.until_closed, now, read, mode))
+                out.extend(self._fire(rule, incident, note, now, read))
         return out
+
+    def _fire(self, rule: Rule, incident: Incident, note: str, now: float, read: Reader) -> list[ActionResult]:
+        """Every action of ``rule`` for ``incident`` (``note`` adds to their reason), submitted, delayed or gated."""
+        out: list[ActionResult] = []
+        iid = incident.incident_id
+        mode = self._mode_for(rule)
+        for template in rule.actions:
+            if (skipped := self._skip_kept_back(rule, template, incident, now)) is not None:
+                out.extend(skipped)
+                continue
+            requests = self._requests(rule, template, incident, note)
+            if not requests:
+                unresolved = ActionRequest(template.kind, incident.root, incident_id=iid)
+                detail = f"cannot resolve target: no {template.target} for {incident.root}"
+                out.append(self._record(unresolved, "refused", now, detail, guard=False))
+            for request in requests:
+                if self._fleet_requeue(request, incident):
+                    detail = (
+                        f"no action: {request.target} is a serving fleet; a fault at {incident.root} takes"
+                        " out that node's replica (its drain), not the whole fleet"
+                    )
+                    out.append(self._record(request, "refused", now, detail, guard=False))
+                    continue
+                if template.after_checkpoint:
+                    jobs = tuple(self.adapter.resolve("job", incident))
+                    self._gates.append(
+                        _Gate(
+                            request,
+                            rule.until_closed,
+                            mode,
+                            jobs,
+                            now,
+                            now + template.after_s,
+                            now + max(template.after_s, template.checkpoint_timeout_s),
+                        )
+                    )
+                elif template.after_s > 0:
+                    self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
+                else:
+                    out.append(self._submit_for(request, rule.until_closed, now, read, mode))
+        return out
+
+    def _handed_over_again(self, batch: list[Incident]) -> list[Incident]:
+        """The open incidents with a rule handed over that are not in ``batch``, to be asked again now (a row's
+        margin shrinks between the incident's updates); those closing or merged in ``batch`` are forgotten.
+        """
+        seen = {i.incident_id for i in batch}
+        gone = {i.incident_id for i in batch if i.status != "open"}
+        self._handed = {key: inc for key, inc in self._handed.items() if key[0] not in gone}
+        return list({inc.incident_id: inc for inc in self._handed.values() if inc.incident_id not in seen}.values())
+
+    def _hand_over(self, rule: Rule, incident: Incident, read: Reader) -> tuple[bool, str]:
+        """Whether ``rule`` leaves ``incident``'s row to the cooling optimizer now (:class:`~.policy.HandOver`), and
+        the margin read, in words ("" for a rule without ``hand_over``). The rule acts where no optimizer takes the
+        row or the margin cannot be read, and as soon as the hottest GPU would be within the margin by the end of the
+        rule's verify window (``expect.within_s``) at its recent rise (a ramp, not a step: see below).
+        """
+        spec = rule.hand_over
+        if spec is None or self.cooling is None:
+            return False, ""
+        slowdown = self.cooling.slowdown_c(incident.root)
+        hottest = read(DCGM_FI_DEV_GPU_TEMP, incident.root, "max")
+        if slowdown is None or hottest is None:
+            return False, ""
+        within_c = spec.margin_c if spec.margin_c is not None else self.cooling.margin_c
+        horizon_s = rule.expect.within_s if rule.expect is not None else TREND_WINDOW_S
+        # The rise it would add by the end of the window. A CDU that cannot hold its setpoint (capacity-limited)
+        # keeps warming with the heat: any rise is a ramp, and the last minute's rate is kept up for the window.
+        # One that holds it cannot: a rise is a die settling on new work or on the coolant's step, so it counts
+        # only as far as it also shows over the last window (the smaller of the two). Cooling-plant seed 0's pump
+        # degradation on a CDU holding its setpoint: +2 C in 20 s, then flat at 74.8 C, which the minute's rate
+        # alone made +18 C in 300 s; default's, on a capacity-limited CDU, ramps to the software slowdown.
+        root = incident.root
+        losing = self.cooling.losing_ground(root, read)
+        rises = [self._rise_c(read, root, hottest, back_s, horizon_s) for back_s in (TREND_WINDOW_S, horizon_s)]
+        known = [r for r in rises if r is not None]
+        rise_c = (known[0] if losing else min(known)) if known else 0.0
+        margin = slowdown - hottest
+        ahead = margin - rise_c
+        words = (
+            f"margin {margin:.1f} C to slowdown {slowdown:.0f} C (hottest GPU {hottest:.1f} C; {ahead:.1f} C in"
+            f" {horizon_s:g} s at its recent rise{'; its CDU cannot hold its setpoint' if losing else ''};"
+            f" acts within {within_c:g} C)"
+        )
+        return ahead > within_c, words
+
+    @staticmethod
+    def _rise_c(read: Reader, entity: str, hottest: float, lookback_s: float, horizon_s: float) -> float | None:
+        """The hottest GPU's rise over the last ``lookback_s`` scaled to ``horizon_s``, °C (0 falling, None unknown)."""
+        past = read(DCGM_FI_DEV_GPU_TEMP, entity, "max", lookback_s)
+        return None if past is None else max(hottest - past, 0.0) * horizon_s / lookback_s
+
+    def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
+        """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
+        detail = f"no action: {note}: the cooling optimizer steers the row, tightening once its hottest GPU is hot"
+        return [
+            self._record(request, "refused", now, detail, guard=False)
+            for template in rule.actions
+            for request in self._requests(rule, template, incident)
+        ]
 
     def _drop_waiting_of_closed(self, incidents: list[Incident]) -> None:
         """Forget the delayed and gated actions of incidents that close now, before any of them is submitted: a
@@ -510,7 +607,9 @@ class Responder:
                 self._path_caps[(iid, gpu)] = replace(state, last_w=result.request.value)
         return out
 
-    def _requests(self, rule: Rule, template: ActionTemplate, incident: Incident) -> list[ActionRequest]:
+    def _requests(
+        self, rule: Rule, template: ActionTemplate, incident: Incident, note: str = ""
+    ) -> list[ActionRequest]:
         expect = None
         if rule.expect is not None:
             e = rule.expect
@@ -518,6 +617,8 @@ class Responder:
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         if rule.restart is not None:
             reason += f": {self._restart(incident).why}"
+        if note:
+            reason += f": {note}"
         requests: list[ActionRequest] = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
