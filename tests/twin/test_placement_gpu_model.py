@@ -48,3 +48,17 @@ def test_with_its_model_short_a_job_takes_as_few_slower_gpus_as_it_can() -> None
     nodes = requeue_nodes(twin, twin.jobs[0])
     assert nodes is not None
     assert sorted(_models(twin, nodes)) == ["a100-sxm-80gb", "h100-sxm"]
+
+
+def test_a_requeue_without_the_node_a_rule_drains_lands_elsewhere() -> None:
+    # The responder asks the pace without the node its rule would drain (instead of draining it first and lifting
+    # the drain when the requeue is kept back).
+    twin = make(_hall("power_aware"))
+    for _ in range(3):
+        twin.step()
+    job = twin.jobs[0]
+    own = requeue_nodes(twin, job)
+    assert own is not None and sorted(own.tolist()) == sorted(job.nodes.tolist())
+    nodes = requeue_nodes(twin, job, np.array([int(job.nodes[0])]))
+    assert nodes is not None and int(job.nodes[0]) not in nodes.tolist()
+    assert sorted(_models(twin, nodes)) == ["a100-sxm-80gb", "h100-sxm"]

@@ -130,10 +130,11 @@ class TwinAdapter(ActionAdapter):
             remaining = max(0.0, j.first_start_s + j.spec.run_s - now)
         return JobTiming(j.spec.checkpoint_write_s, j.spec.restart_overhead_s + j.profile.load_s, next_s, remaining)
 
-    def requeue_pace(self, job: str) -> RequeuePace | None:
+    def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
         """From the twin's scheduler and GPU rates (:func:`twinloop.closedloop.requeue_pace.requeue_pace`)."""
         j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
-        return None if j is None else requeue_pace(self.twin, j)
+        nodes = [n for n in (self.index_at(node, "node") for node in without) if n is not None]
+        return None if j is None else requeue_pace(self.twin, j, np.asarray(nodes, dtype=np.int64))
 
     def thermal_path(self, gpu: str) -> ThermalPath | None:
         """A GPU's slowdown threshold and the coolant its die sees now (its rack's liquid loop, or its row's inlet

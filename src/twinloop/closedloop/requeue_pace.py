@@ -29,10 +29,15 @@ if TYPE_CHECKING:
     from twinloop.twin.engine import Twin
 
 
-def requeue_nodes(twin: Twin, job: Job) -> NDArray[np.int64] | None:
-    """The nodes the twin's scheduler would give ``job`` if it were requeued now; None if it would wait."""
+def requeue_nodes(twin: Twin, job: Job, without: NDArray[np.int64] | None = None) -> NDArray[np.int64] | None:
+    """The nodes the twin's scheduler would give ``job`` if it were requeued now, ``without`` those nodes (the
+    ones a rule would drain first); None if it would wait.
+    """
     s = twin.scheduler
-    free = np.flatnonzero(((s.node_owner < 0) | (s.node_owner == job.index)) & ~s.node_drained & ~s.node_down)
+    usable = ((s.node_owner < 0) | (s.node_owner == job.index)) & ~s.node_drained & ~s.node_down
+    if without is not None:
+        usable[without] = False
+    free = np.flatnonzero(usable)
     return s.choose(job.spec.gpus, twin.cluster_view(free, job))
 
 
@@ -48,13 +53,13 @@ def _in_words(twin: Twin, gpus: NDArray[np.int64]) -> str:
     return " + ".join(f"{int(n)} {k.name}" for n, k in zip(counts, twin.topo.kinds, strict=True) if n)
 
 
-def requeue_pace(twin: Twin, job: Job) -> RequeuePace | None:
-    """``job``'s pace if requeued now over its pace now; None for a job not computing (nothing to compare) or one
-    that would wait in the queue (when it would start again the twin cannot tell here).
+def requeue_pace(twin: Twin, job: Job, without: NDArray[np.int64] | None = None) -> RequeuePace | None:
+    """``job``'s pace if requeued now (``without`` those nodes) over its pace now; None for a job not computing
+    (nothing to compare) or one that would wait in the queue (when it would start again the twin cannot tell here).
     """
     if job.kind != "training" or job.phase != Phase.SUSTAINED or job.gpus.size == 0:
         return None
-    nodes = requeue_nodes(twin, job)
+    nodes = requeue_nodes(twin, job, without)
     if nodes is None:
         return None
     topo = twin.topo

@@ -117,7 +117,7 @@ class _Answering(ActionAdapter):
     def is_serving(self, job: str) -> bool | None:
         return False
 
-    def requeue_pace(self, job: str) -> RequeuePace | None:
+    def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
         return RequeuePace(0.5, "8 a100-sxm-80gb")
 
     def thermal_path(self, gpu: str) -> ThermalPath | None:

@@ -25,10 +25,10 @@ class PacedAdapter(CheckpointAdapter):
     def __init__(self, pace: RequeuePace | None) -> None:
         super().__init__(done_at_s=40.0)
         self.pace = pace
-        self.asked: list[str] = []
+        self.asked: list[tuple[str, tuple[str, ...]]] = []
 
-    def requeue_pace(self, job: str) -> RequeuePace | None:
-        self.asked.append(job)
+    def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
+        self.asked.append((job, without))
         return self.pace
 
     def job_timing(self, job: str) -> JobTiming | None:
@@ -55,25 +55,25 @@ def _applied(r: Responder) -> list[str]:
 def test_a_cooling_fault_keeps_the_job_when_its_requeue_would_run_slower() -> None:
     adapter = PacedAdapter(SLOWER)
     r = _run(adapter, _incident(EventClass.THERMAL_THROTTLE))
-    assert _applied(r) == ["drain", "power_cap"]  # the cap comes after its settle delay
+    assert _applied(r) == ["power_cap"]  # after its settle delay
     kept = [a for a in r.log if a.request.kind == ActionKind.REQUEUE]
     assert [a.status for a in kept] == ["refused"]
     why = "requeue kept back: would run at 0.38 of its present pace on 64 h100-sxm + 128 a100-sxm-80gb"
     assert kept[0].detail == why
     assert "gpu-cooling-fault" in kept[0].request.reason
-    # The forced checkpoint would only have saved the work for that requeue: not written (asked once for it, once
-    # for the requeue, both when the rule fires, after its drain).
+    # The forced checkpoint would only have saved the work for that requeue: not written.
     (skipped,) = [a for a in r.log if a.request.kind == ActionKind.CHECKPOINT]
     assert (skipped.status, skipped.detail) == ("refused", f"no checkpoint forced: {why}")
-    assert adapter.asked == ["dc/jobs/train", "dc/jobs/train"]
-    # The job stays on the node, so its drain is lifted at once: a restart for another cause (a failure elsewhere)
-    # must find the node again, not land on the slower GPUs (mixed_hall seed 0: 184 H100 + 8 A100 at half pace).
-    lifted = [a for a in r.log if a.request.kind == ActionKind.UNDRAIN]
-    assert [(a.status, a.request.target, a.ts) for a in lifted] == [("restored", "dc/r1/k2/n1", 0.0)]
-    assert lifted[0].request.reason.endswith(
-        f"drain lifted: the job stays on the node and a restart should find it again ({why})"
-    )
-    assert adapter.current(ActionKind.DRAIN, "dc/r1/k2/n1") == 0.0
+    # Nor is the node drained: a restart for another cause (a failure elsewhere) must find it again, not land on
+    # the slower GPUs (mixed_hall seed 0: 184 H100 + 8 A100 at half pace). Before, the drain was applied and lifted
+    # in the same poll, on every incident of that GPU (6-18 per mixed_hall run). The pace is asked, once per action
+    # the rule would take for the requeue, without the node the rule would drain.
+    (drain,) = [a for a in r.log if a.request.kind == ActionKind.DRAIN]
+    assert (drain.status, drain.request.target) == ("refused", "dc/r1/k2/n1")
+    assert drain.detail == f"no drain: the job stays on the node and a restart should find it ({why})"
+    assert not [a for a in r.log if a.request.kind == ActionKind.UNDRAIN]
+    assert not adapter.current(ActionKind.DRAIN, "dc/r1/k2/n1")  # never set
+    assert adapter.asked == [("dc/jobs/train", ("dc/r1/k2/n1",))] * 3
 
 
 @pytest.mark.parametrize("pace", [None, RequeuePace(1.0, "same GPUs"), RequeuePace(1.6, "healthy H100")])

@@ -129,9 +129,9 @@ class DryRunFirst(ActionAdapter):
         """The real adapter's answer."""
         return self.real.is_serving(job)
 
-    def requeue_pace(self, job: str) -> RequeuePace | None:
+    def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
         """The real adapter's answer."""
-        return self.real.requeue_pace(job)
+        return self.real.requeue_pace(job, without)
 
     def thermal_path(self, gpu: str) -> ThermalPath | None:
         """The real adapter's answer."""

@@ -367,17 +367,19 @@ class Responder:
             self._gates = [g for g in self._gates if g.request.incident_id not in closing]
 
     def _requeue_kept_back(self, rule: Rule, template: ActionTemplate, incident: Incident) -> str | None:
-        """For a rule's checkpoint or requeue: why the rule's requeue would be kept back (a fault that only slows
-        the job, whose requeue would run it slower where it lands), asked when the rule fires; None when it would
-        go ahead, for other actions, and for rules without a requeue.
+        """For a rule's drain, checkpoint or requeue: why the rule's requeue would be kept back (a fault that only
+        slows the job, whose requeue would run it slower where it lands, without the nodes the rule drains), asked
+        when the rule fires; None when it would go ahead, for other actions, and for rules without a requeue.
         """
-        saves_for_requeue = template.kind in (ActionKind.CHECKPOINT, ActionKind.REQUEUE)
-        if not saves_for_requeue or incident.incident_id not in self._slowing:
+        serves_requeue = template.kind in (ActionKind.DRAIN, ActionKind.CHECKPOINT, ActionKind.REQUEUE)
+        if not serves_requeue or incident.incident_id not in self._slowing:
             return None
         if not any(t.kind == ActionKind.REQUEUE for t in rule.actions):
             return None
+        drains = [t for t in rule.actions if t.kind == ActionKind.DRAIN]
+        drained = tuple(node for t in drains for node in self.adapter.resolve(t.target, incident))
         for job in self.adapter.resolve("job", incident):
-            pace = self.adapter.requeue_pace(job)
+            pace = self.adapter.requeue_pace(job, drained)
             if pace is not None and pace.slower:
                 return pace.kept_back()
         return None
@@ -385,38 +387,27 @@ class Responder:
     def _skip_kept_back(
         self, rule: Rule, template: ActionTemplate, incident: Incident, now: float
     ) -> list[ActionResult] | None:
-        """A rule's requeue kept back at once, and its forced checkpoint that would only have saved the job's work
-        for it (the job stays, so the write would stop it for nothing; its own checkpoints go on), recorded as
-        refused; None for any other action, or when the requeue would go ahead. Asked in the rule's order, so
-        after its drain: the pace sees the job's node taken out. With the requeue, the drain the rule just made
-        for it is lifted (:meth:`_lift_drains`).
+        """A rule's requeue kept back at once, with what only served it, recorded as refused: its forced checkpoint
+        (the job stays, so the write would stop it for nothing; its own checkpoints go on) and its drain (a restart
+        for any other cause, a failure elsewhere, must find the node again, since every other placement is slower:
+        mixed_hall seed 0, a host failure at 6135 s restarted `pretrain` with a drained node excluded, on 184 H100 +
+        8 A100 at about half its pace). The pace is asked without the nodes the rule would drain, so the node is not
+        drained and undrained on every incident. None for any other action, or when the requeue would go ahead.
         """
         kept_back = self._requeue_kept_back(rule, template, incident)
         if kept_back is None:
             return None
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
-        detail = kept_back if template.kind == ActionKind.REQUEUE else f"no checkpoint forced: {kept_back}"
+        detail = {
+            ActionKind.REQUEUE: kept_back,
+            ActionKind.CHECKPOINT: f"no checkpoint forced: {kept_back}",
+            ActionKind.DRAIN: f"no drain: the job stays on the node and a restart should find it ({kept_back})",
+        }[template.kind]
         requests = [
             ActionRequest(template.kind, target, reason=reason, incident_id=incident.incident_id)
             for target in self.adapter.resolve(template.target, incident)
         ]
-        out = [self._record(request, "refused", now, detail, guard=False) for request in requests]
-        return out + self._lift_drains(rule, incident, kept_back, now) if template.kind == ActionKind.REQUEUE else out
-
-    def _lift_drains(self, rule: Rule, incident: Incident, kept_back: str, now: float) -> list[ActionResult]:
-        """Undo the drains ``rule`` applied for ``incident`` at ``now``, its requeue being kept back: the job stays
-        on the node, and a restart for any other cause (a failure elsewhere) must find the node again, since every
-        other placement is slower (mixed_hall seed 0: a host failure at 6135 s restarted `pretrain` with its drained
-        node excluded, on 184 H100 + 8 A100, at about half its pace).
-        """
-        why = f"drain lifted: the job stays on the node and a restart should find it again ({kept_back})"
-        return [
-            self._undo_step(replace(r.request, kind=ActionKind.UNDRAIN, reason=f"{r.request.reason}: {why}"), now,
-                            r.action_id)
-            for r in list(self.log)
-            if r.ts == now and r.status == "applied" and r.request.kind == ActionKind.DRAIN
-            and r.request.incident_id == incident.incident_id and r.request.reason.startswith(f"{rule.name} on ")
-        ]  # fmt: skip
+        return [self._record(request, "refused", now, detail, guard=False) for request in requests]
 
     def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
         """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""

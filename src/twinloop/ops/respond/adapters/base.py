@@ -115,9 +115,10 @@ class ActionAdapter(ABC):
         """
         return None
 
-    def requeue_pace(self, job: str) -> RequeuePace | None:
-        """``job``'s pace on the GPUs it would get if requeued now against its present pace; None when the adapter
-        cannot tell (a live scheduler requeues into the job's own partition: then a requeue goes ahead as before).
+    def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
+        """``job``'s pace on the GPUs it would get if requeued now, leaving out the nodes ``without`` (the ones the
+        rule would drain), against its present pace; None when the adapter cannot tell (a live scheduler requeues
+        into the job's own partition: then a requeue goes ahead as before).
         """
         return None
 
