@@ -53,7 +53,7 @@ from twinloop.telemetry.fields import TWINLOOP_FI_IT_POWER, TWINLOOP_FI_RACK_POW
 from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
 from twinloop.twin.jobs import CHECKPOINT_ACTIVITY, Phase
-from twinloop.twin.scheduler import ClusterView, fastest_first
+from twinloop.twin.scheduler import ClusterView
 from twinloop.twin.workload import WorkloadProfile
 
 HORIZONS_S = (300.0, 600.0, 900.0)
@@ -250,13 +250,12 @@ class TwinRecorder:
                 free[heapq.heappop(releases)[2]] = True
             for i in list(pending):
                 job = twin.jobs[i]
-                free_idx = np.flatnonzero(free)
-                if job.spec.submit_s > tau or int(topo.node_gpus[free_idx].sum()) < job.spec.gpus:
+                if job.spec.submit_s > tau:
                     continue
-                view = ClusterView(free_idx, headroom, coolant)
-                ordered = fastest_first(twin.scheduler.place(topo, view, free_idx.size), twin.node_speed(job))
-                need = int(np.searchsorted(np.cumsum(topo.node_gpus[ordered]), job.spec.gpus) + 1)
-                nodes = np.sort(ordered[:need])
+                view = ClusterView(np.flatnonzero(free), headroom, coolant, twin.node_speed(job))
+                nodes = twin.scheduler.choose(job.spec.gpus, view)
+                if nodes is None:
+                    continue
                 free[nodes] = False
                 pending.remove(i)
                 gpus = self._gpus_of(nodes, job.spec.gpus)

@@ -66,14 +66,14 @@ def test_a_cooling_fault_keeps_the_job_when_its_requeue_would_run_slower() -> No
     assert (skipped.status, skipped.detail) == ("refused", f"no checkpoint forced: {why}")
     # Nor is the node drained: a restart for another cause (a failure elsewhere) must find it again, not land on
     # the slower GPUs (mixed_hall seed 0: 184 H100 + 8 A100 at half pace). Before, the drain was applied and lifted
-    # in the same poll, on every incident of that GPU (6-18 per mixed_hall run). The pace is asked, once per action
-    # the rule would take for the requeue, without the node the rule would drain.
+    # in the same poll, on every incident of that GPU (6-18 per mixed_hall run). The pace is asked once, when the
+    # rule fires, without the node the rule would drain.
     (drain,) = [a for a in r.log if a.request.kind == ActionKind.DRAIN]
     assert (drain.status, drain.request.target) == ("refused", "dc/r1/k2/n1")
     assert drain.detail == f"no drain: the job stays on the node and a restart should find it ({why})"
     assert not [a for a in r.log if a.request.kind == ActionKind.UNDRAIN]
     assert not adapter.current(ActionKind.DRAIN, "dc/r1/k2/n1")  # never set
-    assert adapter.asked == [("dc/jobs/train", ("dc/r1/k2/n1",))] * 3
+    assert adapter.asked == [("dc/jobs/train", ("dc/r1/k2/n1",))]
 
 
 @pytest.mark.parametrize("pace", [None, RequeuePace(1.0, "same GPUs"), RequeuePace(1.6, "healthy H100")])

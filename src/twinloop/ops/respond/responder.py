@@ -37,6 +37,13 @@ from twinloop.ops.respond.thermal_cap import (
 )
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP
 
+#: What a kept-back requeue's rule records for the actions that only served the requeue ({} = why it is kept back).
+_KEPT_BACK_DETAIL = {
+    ActionKind.REQUEUE: "{}",
+    ActionKind.CHECKPOINT: "no checkpoint forced: {}",
+    ActionKind.DRAIN: "no drain: the job stays on the node and a restart should find it ({})",
+}
+
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
 
@@ -261,9 +268,11 @@ class Responder:
         out: list[ActionResult] = []
         iid = incident.incident_id
         mode = self._mode_for(rule)
+        kept_back = self._requeue_kept_back(rule, incident)
         for template in rule.actions:
-            if (skipped := self._skip_kept_back(rule, template, incident, now)) is not None:
-                out.extend(skipped)
+            if kept_back is not None and template.kind in _KEPT_BACK_DETAIL:
+                detail = _KEPT_BACK_DETAIL[template.kind].format(kept_back)
+                out.extend(self._refuse_all(rule, template, incident, detail, now))
                 continue
             requests = self._requests(rule, template, incident, note)
             if not requests:
@@ -350,9 +359,14 @@ class Responder:
     def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
         """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
         detail = f"no action: {note}: the cooling optimizer steers the row, tightening once its hottest GPU is hot"
+        return [result for t in rule.actions for result in self._refuse_all(rule, t, incident, detail, now)]
+
+    def _refuse_all(
+        self, rule: Rule, template: ActionTemplate, incident: Incident, detail: str, now: float
+    ) -> list[ActionResult]:
+        """``template``'s requests for ``incident``, recorded as refused with ``detail`` (nothing actuated)."""
         return [
             self._record(request, "refused", now, detail, guard=False)
-            for template in rule.actions
             for request in self._requests(rule, template, incident)
         ]
 
@@ -366,13 +380,17 @@ class Responder:
             self._delayed = [d for d in self._delayed if d[1].incident_id not in closing]
             self._gates = [g for g in self._gates if g.request.incident_id not in closing]
 
-    def _requeue_kept_back(self, rule: Rule, template: ActionTemplate, incident: Incident) -> str | None:
-        """For a rule's drain, checkpoint or requeue: why the rule's requeue would be kept back (a fault that only
-        slows the job, whose requeue would run it slower where it lands, without the nodes the rule drains), asked
-        when the rule fires; None when it would go ahead, for other actions, and for rules without a requeue.
+    def _requeue_kept_back(self, rule: Rule, incident: Incident) -> str | None:
+        """Why ``rule``'s requeue would be kept back (a fault that only slows the job, whose requeue would run it
+        slower where it lands, without the nodes the rule drains), asked once when the rule fires; None when it
+        would go ahead, and for rules without a requeue. Then the rule's requeue is not done, nor what only served
+        it (:data:`_KEPT_BACK_DETAIL`): its forced checkpoint (the job stays, so the write would stop it for
+        nothing; its own checkpoints go on) and its drain (a restart for any other cause, a failure elsewhere, must
+        find the node again, since every other placement is slower: mixed_hall seed 0, a host failure at 6135 s
+        restarted `pretrain` with a drained node excluded, on 184 H100 + 8 A100 at about half its pace). The pace is
+        asked without the nodes the rule would drain, so the node is not drained and undrained on every incident.
         """
-        serves_requeue = template.kind in (ActionKind.DRAIN, ActionKind.CHECKPOINT, ActionKind.REQUEUE)
-        if not serves_requeue or incident.incident_id not in self._slowing:
+        if incident.incident_id not in self._slowing:
             return None
         if not any(t.kind == ActionKind.REQUEUE for t in rule.actions):
             return None
@@ -383,31 +401,6 @@ class Responder:
             if pace is not None and pace.slower:
                 return pace.kept_back()
         return None
-
-    def _skip_kept_back(
-        self, rule: Rule, template: ActionTemplate, incident: Incident, now: float
-    ) -> list[ActionResult] | None:
-        """A rule's requeue kept back at once, with what only served it, recorded as refused: its forced checkpoint
-        (the job stays, so the write would stop it for nothing; its own checkpoints go on) and its drain (a restart
-        for any other cause, a failure elsewhere, must find the node again, since every other placement is slower:
-        mixed_hall seed 0, a host failure at 6135 s restarted `pretrain` with a drained node excluded, on 184 H100 +
-        8 A100 at about half its pace). The pace is asked without the nodes the rule would drain, so the node is not
-        drained and undrained on every incident. None for any other action, or when the requeue would go ahead.
-        """
-        kept_back = self._requeue_kept_back(rule, template, incident)
-        if kept_back is None:
-            return None
-        reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
-        detail = {
-            ActionKind.REQUEUE: kept_back,
-            ActionKind.CHECKPOINT: f"no checkpoint forced: {kept_back}",
-            ActionKind.DRAIN: f"no drain: the job stays on the node and a restart should find it ({kept_back})",
-        }[template.kind]
-        requests = [
-            ActionRequest(template.kind, target, reason=reason, incident_id=incident.incident_id)
-            for target in self.adapter.resolve(template.target, incident)
-        ]
-        return [self._record(request, "refused", now, detail, guard=False) for request in requests]
 
     def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
         """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
