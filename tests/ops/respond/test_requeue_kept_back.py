@@ -109,3 +109,21 @@ def test_a_hang_or_sdc_requeue_is_not_weighed_by_pace(cls: EventClass) -> None:
     assert not any("kept back" in a.detail for a in r.log)
     assert adapter.asked == []
     assert [a.status for a in r.log if a.request.kind == ActionKind.REQUEUE] in (["applied"], ["pending"])
+
+
+class PacedWithoutAdapter(PacedAdapter):
+    """Slower only once the straggler's node is left out: on it the job keeps its pace (it would land back there)."""
+
+    def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
+        self.asked.append((job, without))
+        return SLOWER if "dc/r1/k2/n1" in without else RequeuePace(1.0, "the same nodes")
+
+
+def test_a_stragglers_restart_is_priced_without_its_own_node() -> None:
+    """Before, the restart's price asked the pace with the straggler's node still free (the placement put the job
+    back on it: pace 1), so a GPU at half speed got a forced checkpoint and a restart onto slower GPUs."""
+    adapter = PacedWithoutAdapter(None)
+    r = _run(adapter, _incident(EventClass.STRAGGLER, slowdown=0.5))
+    assert _applied(r) == ["drain"]
+    assert "requeue kept back: would run at 0.38" in r.log[0].request.reason
+    assert adapter.asked and all(without == ("dc/r1/k2/n1",) for _, without in adapter.asked)

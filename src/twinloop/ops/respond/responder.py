@@ -444,7 +444,9 @@ class Responder:
     def _restart(self, incident: Incident) -> RestartChoice:
         """When moving the incident's job(s) off its node pays (:func:`choose_restart`), decided once per incident
         (a later step must not pick a second option and fire its rule too); the most urgent over its jobs. A
-        straggler costs its job the slowdown the detector measured; a short supply the cap's shortfall.
+        straggler costs its job the slowdown the detector measured; a short supply the cap's shortfall. The move's
+        pace is asked without the incident's nodes: the job leaves them, so a placement that would put it back
+        there is not the one it gets.
         """
         known = self._restarts.get(incident.incident_id)
         if known is not None:
@@ -453,8 +455,9 @@ class Responder:
         if incident.event_class == EventClass.POWER_DELIVERY_FAULT:
             slowdown, cause = self._supply_shortfall(incident), "the supply cap costs the job at most"
         jobs = self.adapter.resolve("job", incident)
+        away = tuple(self.adapter.resolve("node", incident))
         choices = [
-            choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job), cause)
+            choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job, away), cause)
             for job in jobs
         ]
         choice = choices[0] if choices else choose_restart(slowdown, None, cause=cause)
