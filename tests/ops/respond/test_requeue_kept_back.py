@@ -121,7 +121,8 @@ class PacedWithoutAdapter(PacedAdapter):
 
 def test_a_stragglers_restart_is_priced_without_its_own_node() -> None:
     """Before, the restart's price asked the pace with the straggler's node still free (the placement put the job
-    back on it: pace 1), so a GPU at half speed got a forced checkpoint and a restart onto slower GPUs."""
+    back on it: pace 1), so a GPU at half speed chose restart-now, whose requeue the kept-back check then refused
+    with its checkpoint and drain: nothing was done, and the node stayed open to new work."""
     adapter = PacedWithoutAdapter(None)
     r = _run(adapter, _incident(EventClass.STRAGGLER, slowdown=0.5))
     assert _applied(r) == ["drain"]
