@@ -34,15 +34,22 @@ if TYPE_CHECKING:
 _EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, below as seconds
 
 
-def _time(ts: float) -> str:
+def _time(ts: float, report: InputReport) -> str:
+    if report.time_axis == "index":
+        return f"{_in_file(ts, report):g}"
     if ts >= _EPOCH_2001_S:
         return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     return f"{ts:.3f}"
 
 
-def _detection_json(d: Detection) -> dict[str, Any]:
+def _in_file(ts: float, report: InputReport) -> float:
+    """A time in the file's own terms: a sample-indexed file's sample number, else seconds."""
+    return ts / report.interval_s if report.time_axis == "index" and report.interval_s else ts
+
+
+def _detection_json(d: Detection, report: InputReport) -> dict[str, Any]:
     return {
-        "ts": d.ts,
+        "ts": _in_file(d.ts, report),
         "entity": d.entity,
         "field": d.source,
         "score": d.score,
@@ -52,14 +59,14 @@ def _detection_json(d: Detection) -> dict[str, Any]:
     }
 
 
-def _incident_json(i: Incident) -> dict[str, Any]:
+def _incident_json(i: Incident, report: InputReport) -> dict[str, Any]:
     return {
         "incident_id": i.incident_id,
         "class": i.event_class.value,
         "root": i.root,
         "n_members": len(i.members),
-        "start_ts": i.start_ts,
-        "end_ts": i.end_ts,
+        "start_ts": _in_file(i.start_ts, report),
+        "end_ts": _in_file(i.end_ts, report),
         "severity": i.severity.name.lower(),
         "status": i.status,
     }
@@ -85,13 +92,19 @@ def detect(
         "--profile and --detector: default for GPU telemetry (sampled every 60 s or faster, nvidia-smi, DCGM "
         "fields), auto for slower series.",
     ),
+    interval_s: float = typer.Option(
+        None,
+        "--interval-s",
+        help="Seconds between samples of a file whose time column only numbers them (0/1, 2, 3 ...) or that has "
+        "none (one value per line); default 300 (assumed, reported). Times are then shown as sample numbers.",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Detect anomalies and change points in a time series file (telemetry exported from elsewhere)."""
 
     def run() -> None:
         names = _detector_names(detector)
-        blocks, report = read_series(file, list(field) if field else None)
+        blocks, report = read_series(file, list(field) if field else None, interval_s)
         n_samples = max(b.ts.size for b in blocks)
         if n_samples < 2:
             raise InputError(str(file), "", f"{n_samples} sample(s) (allowed: at least 2 timestamps)")
@@ -103,8 +116,8 @@ def detect(
             print_json(
                 {
                     **summary,
-                    "detections": [_detection_json(d) for d in detections],
-                    "incidents": [_incident_json(i) for i in incidents],
+                    "detections": [_detection_json(d, report) for d in detections],
+                    "incidents": [_incident_json(i, report) for i in incidents],
                 }
             )
         else:
@@ -186,6 +199,9 @@ def _summary(
         "samples": n_samples,
         "series": sum(len(b.names) for b in blocks),
         "dt_s": report.dt_s,
+        "time_axis": report.time_axis,
+        "interval_s": report.interval_s,
+        "interval_assumed": report.interval_assumed,
         "aligned_max_shift_s": report.aligned_max_shift_s,
         "out_of_order_rows": report.out_of_order,
         "duplicate_rows": report.duplicates,
@@ -210,6 +226,12 @@ def _print_text(
         f"{sum(report.problems.values())} bad rows skipped",
         highlight=False,
     )
+    if report.time_axis == "index":
+        how = "assumed; --interval-s to set it" if report.interval_assumed else "--interval-s"
+        stdout.print(
+            f"time axis: sample numbers, {report.interval_s:g} s apart ({how}); times below are sample numbers",
+            highlight=False,
+        )
     for name, why in report.skipped_columns.items():
         stdout.print(f"column {escape(name)!r} not analysed: {escape(why)}", highlight=False)
     prof = summary["profile"] or "none"
@@ -218,9 +240,10 @@ def _print_text(
     )
     cols = [Col("time", "left"), Col("entity / column", "left"), Col("field", "left"), Col("score"),
             Col("kind", "left"), Col("class", "left"), Col("detector", "left")]  # fmt: skip
+    t = [_time(d.ts, report) for d in detections]
     rows = [
-        [_time(d.ts), escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value, d.detector]
-        for d in detections
+        [ts, escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value, d.detector]
+        for ts, d in zip(t, detections, strict=True)
     ]
     print_table(stdout, f"{len(detections)} detections", cols, rows, keys=2)
     if incidents:
@@ -232,8 +255,8 @@ def _print_text(
                 i.event_class.value,
                 escape(i.root),
                 str(len(i.members)),
-                _time(i.start_ts),
-                _time(i.end_ts),
+                _time(i.start_ts, report),
+                _time(i.end_ts, report),
                 i.severity.name.lower(),
                 i.status,
             ]

@@ -104,7 +104,7 @@ def test_long_parquet_runs_detectors_and_the_pipeline(tmp_path: Path, cli_json: 
     ("content", "suffix", "needle"),
     [
         ("ts,a,b\n1,2,3\n2,3\n3,4,5\n", ".csv", "line 3"),
-        ("a,b\n1,2\n2,3\n", ".csv", "no timestamp column"),
+        ("a,b\nx,y\nz,w\n", ".csv", "no value column"),
         ("ts,a\n1,2\n2,x\n3,4\n", ".csv", "a: line 3: non-numeric value 'x'"),
         ("ts,a\n", ".csv", "no rows"),
         ("ts,a\n1,2\n", ".csv", "at least 2"),

@@ -4,7 +4,9 @@ Two layouts are read (with pyarrow):
 
 * **wide** — a timestamp column (``ts``, ``timestamp``, ``time``, ``t``, ``t_s``, ``time_s``, ``date``,
   ``datetime``; or the first column if it has a timestamp type) and one or more numeric value columns; every
-  value column is one entity;
+  value column is one entity. A time column that only numbers the samples (Yahoo S5's ``timestamp`` 1, 2, 3 ...,
+  a pandas index), no time column, or no header at all (one value per line) is a *sample index*
+  (:mod:`~twinloop.ops.detect.time_axis`): samples ``interval_s`` apart;
 * **long** — the telemetry schema ``(ts, entity, field, value)``; every (field, entity) pair is one series and
   the detectors run per field, vectorized across entities. Files whose first columns are exactly ``ts, entity``
   (long, or wide per entity: ``ts, entity, <FIELD>...``) are read by the telemetry layer's file source
@@ -49,6 +51,7 @@ from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import Detector, make_detector
+from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, is_sample_index
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
 
@@ -97,6 +100,9 @@ class InputReport:
     dt_s: float = math.nan
     aligned_max_shift_s: float = 0.0
     skipped_columns: dict[str, str] = field(default_factory=dict)
+    time_axis: str = "clock"
+    interval_s: float | None = None
+    interval_assumed: bool = False
 
 
 def align_sweeps(ts: F64, series: NDArray[np.int64]) -> tuple[F64, float]:
@@ -135,7 +141,8 @@ def _read_table(path: Path) -> pa.Table:
     try:
         if suffix in (".parquet", ".pq"):
             return pq.read_table(path)
-        return pacsv.read_csv(path)
+        table = pacsv.read_csv(path)
+        return _headerless(path, table) if _all_numbers(table.column_names) else table
     except (pa.ArrowException, UnicodeDecodeError, ValueError) as exc:
         try:
             msg = (str(exc).splitlines() or ["unreadable"])[0]
@@ -145,6 +152,25 @@ def _read_table(path: Path) -> pa.Table:
         raise InputError(str(path), f"line {line}" if line else "", f"malformed file: {msg}") from None
     except OSError as exc:
         raise InputError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+
+
+def _all_numbers(names: Sequence[str]) -> bool:
+    """Whether every header name reads as a number: the file has no header (its first line is data)."""
+    try:
+        [float(n) for n in names]
+    except ValueError:
+        return False
+    return bool(names)
+
+
+def _headerless(path: Path, table: pa.Table) -> pa.Table:
+    """A CSV without a header (the UCR anomaly archive: one value per line) read again with its first line as
+    data; its columns are named ``value`` (one) or ``value_1``, ``value_2`` ...
+    """
+    opts = pacsv.ReadOptions(autogenerate_column_names=True)
+    table = pacsv.read_csv(path, read_options=opts)
+    n = table.num_columns
+    return table.rename_columns(["value"] if n == 1 else [f"value_{i + 1}" for i in range(n)])
 
 
 def _bad_csv_line(path: Path) -> int | None:
@@ -185,15 +211,30 @@ def _column_floats(table: pa.Table, name: str, source: str) -> F64:
     return out
 
 
-def _ts_column(table: pa.Table, source: str) -> str:
-    lower: dict[str, str] = {c.lower(): c for c in table.column_names}
+def _ts_column(table: pa.Table) -> str | None:
+    """The time column: a clock name (:data:`TS_NAMES`), an index name (:data:`~.time_axis.INDEX_NAMES`), or a
+    first column of timestamp type; None when there is none (the rows are then the samples, in file order).
+    """
+    lower: dict[str, str] = {c.strip().lower(): c for c in table.column_names}
     for name in TS_NAMES:
         if name in lower:
             return lower[name]
+    for name in INDEX_NAMES:  # an index column is the time axis only where it numbers the samples
+        col = lower.get(name)
+        if col is not None and is_sample_index(col, _numbers_or_nan(table, col)):
+            return col
     first: str | None = table.column_names[0] if table.column_names else None
     if first is not None and pa.types.is_timestamp(table.column(first).type):
         return first
-    raise InputError(source, "", f"no timestamp column (allowed names: {', '.join(TS_NAMES)})")
+    return None
+
+
+def _numbers_or_nan(table: pa.Table, name: str) -> F64:
+    """A column's values as numbers, all NaN when one is not a number."""
+    try:
+        return _column_floats(table, name, "")
+    except InputError:
+        return np.full(table.num_rows, np.nan)
 
 
 def _parse_ts(table: pa.Table, name: str, source: str) -> F64:
@@ -219,12 +260,19 @@ def _order(ts: F64, report: InputReport) -> tuple[F64, NDArray[np.int64]]:
     return ts[order], order
 
 
-def read_series(path: str | Path, fields: Sequence[str] | None = None) -> tuple[list[SeriesBlock], InputReport]:
+def read_series(
+    path: str | Path, fields: Sequence[str] | None = None, interval_s: float | None = None
+) -> tuple[list[SeriesBlock], InputReport]:
     """Read a wide or long CSV/Parquet file into per-field blocks on a common, increasing time axis.
+
+    A wide file whose time column only numbers its samples, or has none (:mod:`~.time_axis`), is put on a clock
+    ``interval_s`` apart (:data:`~.time_axis.ASSUMED_INTERVAL_S` when None; ``report.time_axis`` = ``"index"``).
 
     Args:
         path: the file (``.csv`` or ``.parquet``).
         fields: value columns (wide) or field names (long) to keep; ``None`` = all.
+        interval_s: seconds between the samples of a sample-indexed file (``--interval-s``); refused for a file
+            that has a clock.
 
     Returns:
         (blocks, report): one block for a wide file, one per field for a long file.
@@ -241,7 +289,25 @@ def read_series(path: str | Path, fields: Sequence[str] | None = None) -> tuple[
         blocks, report = _read_series(p, fields)
     except UnicodeDecodeError:
         raise InputError(str(p), "", "not UTF-8 text (allowed: a UTF-8 CSV or a Parquet file)") from None
+    blocks = _on_interval(blocks, report, interval_s)
     return [_drop_absurd(b, report) for b in blocks], report
+
+
+def _on_interval(blocks: list[SeriesBlock], report: InputReport, interval_s: float | None) -> list[SeriesBlock]:
+    """A sample-indexed file's blocks with its samples ``interval_s`` apart (the assumed interval when None)."""
+    if interval_s is not None and not (math.isfinite(interval_s) and interval_s > 0):
+        raise InputError("--interval-s", "", f"{interval_s} (allowed: seconds > 0)")
+    if report.time_axis != "index":
+        if interval_s is not None:
+            raise InputError(
+                report.source, "--interval-s", "the file keeps time (allowed only without a time column or with "
+                "a time column that numbers the samples 0/1, 2, 3 ...)",
+            )  # fmt: skip
+        return blocks
+    report.interval_assumed = interval_s is None
+    report.interval_s = ASSUMED_INTERVAL_S if interval_s is None else interval_s
+    report.dt_s *= report.interval_s
+    return [dataclasses.replace(b, ts=b.ts * report.interval_s) for b in blocks]
 
 
 def _drop_absurd(block: SeriesBlock, report: InputReport) -> SeriesBlock:
@@ -341,7 +407,9 @@ def _is_text_column(table: pa.Table, name: str) -> bool:
     return True
 
 
-def _value_columns(table: pa.Table, ts_name: str, fields: Sequence[str] | None, report: InputReport) -> list[str]:
+def _value_columns(
+    table: pa.Table, ts_name: str | None, fields: Sequence[str] | None, report: InputReport
+) -> list[str]:
     """The columns to analyse: ``fields`` when given, else every column but the timestamp, label / annotation
     columns and text columns (each skipped one is named in ``report.skipped_columns`` with why).
     """
@@ -364,14 +432,16 @@ def _value_columns(table: pa.Table, ts_name: str, fields: Sequence[str] | None, 
 
 def _read_wide(table: pa.Table, fields: Sequence[str] | None, report: InputReport) -> SeriesBlock:
     source = report.source
-    ts_name = _ts_column(table, source)
+    ts_name = _ts_column(table)
     value_cols = _value_columns(table, ts_name, fields, report)
     if not value_cols:
         skipped = f"; skipped: {', '.join(report.skipped_columns)}" if report.skipped_columns else ""
         raise InputError(
             source, "", f"no value column (allowed: a timestamp column and one or more numeric columns{skipped})"
         )
-    ts = _parse_ts(table, ts_name, source)
+    ts = np.arange(table.num_rows, dtype=np.float64) if ts_name is None else _parse_ts(table, ts_name, source)
+    if ts_name is None or is_sample_index(ts_name, ts):
+        report.time_axis = "index"
     values = np.column_stack([_column_floats(table, c, source) for c in value_cols])
     ts, order = _order(ts, report)
     values = values[order]
