@@ -47,11 +47,14 @@ MT = "realKnownCause/machine_temperature_system_failure.csv"
         (["ReadLatency"], "latency"),
         (["TargetResponseTime"], "latency"),
         (["TravelTime_387.csv", "value"], "latency"),
+        (["speed_6005.csv", "value"], "latency"),  # road speed and occupancy: the same road state as travel time
+        (["occupancy_t4013.csv", "value"], "latency"),
         (["hbm_temperature"], "temperature"),
         (["retry_attempts"], "generic"),  # "attempt" holds "temp" but is a count
         (["value"], "generic"),  # nothing known: the generic robust profile, no floor in percentage points
         ([], "generic"),
         (["exchange-2_cpc_results.csv", "value"], "generic"),  # a price: a 0.5 point floor would blind it
+        (["grok_asg_anomaly.csv", "value"], "generic"),
     ],
 )
 def test_auto_picks_profile_by_name(hints: list[str], expected: str) -> None:
@@ -117,6 +120,18 @@ NAB_EXPECTED = [
     ("ec2_cpu_utilization_fe7f93.csv", "realAWSCloudwatch", 2, 2, 3, 80.0),
     # held out: RDS CPU 2/2, 1 false alarm, NAB 89.8 (scored once after the novelty gate; 90.1 before it)
     ("rds_cpu_utilization_e47b3b.csv", "realAWSCloudwatch", 2, 2, 3, 75.0),
+    # Unnamed signals (docs/sections/calibration-detect.md, "Unnamed signals"). Road series, latency profile since the
+    # road-state routing (generic before it): fitted speed 0/1, 0; fitted occupancy 1/2, 0, NAB 45.3 (43.4 generic)
+    ("speed_6005.csv", "realTraffic", 1, 0, 0, -1.0),
+    ("occupancy_6005.csv", "realTraffic", 2, 1, 0, 40.0),
+    # held out, scored once after the routing: speed 1/3, 4, NAB 24.7 (generic 1/3, 3, 26.3); speed 1/2, 0, NAB 49.9
+    # (generic 0/2); occupancy 0/2, 1, NAB -2.8 (generic the same)
+    ("speed_7578.csv", "realTraffic", 3, 1, 5, 15.0),
+    ("speed_t4013.csv", "realTraffic", 2, 1, 1, 40.0),
+    ("occupancy_t4013.csv", "realTraffic", 2, 0, 2, -10.0),
+    # hourly cost per click, generic: fitted 0/2, 0; held out 3/3, 1 false alarm, NAB 93.0 (default 1/3, 6, 22.2)
+    ("exchange-2_cpc_results.csv", "realAdExchange", 2, 0, 0, -1.0),
+    ("exchange-3_cpc_results.csv", "realAdExchange", 3, 3, 2, 85.0),
 ]
 
 

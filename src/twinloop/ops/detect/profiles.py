@@ -16,7 +16,8 @@ The profiles are chosen from the signal's physics, not fitted to the windows of 
 
 * **latency** — heavy-tailed, spiky; a failure shows as isolated extreme samples or a burst of them. Robust
   (median/MAD) z over about a day, one sample is enough (no persistence), no flap suppression (a jumpy latency
-  *is* the failure), a high threshold because MAD-scaled latency tails are long.
+  *is* the failure), a high threshold because MAD-scaled latency tails are long. Road travel time, speed and
+  occupancy get it too (``auto``): one road state, where an incident is short extreme 5-min averages.
 * **utilisation** — bounded, bursty, failures as level shifts (a service stuck high or idle). Robust z over
   about a day with 2-sample persistence, plus CUSUM with a slow baseline for lasting shifts. Two floors keep a
   near-idle, quantised reading (an idle VM at 0.13 % whose values take a handful of levels) from turning one
@@ -228,6 +229,10 @@ PROFILES: dict[str, DetectorProfile] = {
 #: ``_ms``) only at the end of a hint (less its file extension), so ``rds_cpu_utilization_cc0c53.csv`` is not taken
 #: for a temperature.
 #:
+#: Road-state readings (NAB's ``TravelTime_*``, ``speed_*``, ``occupancy_*``) are latency-like: one road state seen as
+#: travel time, speed (length / travel time) or occupancy (grows with density = flow / speed), where an incident is
+#: short extreme intervals, often single 5-min averages between normal ones.
+#:
 #: Counts (requests, tweets, trips) have no entry: they get ``generic``. The ``count`` profile (``phase_z``, the
 #: same-phase baseline) did not beat ``generic`` on the held-out NAB tweet series (GOOG for its first design, IBM for
 #: its second; docs/sections/calibration-detect.md), so it is opt-in (``--profile count``), not an ``auto`` choice.
@@ -235,11 +240,12 @@ AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("temperature", ("temp", "celsius", "degc", "fahrenheit", "thermal"), ("_c",)),
     (
         "latency",
-        ("latency", "duration", "rtt", "delay", "response", "ttft", "tpot", "ttfb", "elapsed", "traveltime"),
+        ("latency", "duration", "rtt", "delay", "response", "ttft", "tpot", "ttfb", "elapsed", "traveltime", "speed",
+         "occupancy"),
         ("_ms", "_s"),
     ),
     ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy"), ("_pct",)),
-)
+)  # fmt: skip
 
 #: Words that contain a hint word without meaning it (``attempts`` is a count, not a temperature); they are
 #: blanked out of a hint before matching.
