@@ -157,7 +157,7 @@ def action_log(runs: list[dict[str, Any]], scenario: str, seed: int) -> list[str
     run = next(r for r in runs if r["scenario"] == scenario and r["seed"] == seed and r["loop"] == "on")
     lines = [f"#### `{scenario}` seed {seed}, loop on", "", "Faults: " + "; ".join(run["faults"]), ""]
     lines += ["Incidents: " + "; ".join(f"#{k} {v}" for k, v in run["incidents"].items()), ""]
-    lines += ["| t s | kind | target | value | status | source | incident | reason |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["| t s | kind | target | value | status | source | incident | reason |", "|---" * 8 + "|"]
     for a in run["actions"]:
         value = "" if a["value"] is None else _fmt(a["value"])
         lines.append(
@@ -189,8 +189,10 @@ def main() -> None:
     for item in args.log:
         name, seed = item.rsplit(":", 1)
         print("\n".join(action_log(runs, name, int(seed))))
-    print(f"{len(runs)} passes; {time.perf_counter() - started:.0f} s wall here (pass wall sum "
-          f"{sum(r['wall_s'] for r in runs):.0f} s)")
+    print(
+        f"{len(runs)} passes; {time.perf_counter() - started:.0f} s wall here (pass wall sum "
+        f"{sum(r['wall_s'] for r in runs):.0f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -198,6 +198,8 @@ class Responder:
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
         self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
+        # Incidents rooted at a GPU or node -> the entities their requeue moves the job off (root and members).
+        self._places: dict[int, tuple[str, ...]] = {}
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
         # Thermal-path caps that follow their GPU's coolant: (incident, GPU) -> its state.
@@ -228,6 +230,8 @@ class Responder:
                 self._held.setdefault(incident.merged_into, []).extend(self._held.pop(iid, []))
                 if iid in self._slowing:
                     self._slowing.add(incident.merged_into)
+                if iid in self._places and incident.merged_into in self._places:
+                    self._places[incident.merged_into] += self._places.pop(iid)
                 for i, (t, req, hold, mode) in enumerate(self._delayed):
                     if req.incident_id == iid:
                         self._delayed[i] = (t, replace(req, incident_id=incident.merged_into), hold, mode)
@@ -240,10 +244,13 @@ class Responder:
             if incident.status != "open":  # its delayed and gated actions went in _drop_waiting_of_closed
                 self._restarts.pop(iid, None)
                 self._slowing.discard(iid)
+                self._places.pop(iid, None)
                 out.extend(self._restore(iid, now))
                 continue
-            if incident.event_class in _SLOWING and root_level(incident.root) in ("gpu", "node"):
-                self._slowing.add(iid)
+            if root_level(incident.root) in ("gpu", "node"):
+                self._places[iid] = (incident.root, *incident.members)
+                if incident.event_class in _SLOWING:
+                    self._slowing.add(iid)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
                 if rule.supply is not None and self._supply(incident) != rule.supply:
                     continue
@@ -494,6 +501,9 @@ class Responder:
         """
         if isinstance(request, _FromThermalPath):
             request = self._thermal_path_value(request, read, now)
+        left = self._left_already(request)
+        if left is not None:
+            return self._record(request, "refused", now, left, guard=False)
         if request.kind == ActionKind.REQUEUE and request.incident_id in self._slowing:
             pace = self.adapter.requeue_pace(request.target)
             if pace is not None and pace.slower:
@@ -509,6 +519,21 @@ class Responder:
         elif until_closed and result.status == "pending":
             self._pending_held[result.action_id] = request.incident_id
         return result
+
+    def _left_already(self, request: ActionRequest) -> str | None:
+        """Why a requeue that would move its job off its incident's GPU or node is moot: the job runs on none of the
+        incident's entities any more (a requeue for another incident already moved it off, or a restart did); None
+        when it still runs there, for other requests and incidents, and where the adapter cannot tell. On
+        `sweeps/new-user/large-hall.yaml` (seed 0) 18 GPU incidents of one row's pump fault each requeued the 1,024-GPU
+        job, one every 30 s as the rate limit let them through: 5 restarts where the first had moved it off them all.
+        """
+        places = self._places.get(request.incident_id)
+        if request.kind != ActionKind.REQUEUE or not places:
+            return None
+        found = [self.adapter.jobs_on(entity) for entity in places]
+        if all(jobs is not None and request.target not in jobs for jobs in found):
+            return f"no action: {request.target} no longer runs on {places[0]} (already moved off it)"
+        return None
 
     def _thermal_path_value(self, request: _FromThermalPath, read: Reader, now: float) -> ActionRequest:
         """The power cap ``request.target``'s own thermal path carries (:mod:`.thermal_cap`), never above its present
