@@ -200,6 +200,8 @@ class Responder:
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
         # Incidents rooted at a GPU or node -> the entities their requeue moves the job off (root and members).
         self._places: dict[int, tuple[str, ...]] = {}
+        self._open: dict[int, Incident] = {}  # every open incident as last seen
+        self._explained: set[tuple[int, str]] = set()  # (incident, rule) recorded as explained by an ancestor's
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
         # Thermal-path caps that follow their GPU's coolant: (incident, GPU) -> its state.
@@ -226,6 +228,10 @@ class Responder:
         out.extend(self._open_gates(now, read))
         for incident in batch:
             iid = incident.incident_id
+            if incident.status == "open":
+                self._open[iid] = incident
+            else:
+                self._open.pop(iid, None)
             if incident.status == "merged" and incident.merged_into is not None:
                 self._held.setdefault(incident.merged_into, []).extend(self._held.pop(iid, []))
                 if iid in self._slowing:
@@ -251,7 +257,11 @@ class Responder:
                 self._places[iid] = (incident.root, *incident.members)
                 if incident.event_class in _SLOWING:
                     self._slowing.add(iid)
+            explained = self._explained_by(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
+                if explained is not None:
+                    out.extend(self._record_explained(rule, incident, explained, now))
+                    continue
                 if rule.supply is not None and self._supply(incident) != rule.supply:
                     continue
                 if rule.restart is not None and self._restart(incident).when != rule.restart:
@@ -362,6 +372,34 @@ class Responder:
         """The hottest GPU's rise over the last ``lookback_s`` scaled to ``horizon_s``, °C (0 falling, None unknown)."""
         past = read(DCGM_FI_DEV_GPU_TEMP, entity, "max", lookback_s)
         return None if past is None else max(hottest - past, 0.0) * horizon_s / lookback_s
+
+    def _explained_by(self, incident: Incident) -> Incident | None:
+        """An open incident of the same class rooted above ``incident``'s GPU on its own node, rack or row (the same
+        coolant loop and power feed): the GPU runs hot, or short, with its neighbours, and that incident's rule acts
+        for all of them; a rule for the one GPU (its own thermal path failing: cap, drain, requeue) does not apply.
+        None for other incidents. A site-wide incident (a heat wave) explains nothing here, nor one of another class
+        (a GPU's thermal throttle inside its row's cooling incident is its own fault: no masking). On
+        `sweeps/new-user/large-hall.yaml` a CDU pump fault on one row opened, 8 s after the row's incident, 15-18
+        incidents at its hottest GPUs, and the GPU rule drained each node for good and restarted the 1,024-GPU job.
+        """
+        if root_level(incident.root) != "gpu":
+            return None
+        for other in self._open.values():
+            above = root_level(other.root) in ("row", "rack", "node") and incident.root.startswith(other.root + "/")
+            if above and other.event_class == incident.event_class and other.incident_id != incident.incident_id:
+                return other
+        return None
+
+    def _record_explained(self, rule: Rule, incident: Incident, by: Incident, now: float) -> list[ActionResult]:
+        """The audit line of each action ``rule`` does not take for ``incident``, once; the rule is asked again at
+        the incident's next update (``by`` may have closed by then).
+        """
+        key = (incident.incident_id, rule.name)
+        if key in self._explained or key in self._fired:
+            return []
+        self._explained.add(key)
+        detail = f"no action: incident {by.incident_id} ({by.event_class} at {by.root}) covers it and is handled there"
+        return [result for t in rule.actions for result in self._refuse_all(rule, t, incident, detail, now)]
 
     def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
         """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
