@@ -24,14 +24,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from loop_robustness_tables import fmt, interval, paired  # benchmarks/ (this script's directory)
 from twinloop.closedloop.passes import outcome_metrics, run_pass
-from twinloop.sweep.summary import t_interval
 from twinloop.twin.scenario import load_scenario
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "new-user"
 SCENARIOS = ("quiet-hall", "a100-air-hall", "same-place", "large-hall")
-#: Figures where a larger value is better (every other: lower is better).
-HIGHER_IS_BETTER = ("goodput", "ettr")
 #: Outcome rows printed per scenario (goodput and ETTR per job are added from the runs).
 FIGURES = (
     "energy_per_useful_token_j",
@@ -74,7 +72,7 @@ def one_run(scenario: str, seed: int, loop_on: bool) -> dict[str, Any]:
         "seed": seed,
         "loop": "on" if loop_on else "off",
         "wall_s": r.wall_s,
-        "figures": figures,
+        "metrics": figures,
         "recall": {q.fault: q.recall for q in r.detection.per_fault},
         "faults": [f"{f.kind} {f.entity} {f.start_s:.0f}-{f.end_s:.0f} s" for f in r.faults],
         "false_alarms": [f"{i.event_class} {i.root} at {i.start_ts:.0f} s" for i in r.detection.false_alarms],
@@ -90,54 +88,19 @@ def run_all(scenarios: list[str], seeds: list[int], workers: int) -> list[dict[s
         return list(pool.map(one_run, *zip(*cells, strict=True)))
 
 
-def _fmt(x: float) -> str:
-    a = abs(x)
-    if a == 0:
-        return "0"
-    if a >= 1e5 or a < 1e-2:
-        return f"{x:.3g}"
-    return f"{x:,.4g}" if a < 1e3 else f"{x:,.0f}"
-
-
-def _cell(values: list[float]) -> str:
-    if not values:
-        return "—"
-    mean, half = t_interval(values)
-    if half is None:
-        return _fmt(mean)
-    return f"{_fmt(mean)} [{_fmt(mean - half)}, {_fmt(mean + half)}]"
-
-
-def _paired(off: dict[int, dict[str, Any]], on: dict[int, dict[str, Any]], key: str) -> str:
-    seeds = [s for s in off if s in on and key in off[s]["figures"] and key in on[s]["figures"]]
-    diffs = [on[s]["figures"][key] - off[s]["figures"][key] for s in seeds]
-    if not diffs:
-        return "—"
-    base = sum(off[s]["figures"][key] for s in seeds) / len(seeds)
-    mean, half = t_interval(diffs)
-    better = sum(d > 0 for d in diffs) if key.startswith(HIGHER_IS_BETTER) else sum(d < 0 for d in diffs)
-    tail = f" ({better}/{len(diffs)} better)"
-    if abs(base) < 1e-9:
-        return f"Δ {_fmt(mean)}" + (f" [{_fmt(mean - half)}, {_fmt(mean + half)}]" if half is not None else "") + tail
-    pct = 100.0 / base
-    if half is None:
-        return f"{pct * mean:+.1f} %" + tail
-    return f"{pct * mean:+.1f} % [{pct * (mean - half):+.1f}, {pct * (mean + half):+.1f}]" + tail
-
-
 def scenario_table(scenario: str, runs: list[dict[str, Any]]) -> list[str]:
     """Markdown for one scenario: figures off vs on, recall per injected fault, actions by kind and status."""
     off = {r["seed"]: r for r in runs if r["scenario"] == scenario and r["loop"] == "off"}
     on = {r["seed"]: r for r in runs if r["scenario"] == scenario and r["loop"] == "on"}
     if not off and not on:
         return []
-    jobs = sorted({k for r in (*off.values(), *on.values()) for k in r["figures"] if k.startswith(("goodput", "ettr"))})
+    jobs = sorted({k for r in (*off.values(), *on.values()) for k in r["metrics"] if k.startswith(("goodput", "ettr"))})
     lines = [f"### `{scenario}`: {len(off)} seeds loop off, {len(on)} loop on", ""]
-    lines += ["| figure | loop off | loop on | paired change (on − off; seeds better) |", "|---|---|---|---|"]
+    lines += ["| figure | loop off | loop on | paired change | loop better in |", "|---|---|---|---|---|"]
     for key in (*jobs, *FIGURES):
-        v_off = [r["figures"][key] for r in off.values() if key in r["figures"]]
-        v_on = [r["figures"][key] for r in on.values() if key in r["figures"]]
-        lines.append(f"| {key} | {_cell(v_off)} | {_cell(v_on)} | {_paired(off, on, key)} |")
+        cells = [interval([r["metrics"][key] for r in g.values() if key in r["metrics"]]) for g in (off, on)]
+        change, tally = paired(off, on, key)
+        lines.append(f"| {key} | {cells[0]} | {cells[1]} | {change} | {tally} |")
     recall: dict[str, list[float]] = {}
     for r in (*off.values(), *on.values()):
         for fault, value in r["recall"].items():
@@ -159,7 +122,7 @@ def action_log(runs: list[dict[str, Any]], scenario: str, seed: int) -> list[str
     lines += ["Incidents: " + "; ".join(f"#{k} {v}" for k, v in run["incidents"].items()), ""]
     lines += ["| t s | kind | target | value | status | source | incident | reason |", "|---" * 8 + "|"]
     for a in run["actions"]:
-        value = "" if a["value"] is None else _fmt(a["value"])
+        value = "" if a["value"] is None else fmt(a["value"])
         lines.append(
             f"| {a['ts']:.0f} | {a['kind']} | {a['target']} | {value} | {a['status']} | {a['source']} "
             f"| {a['incident']} | {a['reason'][:90]} |"
@@ -180,6 +143,8 @@ def main() -> None:
     started = time.perf_counter()
     if args.load:
         runs = json.loads(args.load.read_text())
+        for r in runs:  # files saved before the key was renamed
+            r.setdefault("metrics", r.pop("figures", {}))
     else:
         runs = run_all(scenarios, [int(s) for s in args.seeds.split(",")], args.workers)
         if args.save:
