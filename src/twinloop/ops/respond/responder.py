@@ -259,15 +259,15 @@ class Responder:
                     self._slowing.add(iid)
             explained = self._explained_by(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
-                if explained is not None:
-                    out.extend(self._record_explained(rule, incident, explained, now))
-                    continue
                 if rule.supply is not None and self._supply(incident) != rule.supply:
                     continue
                 if rule.restart is not None and self._restart(incident).when != rule.restart:
                     continue
                 key = (iid, rule.name)
                 if key in self._fired:
+                    continue
+                if explained is not None:
+                    out.extend(self._record_explained(rule, incident, explained, now))
                     continue
                 held, note = self._hand_over(rule, incident, read)
                 if held:
