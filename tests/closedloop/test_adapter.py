@@ -154,3 +154,18 @@ def test_thermal_path_cap_from_the_twins_readings_holds_the_die_just_below_slowd
     target = path.slowdown_temp_c - MARGIN_C
     assert max(temps[60:]) <= target + 0.5
     assert max(temps[60:]) >= target - 2.0
+
+
+def test_jobs_on_follows_the_job_off_a_drained_node() -> None:
+    # The responder asks it before a requeue: a job already moved off an incident's node is not requeued again.
+    twin = twin_running()
+    a = TwinAdapter(twin)
+    node = "dc1/r01/k01/n01"
+    assert a.jobs_on(node) == ("dc1/jobs/train",)
+    assert a.jobs_on("dc1/r01/k02/n02") == ()
+    assert a.jobs_on("dc1/r07") is None  # not in the twin: cannot tell
+    assert a.apply(ActionRequest(ActionKind.DRAIN, node)).status == "applied"
+    assert a.apply(ActionRequest(ActionKind.REQUEUE, "dc1/jobs/train")).status == "applied"
+    twin.run(5.0)
+    assert a.jobs_on(node) == ()
+    assert a.jobs_on("dc1/r01") == ("dc1/jobs/train",)

@@ -62,6 +62,14 @@ class TwinAdapter(ActionAdapter):
             return None
         return f"{self.twin.topo.site}{_JOBS}{self.twin.jobs[int(np.bincount(owners).argmax())].spec.name}"
 
+    def jobs_on(self, entity: str) -> tuple[str, ...] | None:
+        """From the twin's placement: the jobs holding a GPU under ``entity`` (a queued job holds none)."""
+        gpus = self.gpus_of(entity)
+        if gpus is None:
+            return None
+        owners = np.unique(self.twin.job_of_gpu[gpus])
+        return tuple(f"{self.twin.topo.site}{_JOBS}{self.twin.jobs[int(j)].spec.name}" for j in owners if j >= 0)
+
     def cdu_of(self, entity: str) -> str | None:
         """The row (one CDU per row) cooling ``entity``."""
         return ancestor(entity, 2)

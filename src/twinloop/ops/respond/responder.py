@@ -198,6 +198,10 @@ class Responder:
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
         self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
+        # Incidents rooted at a GPU or node -> the entities their requeue moves the job off (root and members).
+        self._places: dict[int, tuple[str, ...]] = {}
+        self._open: dict[int, Incident] = {}  # every open incident as last seen
+        self._explained: set[tuple[int, str]] = set()  # (incident, rule) recorded as explained by an ancestor's
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
         self._restoring: list[tuple[float, ActionRequest, float, int]] = []
         # Thermal-path caps that follow their GPU's coolant: (incident, GPU) -> its state.
@@ -224,10 +228,16 @@ class Responder:
         out.extend(self._open_gates(now, read))
         for incident in batch:
             iid = incident.incident_id
+            if incident.status == "open":
+                self._open[iid] = incident
+            else:
+                self._open.pop(iid, None)
             if incident.status == "merged" and incident.merged_into is not None:
                 self._held.setdefault(incident.merged_into, []).extend(self._held.pop(iid, []))
                 if iid in self._slowing:
                     self._slowing.add(incident.merged_into)
+                if iid in self._places and incident.merged_into in self._places:
+                    self._places[incident.merged_into] += self._places.pop(iid)
                 for i, (t, req, hold, mode) in enumerate(self._delayed):
                     if req.incident_id == iid:
                         self._delayed[i] = (t, replace(req, incident_id=incident.merged_into), hold, mode)
@@ -240,10 +250,14 @@ class Responder:
             if incident.status != "open":  # its delayed and gated actions went in _drop_waiting_of_closed
                 self._restarts.pop(iid, None)
                 self._slowing.discard(iid)
+                self._places.pop(iid, None)
                 out.extend(self._restore(iid, now))
                 continue
-            if incident.event_class in _SLOWING and root_level(incident.root) in ("gpu", "node"):
-                self._slowing.add(iid)
+            if root_level(incident.root) in ("gpu", "node"):
+                self._places[iid] = (incident.root, *incident.members)
+                if incident.event_class in _SLOWING:
+                    self._slowing.add(iid)
+            explained = self._explained_by(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
                 if rule.supply is not None and self._supply(incident) != rule.supply:
                     continue
@@ -251,6 +265,9 @@ class Responder:
                     continue
                 key = (iid, rule.name)
                 if key in self._fired:
+                    continue
+                if explained is not None:
+                    out.extend(self._record_explained(rule, incident, explained, now))
                     continue
                 held, note = self._hand_over(rule, incident, read)
                 if held:
@@ -355,6 +372,34 @@ class Responder:
         """The hottest GPU's rise over the last ``lookback_s`` scaled to ``horizon_s``, °C (0 falling, None unknown)."""
         past = read(DCGM_FI_DEV_GPU_TEMP, entity, "max", lookback_s)
         return None if past is None else max(hottest - past, 0.0) * horizon_s / lookback_s
+
+    def _explained_by(self, incident: Incident) -> Incident | None:
+        """An open incident of the same class rooted above ``incident``'s GPU on its own node, rack or row (the same
+        coolant loop and power feed): the GPU runs hot, or short, with its neighbours, and that incident's rule acts
+        for all of them; a rule for the one GPU (its own thermal path failing: cap, drain, requeue) does not apply.
+        None for other incidents. A site-wide incident (a heat wave) explains nothing here, nor one of another class
+        (a GPU's thermal throttle inside its row's cooling incident is its own fault: no masking). On
+        `sweeps/new-user/large-hall.yaml` a CDU pump fault on one row opened, 8 s after the row's incident, 15-18
+        incidents at its hottest GPUs, and the GPU rule drained each node for good and restarted the 1,024-GPU job.
+        """
+        if root_level(incident.root) != "gpu":
+            return None
+        for other in self._open.values():
+            above = root_level(other.root) in ("row", "rack", "node") and incident.root.startswith(other.root + "/")
+            if above and other.event_class == incident.event_class and other.incident_id != incident.incident_id:
+                return other
+        return None
+
+    def _record_explained(self, rule: Rule, incident: Incident, by: Incident, now: float) -> list[ActionResult]:
+        """The audit line of each action ``rule`` does not take for ``incident``, once; the rule is asked again at
+        the incident's next update (``by`` may have closed by then).
+        """
+        key = (incident.incident_id, rule.name)
+        if key in self._explained or key in self._fired:
+            return []
+        self._explained.add(key)
+        detail = f"no action: incident {by.incident_id} ({by.event_class} at {by.root}) covers it and is handled there"
+        return [result for t in rule.actions for result in self._refuse_all(rule, t, incident, detail, now)]
 
     def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
         """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
@@ -497,6 +542,9 @@ class Responder:
         """
         if isinstance(request, _FromThermalPath):
             request = self._thermal_path_value(request, read, now)
+        left = self._left_already(request)
+        if left is not None:
+            return self._record(request, "refused", now, left, guard=False)
         if request.kind == ActionKind.REQUEUE and request.incident_id in self._slowing:
             pace = self.adapter.requeue_pace(request.target)
             if pace is not None and pace.slower:
@@ -512,6 +560,21 @@ class Responder:
         elif until_closed and result.status == "pending":
             self._pending_held[result.action_id] = request.incident_id
         return result
+
+    def _left_already(self, request: ActionRequest) -> str | None:
+        """Why a requeue that would move its job off its incident's GPU or node is moot: the job runs on none of the
+        incident's entities any more (a requeue for another incident already moved it off, or a restart did); None
+        when it still runs there, for other requests and incidents, and where the adapter cannot tell. On
+        `sweeps/new-user/large-hall.yaml` (seed 0) 18 GPU incidents of one row's pump fault each requeued the 1,024-GPU
+        job, one every 30 s as the rate limit let them through: 5 restarts where the first had moved it off them all.
+        """
+        places = self._places.get(request.incident_id)
+        if request.kind != ActionKind.REQUEUE or not places:
+            return None
+        found = [self.adapter.jobs_on(entity) for entity in places]
+        if all(jobs is not None and request.target not in jobs for jobs in found):
+            return f"no action: {request.target} no longer runs on {places[0]} (already moved off it)"
+        return None
 
     def _thermal_path_value(self, request: _FromThermalPath, read: Reader, now: float) -> ActionRequest:
         """The power cap ``request.target``'s own thermal path carries (:mod:`.thermal_cap`), never above its present

@@ -155,6 +155,12 @@ class ActionAdapter(ABC):
         """The job running on ``entity`` (a job id is returned as is); None when unknown."""
         return entity if "/jobs/" in entity else None
 
+    def jobs_on(self, entity: str) -> tuple[str, ...] | None:
+        """Every job running now on a GPU under ``entity`` (empty: none); None when the adapter cannot tell (then a
+        requeue to move a job off ``entity`` goes ahead as before).
+        """
+        return None
+
     def cdu_of(self, entity: str) -> str | None:
         """The CDU cooling ``entity``; by default one CDU per row, named ``<row>/cdu``."""
         row = ancestor(entity, 2)
