@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from twinloop.errors import InputError
 from twinloop.ops.events import EventClass, Incident, Severity
-from twinloop.ops.live.actuators import DryRunFirst, make_actuator
+from twinloop.ops.live.actuators import DryRunFirst, JobLookup, make_actuator
 from twinloop.ops.live.jobs import JobMap, expand_hostlist, k8s_jobs, load_job_file, parse_squeue_json, slurm_jobs
 from twinloop.ops.live.site import load_site, place_gpus
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
@@ -126,6 +126,9 @@ class _Answering(ActionAdapter):
     def job_of(self, entity: str) -> str | None:
         return "dc/jobs/train"
 
+    def jobs_on(self, entity: str) -> tuple[str, ...] | None:
+        return ("dc/jobs/train",)
+
     def cdu_of(self, entity: str) -> str | None:
         return "dc/r/cdu7"
 
@@ -141,7 +144,8 @@ class _Answering(ActionAdapter):
 
 def test_the_dry_run_wrapper_passes_every_question_to_the_real_adapter() -> None:
     # Before, checkpoint_done, job_timing, supply_limit_w, is_serving, job_of and cdu_of answered with the base
-    # class's defaults: `twinloop watch --actuator slurm` could never confirm a checkpoint before a requeue.
+    # class's defaults: `twinloop watch --actuator slurm` could never confirm a checkpoint before a requeue (and
+    # later jobs_on, added with the moot-requeue check, was not passed on either).
     real = _Answering()
     wrapped = DryRunFirst(_Answering(), real, lambda _m: None)
     questions = [n for n, f in vars(ActionAdapter).items() if callable(f) and not n.startswith("_") and n != "apply"]
@@ -152,6 +156,16 @@ def test_the_dry_run_wrapper_passes_every_question_to_the_real_adapter() -> None
     for name in questions:
         a = args.get(name, ("dc/r/k/n1",))
         assert getattr(wrapped, name)(*a) == getattr(real, name)(*a), name
+
+
+def test_the_dry_run_wrapper_names_the_jobs_on_a_node_from_the_job_source() -> None:
+    """With `--jobs`, which jobs run on a node (the responder's check that a requeue still moves its job off the
+    incident's node) comes from the job source, as a GPU's job does."""
+    jobs = JobLookup(lambda ids, _labels: JobMap.from_hosts(ids, {"42": ["node01"]}))
+    jobs(("dc/r/k/node01/g0", "dc/r/k/node02/g0"), {})
+    wrapped = DryRunFirst(_Answering(), _Answering(), lambda _m: None, jobs)
+    assert wrapped.jobs_on("dc/r/k/node01") == ("dc/jobs/42",)
+    assert wrapped.jobs_on("dc/r/k/node02") == ()
 
 
 def test_learned_thresholds_resume_after_a_restart(tmp_path: Path) -> None:

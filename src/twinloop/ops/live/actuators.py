@@ -146,6 +146,14 @@ class DryRunFirst(ActionAdapter):
             return found[0] if len(found) == 1 else None
         return self.real.job_of(entity)
 
+    def jobs_on(self, entity: str) -> tuple[str, ...] | None:
+        """The job source's jobs on ``entity`` where one is given, else the real adapter's answer (a requeue whose job
+        has already left its incident's node is then not done twice under `twinloop watch` either).
+        """
+        if self.jobs is not None:
+            return tuple(self.jobs.jobs_under(entity))
+        return self.real.jobs_on(entity)
+
     def cdu_of(self, entity: str) -> str | None:
         """The real adapter's answer."""
         return self.real.cdu_of(entity)
