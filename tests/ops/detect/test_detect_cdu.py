@@ -212,3 +212,32 @@ def test_a_second_cdu_failing_much_later_is_a_second_incident() -> None:
     assert len({root for root, _ in later}) == 2 and {start for _, start in later} == {100.0, 1300.0}
     together = _cdu_incidents(110)  # both CDUs within seconds: one cause (e.g. facility water), one incident
     assert {start for _, start in together} == {100.0}
+
+
+# --- coolant supply from a cold start (issue 14, a100-air-hall) ------------------------------------------------------
+
+
+def _run_coolant(supply_c: list[float], setpoint_c: float = 22.0) -> np.ndarray:
+    """Fired per step of the coolant rule on one CDU (GPUs 0-1) whose supply follows ``supply_c`` (one per s)."""
+    from twinloop.ops.detect.rules import CDU_SUPPLY, CoolantRule
+
+    rule = CoolantRule()
+    fired = []
+    for t, s in enumerate(supply_c):
+        f, _ = rule.update(_frame(float(t), **{CDU_SUPPLY: [s, np.nan], CDU_SETPOINT: [setpoint_c, np.nan]}))
+        fired.append(bool(f[0]))
+    return np.array(fired)
+
+
+def test_a_supply_settling_from_a_cold_start_is_no_cooling_fault() -> None:
+    # a100-air-hall seeds 2 and 3: the air handlers' setpoint (22 °C) lies under facility water + approach (24 °C),
+    # so from the start each supply warms 22 -> 24 °C in its first 5 s and stays there. Before: the coolant rule
+    # read that climb as a CDU losing capacity on both rows, a site-level cooling_degradation at t = 6 s.
+    start = [min(22.0 + 0.45 * t, 24.0) for t in range(600)]
+    assert not _run_coolant(start).any()
+    # A CDU that loses capacity later (the supply climbing 0.05 °C/s from 24 °C at t = 300 s) still fires,
+    # within its smoothing and persistence.
+    lost = [s if t < 300 else s + 0.05 * (t - 300) for t, s in enumerate(start)]
+    fired = _run_coolant(lost)
+    assert not fired[:300].any()
+    assert fired[300:330].any()

@@ -16,7 +16,10 @@ as it was) and needs its condition to hold for ``persistence_s`` before it fires
   with ``TWINLOOP_FI_CDU_SETPOINT``, row fields the caller gives each of the row's GPUs) climbs above its
   setpoint at ``rate_c_per_s`` or faster: a CDU that cannot hold its setpoint has lost pump or heat-exchanger
   capacity, and its supply moves minutes before the dies pass the ``cooling`` rule's margin. A setpoint change
-  holds the rule off for ``holdoff_s`` (the loop moving its own setpoint is not a fault).
+  holds the rule off for ``holdoff_s`` (the loop moving its own setpoint is not a fault), and so does the first
+  reading of a supply: from a cold start the loop heads for a level it has never reached (an air handler or CDU
+  whose setpoint lies under facility water + approach warms to that floor in its first seconds), which is the
+  plant settling, not a CDU losing capacity.
 * ``thermal_throttle``: a thermal clock-event bit (SW/HW thermal), or the temperature within ``margin_c`` of
   slowdown with the clock down ``clock_drop`` from its reference.
 * ``power_throttle``: the clock falls ``clock_drop`` below its reference while power is at the limit
@@ -446,6 +449,8 @@ class CoolantRule(Rule):
         with np.errstate(invalid="ignore"):
             moved = valid & np.isfinite(self._prev_sp) & (np.abs(setpoint - self._prev_sp) > 1e-3)
             rate = np.where(valid & np.isfinite(self._prev), (supply - self._prev) / frame.dt_s, 0.0)
+        # No settled supply to judge against yet: the first reading starts the same hold-off as a setpoint move.
+        moved |= valid & np.isnan(self._prev_sp)
         self._holdoff_until = np.where(moved, frame.ts + self.holdoff_s, self._holdoff_until)
         self._rate = ewma_toward(self._rate, rate, valid, min(1.0, frame.dt_s / self.smooth_s))
         self._prev = np.where(valid, supply, self._prev)
