@@ -589,7 +589,7 @@ class DetectionPipeline:
             if rule.name == "thermal_throttle" and fired.any():
                 fired, onsets = self._split_throttle(frame, fired, onsets)
             if fired.any():
-                self._observe_hardware(ts, rule.name, rule.event_class, fired, onsets)
+                self._observe_hardware(frame, rule.name, rule.event_class, fired, onsets)
 
     def _split_throttle(
         self, frame: RuleFrame, fired: NDArray[np.bool_], onsets: list[tuple[int, Detection]]
@@ -616,16 +616,39 @@ class DetectionPipeline:
         self.grouper.local_fault[fired] = local[fired]
         return fired, onsets
 
+    def _own_thermal_path(self, frame: RuleFrame, fired: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Of the GPUs the ``cooling`` rule fires on, those whose own thermal path failed: warmer for their power
+        than their row's same-model GPUs by ``local_excess_c`` and 4 robust sigmas (:meth:`_thermal_excess`), or
+        so judged within the last ``window_s`` (one fault stays one incident while it fires).
+
+        The rule compares the die with its CDU's *supply*, but the coolant a rack's GPUs see is the supply plus
+        half the rack's rise (``Q_rack / (ṁ·c_p)``): when a row's pump loses flow, that rise grows on every rack at
+        once and the row's warmest GPUs (a few % more R, more power) cross the rule's margin first. Their rise is
+        the row's coolant, not their own path (large-hall: 15-20 GPU incidents 8 s after the row's own).
+        """
+        ts = frame.ts
+        recent = self._last_thermal_path >= ts - self.config.window_s
+        if not (fired & ~recent).any():
+            return fired & recent
+        local = self._thermal_excess(frame) >= self.config.local_excess_c
+        return fired & (local | recent)
+
     def _observe_hardware(
-        self, ts: float, name: str, cls: EventClass, fired: NDArray[np.bool_], onsets: list[tuple[int, Detection]]
+        self,
+        frame: RuleFrame,
+        name: str,
+        cls: EventClass,
+        fired: NDArray[np.bool_],
+        onsets: list[tuple[int, Detection]],
     ) -> None:
         """Group a hardware rule's firing GPUs (a GPU's own thermal path apart) and note what they explain."""
+        ts = frame.ts
         idx = np.flatnonzero(fired)
-        # A GPU's own thermal path (the die above its coolant, or much warmer for its power than its row's
+        # A GPU's own thermal path (its die above its coolant *and* much warmer for its power than its row's
         # GPUs) is another cause than its row's coolant or air: inside an open row incident it still opens
         # its own incident.
         if name == "cooling":
-            own_path = fired
+            own_path = self._own_thermal_path(frame, fired)
         elif name == "thermal_throttle":
             own_path = self.grouper.local_fault & fired
         else:
@@ -634,7 +657,7 @@ class DetectionPipeline:
             if mask.any():
                 self.grouper.observe(ts, cls, np.flatnonzero(mask), [o for o in onsets if mask[o[0]]], sig)
         if name == "cooling":
-            self._last_thermal_path[idx] = ts
+            self._last_thermal_path[own_path] = ts
         if name in _COOLING_RULES:
             self._last_cooling[idx] = ts
         if name not in _CDU_SIDE:
