@@ -167,7 +167,8 @@ class PipelineConfig:
             than its row's same-model GPUs has a thermal fault of its own; less, and its throttling is the row's
             (grouped as one row incident), °C.
         phase_window_s: an activity change this recent makes a power/temperature change benign, s.
-        thermal_window_s: a benign power change this recent makes a temperature change benign, s.
+        thermal_window_s: a benign power change this recent makes a temperature change benign, and a cooling rule
+            this recent on a GPU explains its per-field alarms (the aftermath of its coolant changing), s.
         risk_horizon_h: hours of work at risk per affected GPU (time since a checkpoint; a guess).
         emit_info: also report benign / unclassified changes (``info`` severity).
         threshold_scale: alarm source (``rule:<name>`` or a watched field) → factor on its thresholds
@@ -693,7 +694,11 @@ class DetectionPipeline:
             self._last_power[alarms[POWER] & workload] = ts
         # Temperatures follow power through a thermal time constant: a benign power change explains them longer.
         thermal_ok = workload | (self._last_power >= ts - c.thermal_window_s)
-        recent_rule = self._last_hw >= ts - c.phase_window_s
+        # A cooling fault's aftermath lasts as long as a temperature change does: once the coolant recovers (or the
+        # loop chills it), the dies cool through their RC and a power-bound GPU's clock rises as its leakage falls,
+        # minutes after the cooling rules went quiet (large-hall: clocks 2-4 bins up on the repaired row's GPUs,
+        # 190-350 s after, each an unclassified incident).
+        recent_rule = (self._last_hw >= ts - c.phase_window_s) | (self._last_cooling >= ts - c.thermal_window_s)
         for f, fired in alarms.items():
             det = self.detectors[f]
             recent_activity = thermal_ok if f in _FOLLOWS_POWER else workload
