@@ -36,7 +36,7 @@ _EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, b
 
 def _time(ts: float, report: InputReport) -> str:
     if report.time_axis == "index":
-        return f"{_in_file(ts, report):g}"
+        return f"{_in_file(ts, report):.12g}"
     if ts >= _EPOCH_2001_S:
         return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     return f"{ts:.3f}"
