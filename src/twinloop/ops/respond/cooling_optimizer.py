@@ -64,6 +64,13 @@ from twinloop.ops.respond.responder import Reader, Responder
 
 #: A CDU whose supply is more than this above its setpoint cannot hold it (capacity-limited), °C.
 HOLDING_C = 0.5
+
+
+def _holds(supply_c: float | None, setpoint_c: float) -> bool:
+    """Whether a CDU holds its setpoint: its supply within :data:`HOLDING_C` of it (no reading: taken as holding)."""
+    return supply_c is None or supply_c <= setpoint_c + HOLDING_C
+
+
 #: ``forecast(row) -> W``: the heat load the row is expected to gain within the forecast horizon (0 if none).
 HeatForecast = Callable[[str], float]
 #: ``hold(row) -> reason``: why the row's cooling must not be relaxed now (an open heat-wave or cooling incident
@@ -155,8 +162,8 @@ class CoolingOptimizer:
         row = ancestor(entity, 2)
         if row is None or row not in self.rows:
             return False
-        supply, setpoint = read(CDU_SUPPLY, row), self._current(ActionKind.CDU_SETPOINT, row)
-        return supply is not None and setpoint is not None and supply > setpoint + HOLDING_C
+        setpoint = self._current(ActionKind.CDU_SETPOINT, row)
+        return setpoint is not None and not _holds(read(CDU_SUPPLY, row), setpoint)
 
     def _current(self, kind: ActionKind, target: str) -> float | None:
         return self.responder.adapter.current(kind, target)
@@ -211,8 +218,7 @@ class CoolingOptimizer:
             # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
             mean = read(GPU_TEMP, row, "mean")
             hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
-        supply = read(CDU_SUPPLY, row)
-        holding = supply is None or supply <= setpoint + HOLDING_C
+        holding = _holds(read(CDU_SUPPLY, row), setpoint)
         if hot or buys is not None:
             why = f"hottest GPU {hottest:.1f} C" if buys is None else f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}"
             return self._tighten(row, setpoint, flow, hot, holding, f"tighten: {why}", now, read)

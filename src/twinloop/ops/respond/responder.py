@@ -198,8 +198,6 @@ class Responder:
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
         self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
-        # Incidents rooted at a GPU or node -> the entities their requeue moves the job off (root and members).
-        self._places: dict[int, tuple[str, ...]] = {}
         self._open: dict[int, Incident] = {}  # every open incident as last seen
         self._explained: set[tuple[int, str]] = set()  # (incident, rule) recorded as explained by an ancestor's
         # Restores the step limit cut short: (due, the full undo, the value the last step set, the action undone).
@@ -236,8 +234,6 @@ class Responder:
                 self._held.setdefault(incident.merged_into, []).extend(self._held.pop(iid, []))
                 if iid in self._slowing:
                     self._slowing.add(incident.merged_into)
-                if iid in self._places and incident.merged_into in self._places:
-                    self._places[incident.merged_into] += self._places.pop(iid)
                 for i, (t, req, hold, mode) in enumerate(self._delayed):
                     if req.incident_id == iid:
                         self._delayed[i] = (t, replace(req, incident_id=incident.merged_into), hold, mode)
@@ -250,13 +246,10 @@ class Responder:
             if incident.status != "open":  # its delayed and gated actions went in _drop_waiting_of_closed
                 self._restarts.pop(iid, None)
                 self._slowing.discard(iid)
-                self._places.pop(iid, None)
                 out.extend(self._restore(iid, now))
                 continue
-            if root_level(incident.root) in ("gpu", "node"):
-                self._places[iid] = (incident.root, *incident.members)
-                if incident.event_class in _SLOWING:
-                    self._slowing.add(iid)
+            if incident.event_class in _SLOWING and root_level(incident.root) in ("gpu", "node"):
+                self._slowing.add(iid)
             explained = self._explained_by(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
                 if rule.supply is not None and self._supply(incident) != rule.supply:
@@ -399,11 +392,15 @@ class Responder:
             return []
         self._explained.add(key)
         detail = f"no action: incident {by.incident_id} ({by.event_class} at {by.root}) covers it and is handled there"
-        return [result for t in rule.actions for result in self._refuse_all(rule, t, incident, detail, now)]
+        return self._refuse_rule(rule, incident, detail, now)
 
     def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
         """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
         detail = f"no action: {note}: the cooling optimizer steers the row, tightening once its hottest GPU is hot"
+        return self._refuse_rule(rule, incident, detail, now)
+
+    def _refuse_rule(self, rule: Rule, incident: Incident, detail: str, now: float) -> list[ActionResult]:
+        """Every action of ``rule`` for ``incident``, recorded as refused with ``detail`` (nothing actuated)."""
         return [result for t in rule.actions for result in self._refuse_all(rule, t, incident, detail, now)]
 
     def _refuse_all(
@@ -568,9 +565,10 @@ class Responder:
         `sweeps/new-user/large-hall.yaml` (seed 0) 18 GPU incidents of one row's pump fault each requeued the 1,024-GPU
         job, one every 30 s as the rate limit let them through: 5 restarts where the first had moved it off them all.
         """
-        places = self._places.get(request.incident_id)
-        if request.kind != ActionKind.REQUEUE or not places:
+        incident = self._open.get(request.incident_id)
+        if request.kind != ActionKind.REQUEUE or incident is None or root_level(incident.root) not in ("gpu", "node"):
             return None
+        places = (incident.root, *incident.members)  # a merged incident's members are the survivor's
         found = [self.adapter.jobs_on(entity) for entity in places]
         if all(jobs is not None and request.target not in jobs for jobs in found):
             return f"no action: {request.target} no longer runs on {places[0]} (already moved off it)"
