@@ -33,6 +33,7 @@ BASES = {
     "falcon": HF / "falcon-40b.json",
     "phimoe": HF / "phi-3.5-moe-instruct.json",
     "llama4": HF / "llama-4-maverick-17b-128e.json",
+    "gpt_oss": HF / "gpt-oss-20b.json",
 }
 
 

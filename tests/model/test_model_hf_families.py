@@ -74,7 +74,7 @@ def test_table(capsys: pytest.CaptureFixture[str]) -> None:
             continue
         rows.append(f"{path.stem:28s} total {p.total:>18,} active {p.active:>16,} non-emb {non_embedding(p):>18,}")
     print("\n".join(rows))
-    assert len(rows) == 25
+    assert len(rows) == 27
 
 
 # --- features that change parameters ------------------------------------------------------------------

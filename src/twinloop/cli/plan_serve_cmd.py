@@ -14,6 +14,7 @@ from twinloop.cli.tables import Cell, Col, print_pairs, print_table
 from twinloop.plan.batching import BATCHING_STRATEGIES, DEFAULT_CHUNK_TOKENS
 from twinloop.plan.efficiency import DEFAULT_PUE
 from twinloop.plan.serve import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_SEQS, ServePlan, build_request, plan_serve
+from twinloop.plan.serve_stages import weight_label
 
 
 def _s(seconds: float) -> str:
@@ -29,7 +30,7 @@ def _print_plan(p: ServePlan) -> None:
     sat = " (SATURATED)" if p.saturated else ""
     rows = [
         ("parameters total / active", f"{p.params_total / 1e9:.1f} B / {p.params_active / 1e9:.1f} B"),
-        ("weights per GPU", f"{p.weight_bytes_per_gpu / 1e9:.1f} GB ({p.weight_dtype})"),
+        ("weights per GPU", f"{p.weight_bytes_per_gpu / 1e9:.1f} GB ({weight_label(p.weight_dtype, p.expert_dtype)})"),
         ("KV cache per token", f"{p.kv_cache_bytes_per_token / 1e3:.1f} kB ({p.kv_dtype})"),
         ("KV free per GPU", f"{p.kv_free_bytes_per_gpu / 1e9:.1f} GB"),
         ("max concurrent sequences", f"{p.max_concurrent_sequences} (HBM {p.max_concurrent_sequences_hbm}, "
@@ -112,7 +113,10 @@ def serve(
     tp: int = typer.Option(8, "--tp", help="Tensor parallel degree of one replica."),
     pp: int = typer.Option(1, "--pp", help="Pipeline parallel degree of one replica."),
     ep: int = typer.Option(1, "--ep", help="Expert parallel degree (MoE; divides tp)."),
-    weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="Weight dtype: bf16, fp16, fp8, int8, fp4."),
+    weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="Weight dtype: bf16, fp16, fp8, int8, fp4, mxfp4."),
+    expert_dtype: str | None = typer.Option(
+        None, "--expert-dtype", help="MoE experts' weight dtype (default: --weight-dtype); gpt-oss ships mxfp4."
+    ),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="KV-cache dtype: bf16, fp16, fp8, ..."),
     batching: str = typer.Option("continuous", "--batching", help=" | ".join(BATCHING_STRATEGIES)),
     prompt_tokens: int = typer.Option(1024, "--prompt-tokens", help="Prompt length (without --trace)."),
@@ -153,7 +157,8 @@ def serve(
 
     def run() -> None:
         request = build_request(
-            model=model, gpu=gpu, gpus=gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+            model=model, gpu=gpu, gpus=gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype, expert_dtype=expert_dtype,
+            kv_dtype=kv_dtype,
             batching=batching, prompt_tokens=prompt_tokens, output_tokens=output_tokens, trace=trace,
             rate_req_per_s=rate, block_size=block_size, max_seqs=max_seqs, chunk_tokens=chunk_tokens,
             kv_offload=kv_offload, kv_offload_gb=kv_offload_gb, draft_model=draft_model, spec_tokens=spec_tokens,

@@ -94,6 +94,8 @@ class GpuSpec:
 
 _WIDER: dict[str, tuple[str, ...]] = {
     "fp4": ("fp4", "fp8", "bf16"),
+    # MXFP4 weights: native on FP4 tensor cores (Blackwell); elsewhere (Hopper) kernels upcast them to BF16
+    "mxfp4": ("fp4", "bf16"),
     "fp8": ("fp8", "bf16"),
     "int8": ("int8", "fp8", "bf16"),
     "fp16": ("fp16", "bf16"),

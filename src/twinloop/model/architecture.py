@@ -1,7 +1,7 @@
 """A normalized, typed description of a decoder-only transformer, built from Hugging Face config.json.
 
 Every model kind twinloop supports (:data:`SUPPORTED_MODEL_TYPES`: Llama 2-4, Mistral/Mixtral, Qwen 2/3 and
-their MoEs, DeepSeek V2/V3, Gemma 1-3, Phi-3/3.5 and Phi-3.5-MoE, Falcon, OLMo 2, Granite, Cohere, GPT-2,
+their MoEs, DeepSeek V2/V3, Gemma 1-3, Phi-3/3.5 and Phi-3.5-MoE, gpt-oss, Falcon, OLMo 2, Granite, Cohere, GPT-2,
 GPT-NeoX; multimodal wrappers through their ``text_config``) is read into the same :class:`ModelArch`, so
 parameter, FLOP, memory and KV-cache formulas are written once. The parsing itself lives in
 :mod:`twinloop.model.hf_config`; where a model comes from (catalog, file, folder, Hugging Face cache) in
@@ -36,6 +36,7 @@ SUPPORTED_MODEL_TYPES = (
     "olmo2",
     "granite",
     "cohere",
+    "gpt_oss",
 )
 """``model_type`` values read directly; wrappers (``gemma3``, ``llama4``, ``llava``, ...) are read through their
 ``text_config`` (:data:`twinloop.model.hf_config.TEXT_CONFIG_WRAPPERS`)."""
@@ -59,6 +60,8 @@ class ModelArch:
         linear_bias: every linear layer has a bias (gpt2, gpt_neox); qkv_bias: Q, K, V do (qwen2);
             o_bias / mlp_bias: the attention output / the FFN projections do (``attention_bias``/``mlp_bias``);
             lm_head_bias: the LM head does (Phi-3.5-MoE).
+        attention_sinks: each attention head has a learned sink logit (gpt-oss: one parameter per head and
+            layer; the softmax gets one more column, no key or value is cached for it).
         qk_norm: Q and K are normalized with learned weights; qk_norm_full: over all heads' width
             (OLMo 2, Command R+) rather than one ``head_dim`` vector shared by the heads (Qwen3, Gemma 3).
         sliding_window / n_sliding_layers: ``n_sliding_layers`` layers attend to (and cache) at most
@@ -95,6 +98,7 @@ class ModelArch:
     o_bias: bool = False
     mlp_bias: bool = False
     lm_head_bias: bool = False
+    attention_sinks: bool = False
     qk_norm: bool = False
     qk_norm_full: bool = False
     norms_per_layer: int = 2

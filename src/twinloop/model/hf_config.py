@@ -69,6 +69,13 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "cohere": {"tie_word_embeddings": True},
     "falcon": {"tie_word_embeddings": True, "max_position_embeddings": 2048},
     "granite": {"tie_word_embeddings": True},
+    # transformers' GptOssConfig defaults are gpt-oss-120b's (attention_bias True, 128 experts, window 128)
+    "gpt_oss": {
+        "vocab_size": 201_088, "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131_072,
+        "num_local_experts": 128, "num_experts_per_tok": 4, "sliding_window": 128, "attention_bias": True,
+        "tie_word_embeddings": False,
+    },
 }  # fmt: skip
 
 
@@ -347,6 +354,26 @@ def _moe(
     )  # fmt: skip
 
 
+def _gpt_oss(r: ConfigReader, name: str, model_type: str) -> ModelArch:
+    """gpt-oss: every layer MoE (no shared expert) with biased experts and a biased router, biased Q/K/V/O, a
+    learned sink logit per head; ``layer_types`` (by default even layers) attend to a 128-token window.
+    """
+    a = _core(r, name, model_type)
+    attn_bias = r.boolean("attention_bias", True)
+    n = a["n_layers"]
+    types = r.str_list("layer_types", ("sliding_attention", "full_attention"), n)
+    sliding = types.count("sliding_attention") if types else (n + 1) // 2  # transformers: (i + 1) % 2 slides
+    window = r.integer("sliding_window", default=0, lo=0, hi=POSITIONS_MAX)
+    a.update(
+        mlp="gated", norm="rmsnorm", position="rope", qkv_bias=attn_bias, o_bias=attn_bias, mlp_bias=True,
+        attention_sinks=True, sliding_window=window, n_sliding_layers=sliding if window else 0,
+    )  # fmt: skip
+    return _moe(
+        r, a, ffn_hidden=0, n_moe=n, experts_key="num_local_experts", moe_hidden_key="intermediate_size",
+        router_bias=True,
+    )  # fmt: skip
+
+
 def _count_every(n_layers: int, step: int, skip: list[int]) -> int:
     """Layers i with (i + 1) % step == 0 and i not in ``skip`` (arithmetic, no loop over layers)."""
     return n_layers // step - sum(1 for i in set(skip) if (i + 1) % step == 0)
@@ -461,5 +488,6 @@ _PARSERS: dict[str, Callable[[ConfigReader, str, str], ModelArch]] = {
     "falcon": _falcon,
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
+    "gpt_oss": _gpt_oss,
 }
 assert set(_PARSERS) == set(SUPPORTED_MODEL_TYPES), "every supported model_type has exactly one parser"

@@ -1,9 +1,9 @@
 """Exact parameter counts from a :class:`~twinloop.model.arch.ModelArch`.
 
 Every weight and bias the Hugging Face implementation allocates is counted: Q/K/V/O projections (and
-MLA's down/up projections), FFN projections, routers (DeepSeek-V3's ``e_score_correction_bias``,
-Qwen2-MoE's shared-expert gate), every norm (RMSNorm: weight; LayerNorm: weight + bias), embeddings
-(learned positions for gpt2) and the LM head when it is not tied.
+MLA's down/up projections, gpt-oss's per-head attention sinks), FFN projections, routers (DeepSeek-V3's
+``e_score_correction_bias``, gpt-oss's router bias, Qwen2-MoE's shared-expert gate), every norm (RMSNorm:
+weight; LayerNorm: weight + bias), embeddings (learned positions for gpt2) and the LM head when it is not tied.
 
 Conventions:
     * ``total``: the main model, the multi-token-prediction (MTP) module excluded (reported in ``mtp``).
@@ -34,7 +34,9 @@ def norm_params(arch: ModelArch, width: int) -> int:
 
 
 def attention_params_per_layer(arch: ModelArch) -> int:
-    """Attention projections (with biases) of one layer; MLA latent norms and qk-norm are in norms."""
+    """Attention projections (with biases) and sink logits of one layer; MLA latent norms and qk-norm are in
+    norms.
+    """
     h, bias = arch.hidden, arch.linear_bias
     if arch.attention == "mla":
         q_out = arch.n_heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim)
@@ -49,7 +51,8 @@ def attention_params_per_layer(arch: ModelArch) -> int:
     qkv_bias = bias or arch.qkv_bias
     q = _linear(h, arch.n_heads * arch.head_dim, qkv_bias)
     kv = 2 * _linear(h, arch.n_kv_heads * arch.head_dim, qkv_bias)
-    return q + kv + _linear(arch.n_heads * arch.v_head_dim, h, bias or arch.o_bias)
+    sinks = arch.n_heads if arch.attention_sinks else 0
+    return q + kv + _linear(arch.n_heads * arch.v_head_dim, h, bias or arch.o_bias) + sinks
 
 
 def attention_norm_params_per_layer(arch: ModelArch) -> int:
@@ -86,7 +89,9 @@ def shared_expert_params_per_layer(arch: ModelArch) -> int:
 
 
 def router_params_per_layer(arch: ModelArch) -> int:
-    """Router weight (+ DeepSeek-V3 score-correction bias) + Qwen2-MoE shared-expert gate (h → 1)."""
+    """Router weight (+ its bias: DeepSeek-V3's score correction, gpt-oss's logit bias) + Qwen2-MoE shared-expert
+    gate (h → 1).
+    """
     if not arch.is_moe:
         return 0
     n = arch.hidden * arch.n_routed_experts

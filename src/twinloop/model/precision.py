@@ -21,6 +21,9 @@ BYTES_PER_ELEMENT: dict[str, float] = {
     "fp8": 1.0,
     "int8": 1.0,
     "fp4": 0.5,
+    # OCP Microscaling MXFP4 (MX spec v1.0): 32 FP4 (E2M1) elements share one 8-bit (E8M0) scale, 17 bytes per
+    # 32; gpt-oss ships its expert weights so (the model card's 60.8 GiB checkpoint of 116.8B parameters)
+    "mxfp4": 17 / 32,
 }
 DTYPES = tuple(BYTES_PER_ELEMENT)
 
@@ -47,7 +50,7 @@ OP_CLASSES: tuple[str, ...] = (
 
 
 def bytes_per_element(dtype: str, source: str = "dtype") -> float:
-    """Bytes of one element of ``dtype`` (fp32/tf32 4, bf16/fp16 2, fp8/int8 1, fp4 0.5).
+    """Bytes of one element of ``dtype`` (fp32/tf32 4, bf16/fp16 2, fp8/int8 1, fp4 0.5, mxfp4 0.53125).
 
     Raises:
         InputError: unknown dtype (listing the known ones).

@@ -98,6 +98,7 @@ class ServePlan:
     replicas: int
     batching: str
     weight_dtype: str
+    expert_dtype: str
     kv_dtype: str
     params_total: int
     params_active: int
@@ -204,7 +205,8 @@ def _assemble(
     tflops = gpu.tflops(roof.policy.dtype("dense_ffn" if arch.n_dense_layers else "expert_ffn"))
     return ServePlan(
         model=arch.name, gpu=gpu.name, gpus=req.gpus, tp=req.tp, pp=req.pp, ep=req.ep, replicas=s.replicas,
-        batching=s.strategy.name, weight_dtype=req.weight_dtype, kv_dtype=req.kv_dtype,
+        batching=s.strategy.name, weight_dtype=req.weight_dtype, expert_dtype=req.expert_dtype or req.weight_dtype,
+        kv_dtype=req.kv_dtype,
         params_total=counts.total, params_active=counts.active, weight_bytes_total=roof.weight_bytes,
         weight_bytes_per_gpu=mem.weights_per_gpu, hbm_bytes_per_gpu=gpu.hbm_bytes, kv_free_bytes_per_gpu=mem.free,
         kv_cache_bytes_per_token=roof.kv_bytes_per_token, kv_cache_bytes_per_token_per_gpu=mem.kv_per_gpu,

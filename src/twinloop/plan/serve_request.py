@@ -39,6 +39,7 @@ class ServeRequest(BaseModel):
     pp: int = Field(1, ge=1, le=1024)
     ep: int = Field(1, ge=1, le=1024)
     weight_dtype: str = "bf16"
+    expert_dtype: str | None = None
     kv_dtype: str = "bf16"
     batching: str = "continuous"
     prompt_tokens: int = Field(1024, ge=1, le=10_000_000)

@@ -118,18 +118,24 @@ class PhaseRoofline:
         return float(np.mean(self.flops) / max(float(np.mean(self.bytes)), 1.0))
 
 
-def serving_policy(weight_dtype: str) -> PrecisionPolicy:
+def serving_policy(weight_dtype: str, expert_dtype: str | None = None) -> PrecisionPolicy:
     """Precision for serving: layer GEMM weights (attention projections, dense and expert FFN) in
-    ``weight_dtype``; embedding, LM head, router and attention core stay BF16 unless the weights are wider.
+    ``weight_dtype``, routed and shared experts in ``expert_dtype`` when given (gpt-oss ships BF16 attention with
+    MXFP4 experts); embedding, LM head, router and attention core stay BF16 unless the weights are wider.
     """
     base = get_policy("bf16")
-    narrow = weight_dtype in ("fp8", "int8", "fp4")
+    narrow = weight_dtype in ("fp8", "int8", "fp4", "mxfp4")
     classes = (
         ("attn_proj", "dense_ffn", "expert_ffn")
         if narrow
         else ("attn_proj", "dense_ffn", "expert_ffn", "lm_head", "embedding", "router")
     )
-    return base.with_overrides({c: weight_dtype for c in classes}, name=f"serve-{weight_dtype}")
+    table = {c: weight_dtype for c in classes}
+    name = f"serve-{weight_dtype}"
+    if expert_dtype is not None and expert_dtype != weight_dtype:
+        table["expert_ffn"] = expert_dtype
+        name += f"-experts-{expert_dtype}"
+    return base.with_overrides(table, name=name)
 
 
 def _comm_link(gpu: GpuSpec, eff: ServeEfficiency) -> coll.Topology:
@@ -365,14 +371,16 @@ def build_roofline(
     eff: ServeEfficiency = DEFAULT_EFFICIENCY,
     kv_context_len: float | None = None,
     moe: MoeLoad | None = None,
+    expert_dtype: str | None = None,
 ) -> ReplicaRoofline:
     """Precompute a replica's per-token costs (validation of tp/pp/ep is the caller's: see ``plan_serve``).
 
     ``kv_context_len``: the sequence length the KV cache per token is averaged at, which matters only for
     models with sliding-window or chunked layers (Gemma 2/3, Llama 4): those hold at most their window per
     sequence. None counts every layer as global (an upper bound). ``moe``: the EP ranks' load (None: balanced).
+    ``expert_dtype``: the experts' weights when they differ from ``weight_dtype`` (:func:`serving_policy`).
     """
-    policy = serving_policy(weight_dtype)
+    policy = serving_policy(weight_dtype, expert_dtype)
     f0 = forward_flops_per_token(arch, 0.0)
     f1 = forward_flops_per_token(arch, 1.0)
     gemm_by_dtype = {dt: fl / (gpu.tflops(dt) * 1e12) for dt, fl in f0.by_dtype(policy).items()}

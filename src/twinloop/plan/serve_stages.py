@@ -50,6 +50,13 @@ TOKENIZE_S_PER_TOKEN = 2.0e-6
 DETOKENIZE_S_PER_TOKEN = 5.0e-6
 
 
+def weight_label(weight_dtype: str, expert_dtype: str | None) -> str:
+    """The weights' dtype as printed: ``bf16``, or ``bf16, experts mxfp4`` when the experts differ."""
+    if expert_dtype is None or expert_dtype == weight_dtype:
+        return weight_dtype
+    return f"{weight_dtype}, experts {expert_dtype}"
+
+
 def _check_dtype(value: str, flag: str) -> None:
     if value not in DTYPES:
         raise InputError(flag, "", f"unknown dtype {value!r} (allowed: {', '.join(DTYPES)})")
@@ -228,6 +235,8 @@ def setup(req: ServeRequest) -> ServeSetup:
     arch = load_model(req.model)
     gpu = get_gpu(req.gpu)
     _check_dtype(req.weight_dtype, "--weight-dtype")
+    if req.expert_dtype is not None:
+        _check_dtype(req.expert_dtype, "--expert-dtype")
     _check_dtype(req.kv_dtype, "--kv-dtype")
     strategy = ChunkedPrefill(req.chunk_tokens) if req.batching == "chunked" else get_strategy(req.batching)
     if req.kv_offload not in OFFLOAD_TIERS:
@@ -242,7 +251,16 @@ def setup(req: ServeRequest) -> ServeSetup:
     kv_ctx = float(np.mean(seq_tokens))
     moe = MoeLoad.static(req.moe_imbalance) if req.moe_imbalance != 1.0 else None
     roof = build_roofline(
-        arch, gpu, req.tp, req.pp, req.ep, req.weight_dtype, req.kv_dtype, kv_context_len=kv_ctx, moe=moe
+        arch,
+        gpu,
+        req.tp,
+        req.pp,
+        req.ep,
+        req.weight_dtype,
+        req.kv_dtype,
+        kv_context_len=kv_ctx,
+        moe=moe,
+        expert_dtype=req.expert_dtype,
     )
     spec: SpeculativeDecoder | None = None
     draft_kv_per_gpu = 0.0
@@ -296,9 +314,11 @@ def size_memory(req: ServeRequest, s: ServeSetup) -> MemorySizing:
             "--gpus",
             "",
             f"{arch.name} weights need {weights_per_gpu / 1e9:.1f} GB per GPU ({roof.weight_bytes / 1e9:.1f} GB in "
-            f"{req.weight_dtype} over tp·pp={roof.gpus}) plus {RUNTIME_BYTES / 1e9:.1f} GB runtime, "
+            f"{weight_label(req.weight_dtype, req.expert_dtype)} over tp·pp={roof.gpus}) plus "
+            f"{RUNTIME_BYTES / 1e9:.1f} GB runtime, "
             f"but {gpu.name} offers {usable / 1e9:.1f} GB ({GPU_MEMORY_UTILIZATION:.0%} of "
-            f"{gpu.hbm_bytes / 1e9:.0f} GB HBM); use more GPUs per replica (tp/pp) or a narrower --weight-dtype",
+            f"{gpu.hbm_bytes / 1e9:.0f} GB HBM); use more GPUs per replica (tp/pp) or a narrower --weight-dtype"
+            f"{' or --expert-dtype' if arch.is_moe else ''}",
         )
     if weights_per_gpu + RUNTIME_BYTES + activations > usable:
         raise InputError(
