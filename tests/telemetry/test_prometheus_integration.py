@@ -70,3 +70,28 @@ def test_prometheus_scrapes_exporter_and_source_reads_same_values(
     ts, ents, temps = hist.to_dense("DCGM_FI_DEV_GPU_TEMP")
     assert len(ts) >= 2 and len(ents) == 8
     assert np.allclose(temps[-1], frames[1].to_dense("DCGM_FI_DEV_GPU_TEMP")[2][-1, [want_ents.index(e) for e in ents]])
+
+
+def test_a_saved_query_range_answer_is_detect_input(
+    prometheus: servers.Running, exporter_and_frames: tuple[Exporter, list[Frame]], tmp_path: Path
+) -> None:
+    """`curl .../api/v1/query_range > f.json; twinloop detect f.json` reads what the range source reads."""
+    import httpx
+
+    from twinloop.ops.detect.offline import read_series
+
+    prometheus.wait_until(lambda: len(prometheus.query("DCGM_FI_DEV_GPU_TEMP")) >= 8, "8 series scraped")
+    time.sleep(2.2)
+    now = time.time()
+    params = {"query": "DCGM_FI_DEV_GPU_TEMP", "start": now - 5, "end": now, "step": 1}
+    saved = tmp_path / "temps.json"
+    saved.write_bytes(httpx.get(f"{prometheus.url}/api/v1/query_range", params=params, timeout=5).content)
+    blocks, report = read_series(saved)
+    cfg = PrometheusConfig(url=prometheus.url, mode="range", queries=("DCGM_FI_DEV_GPU_TEMP",), start_s=now - 5,
+                           end_s=now, step_s=1)  # fmt: skip
+    ts, ents, temps = Frame.concat(list(validated_frames(PrometheusSource(cfg), IngestReport()))).to_dense(
+        "DCGM_FI_DEV_GPU_TEMP"
+    )
+    (block,) = blocks
+    assert report.layout == "prometheus" and block.field == "DCGM_FI_DEV_GPU_TEMP"
+    assert list(block.names) == list(ents) and np.allclose(block.values, temps) and np.allclose(block.ts, ts)

@@ -31,13 +31,14 @@ from twinloop.ops.detect.profiles import PROFILES
 if TYPE_CHECKING:
     from twinloop.ops import ProfileChoice
 
-_EPOCH_2001_S = 978_307_200.0  # timestamps above this are shown as UTC dates, below as seconds
+_EPOCH_2001_S = 978_307_200.0  # timestamps from this on are shown as UTC dates, below as seconds
+_EPOCH_9999_S = 253_402_300_800.0  # ... up to the last date a datetime holds (year 9999), beyond as seconds
 
 
 def _time(ts: float, report: InputReport) -> str:
     if report.time_axis == "index":
         return f"{_in_file(ts, report):.12g}"
-    if ts >= _EPOCH_2001_S:
+    if _EPOCH_2001_S <= ts < _EPOCH_9999_S:
         return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     return f"{ts:.3f}"
 
@@ -200,6 +201,7 @@ def _summary(
         "series": sum(len(b.names) for b in blocks),
         "dt_s": report.dt_s,
         "time_axis": report.time_axis,
+        "time_unit": report.time_unit,
         "interval_s": report.interval_s,
         "interval_assumed": report.interval_assumed,
         "aligned_max_shift_s": report.aligned_max_shift_s,
@@ -231,6 +233,10 @@ def _print_text(
         stdout.print(
             f"time axis: sample numbers, {report.interval_s:g} s apart ({how}); times below are sample numbers",
             highlight=False,
+        )
+    if report.time_unit != "s":
+        stdout.print(
+            f"time column in {report.time_unit} since 1970 (by its magnitude), read as seconds", highlight=False
         )
     for name, why in report.skipped_columns.items():
         stdout.print(f"column {escape(name)!r} not analysed: {escape(why)}", highlight=False)

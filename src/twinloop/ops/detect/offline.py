@@ -15,6 +15,8 @@ Two layouts are read (with pyarrow):
   :class:`~twinloop.ops.detect.pipeline.DetectionPipeline` (rules + grouping) also runs and its incidents are
   reported.
 
+* **prometheus** — a saved Prometheus ``/api/v1/query_range`` answer (``.json``, :mod:`~.prom_json`): one series
+  per label set, mapped to entities and fields as ``watch prometheus`` maps them;
 * **nvidia-smi** — ``nvidia-smi --query-gpu=timestamp,index,... --format=csv`` output (a header naming ``index``
   and at least one mapped query column), read by the telemetry layer's nvidia-smi parser: any column set,
   unknown columns counted in ``problems`` and skipped, units converted. GPU ``i`` becomes
@@ -51,7 +53,8 @@ from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import Detector, make_detector
-from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, is_sample_index
+from twinloop.ops.detect.prom_json import is_prometheus_json, read_prometheus_json
+from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, epoch_unit, is_sample_index
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
 
@@ -103,6 +106,7 @@ class InputReport:
     time_axis: str = "clock"
     interval_s: float | None = None
     interval_assumed: bool = False
+    time_unit: str = "s"
 
 
 def align_sweeps(ts: F64, series: NDArray[np.int64]) -> tuple[F64, float]:
@@ -195,7 +199,8 @@ def _column_floats(table: pa.Table, name: str, source: str) -> F64:
         secs = pc.cast(pc.cast(col, pa.timestamp("us")), pa.int64()).to_numpy(zero_copy_only=False)
         return np.asarray(secs, dtype=np.float64) / 1e6
     if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(col.type):
-        return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        # Unsafe: an int64 beyond 2^53 (a clock in ns) loses its last digits as a float, not the whole column.
+        return np.asarray(pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64)
     if pa.types.is_null(col.type):
         return np.full(len(col), np.nan)
     values = col.to_pylist()
@@ -237,8 +242,12 @@ def _numbers_or_nan(table: pa.Table, name: str) -> F64:
         return np.full(table.num_rows, np.nan)
 
 
-def _parse_ts(table: pa.Table, name: str, source: str) -> F64:
+def _parse_ts(table: pa.Table, name: str, source: str, report: InputReport | None = None) -> F64:
+    """The time column as UNIX seconds: dates parsed, a numeric clock in ms, µs or ns (by its magnitude,
+    :func:`~.time_axis.epoch_unit`) scaled to seconds and its unit noted in ``report.time_unit``.
+    """
     col = table.column(name)
+    numeric = pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         try:
             parsed = pc.cast(col, pa.timestamp("us"))
@@ -251,6 +260,11 @@ def _parse_ts(table: pa.Table, name: str, source: str) -> F64:
     if bad.any():
         line = int(np.flatnonzero(bad)[0]) + 2
         raise InputError(source, f"{name}: line {line}", "missing timestamp (allowed: seconds or ISO 8601 dates)")
+    if numeric:
+        unit, scale = epoch_unit(ts)
+        if report is not None:
+            report.time_unit = unit
+        ts = ts * scale
     return ts
 
 
@@ -345,6 +359,13 @@ def _header(p: Path) -> list[str]:
 
 def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBlock], InputReport]:
     source = str(p)
+    if is_prometheus_json(p):
+        report = InputReport(source, layout="prometheus")
+        frame, report.problems = read_prometheus_json(p)
+        blocks = _frame_blocks(frame, fields, report)
+        report.rows = sum(int(np.count_nonzero(np.isfinite(b.values))) for b in blocks)
+        _set_dt(blocks, report)
+        return blocks, report
     header = _header(p)
     if _is_nvidia_smi(p):
         report = InputReport(source, layout="nvidia-smi")
@@ -439,7 +460,7 @@ def _read_wide(table: pa.Table, fields: Sequence[str] | None, report: InputRepor
         raise InputError(
             source, "", f"no value column (allowed: a timestamp column and one or more numeric columns{skipped})"
         )
-    ts = np.arange(table.num_rows, dtype=np.float64) if ts_name is None else _parse_ts(table, ts_name, source)
+    ts = np.arange(table.num_rows, dtype=np.float64) if ts_name is None else _parse_ts(table, ts_name, source, report)
     if ts_name is None or is_sample_index(ts_name, ts):
         report.time_axis = "index"
     values = np.column_stack([_column_floats(table, c, source) for c in value_cols])
@@ -457,7 +478,7 @@ def _read_long(
     table: pa.Table, lower: dict[str, str], fields: Sequence[str] | None, report: InputReport
 ) -> list[SeriesBlock]:
     source = report.source
-    ts = _parse_ts(table, lower["ts"], source)
+    ts = _parse_ts(table, lower["ts"], source, report)
     entity = np.asarray([str(e) for e in table.column(lower["entity"]).to_pylist()], dtype=object)
     fld = np.asarray([str(f) for f in table.column(lower["field"]).to_pylist()], dtype=object)
     value = _column_floats(table, lower["value"], source)
@@ -543,7 +564,11 @@ def _frame_blocks(frame: Any, fields: Sequence[str] | None, report: InputReport)
     """Per-field blocks of a telemetry frame, with each sweep's per-entity timestamps aligned."""
     from dataclasses import replace
 
-    report.out_of_order = int(np.count_nonzero(np.diff(frame.ts_s) < 0))
+    # Per series in file order: an export that writes one series after another is not out of order.
+    key = frame.entity_idx.astype(np.int64) * max(len(frame.fields), 1) + frame.field_idx
+    order = np.argsort(key, kind="stable")
+    back = (np.diff(frame.ts_s[order]) < 0) & (np.diff(key[order]) == 0)
+    report.out_of_order = int(np.count_nonzero(back))
     aligned, report.aligned_max_shift_s = align_sweeps(frame.ts_s, frame.entity_idx.astype(np.int64))
     frame = replace(frame, ts_s=aligned)
     known = sorted(frame.fields)

@@ -31,6 +31,21 @@ DATE_NAMES = frozenset({"timestamp", "time", "date", "datetime"})
 ASSUMED_INTERVAL_S = 300.0
 
 
+#: Smallest magnitude of a UNIX time in ms, µs and ns: as seconds, 1e11 is the year 5138, so a clock that large
+#: counts a finer unit (JavaScript's ``Date.now()``, Grafana and Prometheus exports in ms; pandas' int64 in ns).
+EPOCH_UNITS: tuple[tuple[float, str, float], ...] = ((1e17, "ns", 1e-9), (1e14, "us", 1e-6), (1e11, "ms", 1e-3))
+
+
+def epoch_unit(ts: NDArray[np.float64]) -> tuple[str, float]:
+    """The unit of a numeric clock (``s``, ``ms``, ``us``, ``ns``) from its median magnitude, and its factor to s."""
+    finite = np.abs(ts[np.isfinite(ts)])
+    median = float(np.median(finite)) if finite.size else 0.0
+    for lo, unit, scale in EPOCH_UNITS:
+        if median >= lo:
+            return unit, scale
+    return "s", 1.0
+
+
 def is_sample_index(name: str, ts: NDArray[np.float64]) -> bool:
     """Whether the time column ``name`` with values ``ts`` (file order) numbers samples rather than keeping time."""
     key = name.strip().lower()

@@ -20,6 +20,7 @@ naming the URL and query, and the source goes on with the next query or poll.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -169,6 +170,37 @@ class PrometheusSource(Source):
             return None
         return body.get("data", {})
 
+    def result_frame(self, data: Mapping[str, Any], src: str, report: IngestReport, where: int = 1) -> Frame | None:
+        """The samples of one query's ``data`` (``resultType`` matrix: ``values``; vector: ``value``) as a frame,
+        mapped to entities and fields as the live modes do; None when it holds no sample. A sample that is not a
+        ``[time, "value"]`` pair is counted as ``parse_error``.
+        """
+        rows = _Rows()
+        for series in data.get("result", []):
+            if not isinstance(series, Mapping):
+                report.add("parse_error", src, where, "a result that is not an object")
+                continue
+            metric = series.get("metric")
+            labels = {str(k): str(v) for k, v in metric.items()} if isinstance(metric, Mapping) else {}
+            samples = series.get("values", [series["value"]] if "value" in series else [])
+            if not isinstance(samples, list):
+                report.add("parse_error", src, where, f"values that are not a list: {str(samples)[:40]!r}")
+                continue
+            for sample in samples:
+                try:
+                    ts, raw = float(sample[0]), sample[1]
+                    if not math.isfinite(ts):
+                        raise ValueError(ts)
+                    if not isinstance(raw, str):  # the API writes values as strings; a bare number is accepted too
+                        raw = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
+                except (TypeError, ValueError, IndexError, KeyError):
+                    raw = None
+                if raw is None:
+                    report.add("parse_error", src, where, f"bad sample {str(sample)[:40]!r}")
+                    continue
+                self._add(rows, labels, ts, raw, where, src, report)
+        return self._frame(rows, src) if rows.ts else None
+
     def _frame(self, rows: _Rows, src: str) -> Frame:
         return Frame.from_long(rows.ts, rows.entity, rows.field, rows.value, labels=rows.labels, source=src,
                                lines=rows.lines)  # fmt: skip
@@ -184,14 +216,11 @@ class PrometheusSource(Source):
                 end = time.time() if cfg.end_s is None else cfg.end_s
                 start = end - 3600.0 if cfg.start_s is None else cfg.start_s
                 for qi, query in enumerate(cfg.queries, start=1):
-                    rows = _Rows()
                     params = {"query": query, "start": start, "end": end, "step": cfg.step_s}
                     data = self._get(client, cfg.url.rstrip("/") + "/api/v1/query_range", params, query, report)
-                    for series in (data or {}).get("result", []):
-                        for ts, raw in series.get("values", []):
-                            self._add(rows, series.get("metric", {}), float(ts), raw, qi, cfg.url, report)
-                    if rows.ts:
-                        yield self._frame(rows, cfg.url)
+                    frame = self.result_frame(data or {}, cfg.url, report, qi)
+                    if frame is not None:
+                        yield frame
                 return
             for poll in range(cfg.polls):
                 if poll:
