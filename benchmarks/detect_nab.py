@@ -104,7 +104,21 @@ SERIES: dict[str, tuple[str, str]] = {
 #: occupancy_t4013; exchange-3 is not affected) beats generic's 26.3 + 0.0 - 2.8 = 23.5 and none of them loses a
 #: window it had; otherwise reverted and reported. The held-out files' text passed through the copier while they
 #: were copied; no detector ran on them before 85466fe, and the design comes from the brief and the physics.
-DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {}
+#:
+#: More CloudWatch series (nab4, 2026-11-27), declared and committed before any of these files was copied, read or
+#: scored: the five ``realAWSCloudwatch/`` files not packaged yet (disk-write bytes, network-in bytes, an
+#: auto-scaling group's metric), the split given by the brief, by name alone. The kind recorded is what ``auto``
+#: picks for each name today (``select_profile("auto", [file name, "value"])``): ``generic`` for all five (no name
+#: word matches; ``NetworkIn``, ``disk_write_bytes`` and ``grok_asg`` say nothing ``auto`` knows). Fitted on (a design
+#: may look at these): ``ec2_disk_write_bytes_1ef3de``, ``ec2_network_in_5abac7``; held out (scored once with the code
+#: of the time, then once after any design declared on the fitted ones): the other three.
+DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {
+    "realAWSCloudwatch/ec2_disk_write_bytes_1ef3de.csv": ("generic", "fitted"),
+    "realAWSCloudwatch/ec2_network_in_5abac7.csv": ("generic", "fitted"),
+    "realAWSCloudwatch/ec2_disk_write_bytes_c0d644.csv": ("generic", "held out"),
+    "realAWSCloudwatch/grok_asg_anomaly.csv": ("generic", "held out"),
+    "realAWSCloudwatch/iio_us-east-1_i-a2eb1cd9_NetworkIn.csv": ("generic", "held out"),
+}
 
 
 def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfile:
