@@ -146,11 +146,10 @@ def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfi
     """``profile`` with parameters replaced, for neighbourhood checks (``--set DETECTOR.PARAM=VALUE``).
 
     A parameter the profile gives as a span (seconds clamped to a range of samples) takes ``SECONDS`` or
-    ``SECONDS:LO:HI``; any other takes a number. The profile's detectors and its periodic and burst sets
-    (:attr:`DetectorProfile.periodic`, :attr:`DetectorProfile.burst`) are changed. Raises ``SystemExit`` on a
-    detector the profile does not run.
+    ``SECONDS:LO:HI``; any other takes a number. Both the profile's detectors and its periodic set
+    (:attr:`DetectorProfile.periodic`) are changed. Raises ``SystemExit`` on a detector the profile does not run.
     """
-    groups = [list(profile.detectors), list(profile.periodic), list(profile.burst)]
+    groups = [list(profile.detectors), list(profile.periodic)]
     for item in settings:
         target, value = item.split("=", 1)
         det, param = target.split(".", 1)
@@ -167,7 +166,7 @@ def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfi
                 groups[g][i] = replace(spec, spans={**spec.spans, param: (float(parts[0]), lo, hi)})
             else:
                 groups[g][i] = replace(spec, params={**spec.params, param: float(value)})
-    return replace(profile, detectors=tuple(groups[0]), periodic=tuple(groups[1]), burst=tuple(groups[2]))
+    return replace(profile, detectors=tuple(groups[0]), periodic=tuple(groups[1]))
 
 
 def score_series(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from twinloop.ops.detect.profiles import (
     PROFILES,
     UTILISATION_FLOOR_PCT,
     detect_with_profile,
-    is_burst_counter,
     select_profile,
     space_alarms,
     span_seconds,
@@ -253,60 +251,3 @@ def test_cli_profile_keeps_json_shape_and_rejects_unknown(tmp_path: Path, cli: C
     bad = cli("detect", str(path), "--profile", "fast", "--json")
     assert bad.exit_code == 2
     assert "--profile" in bad.stderr
-
-
-def _net_in_bytes(seed: int, days: int = 10, dead: tuple[float, float] = (7.0, 7.25)) -> SeriesBlock:
-    """Network-in bytes per 5 min like NAB's ec2_network_in_5abac7: idle at 42-113 B, a transfer of ~5 MB every
-    2 h, and the traffic gone (0 B) for the 6 h of ``dead`` (days) — an interface or service down."""
-    rng = np.random.default_rng(seed)
-    n = days * 288
-    v = rng.choice([42.0, 68.4, 86.4, 112.8], size=n)
-    for start in range(5, n - 5, 24):
-        v[start : start + 4] = np.array([1.4e4, 5.2e6, 9e3, 6e5]) * rng.lognormal(0.0, 0.1, 4)
-    v[int(dead[0] * 288) : int(dead[1] * 288)] = 0.0
-    return SeriesBlock("", 1.4e9 + 300.0 * np.arange(n), ("bytes_in",), v[:, None])
-
-
-def test_burst_counter_is_a_series_idle_three_decades_below_its_bursts() -> None:
-    """Byte counters idle at zero or a few bytes are burst counters; CPU %, a noisy count, a signed series, a
-    constant zero and a single sample are not (the generic profile must treat those as before)."""
-    assert is_burst_counter(_net_in_bytes(1).values[:, 0])
-    zeros_and_writes = np.zeros(1000)
-    zeros_and_writes[::50] = 4.3e8
-    assert is_burst_counter(zeros_and_writes)
-    rng = np.random.default_rng(2)
-    cpu = 2.5 + rng.random(1000)
-    cpu[::40] = 64.0  # a bursty EC2 CPU like fe7f93: median / p99 ~ 0.04
-    assert not is_burst_counter(cpu)
-    assert not is_burst_counter(rng.poisson(47.0, 1000).astype(float))
-    assert not is_burst_counter(np.where(zeros_and_writes > 0, zeros_and_writes, -1.0))
-    assert not is_burst_counter(np.zeros(100))
-    assert not is_burst_counter([5e8])
-
-
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_generic_on_a_burst_counter_sees_traffic_collapse_and_ignores_routine_bursts(seed: int) -> None:
-    """On a burst counter ``generic`` runs its novelty z alone on log1p: six hours of no traffic at all (idle bytes
-    to 0) page once, at the start, and routine transfers after the first day do not page. In raw units the collapse
-    is invisible beside 5 MB bursts and CUSUM pages on the routine bursts (the fitted NAB byte counters' failure)."""
-    block = _net_in_bytes(seed)
-    after_day_1 = [d for d in detect_with_profile([block], PROFILES["generic"]) if d.ts >= block.ts[0] + 1.5 * 86400]
-    assert [d.detector for d in after_day_1] == ["novelty_z"]
-    assert after_day_1[0].ts == pytest.approx(block.ts[0] + 7.0 * 86400, abs=600.0)
-    assert after_day_1[0].score < -6.0
-    raw = detect_with_profile([block], replace(PROFILES["generic"], burst=()))
-    dead = (block.ts[0] + 7.0 * 86400, block.ts[0] + 7.25 * 86400)
-    assert not any(dead[0] <= d.ts <= dead[1] for d in raw)
-    assert any(d.detector == "cusum" for d in raw)
-
-
-def test_burst_routing_leaves_other_profiles_and_series_alone() -> None:
-    """Only ``generic`` has burst detectors, and a series that is not a burst counter runs generic's usual two."""
-    assert [p.name for p in PROFILES.values() if p.burst] == ["generic"]
-    rng = np.random.default_rng(4)
-    n = 5 * 288
-    block = SeriesBlock("", 1.4e9 + 300.0 * np.arange(n), ("cpu",), (30.0 + rng.normal(0, 1, n))[:, None])
-    block.values[3 * 288 : 3 * 288 + 48, 0] += 40.0  # a 4 h level shift
-    got = detect_with_profile([block], PROFILES["generic"])
-    want = detect_with_profile([block], replace(PROFILES["generic"], burst=()))
-    assert got == want and got

@@ -31,11 +31,6 @@ The profiles are chosen from the signal's physics, not fitted to the windows of 
   not paged for it, but is for a job that runs twice as long, goes higher, or a level it never held.
 * **generic** — ``auto``'s choice when no name says what the signal is: the utilisation detectors with the
   unit-free step floor only (no floor in percentage points, which would be meaningless for a count or a price).
-  On a *burst counter* (:func:`is_burst_counter`: values >= 0, median at most a thousandth of the 99th percentile —
-  bytes or packets per interval, idle near zero, transfers three or more decades above) it runs its novelty z
-  alone, on ``log1p`` of the values: CUSUM's mean level is set there by how often bursts come, so the idle samples
-  after a burst read as a downward shift, and transfer sizes are multiplicative, so what matters (transfers twice as
-  large, traffic collapsing to nothing) is a change of ratio. Scores of those detections are in log units.
 * **temperature** — smooth, strongly autocorrelated, with routine dips of a few hours (load changes, idle
   periods); failures are excursions that *last* (a machine cooling down or overheating for half a day or
   more). Robust (median/MAD) z against about a week, so the baseline does not follow a failure that lasts a
@@ -53,11 +48,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.offline import DEFAULT_DETECTORS, SeriesBlock, detect_blocks
@@ -98,8 +92,6 @@ class DetectorProfile:
         periodic: detectors run *instead* of ``detectors`` on a series with a strong daily or weekly cycle
             (:func:`~twinloop.ops.detect.phase_z.has_strong_cycle` over the file, with the first one's ``min_acf``
             and ``periods_s``); empty: never.
-        burst: detectors run *instead* of ``detectors``, on ``log1p`` of the values, on a burst counter
-            (:func:`is_burst_counter` for every series of the block); empty: never.
     """
 
     name: str
@@ -107,7 +99,6 @@ class DetectorProfile:
     min_spacing: Span | None
     summary: str
     periodic: tuple[DetectorSpec, ...] = ()
-    burst: tuple[DetectorSpec, ...] = ()
 
     @property
     def detector_names(self) -> list[str]:
@@ -130,24 +121,6 @@ _NO_FLAP = {"flap_jumps": 1e9}
 #: series' noise. Chosen from that, not fitted: on the fitted NAB CPU series any value from 0.05 to 1 gives the
 #: same alarms (docs/sections/calibration-detect.md).
 UTILISATION_FLOOR_PCT = 0.5
-
-#: A series is a burst counter when its median is at most this fraction of its 99th percentile: bursts three decades
-#: above the typical sample (bytes or packets per interval, idle at zero or a few bytes). Chosen as "orders of
-#: magnitude", not fitted: on the fitted NAB files the two byte counters sit at 0 and 1.3e-5, every other fitted series
-#: at 0.04 or more, so any value from 1e-4 to 1e-2 picks the same series (docs/sections/calibration-detect.md).
-BURST_MEDIAN_FRACTION = 1e-3
-
-
-def is_burst_counter(values: npt.ArrayLike) -> bool:
-    """Whether a series is a burst counter: finite values all >= 0 and a median at most
-    :data:`BURST_MEDIAN_FRACTION` of the 99th percentile (fewer than two finite values: not one).
-    """
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if v.size < 2 or bool((v < 0).any()):
-        return False
-    p99 = float(np.percentile(v, 99))
-    return p99 > 0 and float(np.median(v)) <= BURST_MEDIAN_FRACTION * p99
 
 
 def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
@@ -246,9 +219,7 @@ PROFILES: dict[str, DetectorProfile] = {
             "generic",
             _level_shift_detectors(0.0),
             (DAY_S / 4, 30, 2000),
-            "unknown signal: the utilisation detectors (novelty-gated robust z + CUSUM), unit-free step floor only; "
-            "on a burst counter (bytes / packets idle near zero), the novelty z alone on log1p of the values",
-            burst=_level_shift_detectors(0.0)[:1],
+            "unknown signal: the utilisation detectors (novelty-gated robust z + CUSUM), unit-free step floor only",
         ),
     )
 }  # fmt: skip
@@ -392,11 +363,10 @@ def detect_with_profile(
     space the alarms. Detections sorted by time, like :func:`~twinloop.ops.detect.offline.detect_blocks`.
     """
     out: list[Detection] = []
-    for raw in blocks:
-        dt = _dt(raw)
+    for block in blocks:
+        dt = _dt(block)
         found: list[Detection] = []
-        block, specs = _specs_for(raw, profile, dt)
-        for spec in specs:
+        for spec in _specs_for(block, profile, dt):
             params = dict(spec.params)
             for key, span in spec.spans.items():
                 params[key] = span_seconds(span, dt)
@@ -409,20 +379,15 @@ def detect_with_profile(
     return out
 
 
-def _specs_for(block: SeriesBlock, profile: DetectorProfile, dt: float) -> tuple[SeriesBlock, tuple[DetectorSpec, ...]]:
-    """The block to run and the detectors to run on it: the profile's burst detectors on ``log1p`` of the values
-    when it has some and every series of the block is a burst counter; its periodic detectors when it has some and
-    the block has a strong cycle; else its detectors on the block as read.
-    """
-    if profile.burst and all(is_burst_counter(block.values[:, j]) for j in range(block.values.shape[1])):
-        return replace(block, values=np.log1p(block.values)), profile.burst
+def _specs_for(block: SeriesBlock, profile: DetectorProfile, dt: float) -> tuple[DetectorSpec, ...]:
+    """The profile's periodic detectors when it has some and the block has a strong cycle, else its detectors."""
     if not profile.periodic:
-        return block, profile.detectors
+        return profile.detectors
     spec = profile.periodic[0]
     params = {k: v for k, v in spec.params.items() if k in ("min_acf", "periods_s")}
     if has_strong_cycle(block.ts, block.values, dt, PhaseZParams(**params)):
-        return block, profile.periodic
-    return block, profile.detectors
+        return profile.periodic
+    return profile.detectors
 
 
 def profile_steps(blocks: Sequence[SeriesBlock], profile: DetectorProfile) -> int:
@@ -433,7 +398,6 @@ def profile_steps(blocks: Sequence[SeriesBlock], profile: DetectorProfile) -> in
 __all__ = [
     "AUTO_FALSE_FRIENDS",
     "AUTO_HINTS",
-    "BURST_MEDIAN_FRACTION",
     "PROFILES",
     "PROFILE_NAMES",
     "SCHEMA_LAYOUTS",
@@ -445,7 +409,6 @@ __all__ = [
     "ProfileChoice",
     "choose_profile",
     "detect_with_profile",
-    "is_burst_counter",
     "median_dt_s",
     "profile_steps",
     "select_profile",
