@@ -36,6 +36,8 @@ def _block(dt_s: float, n: int = 50, field: str = "", names: tuple[str, ...] = (
         (300.0, "nvidia-smi", "", ["smi.csv", "temperature.gpu"], "default"),  # nvidia-smi: always GPU telemetry
         (300.0, "long", DCGM_FI_DEV_GPU_TEMP, ["dcgm.parquet"], "default"),  # DCGM fields: GPU telemetry
         (300.0, "wide-entity", DCGM_FI_DEV_GPU_TEMP, ["dcgm.csv"], "default"),
+        (300.0, "prometheus", DCGM_FI_DEV_GPU_TEMP, ["temps.json"], "default"),  # a saved query_range answer
+        (300.0, "prometheus", "node_load1", ["load.json"], "utilisation"),
         (300.0, "long", "queue_depth", ["svc.parquet"], "generic"),  # the schema with service fields: by cadence
     ],
 )

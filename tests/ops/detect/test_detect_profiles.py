@@ -51,6 +51,11 @@ MT = "realKnownCause/machine_temperature_system_failure.csv"
         (["occupancy_t4013.csv", "value"], "latency"),
         (["hbm_temperature"], "temperature"),
         (["retry_attempts"], "generic"),  # "attempt" holds "temp" but is a count
+        (["tempdb_size"], "generic"),
+        (["http_responses_5xx"], "generic"),  # a count of responses, not a response time
+        (["response_time_ms"], "latency"),
+        (["fan_speed_rpm"], "generic"),  # a fan's speed is no road state
+        (["pump_speed_pct"], "utilisation"),
         (["value"], "generic"),  # nothing known: the generic robust profile, no floor in percentage points
         ([], "generic"),
         (["exchange-2_cpc_results.csv", "value"], "generic"),  # a price: a 0.5 point floor would blind it

@@ -247,9 +247,10 @@ AUTO_HINTS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("utilisation", ("util", "cpu", "usage", "percent", "pct", "load", "busy"), ("_pct",)),
 )  # fmt: skip
 
-#: Words that contain a hint word without meaning it (``attempts`` is a count, not a temperature); they are
-#: blanked out of a hint before matching.
-AUTO_FALSE_FRIENDS = ("attempt", "template", "tempo")
+#: Words that contain a hint word without meaning it (``attempts`` is a count, not a temperature; ``tempdb`` a
+#: database; ``http_responses_5xx`` a count of responses, not a response time; a fan's or pump's speed is no road
+#: state); they are blanked out of a hint before matching. Chosen from the words, not from any scored series.
+AUTO_FALSE_FRIENDS = ("attempt", "template", "tempo", "tempdb", "responses", "fan_speed", "fanspeed", "pump_speed")
 
 PROFILE_NAMES = (*PROFILES, "auto")
 
@@ -282,9 +283,10 @@ def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
 TELEMETRY_MAX_DT_S = 60.0
 
 #: File layouts that are GPU telemetry whatever their cadence: nvidia-smi's own CSV always; the telemetry
-#: schema (``ts, entity, field, value`` or ``ts, entity, <FIELD>...``) when its fields are DCGM / twinloop fields.
+#: schema (``ts, entity, field, value`` or ``ts, entity, <FIELD>...``) or a saved Prometheus answer when its fields
+#: are DCGM / twinloop fields.
 TELEMETRY_LAYOUTS = ("nvidia-smi",)
-SCHEMA_LAYOUTS = ("long", "wide-entity")
+SCHEMA_LAYOUTS = ("long", "wide-entity", "prometheus")
 
 
 @dataclass(frozen=True)
