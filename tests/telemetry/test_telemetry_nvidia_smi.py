@@ -150,6 +150,37 @@ def test_header_units_convert_when_cells_have_none(tmp_path: Path) -> None:
     assert frame.to_dense("DCGM_FI_DEV_SM_CLOCK")[2][0, 0] == 1500.0
 
 
+def _sweeps(n: int, gpus: int, id_col: str | None, skew_ms: int = 3) -> str:
+    """``n`` sweeps of ``gpus`` lines, each GPU stamped ``skew_ms`` after the one before (as nvidia-smi does)."""
+    head = "timestamp, " + (f"{id_col}, " if id_col else "") + "power.draw [W], temperature.gpu\n"
+    rows = []
+    for i in range(n):
+        for g in range(gpus):
+            ident = f"00000000:{0x18 + g:02X}:00.0, " if id_col else ""
+            rows.append(f"2023/11/14 22:13:{20 + i:02d}.{g * skew_ms:03d}, {ident}{100 + 100 * g + i} W, {40 + g}\n")
+    return head + "".join(rows)
+
+
+@pytest.mark.parametrize("id_col", ["pci.bus_id", None])
+def test_a_query_without_index_numbers_the_gpus(tmp_path: Path, id_col: str | None) -> None:
+    """`--query-gpu=timestamp,power.draw,...` (no index): GPUs by bus id / UUID, else by their place in a sweep."""
+    p = tmp_path / "smi.csv"
+    p.write_text(_sweeps(5, 3, id_col))
+    frame, report = _read(p)
+    assert report.ok, report.to_dict()
+    _, ents, power = frame.to_dense("DCGM_FI_DEV_POWER_USAGE")
+    assert ents == ("s/r/k/n0/gpu0", "s/r/k/n0/gpu1", "s/r/k/n0/gpu2")
+    third = power[:, 2]
+    assert third[np.isfinite(third)].tolist() == [300.0, 301.0, 302.0, 303.0, 304.0]  # its own stamps, 6 ms late
+
+
+def test_one_gpu_without_index_is_gpu0(tmp_path: Path) -> None:
+    p = tmp_path / "smi.csv"
+    p.write_text(_sweeps(4, 1, None))
+    frame, _ = _read(p)
+    assert frame.to_dense("DCGM_FI_DEV_GPU_TEMP")[1] == ("s/r/k/n0/gpu0",)
+
+
 def test_a_unit_that_does_not_convert_is_a_parse_error_naming_the_column(tmp_path: Path) -> None:
     p = tmp_path / "smi.csv"
     p.write_text("timestamp, index, power.draw [MHz], temperature.gpu\n2023/11/14 22:13:20.000, 0, 250, 40\n")

@@ -11,6 +11,12 @@ column. ``[N/A]``/``[Not Supported]`` cells are counted as ``unavailable``; line
 ``truncated``; anything unparsable is a ``parse_error`` naming the line. nvidia-smi prints local time
 (``YYYY/MM/DD HH:MM:SS.mmm``): ``utc_offset_h`` says which zone the file was recorded in (``None`` = this
 machine's zone).
+
+The GPU of a line is its ``index`` column; a query without one (``--query-gpu=timestamp,power.draw,...``, the
+common hand-written logging command) identifies a GPU by its ``uuid`` or ``pci.bus_id`` (numbered in the order
+they first appear, which is nvidia-smi's index order), and with neither by its place in the sweep: nvidia-smi
+writes every GPU once per sweep, in index order, within a few milliseconds, and sweeps are at least 100 ms
+apart (:data:`SWEEP_S`).
 """
 
 from __future__ import annotations
@@ -181,15 +187,26 @@ def _unit_of(field: str) -> str:
     return spec.unit if spec is not None else ""
 
 
+#: Lines less than this apart (s) are one sweep over the GPUs (nvidia-smi's shortest period, ``-lms 100``, is
+#: 0.1 s); used to number the GPUs of a file with no index, UUID or bus id column.
+SWEEP_S = 0.05
+
+#: Columns that name one GPU for good, used in this order when there is no ``index`` column.
+ID_COLUMNS = ("uuid", "gpu_uuid", "pci.bus_id", "gpu_bus_id")
+
+
 def parse_header(line: str) -> list[tuple[str, str | None]] | None:
-    """``[(column, unit)]`` when ``line`` is an nvidia-smi CSV header (it names ``index``), else ``None``."""
+    """``[(column, unit)]`` when ``line`` is an nvidia-smi CSV header (it names ``index``, or ``timestamp`` and a
+    query column such as ``power.draw``), else ``None``.
+    """
     out: list[tuple[str, str | None]] = []
     for cell in line.rstrip("\r\n").split(","):
         m = _HEADER_CELL.match(cell)
         if m is None:
             return None
         out.append((m.group(1).lower(), m.group(2).strip() if m.group(2) else None))
-    return out if any(name == "index" for name, _ in out) else None
+    names = {name for name, _ in out}
+    return out if "index" in names or ("timestamp" in names and names & QUERY_FIELDS.keys()) else None
 
 
 class NvidiaSmiParser:
@@ -212,6 +229,8 @@ class NvidiaSmiParser:
         self.lines: list[int] = []
         self.labels: dict[str, dict[str, str]] = {}
         self.last_index: int | None = None
+        self._ids: dict[str, int] = {}
+        self._sweep: tuple[float, int] | None = None  # (first time, last place) of the current sweep
 
     def _set_columns(self, cols: list[tuple[str, str | None]]) -> None:
         self.columns = [c for c, _ in cols]
@@ -260,12 +279,9 @@ class NvidiaSmiParser:
             report.add("parse_error", self.source, lineno, f"{len(cells)} cells, expected {len(self.columns)}")
             return None
         row = dict(zip(self.columns, cells, strict=True))
-        if "index" not in row:
-            report.add("parse_error", self.source, lineno, "no 'index' column (add index to --query-gpu)")
-            return None
         try:
-            index = int(row["index"])
             ts = self._parse_time(row["timestamp"]) if "timestamp" in row else time.time()
+            index = self._index(row, ts)
         except (ValueError, OverflowError, OSError) as exc:
             report.add("parse_error", self.source, lineno, f"bad index or timestamp: {exc}")
             return None
@@ -304,6 +320,21 @@ class NvidiaSmiParser:
             self.value.append(v)
             self.lines.append(lineno)
         return index
+
+    def _index(self, row: dict[str, str], ts: float) -> int:
+        """The GPU a line is about: its ``index``, else its UUID / bus id in order of appearance, else its place
+        in the sweep (see the module docstring). ValueError when the index is not a number.
+        """
+        if "index" in row:
+            return int(row["index"])
+        ident = next((row[c] for c in ID_COLUMNS if c in row and row[c].lower() not in _UNAVAILABLE), None)
+        if ident is not None:
+            return self._ids.setdefault(ident, len(self._ids))
+        if self._sweep is not None and abs(ts - self._sweep[0]) < SWEEP_S:
+            self._sweep = (self._sweep[0], self._sweep[1] + 1)
+        else:
+            self._sweep = (ts, 0)
+        return self._sweep[1]
 
     def peek_index(self, line: str) -> int | None:
         """The GPU index a data line is about, without parsing the rest (``None`` if unreadable)."""
