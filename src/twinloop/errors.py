@@ -9,6 +9,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+#: Longest message an :class:`InputError` keeps: a bad file's whole first line (a JSON document, a binary blob)
+#: quoted into a message must not become a 200 kB "one line" on stderr.
+MAX_MESSAGE_CHARS = 2000
+
 
 class InputError(ValueError):
     """Bad user input (file, flag, telemetry row, configuration).
@@ -20,6 +24,8 @@ class InputError(ValueError):
     """
 
     def __init__(self, source: str, field: str, message: str) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
         self.source = source
         self.field = field
         self.message = message

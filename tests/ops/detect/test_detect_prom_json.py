@@ -1,4 +1,4 @@
-"""`twinloop detect` on a saved Prometheus API answer and on clocks in ms/us/ns (users' own exports)."""
+"""Users' own exports: a saved Prometheus API answer (`detect`, `ingest`), clocks in ms/us/ns, long bad lines."""
 
 from __future__ import annotations
 
@@ -118,3 +118,24 @@ def test_a_sample_without_a_finite_time_is_counted(tmp_path: Path) -> None:
     doc["data"]["result"][1]["values"][0][0] = "NaN"
     _, report = read_series(_write(tmp_path, doc))
     assert report.problems == {"parse_error": 1}
+
+
+def test_ingest_reads_a_saved_answer(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    p = _write(tmp_path, _answer(n=50))
+    result = cli("ingest", "prometheus", str(p), "--db", str(tmp_path / "t.duckdb"))
+    assert result.exit_code == 0, result.output
+    assert "stored 100" in result.output
+
+
+def test_a_json_file_as_the_telemetry_schema_is_a_short_error(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """A wrong file's whole first line (here 40 kB of JSON) is not quoted into the error."""
+    p = _write(tmp_path, _answer(n=1000))
+    result = cli("ingest", "file", str(p), "--db", str(tmp_path / "t.duckdb"))
+    assert result.exit_code == 2 and len(result.output) < 1000 and "more" in result.output, result.output[:300]
+
+
+def test_input_errors_are_capped() -> None:
+    from twinloop.errors import MAX_MESSAGE_CHARS
+
+    text = str(InputError("f.csv", "x", "y" * 10 * MAX_MESSAGE_CHARS))
+    assert len(text) < MAX_MESSAGE_CHARS + 100 and text.endswith("more characters)")

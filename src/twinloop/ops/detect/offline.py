@@ -15,7 +15,8 @@ Two layouts are read (with pyarrow):
   :class:`~twinloop.ops.detect.pipeline.DetectionPipeline` (rules + grouping) also runs and its incidents are
   reported.
 
-* **prometheus** — a saved Prometheus ``/api/v1/query_range`` answer (``.json``, :mod:`~.prom_json`): one series
+* **prometheus** — a saved Prometheus ``/api/v1/query_range`` answer (``.json``,
+  :mod:`~twinloop.telemetry.sources.prometheus_saved`): one series
   per label set, mapped to entities and fields as ``watch prometheus`` maps them;
 * **nvidia-smi** — ``nvidia-smi --query-gpu=timestamp,index,... --format=csv`` output (a header naming ``index``
   and at least one mapped query column), read by the telemetry layer's nvidia-smi parser: any column set,
@@ -53,10 +54,10 @@ from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import Detector, make_detector
-from twinloop.ops.detect.prom_json import is_prometheus_json, read_prometheus_json
 from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, epoch_unit, is_sample_index
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
+from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json, read_prometheus_json
 
 F64 = NDArray[np.float64]
 

@@ -88,6 +88,13 @@ class _Rows:
         return frame
 
 
+def _names(header: list[str], most: int = 6, width: int = 40) -> str:
+    """A header as an error shows it: the first ``most`` names, each cut at ``width`` characters."""
+    shown = [h if len(h) <= width else f"{h[:width]}..." for h in header[:most]]
+    more = f" and {len(header) - most} more" if len(header) > most else ""
+    return f"{shown}{more}"
+
+
 def read_csv(path: str, report: IngestReport, batch_rows: int) -> Iterator[Frame]:
     """Frames from a long or wide CSV file; bad lines are counted in ``report``."""
     rows = _Rows(path)
@@ -102,7 +109,7 @@ def read_csv(path: str, report: IngestReport, batch_rows: int) -> Iterator[Frame
             return
         if len(header) < 3 or header[0] != "ts" or header[1] != "entity":
             raise InputError(
-                path, "header", f"expected 'ts,entity,field,value' or 'ts,entity,<FIELD>...', got {header}"
+                path, "header", f"expected 'ts,entity,field,value' or 'ts,entity,<FIELD>...', got {_names(header)}"
             )
         long = tuple(header) == LONG_COLUMNS
         width = len(header)

@@ -10,6 +10,9 @@ Modes:
   steps not read yet (:mod:`twinloop.telemetry.sources.prometheus_follow`), for ``duration_s`` (None: until
   stopped).
 
+A ``url`` that is a local file is a saved query answer (``curl .../api/v1/query_range?... > f.json``), read once
+(:mod:`twinloop.telemetry.sources.prometheus_saved`) whatever the mode.
+
 Label mapping to entities: an ``entity`` label (twinloop's exporter sets it) is used as is; otherwise
 ``<entity_prefix>/<Hostname>/gpu<gpu>`` for GPU series and ``<entity_prefix>/<Hostname>`` for series
 without a ``gpu`` label. The metric name is the field (``field`` overrides it for queries whose result has
@@ -25,6 +28,7 @@ import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import httpx
@@ -60,7 +64,8 @@ class PrometheusConfig(SourceConfig):
     """Prometheus source options.
 
     Attributes:
-        url: server base URL (``http://host:9090``) or, in ``scrape`` mode, the ``/metrics`` URL.
+        url: server base URL (``http://host:9090``), in ``scrape`` mode the ``/metrics`` URL, or a saved query
+            answer's file.
         queries: PromQL queries (instant/range modes).
         mode: ``instant``, ``range`` or ``scrape``.
         start_s: range start, epoch s (``None`` = ``end_s - 3600``).
@@ -208,6 +213,12 @@ class PrometheusSource(Source):
     def frames(self, report: IngestReport) -> Iterator[Frame]:
         """Yield one frame per poll (instant/scrape) or per query (range)."""
         cfg = self.cfg
+        saved = Path(cfg.url)
+        if "://" not in cfg.url and saved.is_file():  # a saved query_range answer (`curl ... > f.json`)
+            from twinloop.telemetry.sources.prometheus_saved import read_prometheus_json
+
+            yield read_prometheus_json(saved, report)[0]
+            return
         with httpx.Client(timeout=cfg.timeout_s) as client:
             if cfg.mode == "follow":
                 yield from self._follow(client, report)

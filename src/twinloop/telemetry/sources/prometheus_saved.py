@@ -1,4 +1,5 @@
-"""A saved Prometheus HTTP API answer as ``twinloop detect`` input (``curl .../api/v1/query_range ... > f.json``).
+"""A saved Prometheus HTTP API answer as input (``curl .../api/v1/query_range ... > f.json``): ``twinloop detect
+f.json``, ``twinloop ingest prometheus f.json``.
 
 An SRE's history of a metric usually lives in Prometheus, and the quickest export is the API's own JSON: a range
 query's ``{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {...}, "values": [[t,
@@ -64,8 +65,9 @@ def _result_data(doc: Any, source: str) -> Mapping[str, Any]:
     return data
 
 
-def read_prometheus_json(p: Path) -> tuple[Frame, dict[str, int]]:
-    """The samples of a saved Prometheus range-query answer, and the problems counted while reading it.
+def read_prometheus_json(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:
+    """The samples of a saved Prometheus range-query answer, and the problems counted while reading it (also
+    added to ``report`` when given).
 
     Raises:
         InputError: not JSON, an error answer, an instant query, or no valid sample.
@@ -80,7 +82,7 @@ def read_prometheus_json(p: Path) -> tuple[Frame, dict[str, int]]:
     except RecursionError:
         raise InputError(source, "", "JSON nested too deeply (allowed: a Prometheus API answer)") from None
     data = _result_data(doc, source)
-    report = IngestReport()
+    report = report if report is not None else IngestReport()
     frame = PrometheusSource(PrometheusConfig(url=source)).result_frame(data, source, report)
     if frame is None:
         first = next(iter(report.examples.values()), [""])[0]
