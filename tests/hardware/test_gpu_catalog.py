@@ -37,7 +37,7 @@ def test_missing_dtype_falls_back_to_wider() -> None:
 
 def test_unknown_gpu_lists_close_names() -> None:
     with pytest.raises(InputError, match=r"did you mean h100-sxm"):
-        get_gpu("h100")
+        get_gpu("h100-sxn")
 
 
 def test_bad_catalog_names_file_and_field(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from twinloop.catalog import CATALOG_DIR
 from twinloop.checked import FieldError, Range, build, check_fields
 from twinloop.errors import InputError, unknown_name
+from twinloop.hardware.gpu_names import catalog_key
 from twinloop.hardware.yaml_cache import load_yaml
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
@@ -142,14 +143,22 @@ def gpu_catalog() -> dict[str, GpuSpec]:
     return {name: _packaged_gpu(name) for name in _packaged_entries()}
 
 
+def gpu_key(name: str) -> str | None:
+    """The packaged catalog key a GPU name means (``h100-sxm``, ``H100``, ``NVIDIA H100 80GB HBM3``), or None
+    (:mod:`~twinloop.hardware.gpu_names`).
+    """
+    return catalog_key(name, _packaged_entries())
+
+
 def get_gpu(name: str, source: str = "--gpu") -> GpuSpec:
-    """Look up a GPU by catalog name; unknown names raise :class:`InputError` listing close ones.
+    """Look up a GPU by catalog name, or a name that means one (:func:`gpu_key`: ``H100``, the driver's name);
+    unknown names raise :class:`InputError` listing close ones.
 
     Only this entry is validated (the same object :func:`gpu_catalog` holds): a command that plans on one GPU
     does not pay for checking the other catalog entries (start-up time, issue 15). The tests validate the
     whole packaged catalog.
     """
-    entries = _packaged_entries()
-    if name not in entries:
-        raise unknown_name(source, "", "GPU", name, entries)
-    return _packaged_gpu(name)
+    key = gpu_key(name)
+    if key is None:
+        raise unknown_name(source, "", "GPU", name, _packaged_entries())
+    return _packaged_gpu(key)

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from twinloop.hardware.gpu import GpuSpec, load_gpu_catalog
+from twinloop.hardware.gpu import GpuSpec, gpu_key, load_gpu_catalog
 
 
 @dataclass(frozen=True)
@@ -80,23 +80,9 @@ def _catalog() -> dict[str, GpuSpec]:
     return load_gpu_catalog()
 
 
-#: Names the NVIDIA driver reports (nvidia-smi ``name``, dcgm-exporter ``modelName``), normalized, → catalog key.
-DRIVER_NAMES = {
-    "nvidiah10080gbhbm3": "h100-sxm",
-    "nvidiah100sxm580gb": "h100-sxm",
-    "nvidiaa100sxm480gb": "a100-sxm-80gb",
-    "nvidiah200": "h200-sxm",
-    "nvidiah800": "h800-sxm",
-}
-
-
-def _norm(text: str) -> str:
-    return "".join(ch for ch in text.lower() if ch.isalnum())
-
-
 def gpu_spec_of(labels: Mapping[str, str] | None) -> GpuSpec | None:
     """The catalog GPU a telemetry entity's labels name: ``gpu_kind`` (a catalog key) or ``modelName`` (the
-    driver's name, e.g. ``NVIDIA H100 80GB HBM3``: a catalog display name or one of ``DRIVER_NAMES``); None
+    driver's name, e.g. ``NVIDIA H100 80GB HBM3``, resolved by :func:`~twinloop.hardware.gpu.gpu_key`); None
     when unknown.
     """
     if not labels:
@@ -105,14 +91,8 @@ def gpu_spec_of(labels: Mapping[str, str] | None) -> GpuSpec | None:
     kind = labels.get("gpu_kind")
     if kind and kind in cat:
         return cat[kind]
-    model = _norm(labels.get("modelName", ""))
-    if not model:
-        return None
-    exact = [s for s in cat.values() if _norm(s.display_name) == model]
-    if exact:
-        return exact[0]
-    alias = DRIVER_NAMES.get(model)
-    return cat.get(alias) if alias else None
+    key = gpu_key(labels.get("modelName", ""))
+    return cat.get(key) if key else None
 
 
 def default_slowdown_temp_c() -> float:

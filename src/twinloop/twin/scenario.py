@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from twinloop.errors import InputError, pydantic_error, unknown_name
-from twinloop.hardware.gpu import GpuSpec, gpu_catalog
+from twinloop.hardware.gpu import GpuSpec, gpu_catalog, gpu_key
 from twinloop.safeio import load_yaml
 from twinloop.twin.from_plan import job_profile
 
@@ -101,6 +101,16 @@ DurationOrRangeS = Annotated[float | tuple[float, float], BeforeValidator(parse_
 NumberOrRange = Annotated[float | tuple[float, float] | None, BeforeValidator(parse_number_or_range)]
 
 
+def _gpu_name(value: Any) -> Any:
+    """A GPU name that means a catalog key (``H100``, ``NVIDIA H100 80GB HBM3``) as that key; anything else as
+    given (``check_scenario`` names an unknown one with the close keys).
+    """
+    return (gpu_key(value) or value) if isinstance(value, str) else value
+
+
+GpuName = Annotated[str, BeforeValidator(_gpu_name)]
+
+
 class _Frozen(BaseModel):
     # allow_inf_nan=False: no NaN or inf in any float field of a scenario (issue 19).
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -138,7 +148,7 @@ class AirSpec(_Frozen):
 class NodeSpec(_Frozen):
     """One server: GPUs of one catalog kind plus CPUs, NICs and PSUs."""
 
-    gpu: str = "h100-sxm"
+    gpu: GpuName = "h100-sxm"
     gpus: int = Field(8, ge=1, le=72)
     cpus: int = Field(2, ge=0, le=8)
     cpu_idle_power_w: float = Field(100.0, ge=0, le=1000)

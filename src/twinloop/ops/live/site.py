@@ -26,7 +26,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from twinloop.errors import InputError, pydantic_error
-from twinloop.hardware.gpu import get_gpu
+from twinloop.hardware.gpu import get_gpu, gpu_catalog, gpu_key
+from twinloop.hardware.gpu_names import family_guess
 from twinloop.ops.detect.rules import GpuLimits
 from twinloop.ops.ports import Topology
 from twinloop.safeio import load_yaml
@@ -93,19 +94,11 @@ def load_site(path: str | Path) -> SiteFile:
 
 
 def _catalog_name(model_name: str | None) -> str:
-    """The catalog GPU for a reported model name (``NVIDIA H100 80GB HBM3`` → ``h100-sxm``); a guess by substring,
-    H100 SXM when nothing matches.
+    """The catalog GPU for a reported model name (``NVIDIA H100 80GB HBM3`` → ``h100-sxm``,
+    :func:`~twinloop.hardware.gpu.gpu_key`), else a guess by family name in it, else H100 SXM.
     """
-    m = (model_name or "").lower()
-    for needle, name in (("h200", "h200-sxm"), ("b200", "b200"), ("a100", "a100-sxm-80gb"), ("h800", "h800-sxm"),
-                         ("h100", "h100-sxm"), ("mi300x", "mi300x"), ("gaudi3", "gaudi3")):  # fmt: skip
-        if needle in m:
-            try:
-                get_gpu(name)
-            except (InputError, KeyError):
-                continue
-            return name
-    return "h100-sxm"
+    name = model_name or ""
+    return gpu_key(name) or family_guess(name, gpu_catalog()) or "h100-sxm"
 
 
 def gpu_index(entity: str, labels: Mapping[str, str]) -> str:
