@@ -1,4 +1,4 @@
-"""Issue 14, the new user's check: the loop on four halls nobody tuned on (``sweeps/new-user/``), loop off vs on.
+"""Issue 14, the new user's check: the loop on halls nobody tuned on (``sweeps/new-user/``), loop off vs on.
 
 For each scenario and seed, one pass loop off and one loop on (auto mode, the packaged policy, cooling optimizer
 and precooling as ``twinloop run`` has them; the same calls as ``twinloop sweep sweeps/new-user.yaml``). Prints per
@@ -7,6 +7,8 @@ token, cooling energy, throttled GPU-s, incidents and false alarms; the injected
 loop-on actions counted by kind and status (applied, refused, rolled back...). ``--log`` adds every loop-on
 action of one scenario (time, kind, target, value, status, source, reason) for an audit by hand. ``--save`` keeps
 the per-run figures and actions as JSON; ``--load`` prints the tables from such a file without running anything.
+
+Round 1 is the four halls of ``sweeps/new-user.yaml``, round 2 (``--round 2``) the five of ``sweeps/new-user-2.yaml``.
 
 Run (40 passes, ~8 min on 2 shared cores):
     PYTHONPATH=src nice -n 10 .venv/bin/python benchmarks/new_user_halls.py --workers 2 --save /tmp/new-user.json
@@ -29,7 +31,11 @@ from twinloop.closedloop.passes import outcome_metrics, run_pass
 from twinloop.twin.scenario import load_scenario
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "new-user"
-SCENARIOS = ("quiet-hall", "a100-air-hall", "same-place", "large-hall")
+#: The halls of each round of the check (round 1: ``sweeps/new-user.yaml``; round 2: ``sweeps/new-user-2.yaml``).
+ROUNDS = {
+    "1": ("quiet-hall", "a100-air-hall", "same-place", "large-hall"),
+    "2": ("slow-checkpoint", "serving-fleet", "b200-hall", "slow-telemetry", "sdc-restart"),
+}
 #: Outcome rows printed per scenario (goodput and ETTR per job are added from the runs).
 FIGURES = (
     "energy_per_useful_token_j",
@@ -132,14 +138,15 @@ def action_log(runs: list[dict[str, Any]], scenario: str, seed: int) -> list[str
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated names under sweeps/new-user")
+    ap.add_argument("--round", choices=sorted(ROUNDS), default="1", help="which round's halls to run (default 1)")
+    ap.add_argument("--scenarios", help="comma-separated names under sweeps/new-user (default: the round's)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--save", type=Path, help="write the per-run figures and actions here (JSON)")
     ap.add_argument("--load", type=Path, help="print from a --save file instead of running")
     ap.add_argument("--log", action="append", default=[], help="SCENARIO:SEED whose loop-on actions to list")
     args = ap.parse_args()
-    scenarios = [s for s in args.scenarios.split(",") if s]
+    scenarios = [s for s in args.scenarios.split(",") if s] if args.scenarios else list(ROUNDS[args.round])
     started = time.perf_counter()
     if args.load:
         runs = json.loads(args.load.read_text())
