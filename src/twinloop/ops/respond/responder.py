@@ -290,12 +290,9 @@ class Responder:
                 detail = f"cannot resolve target: no {template.target} for {incident.root}"
                 out.append(self._record(unresolved, "refused", now, detail, guard=False))
             for request in requests:
-                if self._fleet_requeue(request, incident):
-                    detail = (
-                        f"no action: {request.target} is a serving fleet; a fault at {incident.root} takes"
-                        " out that node's replica (its drain), not the whole fleet"
-                    )
-                    out.append(self._record(request, "refused", now, detail, guard=False))
+                fleet = self._fleet_wide(request, incident)
+                if fleet is not None:
+                    out.append(self._record(request, "refused", now, f"no action: {fleet}", guard=False))
                     continue
                 if template.after_checkpoint:
                     jobs = tuple(self.adapter.resolve("job", incident))
@@ -444,11 +441,22 @@ class Responder:
                 return pace.kept_back()
         return None
 
-    def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
-        """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
+    def _fleet_wide(self, request: ActionRequest, incident: Incident) -> str | None:
+        """Why ``request`` is no action on a serving fleet, or None: a requeue of the whole fleet for a fault on one
+        of its GPUs or nodes (disproportionate: the node's drain takes out that replica), and a checkpoint of it
+        (a serving replica keeps no training state to save; asking would also start the guard's back-off on the
+        job, holding back its next incident's actions).
+        """
+        if request.kind == ActionKind.CHECKPOINT and self.adapter.is_serving(request.target) is True:
+            return f"{request.target} is a serving fleet: it keeps no training state to checkpoint"
         if request.kind != ActionKind.REQUEUE or root_level(incident.root) not in ("gpu", "node"):
-            return False
-        return self.adapter.is_serving(request.target) is True
+            return None
+        if self.adapter.is_serving(request.target) is not True:
+            return None
+        return (
+            f"{request.target} is a serving fleet; a fault at {incident.root} takes out that node's replica (its"
+            " drain), not the whole fleet"
+        )
 
     def _open_gates(self, now: float, read: Reader) -> list[ActionResult]:
         """Submit the gated actions whose jobs reported their checkpoint; at the timeout, hand them to a person."""
