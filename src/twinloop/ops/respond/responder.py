@@ -279,6 +279,7 @@ class Responder:
         iid = incident.incident_id
         mode = self._mode_for(rule)
         kept_back = self._requeue_kept_back(rule, incident)
+        no_write = self._redo_cheaper(rule, incident)
         for template in rule.actions:
             if kept_back is not None and template.kind in _KEPT_BACK_DETAIL:
                 detail = _KEPT_BACK_DETAIL[template.kind].format(kept_back)
@@ -294,7 +295,12 @@ class Responder:
                 if fleet is not None:
                     out.append(self._record(request, "refused", now, f"no action: {fleet}", guard=False))
                     continue
-                if template.after_checkpoint:
+                if no_write is not None and template.kind == ActionKind.CHECKPOINT:
+                    out.append(self._record(request, "refused", now, f"no action: {no_write}", guard=False))
+                    continue
+                if no_write is not None and template.after_checkpoint:
+                    request = replace(request, reason=f"{request.reason}; {no_write}")
+                if template.after_checkpoint and no_write is None:
                     jobs = tuple(self.adapter.resolve("job", incident))
                     self._gates.append(
                         _Gate(
@@ -440,6 +446,32 @@ class Responder:
             if pace is not None and pace.slower:
                 return pace.kept_back()
         return None
+
+    def _redo_cheaper(self, rule: Rule, incident: Incident) -> str | None:
+        """Why ``rule``'s forced checkpoint is not worth writing (then its requeue goes without waiting for one), or
+        None. A checkpoint before a requeue saves the job's work since its last save, ``u``, and stops it for the
+        write, ``W``: where ``u < W`` for every job of the incident (a job restarted a minute ago, a slow file
+        system), redoing the work after the restart costs less than writing it. Only for rules that force a
+        checkpoint and requeue after it; unknown ``u`` or ``W`` keeps the checkpoint.
+        """
+        kinds = {t.kind for t in rule.actions}
+        requeues = any(t.kind == ActionKind.REQUEUE and t.after_checkpoint for t in rule.actions)
+        if ActionKind.CHECKPOINT not in kinds or not requeues:
+            return None
+        why = []
+        for job in self.adapter.resolve("job", incident):
+            t = self.adapter.job_timing(job)
+            if t is None or t.unsaved_s is None or t.checkpoint_write_s is None:
+                return None
+            if t.unsaved_s >= t.checkpoint_write_s:
+                return None
+            why.append(
+                f"{job} has {t.unsaved_s:.0f}s of work since its last save, less than its"
+                f" {t.checkpoint_write_s:.0f}s checkpoint write"
+            )
+        if not why:
+            return None
+        return f"{'; '.join(why)}: requeue without a forced checkpoint (redoing that work costs less)"
 
     def _fleet_wide(self, request: ActionRequest, incident: Incident) -> str | None:
         """Why ``request`` is no action on a serving fleet, or None: a requeue of the whole fleet for a fault on one
