@@ -262,10 +262,10 @@ class Responder:
                 if explained is not None:
                     out.extend(self._record_explained(rule, incident, explained, now))
                     continue
-                held, note = self._hand_over(rule, incident, read)
-                if held:
+                wait, note = self._held_back(rule, incident, read)
+                if wait is not None:
                     if key not in self._handed:
-                        out.extend(self._record_handed(rule, incident, note, now))
+                        out.extend(self._refuse_rule(rule, incident, wait, now))
                     self._handed[key] = incident
                     continue
                 self._handed.pop(key, None)
@@ -295,6 +295,10 @@ class Responder:
                 if fleet is not None:
                     out.append(self._record(request, "refused", now, f"no action: {fleet}", guard=False))
                     continue
+                pending = self._unjudged(request) if _relative(template) else None
+                if pending is not None:
+                    out.append(self._record(request, "refused", now, f"no action: {pending}", guard=False))
+                    continue
                 if no_write is not None and template.kind == ActionKind.CHECKPOINT:
                     out.append(self._record(request, "refused", now, f"no action: {no_write}", guard=False))
                     continue
@@ -318,6 +322,42 @@ class Responder:
                 else:
                     out.append(self._submit_for(request, rule.until_closed, now, read, mode))
         return out
+
+    def _held_back(self, rule: Rule, incident: Incident, read: Reader) -> tuple[str | None, str]:
+        """Whether ``rule`` waits now, asked again every poll while ``incident`` is open: (the audit line of its
+        actions not taken, None when it acts; the note its actions carry). It waits while every relative step it
+        would take is on a setting an earlier incident's step still awaits its verdict on (:meth:`_unjudged`), or
+        while its row is left to the cooling optimizer (:meth:`_hand_over`).
+        """
+        steps = [r for t in rule.actions if _relative(t) for r in self._requests(rule, t, incident)]
+        judged = [self._unjudged(r) for r in steps]
+        if steps and all(w is not None for w in judged):
+            return f"no action yet: {'; '.join(dict.fromkeys(str(w) for w in judged))}", ""
+        held, note = self._hand_over(rule, incident, read)
+        if held:
+            return (
+                f"no action: {note}: the cooling optimizer steers the row, tightening once its hottest GPU is hot",
+                note,
+            )
+        return None, note
+
+    def _unjudged(self, request: ActionRequest) -> str | None:
+        """Why a relative step of ``request``'s setting waits: another incident's step on the same setting still
+        awaits its verdict (its expectation's window); None when none does. A second step stacked on the first
+        before its effect is known compounds it whatever it did: on sweeps/new-user/b200-hall.yaml a row's
+        `cooling-degradation` rule fired on each of five incidents the row's capacity loss opened and closed in
+        11 min, stepping its CDU from 30 to 18 C and facility water from 26 to 12 C on a CDU that could not hold
+        its setpoint; loop off, one incident.
+        """
+        for w in self._watches:
+            same = (w.request.kind, w.request.target) == (request.kind, request.target)
+            if same and w.request.incident_id >= 0 and w.request.incident_id != request.incident_id:
+                return (
+                    f"{w.request.kind} of {w.request.target} was stepped by action {w.action_id} for incident"
+                    f" {w.request.incident_id} at {w.start_ts:.0f}s, judged at {w.due_ts:.0f}s: no second step"
+                    " before the first is judged"
+                )
+        return None
 
     def _handed_over_again(self, batch: list[Incident]) -> list[Incident]:
         """The open incidents with a rule handed over that are not in ``batch``, to be asked again now (a row's
@@ -395,11 +435,6 @@ class Responder:
             return []
         self._explained.add(key)
         detail = f"no action: incident {by.incident_id} ({by.event_class} at {by.root}) covers it and is handled there"
-        return self._refuse_rule(rule, incident, detail, now)
-
-    def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
-        """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
-        detail = f"no action: {note}: the cooling optimizer steers the row, tightening once its hottest GPU is hot"
         return self._refuse_rule(rule, incident, detail, now)
 
     def _refuse_rule(self, rule: Rule, incident: Incident, detail: str, now: float) -> list[ActionResult]:
@@ -964,6 +999,11 @@ class Responder:
         if guard:  # only what reached a target (or its adapter) counts: a guard refusal must not back off itself
             self.guards.record(result)
         return result
+
+
+def _relative(template: ActionTemplate) -> bool:
+    """A step from the current setting (``change`` or ``scale``), not an absolute value."""
+    return template.change is not None or (template.scale is not None and template.value_from is None)
 
 
 def _differs(current: float, value: float) -> bool:
