@@ -287,7 +287,8 @@ class Responder:
                 continue
             requests = self._requests(rule, template, incident, note)
             if not requests:
-                unresolved = ActionRequest(template.kind, incident.root, incident_id=iid)
+                reason = self._rule_reason(rule, incident, note)
+                unresolved = ActionRequest(template.kind, incident.root, reason=reason, incident_id=iid)
                 detail = f"cannot resolve target: no {template.target} for {incident.root}"
                 out.append(self._record(unresolved, "refused", now, detail, guard=False))
             for request in requests:
@@ -730,6 +731,14 @@ class Responder:
                 self._path_caps[(iid, gpu)] = replace(state, last_w=result.request.value)
         return out
 
+    def _rule_reason(self, rule: Rule, incident: Incident, note: str = "") -> str:
+        """Why ``rule``'s actions for ``incident`` are asked for: the rule, the incident, its restart choice, ``note``
+        (an audit line even for an action whose target cannot be resolved)."""
+        reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
+        if rule.restart is not None:
+            reason += f": {self._restart(incident).why}"
+        return f"{reason}: {note}" if note else reason
+
     def _requests(
         self, rule: Rule, template: ActionTemplate, incident: Incident, note: str = ""
     ) -> list[ActionRequest]:
@@ -737,11 +746,7 @@ class Responder:
         if rule.expect is not None:
             e = rule.expect
             expect = Expectation(e.field, e.direction, e.within_s, e.min_change, e.aggregate, e.relative_to)
-        reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
-        if rule.restart is not None:
-            reason += f": {self._restart(incident).why}"
-        if note:
-            reason += f": {note}"
+        reason = self._rule_reason(rule, incident, note)
         requests: list[ActionRequest] = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
