@@ -50,9 +50,12 @@ FIGURES = (
 )
 
 
-def one_run(scenario: str, seed: int, loop_on: bool) -> dict[str, Any]:
-    """One pass of ``sweeps/new-user/<scenario>.yaml`` at ``seed``: its figures, detection and actions."""
+def one_run(scenario: str, seed: int, loop_on: bool, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One pass of ``sweeps/new-user/<scenario>.yaml`` at ``seed`` (without its faults of the kinds in ``drop``):
+    its figures, detection and actions."""
     spec = load_scenario(SCENARIO_DIR / f"{scenario}.yaml", seed=seed)
+    if drop:
+        spec = spec.model_copy(update={"faults": tuple(f for f in spec.faults if f.kind not in drop)})
     r = run_pass(spec, loop_on, mode="auto", source=scenario)
     figures = {k: v for k, v in outcome_metrics(r).items() if v is not None and math.isfinite(v)}
     figures["incidents"] = float(len(r.incidents))
@@ -87,9 +90,9 @@ def one_run(scenario: str, seed: int, loop_on: bool) -> dict[str, Any]:
     }
 
 
-def run_all(scenarios: list[str], seeds: list[int], workers: int) -> list[dict[str, Any]]:
+def run_all(scenarios: list[str], seeds: list[int], workers: int, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Every (scenario, seed, loop off/on) pass, ``workers`` processes at a time."""
-    cells = [(s, seed, on) for s in scenarios for seed in seeds for on in (False, True)]
+    cells = [(s, seed, on, drop) for s in scenarios for seed in seeds for on in (False, True)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one_run, *zip(*cells, strict=True)))
 
@@ -142,6 +145,7 @@ def main() -> None:
     ap.add_argument("--scenarios", help="comma-separated names under sweeps/new-user (default: the round's)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--drop-fault", default="", help="comma-separated fault kinds left out of every scenario")
     ap.add_argument("--save", type=Path, help="write the per-run figures and actions here (JSON)")
     ap.add_argument("--load", type=Path, help="print from a --save file instead of running")
     ap.add_argument("--log", action="append", default=[], help="SCENARIO:SEED whose loop-on actions to list")
@@ -153,7 +157,8 @@ def main() -> None:
         for r in runs:  # files saved before the key was renamed
             r.setdefault("metrics", r.pop("figures", {}))
     else:
-        runs = run_all(scenarios, [int(s) for s in args.seeds.split(",")], args.workers)
+        drop = tuple(k for k in args.drop_fault.split(",") if k)
+        runs = run_all(scenarios, [int(s) for s in args.seeds.split(",")], args.workers, drop)
         if args.save:
             args.save.write_text(json.dumps(runs))
     for scenario in scenarios:
