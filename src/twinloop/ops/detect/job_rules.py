@@ -16,8 +16,9 @@
   its numbers, and does not veto. A job that restarted
   (phase back to a starting phase, progress counter going backwards) anchors its loss level afresh on its first
   new step and keeps the learned trend and scale; where the job reports its checkpoint phase, that first step is
-  judged against the value it had when it began its last checkpoint (what it resumes from), so an SDC that begins
-  during the restart is caught; a checkpoint write is no restart.
+  judged against the value it had when it began its last *completed* checkpoint (what it resumes from; a write a
+  restart interrupts saved nothing), so an SDC that begins during the restart is caught; a checkpoint write is no
+  restart.
 * ``job_slowdown`` (per job): the job's step time rose with no clock drop and no hardware event on its GPUs:
   a straggler the per-GPU counters do not show (see :class:`JobSlowdownRule`).
 * ``hang`` (per job): the progress counter (or, without one, tokens/s > 0) has not moved for
