@@ -733,7 +733,8 @@ class Responder:
 
     def _rule_reason(self, rule: Rule, incident: Incident, note: str = "") -> str:
         """Why ``rule``'s actions for ``incident`` are asked for: the rule, the incident, its restart choice, ``note``
-        (an audit line even for an action whose target cannot be resolved)."""
+        (an audit line even for an action whose target cannot be resolved).
+        """
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         if rule.restart is not None:
             reason += f": {self._restart(incident).why}"
