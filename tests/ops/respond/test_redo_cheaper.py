@@ -81,3 +81,15 @@ def test_a_short_supply_prices_the_restart_with_the_cheaper_of_write_and_redo() 
     assert _requeue_ts(r) == [0.0]
     timing = adapter.job_timing("dc/jobs/train")
     assert "checkpoint+restart now 150s" in choose_restart(1.0, timing).why  # R 120 + min(W 90, u 30)
+
+
+def test_a_skipped_write_moves_the_job_at_once_not_after_the_rules_wait() -> None:
+    """The straggler rule drains and requeues 30 s after its checkpoint request, to let the write finish. With the
+    write skipped, those 30 s were computed and thrown away by the requeue (round 1's halls: a background straggler
+    found 17-25 s in, requeued at 47 s without a checkpoint, lost more than the write would have cost)."""
+    root = "dc/r1/k2/n1/g3"
+    straggler = Incident(1, EventClass.STRAGGLER, root, (root,), 0.0, 0.0, Severity.MAJOR)
+    adapter = SlowStorage(unsaved_s=10.0)
+    r = _run(adapter, straggler, until_s=60.0)
+    moves = [(x.ts, x.request.kind) for x in r.log if x.status == "applied"]
+    assert moves[:2] == [(0.0, ActionKind.DRAIN), (0.0, ActionKind.REQUEUE)]  # drain first: the requeue avoids it

@@ -44,6 +44,12 @@ _KEPT_BACK_DETAIL = {
     ActionKind.DRAIN: "no drain: the job stays on the node and a restart should find it ({})",
 }
 
+#: What moves a job off a node. Where a rule's forced checkpoint is skipped (:meth:`Responder._redo_cheaper`) they go
+#: at once: their delay (the straggler rule's 30 s) only gave the write time, and every second of it the job computes
+#: work the requeue throws away (round 1's halls: a background straggler's job requeued 30 s after a skipped write
+#: lost those 30 s on top of its unsaved work).
+_MOVES = frozenset({ActionKind.DRAIN, ActionKind.REQUEUE})
+
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
 
@@ -318,7 +324,7 @@ class Responder:
                             now + max(template.after_s, template.checkpoint_timeout_s),
                         )
                     )
-                elif template.after_s > 0:
+                elif template.after_s > 0 and not (no_write is not None and template.kind in _MOVES):
                     self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
                 else:
                     out.append(self._submit_for(request, rule.until_closed, now, read, mode))
