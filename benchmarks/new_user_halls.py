@@ -1,4 +1,4 @@
-"""Issue 14, the new user's check: the loop on four halls nobody tuned on (``sweeps/new-user/``), loop off vs on.
+"""Issue 14, the new user's check: the loop on halls nobody tuned on (``sweeps/new-user/``), loop off vs on.
 
 For each scenario and seed, one pass loop off and one loop on (auto mode, the packaged policy, cooling optimizer
 and precooling as ``twinloop run`` has them; the same calls as ``twinloop sweep sweeps/new-user.yaml``). Prints per
@@ -7,6 +7,8 @@ token, cooling energy, throttled GPU-s, incidents and false alarms; the injected
 loop-on actions counted by kind and status (applied, refused, rolled back...). ``--log`` adds every loop-on
 action of one scenario (time, kind, target, value, status, source, reason) for an audit by hand. ``--save`` keeps
 the per-run figures and actions as JSON; ``--load`` prints the tables from such a file without running anything.
+
+Round 1 is the four halls of ``sweeps/new-user.yaml``, round 2 (``--round 2``) the five of ``sweeps/new-user-2.yaml``.
 
 Run (40 passes, ~8 min on 2 shared cores):
     PYTHONPATH=src nice -n 10 .venv/bin/python benchmarks/new_user_halls.py --workers 2 --save /tmp/new-user.json
@@ -29,7 +31,11 @@ from twinloop.closedloop.passes import outcome_metrics, run_pass
 from twinloop.twin.scenario import load_scenario
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "new-user"
-SCENARIOS = ("quiet-hall", "a100-air-hall", "same-place", "large-hall")
+#: The halls of each round of the check (round 1: ``sweeps/new-user.yaml``; round 2: ``sweeps/new-user-2.yaml``).
+ROUNDS = {
+    "1": ("quiet-hall", "a100-air-hall", "same-place", "large-hall"),
+    "2": ("slow-checkpoint", "serving-fleet", "b200-hall", "slow-telemetry", "sdc-restart"),
+}
 #: Outcome rows printed per scenario (goodput and ETTR per job are added from the runs).
 FIGURES = (
     "energy_per_useful_token_j",
@@ -44,9 +50,12 @@ FIGURES = (
 )
 
 
-def one_run(scenario: str, seed: int, loop_on: bool) -> dict[str, Any]:
-    """One pass of ``sweeps/new-user/<scenario>.yaml`` at ``seed``: its figures, detection and actions."""
+def one_run(scenario: str, seed: int, loop_on: bool, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One pass of ``sweeps/new-user/<scenario>.yaml`` at ``seed`` (without its faults of the kinds in ``drop``):
+    its figures, detection and actions."""
     spec = load_scenario(SCENARIO_DIR / f"{scenario}.yaml", seed=seed)
+    if drop:
+        spec = spec.model_copy(update={"faults": tuple(f for f in spec.faults if f.kind not in drop)})
     r = run_pass(spec, loop_on, mode="auto", source=scenario)
     figures = {k: v for k, v in outcome_metrics(r).items() if v is not None and math.isfinite(v)}
     figures["incidents"] = float(len(r.incidents))
@@ -81,9 +90,9 @@ def one_run(scenario: str, seed: int, loop_on: bool) -> dict[str, Any]:
     }
 
 
-def run_all(scenarios: list[str], seeds: list[int], workers: int) -> list[dict[str, Any]]:
+def run_all(scenarios: list[str], seeds: list[int], workers: int, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Every (scenario, seed, loop off/on) pass, ``workers`` processes at a time."""
-    cells = [(s, seed, on) for s in scenarios for seed in seeds for on in (False, True)]
+    cells = [(s, seed, on, drop) for s in scenarios for seed in seeds for on in (False, True)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one_run, *zip(*cells, strict=True)))
 
@@ -132,21 +141,24 @@ def action_log(runs: list[dict[str, Any]], scenario: str, seed: int) -> list[str
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated names under sweeps/new-user")
+    ap.add_argument("--round", choices=sorted(ROUNDS), default="1", help="which round's halls to run (default 1)")
+    ap.add_argument("--scenarios", help="comma-separated names under sweeps/new-user (default: the round's)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--drop-fault", default="", help="comma-separated fault kinds left out of every scenario")
     ap.add_argument("--save", type=Path, help="write the per-run figures and actions here (JSON)")
     ap.add_argument("--load", type=Path, help="print from a --save file instead of running")
     ap.add_argument("--log", action="append", default=[], help="SCENARIO:SEED whose loop-on actions to list")
     args = ap.parse_args()
-    scenarios = [s for s in args.scenarios.split(",") if s]
+    scenarios = [s for s in args.scenarios.split(",") if s] if args.scenarios else list(ROUNDS[args.round])
     started = time.perf_counter()
     if args.load:
         runs = json.loads(args.load.read_text())
         for r in runs:  # files saved before the key was renamed
             r.setdefault("metrics", r.pop("figures", {}))
     else:
-        runs = run_all(scenarios, [int(s) for s in args.seeds.split(",")], args.workers)
+        drop = tuple(k for k in args.drop_fault.split(",") if k)
+        runs = run_all(scenarios, [int(s) for s in args.seeds.split(",")], args.workers, drop)
         if args.save:
             args.save.write_text(json.dumps(runs))
     for scenario in scenarios:

@@ -20,7 +20,18 @@ def _spec() -> object:
         "step_s": "1s",
         "seed": 3,
         "rows": [{"racks": 2, "nodes_per_rack": 2, "node": {"gpu": "h100-sxm"}, "cooling": "liquid"}],
-        "jobs": [{"name": "train", "kind": "training", "gpus": 32, "checkpoint_interval_s": "10m"}],
+        # A 5 s write (fast storage): found 36 s in, the job has 8 s of work since its start, more than the write,
+        # so the restart goes through a checkpoint (with a 30 s write it has less, and is requeued without one:
+        # tests/ops/respond/test_redo_cheaper.py).
+        "jobs": [
+            {
+                "name": "train",
+                "kind": "training",
+                "gpus": 32,
+                "checkpoint_interval_s": "10m",
+                "checkpoint_write_s": "5s",
+            }
+        ],
         "faults": [{"kind": "straggler", "target": SLOW_GPU, "start_s": 0, "magnitude": 0.8}],
         "failures": "off",
     }

@@ -226,6 +226,17 @@ def test_operator_power_cap_lowers_the_node_limit_and_lifts_it() -> None:
     assert np.allclose(twin.physics.gpus.user_limit_w, tdp)
 
 
+def test_operator_power_cap_on_a_rack_caps_that_rack_only() -> None:
+    """sweeps/new-user/sdc-restart.yaml: a rack target was turned into its row (as for a CDU fault, one CDU per
+    row), so an operator capping one rack capped the whole row, the training job's nodes included."""
+    cap = {"kind": "operator_power_cap", "target": "dc1/r01/k02", "start_s": 10, "duration_s": 120}
+    twin = make(small(faults=[cap]))
+    tdp = float(twin.physics.tdp_w[0])
+    twin.run(20)
+    lim = twin.physics.gpus.user_limit_w
+    assert np.allclose(lim[16:], 0.65 * tdp) and np.allclose(lim[:16], tdp)  # rack k02's nodes, not k01's
+
+
 def test_operator_power_cap_magnitude_is_checked() -> None:
     from twinloop.errors import InputError
 

@@ -125,7 +125,9 @@ class TwinAdapter(ActionAdapter):
 
     def job_timing(self, job: str) -> JobTiming | None:
         """From the twin's job spec and state: checkpoint write, restart (overhead + loading), time to the next
-        checkpoint (0 with no unsaved work: nothing to save) and, for a job with a run time, what is left of it.
+        checkpoint (0 with no unsaved work: nothing to save), for a job with a run time what is left of it, and its
+        unsaved work (iterations since its last checkpoint at the profile's full-speed iteration time: what a
+        restart on healthy GPUs redoes).
         """
         j = self.twin.job_by_name(job.split(_JOBS, 1)[1]) if _JOBS in job else None
         if j is None or j.kind != "training":
@@ -136,7 +138,9 @@ class TwinAdapter(ActionAdapter):
         remaining = None
         if j.spec.run_s is not None and j.first_start_s is not None:
             remaining = max(0.0, j.first_start_s + j.spec.run_s - now)
-        return JobTiming(j.spec.checkpoint_write_s, j.spec.restart_overhead_s + j.profile.load_s, next_s, remaining)
+        unsaved_s = max(0.0, j.iterations - j.iterations_at_checkpoint) * j.profile.iteration_s
+        restart_s = j.spec.restart_overhead_s + j.profile.load_s
+        return JobTiming(j.spec.checkpoint_write_s, restart_s, next_s, remaining, unsaved_s)
 
     def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
         """From the twin's scheduler and GPU rates (:func:`twinloop.closedloop.requeue_pace.requeue_pace`)."""

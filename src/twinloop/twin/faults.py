@@ -40,6 +40,11 @@ FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float | None]] = {
 }
 
 
+#: Faults of a row's CDU (one per row): a rack target means its row's CDU. Others act on the rack they name (an
+#: operator's power cap on one rack capped its whole row while this held for every kind allowing a row).
+PER_ROW_KINDS = frozenset({"cdu_pump_degradation", "cdu_capacity_loss", "cooling_setpoint_drift"})
+
+
 @dataclass(frozen=True)
 class ResolvedFault:
     """A fault with its target resolved to (level, index)."""
@@ -93,7 +98,7 @@ def resolve_faults(spec: ScenarioSpec, topo: Topology, source: str, seed: int | 
                     + (f" or job names {job_names}" if "job" in levels else "")
                     + f", or {RANDOM_PREFIX}<level>[:<entity>])",
                 ) from None
-        if level == "rack" and "row" in levels:
+        if level == "rack" and f.kind in PER_ROW_KINDS:
             level, index = "row", int(topo.rack_row[index])
         if level not in levels:
             raise InputError(source, f"{where}.target", f"{f.kind} needs a {' or '.join(levels)} target, got a {level}")

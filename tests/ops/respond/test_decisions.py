@@ -195,3 +195,16 @@ def test_supplies_below_the_floor_move_the_job_at_once() -> None:
     _drive(r, adapter, incident, 100)
     kinds = [x.request.kind for x in r.log if x.status == "applied"]
     assert ActionKind.CHECKPOINT in kinds
+
+
+def test_a_serving_fleet_is_never_asked_to_checkpoint() -> None:
+    """sweeps/new-user/serving-fleet.yaml: a thermal-interface fault on a serving GPU fired `gpu-cooling-fault`,
+    whose checkpoint went to the cluster (the twin refused it: not a training job) and started the guard's back-off on
+    the fleet. A serving replica keeps no training state: the checkpoint is no action, recorded before the adapter."""
+    adapter = ServingAdapter(done_at_s=0.0)
+    r = Responder(default_policy(), adapter, mode="auto")
+    _drive(r, adapter, _gpu_incident(EventClass.COOLING_DEGRADATION), 120)
+    assert ActionKind.CHECKPOINT not in [a.kind for a in adapter.applied]
+    checkpoint = next(x for x in r.log if x.request.kind == ActionKind.CHECKPOINT)
+    assert checkpoint.status == "refused" and "keeps no training state" in checkpoint.detail
+    assert [a.target for a in adapter.applied if a.kind == ActionKind.DRAIN] == ["dc/r1/k2/n1"]

@@ -36,7 +36,9 @@ def test_an_optimizer_move_does_not_block_an_incident_rule() -> None:
 def test_a_rate_limited_incident_action_is_retried_when_the_budget_frees() -> None:
     adapter = MemoryAdapter()
     r = Responder(default_policy(), adapter, guards=GuardRails(GuardConfig(min_interval_s=30.0)), mode="auto")
-    r.handle([make_incident(EventClass.COOLING_DEGRADATION, root="dc/r1", iid=1)], 0.0, _reader(80.0))
+    # The first incident's steps go in with no reading to judge them by (no verdict pending: a pending one holds a
+    # second step on the same setting until it is judged, tests/ops/respond/test_one_step_at_a_time.py).
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION, root="dc/r1", iid=1)], 0.0, lambda *a, **k: None)
     second = make_incident(EventClass.COOLING_DEGRADATION, root="dc/r1/k3", iid=2)  # same CDU, 10 s later
     out = r.handle([second], 10.0, _reader(80.0))
     assert {x.status for x in out if x.request.kind == ActionKind.CDU_SETPOINT} == {"refused"}

@@ -39,12 +39,12 @@ def test_timing_from_the_jobs_own_checkpoints_and_restarts(tmp_path: Path) -> No
     record(tmp_path, "42", "requeued", T0 - 5000)
     record(tmp_path, "42", "restarted", T0 - 4860)
     timing = JobHeartbeats(tmp_path, clock=lambda: T0).timing("dc1/jobs/42")
-    # median interval 595 s after the last done at T0 - 10: the next one in 585 s
-    assert timing == JobTiming(checkpoint_write_s=25.0, restart_s=140.0, next_checkpoint_in_s=585.0)
-    # a restart never seen complete, and a lone checkpoint: nothing measured
+    # median interval 595 s after the last done at T0 - 10: the next one in 585 s; 10 s of work since that save
+    assert timing == JobTiming(checkpoint_write_s=25.0, restart_s=140.0, next_checkpoint_in_s=585.0, unsaved_s=10.0)
+    # a restart never seen complete, and a lone checkpoint: nothing measured but the save just now
     record(tmp_path, "7", "requeued", T0)
     record(tmp_path, "7", "checkpoint_done", T0)
-    assert JobHeartbeats(tmp_path, clock=lambda: T0).timing("7") == JobTiming()
+    assert JobHeartbeats(tmp_path, clock=lambda: T0).timing("7") == JobTiming(unsaved_s=0.0)
 
 
 def test_a_job_that_changed_its_cadence_is_judged_by_its_recent_checkpoints(tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_a_job_that_changed_its_cadence_is_judged_by_its_recent_checkpoints(tmp_
     _cadence(tmp_path, "42", old, write_s=60.0)
     _cadence(tmp_path, "42", [T0 - 100.0 * k for k in range(20, -1, -1)], write_s=15.0)  # now every 100 s, 15 s writes
     timing = JobHeartbeats(tmp_path, clock=lambda: T0 + 30).timing("42")
-    assert timing == JobTiming(checkpoint_write_s=15.0, next_checkpoint_in_s=70.0)
+    assert timing == JobTiming(checkpoint_write_s=15.0, next_checkpoint_in_s=70.0, unsaved_s=30.0)
 
 
 def test_an_overdue_checkpoint_is_due_now_and_a_missed_one_unknown(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_any_lines_never_crash_and_derived_durations_are_not_negative(lines: lis
     kept = sum(len(v) for v in events.ts.values())
     assert kept + len(events.bad) == sum(1 for x in "\n".join(lines).split("\n") if x.strip())
     timing = derive_timing(events, now)
-    for value in (timing.checkpoint_write_s, timing.restart_s, timing.next_checkpoint_in_s):
+    for value in (timing.checkpoint_write_s, timing.restart_s, timing.next_checkpoint_in_s, timing.unsaved_s):
         assert value is None or value >= 0.0
 
 

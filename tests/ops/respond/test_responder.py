@@ -79,6 +79,9 @@ def test_unresolvable_target_is_refused_with_reason(adapter: MemoryAdapter) -> N
     r = Responder(default_policy(), adapter, mode="auto")
     out = r.handle([make_incident(EventClass.JOB_HANG, root="dc/r9/k1")], 0.0, reader({}))
     assert out[0].status == "refused" and "cannot resolve target" in out[0].detail
+    # the audit line says which rule and incident asked (was empty: slow-checkpoint hall, a GPU off the bus with
+    # no job left on it, `gpu-hardware-error`'s checkpoint)
+    assert out[0].request.reason == "job-hang on incident 1 (job_hang at dc/r9/k1)"
 
 
 def test_bad_policy_files_name_file_and_field(tmp_path: Path) -> None:

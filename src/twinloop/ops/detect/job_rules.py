@@ -16,8 +16,9 @@
   its numbers, and does not veto. A job that restarted
   (phase back to a starting phase, progress counter going backwards) anchors its loss level afresh on its first
   new step and keeps the learned trend and scale; where the job reports its checkpoint phase, that first step is
-  judged against the value it had when it began its last checkpoint (what it resumes from), so an SDC that begins
-  during the restart is caught; a checkpoint write is no restart.
+  judged against the value it had when it began its last *completed* checkpoint (what it resumes from; a write a
+  restart interrupts saved nothing), so an SDC that begins during the restart is caught; a checkpoint write is no
+  restart.
 * ``job_slowdown`` (per job): the job's step time rose with no clock drop and no hardware event on its GPUs:
   a straggler the per-GPU counters do not show (see :class:`JobSlowdownRule`).
 * ``hang`` (per job): the progress counter (or, without one, tokens/s > 0) has not moved for
@@ -293,6 +294,13 @@ class RankStragglerRule(StragglerRule):
         self.pace_across_models = True
 
 
+def _grown(values: F64, size: int) -> F64:
+    """``values`` padded with NaN to ``size`` entries (a copy)."""
+    out = np.full(max(size, values.shape[0]), np.nan)
+    out[: values.shape[0]] = values
+    return out
+
+
 class SdcRule(Rule):
     """A loss or gradient-norm spike with no hardware change on the job's GPUs (per job slot)."""
 
@@ -310,7 +318,8 @@ class SdcRule(Rule):
     ) -> None:
         super().__init__()
         self._resumed: dict[str, NDArray[np.bool_]] = {}
-        self._at_checkpoint: dict[str, F64] = {}  # log value when the job last began writing a checkpoint
+        self._at_checkpoint: dict[str, F64] = {}  # log value when the job began its last completed checkpoint
+        self._writing: dict[str, F64] = {}  # log value when the job began the checkpoint it writes (or last wrote)
         self._phase: F64 = np.zeros(0)
         self.z_threshold = z_threshold
         self.beta = beta
@@ -371,24 +380,32 @@ class SdcRule(Rule):
         return z_out
 
     def _note_checkpoints(self, frame: RuleFrame) -> None:
-        """Remember each signal's last value when a job enters its checkpoint phase (what a restart resumes at)."""
+        """Remember each signal's last value when a job enters its checkpoint phase, and make it what a restart
+        resumes at once the write completes (the job leaves the phase for anything but a restart). A write a restart
+        interrupts saved nothing: a framework resumes from the checkpoint before, so its value stays (on the
+        slow-checkpoint hall, a failure 57 s into a 90 s write sent the job back 47 iterations, and judging its first
+        step against the interrupted write's loss made a suspected SDC of it).
+        """
         phase = frame.job.get(JOB_PHASE)
         n = frame.n_slots
         if phase is None or n == 0:
             return
         if self._phase.shape[0] < n:
             self._phase = np.concatenate([self._phase, np.full(n - self._phase.shape[0], np.nan)])
-        entering = (phase == CHECKPOINT_PHASE) & (self._phase[:n] != CHECKPOINT_PHASE)
+        was = self._phase[:n].copy()
+        entering = (phase == CHECKPOINT_PHASE) & (was != CHECKPOINT_PHASE)
+        with np.errstate(invalid="ignore"):
+            starting = np.isin(phase, np.fromiter(STARTING_PHASES, dtype=np.float64))
+        completed = (was == CHECKPOINT_PHASE) & np.isfinite(phase) & (phase != CHECKPOINT_PHASE) & ~starting
         self._phase[:n] = np.where(np.isfinite(phase), phase, self._phase[:n])
-        if not entering.any():
+        if not (entering.any() or completed.any()):
             return
         for name, (_, _, _, prev, _) in self._state.items():
-            saved = self._at_checkpoint.get(name, np.zeros(0))
-            if saved.shape[0] < prev.shape[0]:
-                saved = np.concatenate([saved, np.full(prev.shape[0] - saved.shape[0], np.nan)])
-            m = np.zeros(prev.shape[0], dtype=bool)
-            m[:n] = entering
-            self._at_checkpoint[name] = np.where(m, prev, saved)
+            k = prev.shape[0]
+            writing, saved = (_grown(d.get(name, np.zeros(0)), k) for d in (self._writing, self._at_checkpoint))
+            writing[:n] = np.where(entering, prev[:n], writing[:n])
+            saved[:n] = np.where(completed, writing[:n], saved[:n])
+            self._writing[name], self._at_checkpoint[name] = writing, saved
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         """Fire on a loss or gradient-norm spike with no recent result-changing hardware fault; the score is the larger

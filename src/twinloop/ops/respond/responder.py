@@ -44,6 +44,12 @@ _KEPT_BACK_DETAIL = {
     ActionKind.DRAIN: "no drain: the job stays on the node and a restart should find it ({})",
 }
 
+#: What moves a job off a node. Where a rule's forced checkpoint is skipped (:meth:`Responder._redo_cheaper`) they go
+#: at once: their delay (the straggler rule's 30 s) only gave the write time, and every second of it the job computes
+#: work the requeue throws away (round 1's halls: a background straggler's job requeued 30 s after a skipped write
+#: lost those 30 s on top of its unsaved work).
+_MOVES = frozenset({ActionKind.DRAIN, ActionKind.REQUEUE})
+
 #: Setting kinds where a lower value is a colder coolant (a safer move for the GPUs, a costlier one for the plant).
 _COLDER_KINDS = frozenset({ActionKind.CDU_SETPOINT, ActionKind.FACILITY_WATER})
 
@@ -262,10 +268,10 @@ class Responder:
                 if explained is not None:
                     out.extend(self._record_explained(rule, incident, explained, now))
                     continue
-                held, note = self._hand_over(rule, incident, read)
-                if held:
+                wait, note = self._held_back(rule, incident, read)
+                if wait is not None:
                     if key not in self._handed:
-                        out.extend(self._record_handed(rule, incident, note, now))
+                        out.extend(self._refuse_rule(rule, incident, wait, now))
                     self._handed[key] = incident
                     continue
                 self._handed.pop(key, None)
@@ -279,6 +285,7 @@ class Responder:
         iid = incident.incident_id
         mode = self._mode_for(rule)
         kept_back = self._requeue_kept_back(rule, incident)
+        no_write = self._redo_cheaper(rule, incident)
         for template in rule.actions:
             if kept_back is not None and template.kind in _KEPT_BACK_DETAIL:
                 detail = _KEPT_BACK_DETAIL[template.kind].format(kept_back)
@@ -286,18 +293,25 @@ class Responder:
                 continue
             requests = self._requests(rule, template, incident, note)
             if not requests:
-                unresolved = ActionRequest(template.kind, incident.root, incident_id=iid)
+                reason = self._rule_reason(rule, incident, note)
+                unresolved = ActionRequest(template.kind, incident.root, reason=reason, incident_id=iid)
                 detail = f"cannot resolve target: no {template.target} for {incident.root}"
                 out.append(self._record(unresolved, "refused", now, detail, guard=False))
             for request in requests:
-                if self._fleet_requeue(request, incident):
-                    detail = (
-                        f"no action: {request.target} is a serving fleet; a fault at {incident.root} takes"
-                        " out that node's replica (its drain), not the whole fleet"
-                    )
-                    out.append(self._record(request, "refused", now, detail, guard=False))
+                fleet = self._fleet_wide(request, incident)
+                if fleet is not None:
+                    out.append(self._record(request, "refused", now, f"no action: {fleet}", guard=False))
                     continue
-                if template.after_checkpoint:
+                pending = self._unjudged(request) if _relative(template) else None
+                if pending is not None:
+                    out.append(self._record(request, "refused", now, f"no action: {pending}", guard=False))
+                    continue
+                if no_write is not None and template.kind == ActionKind.CHECKPOINT:
+                    out.append(self._record(request, "refused", now, f"no action: {no_write}", guard=False))
+                    continue
+                if no_write is not None and template.after_checkpoint:
+                    request = replace(request, reason=f"{request.reason}; {no_write}")
+                if template.after_checkpoint and no_write is None:
                     jobs = tuple(self.adapter.resolve("job", incident))
                     self._gates.append(
                         _Gate(
@@ -310,11 +324,47 @@ class Responder:
                             now + max(template.after_s, template.checkpoint_timeout_s),
                         )
                     )
-                elif template.after_s > 0:
+                elif template.after_s > 0 and not (no_write is not None and template.kind in _MOVES):
                     self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
                 else:
                     out.append(self._submit_for(request, rule.until_closed, now, read, mode))
         return out
+
+    def _held_back(self, rule: Rule, incident: Incident, read: Reader) -> tuple[str | None, str]:
+        """Whether ``rule`` waits now, asked again every poll while ``incident`` is open: (the audit line of its
+        actions not taken, None when it acts; the note its actions carry). It waits while every relative step it
+        would take is on a setting an earlier incident's step still awaits its verdict on (:meth:`_unjudged`), or
+        while its row is left to the cooling optimizer (:meth:`_hand_over`).
+        """
+        steps = [r for t in rule.actions if _relative(t) for r in self._requests(rule, t, incident)]
+        judged = [self._unjudged(r) for r in steps]
+        if steps and all(w is not None for w in judged):
+            return f"no action yet: {'; '.join(dict.fromkeys(str(w) for w in judged))}", ""
+        held, note = self._hand_over(rule, incident, read)
+        if held:
+            return (
+                f"no action: {note}: the cooling optimizer steers the row, tightening once its hottest GPU is hot",
+                note,
+            )
+        return None, note
+
+    def _unjudged(self, request: ActionRequest) -> str | None:
+        """Why a relative step of ``request``'s setting waits: another incident's step on the same setting still
+        awaits its verdict (its expectation's window); None when none does. A second step stacked on the first
+        before its effect is known compounds it whatever it did: on sweeps/new-user/b200-hall.yaml a row's
+        `cooling-degradation` rule fired on each of five incidents the row's capacity loss opened and closed in
+        11 min, stepping its CDU from 30 to 18 C and facility water from 26 to 12 C on a CDU that could not hold
+        its setpoint; loop off, one incident.
+        """
+        for w in self._watches:
+            same = (w.request.kind, w.request.target) == (request.kind, request.target)
+            if same and w.request.incident_id >= 0 and w.request.incident_id != request.incident_id:
+                return (
+                    f"{w.request.kind} of {w.request.target} was stepped by action {w.action_id} for incident"
+                    f" {w.request.incident_id} at {w.start_ts:.0f}s, judged at {w.due_ts:.0f}s: no second step"
+                    " before the first is judged"
+                )
+        return None
 
     def _handed_over_again(self, batch: list[Incident]) -> list[Incident]:
         """The open incidents with a rule handed over that are not in ``batch``, to be asked again now (a row's
@@ -394,11 +444,6 @@ class Responder:
         detail = f"no action: incident {by.incident_id} ({by.event_class} at {by.root}) covers it and is handled there"
         return self._refuse_rule(rule, incident, detail, now)
 
-    def _record_handed(self, rule: Rule, incident: Incident, note: str, now: float) -> list[ActionResult]:
-        """The audit line of each action ``rule`` did not take for ``incident``: its row was left to the optimizer."""
-        detail = f"no action: {note}: the cooling optimizer steers the row, tightening once its hottest GPU is hot"
-        return self._refuse_rule(rule, incident, detail, now)
-
     def _refuse_rule(self, rule: Rule, incident: Incident, detail: str, now: float) -> list[ActionResult]:
         """Every action of ``rule`` for ``incident``, recorded as refused with ``detail`` (nothing actuated)."""
         return [result for t in rule.actions for result in self._refuse_all(rule, t, incident, detail, now)]
@@ -444,11 +489,48 @@ class Responder:
                 return pace.kept_back()
         return None
 
-    def _fleet_requeue(self, request: ActionRequest, incident: Incident) -> bool:
-        """A requeue of a whole serving fleet for a fault on one of its GPUs or nodes (disproportionate)."""
+    def _redo_cheaper(self, rule: Rule, incident: Incident) -> str | None:
+        """Why ``rule``'s forced checkpoint is not worth writing (then its requeue goes without waiting for one), or
+        None. A checkpoint before a requeue saves the job's work since its last save, ``u``, and stops it for the
+        write, ``W``: where ``u < W`` for every job of the incident (a job restarted a minute ago, a slow file
+        system), redoing the work after the restart costs less than writing it. Only for rules that force a
+        checkpoint and requeue after it; unknown ``u`` or ``W`` keeps the checkpoint.
+        """
+        kinds = {t.kind for t in rule.actions}
+        requeues = any(t.kind == ActionKind.REQUEUE and t.after_checkpoint for t in rule.actions)
+        if ActionKind.CHECKPOINT not in kinds or not requeues:
+            return None
+        why = []
+        for job in self.adapter.resolve("job", incident):
+            t = self.adapter.job_timing(job)
+            if t is None or t.unsaved_s is None or t.checkpoint_write_s is None:
+                return None
+            if t.unsaved_s >= t.checkpoint_write_s:
+                return None
+            why.append(
+                f"{job} has {t.unsaved_s:.0f}s of work since its last save, less than its"
+                f" {t.checkpoint_write_s:.0f}s checkpoint write"
+            )
+        if not why:
+            return None
+        return f"{'; '.join(why)}: requeue without a forced checkpoint (redoing that work costs less)"
+
+    def _fleet_wide(self, request: ActionRequest, incident: Incident) -> str | None:
+        """Why ``request`` is no action on a serving fleet, or None: a requeue of the whole fleet for a fault on one
+        of its GPUs or nodes (disproportionate: the node's drain takes out that replica), and a checkpoint of it
+        (a serving replica keeps no training state to save; asking would also start the guard's back-off on the
+        job, holding back its next incident's actions).
+        """
+        if request.kind == ActionKind.CHECKPOINT and self.adapter.is_serving(request.target) is True:
+            return f"{request.target} is a serving fleet: it keeps no training state to checkpoint"
         if request.kind != ActionKind.REQUEUE or root_level(incident.root) not in ("gpu", "node"):
-            return False
-        return self.adapter.is_serving(request.target) is True
+            return None
+        if self.adapter.is_serving(request.target) is not True:
+            return None
+        return (
+            f"{request.target} is a serving fleet; a fault at {incident.root} takes out that node's replica (its"
+            " drain), not the whole fleet"
+        )
 
     def _open_gates(self, now: float, read: Reader) -> list[ActionResult]:
         """Submit the gated actions whose jobs reported their checkpoint; at the timeout, hand them to a person."""
@@ -655,6 +737,15 @@ class Responder:
                 self._path_caps[(iid, gpu)] = replace(state, last_w=result.request.value)
         return out
 
+    def _rule_reason(self, rule: Rule, incident: Incident, note: str = "") -> str:
+        """Why ``rule``'s actions for ``incident`` are asked for: the rule, the incident, its restart choice, ``note``
+        (an audit line even for an action whose target cannot be resolved).
+        """
+        reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
+        if rule.restart is not None:
+            reason += f": {self._restart(incident).why}"
+        return f"{reason}: {note}" if note else reason
+
     def _requests(
         self, rule: Rule, template: ActionTemplate, incident: Incident, note: str = ""
     ) -> list[ActionRequest]:
@@ -662,11 +753,7 @@ class Responder:
         if rule.expect is not None:
             e = rule.expect
             expect = Expectation(e.field, e.direction, e.within_s, e.min_change, e.aggregate, e.relative_to)
-        reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
-        if rule.restart is not None:
-            reason += f": {self._restart(incident).why}"
-        if note:
-            reason += f": {note}"
+        reason = self._rule_reason(rule, incident, note)
         requests: list[ActionRequest] = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
@@ -924,6 +1011,11 @@ class Responder:
         if guard:  # only what reached a target (or its adapter) counts: a guard refusal must not back off itself
             self.guards.record(result)
         return result
+
+
+def _relative(template: ActionTemplate) -> bool:
+    """A step from the current setting (``change`` or ``scale``), not an absolute value."""
+    return template.change is not None or (template.scale is not None and template.value_from is None)
 
 
 def _differs(current: float, value: float) -> bool:

@@ -5,7 +5,9 @@ throughput for as long as it stays. Moving the job off it costs a restart. Every
 the whole job's progress over the job's remaining time ``T`` (unknown: long enough for any restart to pay back):
 
 * **now** (forced checkpoint, drain, requeue): the checkpoint write ``W`` and the restart ``R``
-  (no work is lost: the requeue waits for the checkpoint);
+  (no work is lost: the requeue waits for the checkpoint); where the job's work since its last save ``u`` is known
+  and less than ``W``, the restart without a new checkpoint, ``R + u`` (redoing ``u`` costs less than writing it:
+  a job restarted a minute ago, under a slow file system);
 * **at its own next checkpoint** in ``t`` (drain now, requeue once the job has saved): ``R + s·min(t, T)``,
   no extra write and no lost work (offered only if that checkpoint comes before the job ends);
 * **never** (drain only, so no new work lands on the node): ``s·T``, offered only when ``T`` is known, or when
@@ -86,7 +88,8 @@ def choose_restart(
         return RestartChoice("now", f"restart cost unknown ({missing} unknown): restart now")
     restart_s = t.restart_s if t.restart_s is not None else 0.0
     remaining_s = t.remaining_s if t.remaining_s is not None else math.inf
-    costs: dict[RestartWhen, float] = {"now": write_s + restart_s}
+    redo_s = t.unsaved_s if t.unsaved_s is not None else math.inf
+    costs: dict[RestartWhen, float] = {"now": min(write_s, redo_s) + restart_s}
     if next_s < remaining_s:
         costs["at_checkpoint"] = restart_s + slowdown * next_s
     if slowdown <= 0.0:

@@ -29,12 +29,15 @@ class JobTiming:
         restart_s: from a requeue to the job computing again (restart overhead, loading its state), s.
         next_checkpoint_in_s: time until the job's own next checkpoint, s.
         remaining_s: the job's expected remaining run time (its time limit), s.
+        unsaved_s: the job's progress since its last saved checkpoint (or restart), in seconds of computing: what
+            a restart without a new checkpoint redoes.
     """
 
     checkpoint_write_s: float | None = None
     restart_s: float | None = None
     next_checkpoint_in_s: float | None = None
     remaining_s: float | None = None
+    unsaved_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -145,10 +145,13 @@ def derive_timing(events: JobEvents, now_s: float) -> JobTiming:
     """What one job's checkpoints and restarts cost, from its recorded events, at ``now_s`` (Unix s)."""
     writes = _paired_s(events.of("checkpoint_start"), events.of("checkpoint_done"))
     restarts = _paired_s(events.of("requeued"), events.of("restarted"))
+    # Wall time since the last save or restart: an upper bound on the work a restart would redo (pauses count).
+    saved = [*events.of("checkpoint_done")[-1:], *events.of("restarted")[-1:]]
     return JobTiming(
         checkpoint_write_s=median(writes) if writes else None,
         restart_s=median(restarts) if restarts else None,
         next_checkpoint_in_s=_next_checkpoint_in_s(events.of("checkpoint_done"), now_s),
+        unsaved_s=max(0.0, now_s - max(saved)) if saved else None,
     )
 
 
