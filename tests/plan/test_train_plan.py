@@ -153,7 +153,7 @@ def test_moe_plan_reports_imbalance() -> None:
     ("fields", "match"),
     [
         (dict(model="llama-3-8", gpu="h100-sxm", gpus=8), "did you mean llama-3-8b"),
-        (dict(model="llama-3-8b", gpu="h100", gpus=8), "unknown GPU 'h100'"),
+        (dict(model="llama-3-8b", gpu="h100-sxn", gpus=8), "unknown GPU 'h100-sxn'"),
         (dict(model="llama-3-8b", gpu="h100-sxm", gpus=16, tp=16), "tp=16 exceeds gpus_per_node 8"),
         (dict(model="llama-3-8b", gpu="h100-sxm", gpus=6, tp=3), "heads 32 not divisible by tp 3"),
         (

@@ -57,7 +57,7 @@ from twinloop.ops.detect.base import Detector, make_detector
 from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, epoch_unit, is_sample_index
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
-from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json, read_prometheus_json
+from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json
 
 F64 = NDArray[np.float64]
 
@@ -361,8 +361,10 @@ def _header(p: Path) -> list[str]:
 def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBlock], InputReport]:
     source = str(p)
     if is_prometheus_json(p):
+        from twinloop.telemetry.sources.prometheus import read_saved_answer  # httpx: only for this layout
+
         report = InputReport(source, layout="prometheus")
-        frame, report.problems = read_prometheus_json(p)
+        frame, report.problems = read_saved_answer(p)
         blocks = _frame_blocks(frame, fields, report)
         report.rows = sum(int(np.count_nonzero(np.isfinite(b.values))) for b in blocks)
         _set_dt(blocks, report)

@@ -48,6 +48,7 @@ from twinloop.telemetry.sources.prometheus_follow import (
     poll_values,
     sleep_until,
 )
+from twinloop.telemetry.sources.prometheus_saved import load_answer, no_samples
 
 ALL_FIELDS_QUERY = '{__name__=~"DCGM_FI_.*|TWINLOOP_FI_.*"}'
 #: Prometheus label → twinloop entity label.
@@ -215,9 +216,7 @@ class PrometheusSource(Source):
         cfg = self.cfg
         saved = Path(cfg.url)
         if "://" not in cfg.url and saved.is_file():  # a saved query_range answer (`curl ... > f.json`)
-            from twinloop.telemetry.sources.prometheus_saved import read_prometheus_json
-
-            yield read_prometheus_json(saved, report)[0]
+            yield read_saved_answer(saved, report)[0]
             return
         with httpx.Client(timeout=cfg.timeout_s) as client:
             if cfg.mode == "follow":
@@ -320,3 +319,18 @@ class PrometheusSource(Source):
                         yield frame
                 if not sleep_until(follower.wake_at(time.time(), failed or not follower.metrics), stop_at):
                     return
+
+
+def read_saved_answer(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:
+    """The samples of a saved Prometheus range-query answer (:mod:`~.prometheus_saved`), and the problems counted
+    while reading it (also added to ``report`` when given).
+
+    Raises:
+        InputError: not JSON, an error answer, an instant query, or no valid sample.
+    """
+    report = report if report is not None else IngestReport()
+    source = str(p)
+    frame = PrometheusSource(PrometheusConfig(url=source)).result_frame(load_answer(p), source, report)
+    if frame is None:
+        raise no_samples(source, report)
+    return frame, dict(report.problems)

@@ -4,7 +4,8 @@ f.json``, ``twinloop ingest prometheus f.json``.
 An SRE's history of a metric usually lives in Prometheus, and the quickest export is the API's own JSON: a range
 query's ``{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {...}, "values": [[t,
 "v"], ...]}, ...]}}``. The file is read with the live Prometheus source's mapping
-(:meth:`~twinloop.telemetry.sources.prometheus.PrometheusSource.result_frame`): an ``entity`` label as is, else
+(:meth:`~twinloop.telemetry.sources.prometheus.PrometheusSource.result_frame`, which reads it through
+:func:`load_answer`; :func:`~twinloop.telemetry.sources.prometheus.read_saved_answer`): an ``entity`` label as is, else
 ``Hostname``/``instance`` and ``gpu``; the metric name is the field (DCGM names canonicalised and scaled, as
 ``watch prometheus`` reads them); ``"NaN"`` and ``"+Inf"`` values are counted as missing. A bare ``data`` object
 or a list of results is accepted too. An instant query (``resultType`` vector) holds one sample per series: too
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from twinloop.errors import InputError
-from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 
 #: How far into a ``.json`` file to look for the API's keys before calling it something else.
@@ -65,15 +65,12 @@ def _result_data(doc: Any, source: str) -> Mapping[str, Any]:
     return data
 
 
-def read_prometheus_json(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:
-    """The samples of a saved Prometheus range-query answer, and the problems counted while reading it (also
-    added to ``report`` when given).
+def load_answer(p: Path) -> Mapping[str, Any]:
+    """The ``data`` object of a saved answer (validated: a successful range query).
 
     Raises:
-        InputError: not JSON, an error answer, an instant query, or no valid sample.
+        InputError: not JSON, an error answer, an instant query, or no result list.
     """
-    from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
-
     source = str(p)
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
@@ -81,10 +78,10 @@ def read_prometheus_json(p: Path, report: IngestReport | None = None) -> tuple[F
         raise InputError(source, f"line {exc.lineno}", f"malformed JSON: {exc.msg}") from None
     except RecursionError:
         raise InputError(source, "", "JSON nested too deeply (allowed: a Prometheus API answer)") from None
-    data = _result_data(doc, source)
-    report = report if report is not None else IngestReport()
-    frame = PrometheusSource(PrometheusConfig(url=source)).result_frame(data, source, report)
-    if frame is None:
-        first = next(iter(report.examples.values()), [""])[0]
-        raise InputError(source, "data.result", f"no valid samples ({first or 'the result is empty'})")
-    return frame, dict(report.problems)
+    return _result_data(doc, source)
+
+
+def no_samples(source: str, report: IngestReport) -> InputError:
+    """The error for an answer none of whose samples could be read."""
+    first = next(iter(report.examples.values()), [""])[0]
+    return InputError(source, "data.result", f"no valid samples ({first or 'the result is empty'})")
