@@ -246,11 +246,11 @@ def _print_text(
     )
     cols = [Col("time", "left"), Col("entity / column", "left"), Col("field", "left"), Col("score"),
             Col("kind", "left"), Col("class", "left"), Col("detector", "left")]  # fmt: skip
-    t = [_time(d.ts, report) for d in detections]
     rows = [
-        [ts, escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value, d.detector]
-        for ts, d in zip(t, detections, strict=True)
-    ]
+        [_time(d.ts, report), escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value,
+         d.detector]
+        for d in detections
+    ]  # fmt: skip
     print_table(stdout, f"{len(detections)} detections", cols, rows, keys=2)
     if incidents:
         cols = [Col("id"), Col("class", "left"), Col("root", "left"), Col("GPUs"), Col("start", "left"),

@@ -358,6 +358,13 @@ def _header(p: Path) -> list[str]:
         return []
 
 
+def _counted(blocks: list[SeriesBlock], report: InputReport) -> tuple[list[SeriesBlock], InputReport]:
+    """``blocks`` and ``report`` with the samples read and the sampling interval counted (telemetry-layer reads)."""
+    report.rows = sum(int(np.count_nonzero(np.isfinite(b.values))) for b in blocks)
+    _set_dt(blocks, report)
+    return blocks, report
+
+
 def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBlock], InputReport]:
     source = str(p)
     if is_prometheus_json(p):
@@ -365,24 +372,15 @@ def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBloc
 
         report = InputReport(source, layout="prometheus")
         frame, report.problems = read_saved_answer(p)
-        blocks = _frame_blocks(frame, fields, report)
-        report.rows = sum(int(np.count_nonzero(np.isfinite(b.values))) for b in blocks)
-        _set_dt(blocks, report)
-        return blocks, report
+        return _counted(_frame_blocks(frame, fields, report), report)
     header = _header(p)
     if _is_nvidia_smi(p):
         report = InputReport(source, layout="nvidia-smi")
-        blocks = _read_nvidia_smi(p, fields, report)
-        report.rows = sum(int(np.count_nonzero(np.isfinite(b.values))) for b in blocks)
-        _set_dt(blocks, report)
-        return blocks, report
+        return _counted(_read_nvidia_smi(p, fields, report), report)
     if header[:2] == ["ts", "entity"] and len(header) >= 3:
         # The telemetry schema (long, or wide per entity): read it the way `twinloop ingest` does.
         report = InputReport(source, layout="long" if set(LONG_COLUMNS) <= set(header) else "wide-entity")
-        blocks = _read_telemetry(p, fields, report)
-        report.rows = sum(int(np.count_nonzero(np.isfinite(b.values))) for b in blocks)
-        _set_dt(blocks, report)
-        return blocks, report
+        return _counted(_read_telemetry(p, fields, report), report)
     table = _read_table(p)
     report = InputReport(source, rows=table.num_rows)
     seen: set[str] = set()
