@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from twinloop.catalog import CATALOG_DIR
 from twinloop.checked import FieldError, Range, build, check_fields
 from twinloop.errors import InputError, unknown_name
-from twinloop.hardware.gpu_names import catalog_key
+from twinloop.hardware.gpu_names import catalog_key, family_guess
 from twinloop.hardware.yaml_cache import load_yaml
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
@@ -148,6 +148,13 @@ def gpu_key(name: str) -> str | None:
     (:mod:`~twinloop.hardware.gpu_names`).
     """
     return catalog_key(name, _packaged_entries())
+
+
+def gpu_family_key(name: str) -> str | None:
+    """The packaged catalog key of the GPU family named somewhere in ``name`` (a guess for driver names no table
+    holds yet; :func:`~twinloop.hardware.gpu_names.family_guess`), or None.
+    """
+    return family_guess(name, _packaged_entries())
 
 
 def get_gpu(name: str, source: str = "--gpu") -> GpuSpec:

@@ -26,8 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from twinloop.errors import InputError, pydantic_error
-from twinloop.hardware.gpu import get_gpu, gpu_catalog, gpu_key
-from twinloop.hardware.gpu_names import family_guess
+from twinloop.hardware.gpu import get_gpu, gpu_family_key, gpu_key
 from twinloop.ops.detect.rules import GpuLimits
 from twinloop.ops.ports import Topology
 from twinloop.safeio import load_yaml
@@ -98,7 +97,7 @@ def _catalog_name(model_name: str | None) -> str:
     :func:`~twinloop.hardware.gpu.gpu_key`), else a guess by family name in it, else H100 SXM.
     """
     name = model_name or ""
-    return gpu_key(name) or family_guess(name, gpu_catalog()) or "h100-sxm"
+    return gpu_key(name) or gpu_family_key(name) or "h100-sxm"
 
 
 def gpu_index(entity: str, labels: Mapping[str, str]) -> str:
