@@ -39,7 +39,7 @@ from twinloop.model.flops import (
 )
 from twinloop.model.kv_cache import kv_cache_bytes_per_token
 from twinloop.model.params import param_counts
-from twinloop.model.precision import PrecisionPolicy, get_policy
+from twinloop.model.precision import PrecisionPolicy, bytes_per_element, get_policy
 from twinloop.plan import collectives as coll
 from twinloop.plan.activity import comm_activity
 from twinloop.plan.efficiency import (
@@ -124,7 +124,7 @@ def serving_policy(weight_dtype: str, expert_dtype: str | None = None) -> Precis
     MXFP4 experts); embedding, LM head, router and attention core stay BF16 unless the weights are wider.
     """
     base = get_policy("bf16")
-    narrow = weight_dtype in ("fp8", "int8", "fp4", "mxfp4")
+    narrow = bytes_per_element(weight_dtype, "--weight-dtype") < 2.0  # narrower than BF16 (fp8, int8, fp4, mxfp4)
     classes = (
         ("attn_proj", "dense_ffn", "expert_ffn")
         if narrow
