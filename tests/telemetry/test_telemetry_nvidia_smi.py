@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from telemetry_helpers import SMI_FILE, T0
 
@@ -20,6 +20,7 @@ from twinloop.telemetry.sources.nvidia_smi import (
     NvidiaSmiConfig,
     NvidiaSmiParser,
     NvidiaSmiSource,
+    parse_header,
     parse_value,
 )
 
@@ -82,6 +83,8 @@ GOOD = "2023/11/14 22:13:20.000, 0, 300.0, 1500"
 @settings(max_examples=150, deadline=None)
 @given(garbage=st.lists(st.text(max_size=60), max_size=8))
 def test_parser_never_crashes_and_valid_lines_land(garbage: list[str]) -> None:
+    # A garbage line that is itself a header (say "INDEX") rightly changes the column layout for the lines after it.
+    assume(not any(parse_header(part) for line in garbage for part in line.splitlines()))
     cfg = NvidiaSmiConfig(columns=("timestamp", "index", "power.draw", "clocks.sm"), node_prefix="n", utc_offset_h=0)
     parser = NvidiaSmiParser(cfg, "fuzz")
     report = IngestReport()
@@ -268,3 +271,16 @@ def test_parser_never_crashes_on_csv_like_garbage(lines: list[str]) -> None:
         parser.feed(line, i, report)
     frame = parser.flush()
     assert len(frame) == len(frame.value) and bool(np.isfinite(frame.ts_s).all())
+
+
+def test_a_header_between_rows_sets_the_columns_of_the_rows_after_it() -> None:
+    # Found by the property test above: a lone "INDEX" line is a header too (`--query-gpu=index`).
+    cfg = NvidiaSmiConfig(columns=("timestamp", "index", "power.draw", "clocks.sm"), node_prefix="n", utc_offset_h=0)
+    parser = NvidiaSmiParser(cfg, "mixed")
+    report = IngestReport()
+    lines = [GOOD, "INDEX, power.draw [W]", GOOD.replace("22:13:20", "22:13:21"), "3, 250.0"]
+    for i, line in enumerate(lines, start=1):
+        parser.feed(line, i, report)
+    assert report.problems == {"parse_error": 1}
+    assert report.examples["parse_error"][0].startswith("mixed:3:")
+    assert sorted(parser.flush().entities) == ["n/gpu0", "n/gpu3"]
