@@ -33,7 +33,17 @@ FIXTURE_TYPES = {
     for p in sorted(FIXTURES.glob("*.json")) + sorted(HF_CONFIGS.glob("*.json"))
     if p.stem not in ("bad-json", "unsupported", "mamba-130m-hf", "jamba-v0.1", "published")
 }
-MOE_TYPES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "phimoe", "llama4_text", "gpt_oss")
+MOE_TYPES = (
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "phimoe",
+    "llama4_text",
+    "gpt_oss",
+    "glm4_moe",
+)
 
 
 @pytest.mark.parametrize("model_type", SUPPORTED_MODEL_TYPES)

@@ -74,7 +74,7 @@ def test_table(capsys: pytest.CaptureFixture[str]) -> None:
             continue
         rows.append(f"{path.stem:28s} total {p.total:>18,} active {p.active:>16,} non-emb {non_embedding(p):>18,}")
     print("\n".join(rows))
-    assert len(rows) == 27
+    assert len(rows) == 29
 
 
 # --- features that change parameters ------------------------------------------------------------------
@@ -191,11 +191,24 @@ def test_catalog_has_the_new_families() -> None:
     types: dict[str, Any] = {name: load_model(name).model_type for name in (
         "gemma-2-9b", "gemma-3-27b", "phi-3.5-moe", "llama-4-scout", "llama-4-maverick", "falcon-40b",
         "falcon-180b", "olmo-2-13b", "granite-3-8b", "command-r-plus", "qwen3-235b-a22b", "qwen3-30b-a3b",
-        "mixtral-8x22b", "deepseek-v2",
+        "mixtral-8x22b", "deepseek-v2", "glm-4.5", "glm-4.5-air",
     )}  # fmt: skip
     assert types["llama-4-scout"] == "llama4_text" and types["command-r-plus"] == "cohere"
     for name in types:
         assert param_counts(load_model(name)).total > 1e9
+
+
+def test_glm45_attention_router_and_mtp_by_hand() -> None:
+    a = hf("glm-4.5")  # 96 query heads of 128 over a 5120 model: Q/K/V biased, output not; per-head QK-norm
+    p = param_counts(a)
+    attention = 5120 * 12288 + 12288 + 2 * (5120 * 1024 + 1024) + 12288 * 5120
+    assert p.attention == 92 * attention
+    assert p.norms == 92 * (2 * 5120 + 2 * 128) + 5120
+    assert p.router == 89 * (160 * 5120 + 160)  # DeepSeek-V3's router: a score-correction bias per expert
+    assert (a.n_dense_layers, a.n_moe_layers, a.n_shared_experts, a.rotary_fraction) == (3, 89, 1, 0.5)
+    assert p.mtp > 0 and p.total_with_mtp == p.total + p.mtp  # one MTP module, apart from the main model
+    air = hf("glm-4.5-air")  # no QK-norm; one dense layer
+    assert not air.qk_norm and (air.n_dense_layers, air.n_moe_layers) == (1, 45)
 
 
 def test_old_falcon_model_types() -> None:

@@ -1,8 +1,8 @@
 """A normalized, typed description of a decoder-only transformer, built from Hugging Face config.json.
 
 Every model kind twinloop supports (:data:`SUPPORTED_MODEL_TYPES`: Llama 2-4, Mistral/Mixtral, Qwen 2/3 and
-their MoEs, DeepSeek V2/V3, Gemma 1-3, Phi-3/3.5 and Phi-3.5-MoE, gpt-oss, Falcon, OLMo 2, Granite, Cohere, GPT-2,
-GPT-NeoX; multimodal wrappers through their ``text_config``) is read into the same :class:`ModelArch`, so
+their MoEs, DeepSeek V2/V3, Gemma 1-3, Phi-3/3.5 and Phi-3.5-MoE, gpt-oss, GLM-4.5, Falcon, OLMo 2, Granite,
+Cohere, GPT-2, GPT-NeoX; multimodal wrappers through their ``text_config``) is read into the same :class:`ModelArch`, so
 parameter, FLOP, memory and KV-cache formulas are written once. The parsing itself lives in
 :mod:`twinloop.model.hf_config`; where a model comes from (catalog, file, folder, Hugging Face cache) in
 :func:`twinloop.model.arch.load_model`. The parsers import this module and :mod:`~twinloop.model.arch` imports
@@ -37,6 +37,7 @@ SUPPORTED_MODEL_TYPES = (
     "granite",
     "cohere",
     "gpt_oss",
+    "glm4_moe",
 )
 """``model_type`` values read directly; wrappers (``gemma3``, ``llama4``, ``llava``, ...) are read through their
 ``text_config`` (:data:`twinloop.model.hf_config.TEXT_CONFIG_WRAPPERS`)."""

@@ -70,6 +70,11 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "falcon": {"tie_word_embeddings": True, "max_position_embeddings": 2048},
     "granite": {"tie_word_embeddings": True},
     # transformers' GptOssConfig defaults are gpt-oss-120b's (attention_bias True, 128 experts, window 128)
+    # transformers' Glm4MoeConfig defaults (GLM-4.5-Air's MoE shape; GLM-4.5's configs give every field)
+    "glm4_moe": {
+        "partial_rotary_factor": 0.5, "n_routed_experts": 128, "n_shared_experts": 1, "moe_intermediate_size": 1408,
+        "first_k_dense_replace": 1, "num_experts_per_tok": 8, "tie_word_embeddings": False,
+    },
     "gpt_oss": {
         "vocab_size": 201_088, "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131_072,
@@ -374,6 +379,29 @@ def _gpt_oss(r: ConfigReader, name: str, model_type: str) -> ModelArch:
     )  # fmt: skip
 
 
+def _glm4_moe(r: ConfigReader, name: str, model_type: str) -> ModelArch:
+    """GLM-4.5/4.6/4.7 (``Glm4MoeForCausalLM``): GQA with biased Q/K/V (``attention_bias``) and an unbiased output,
+    optional per-head QK-norm (``use_qk_norm``), RoPE on half of each head; ``first_k_dense_replace`` dense layers,
+    then MoE layers with one shared expert and DeepSeek-V3's router (score-correction bias); one MTP module
+    (``num_nextn_predict_layers``) shaped like DeepSeek-V3's, counted apart from the main model.
+    """
+    a = _core(r, name, model_type)
+    a.update(
+        mlp="gated", norm="rmsnorm", position="rope", qkv_bias=r.boolean("attention_bias", False),
+        qk_norm=r.boolean("use_qk_norm", False), rotary_fraction=_rope_fraction(r, "partial_rotary_factor"),
+    )  # fmt: skip
+    n = a["n_layers"]
+    first_dense = r.integer("first_k_dense_replace", lo=0, hi=n)
+    n_shared = r.integer("n_shared_experts", lo=0, hi=EXPERTS_MAX)
+    moe_hidden = r.integer("moe_intermediate_size")
+    return _moe(
+        r, a, ffn_hidden=r.integer("intermediate_size") if first_dense else 0, n_moe=n - first_dense,
+        experts_key="n_routed_experts", moe_hidden_key="moe_intermediate_size", n_shared_experts=n_shared,
+        shared_ffn_hidden=n_shared * moe_hidden, router_bias=True,
+        mtp_layers=r.integer("num_nextn_predict_layers", default=0, lo=0, hi=LAYERS_MAX),
+    )  # fmt: skip
+
+
 def _count_every(n_layers: int, step: int, skip: list[int]) -> int:
     """Layers i with (i + 1) % step == 0 and i not in ``skip`` (arithmetic, no loop over layers)."""
     return n_layers // step - sum(1 for i in set(skip) if (i + 1) % step == 0)
@@ -489,5 +517,6 @@ _PARSERS: dict[str, Callable[[ConfigReader, str, str], ModelArch]] = {
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
     "gpt_oss": _gpt_oss,
+    "glm4_moe": _glm4_moe,
 }
 assert set(_PARSERS) == set(SUPPORTED_MODEL_TYPES), "every supported model_type has exactly one parser"
