@@ -65,6 +65,16 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, cli: Callable[..., Any
         assert len(lines) == 1 and needle in lines[0], (args, res.stderr)
 
 
+def test_a_path_given_as_the_source_kind_names_the_kind_that_reads_it(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    long_csv = write_long_csv(tmp_path / "t.csv", twin_like_frames(n_gpus=2, steps=3))
+    db = tmp_path / "t.duckdb"
+    assert cli("ingest", "file", str(long_csv), "--db", str(db)).exit_code == 0
+    for path, kind in [(long_csv, "file"), (SMI_FILE, "nvidia-smi"), (db, "replay")]:
+        res = cli("ingest", str(path), "--db", str(tmp_path / "other.duckdb"))
+        assert res.exit_code == 2, res.stdout
+        assert f"`twinloop ingest {kind} {path}`" in res.stderr.strip(), res.stderr
+
+
 def test_export_serves_for_a_duration_and_reports(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
     csv = write_long_csv(tmp_path / "t.csv", twin_like_frames(n_gpus=4, steps=2))
     doc = cli_json("export", "--source", f"file:{csv}", "--listen", "127.0.0.1:0", "--duration", "0.3")

@@ -139,3 +139,30 @@ def test_input_errors_are_capped() -> None:
 
     text = str(InputError("f.csv", "x", "y" * 10 * MAX_MESSAGE_CHARS))
     assert len(text) < MAX_MESSAGE_CHARS + 100 and text.endswith("more characters)")
+
+
+def test_a_twinloop_store_is_read_as_its_recording(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    # `twinloop ingest ... --db x.duckdb`, then `twinloop detect x.duckdb`: read as `watch replay` reads it, not
+    # as a CSV of binary garbage. Known by its header, so a store named .db or .bin is read too.
+    prom = _write(tmp_path, _answer())
+    db = tmp_path / "recording.bin"
+    ingested = cli("ingest", "file", str(_long_csv(tmp_path, prom)), "--db", str(db), "--json")
+    assert ingested.exit_code == 0, ingested.output
+    (block,), report = read_series(db)
+    assert report.layout == "store" and report.dt_s == 15 and block.values.shape == (600, 2)
+    result = cli("detect", str(db), "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["profile"] == "default", doc["profile"]
+    assert {d["entity"] for d in doc["detections"]} == {"site0/row0/rack0/n7/gpu1"}
+
+
+def _long_csv(tmp_path: Path, prom: Path) -> Path:
+    """The saved answer in the telemetry schema (ts, entity, field, value), as `twinloop ingest file` reads it."""
+    (block,), _ = read_series(prom)
+    rows = ["ts,entity,field,value"]
+    for i, t in enumerate(block.ts.tolist()):
+        rows += [f"{t},{name},DCGM_FI_DEV_GPU_TEMP,{block.values[i, j]}" for j, name in enumerate(block.names)]
+    out = tmp_path / "long.csv"
+    out.write_text("\n".join(rows) + "\n")
+    return out

@@ -18,6 +18,8 @@ Two layouts are read (with pyarrow):
 * **prometheus** — a saved Prometheus ``/api/v1/query_range`` answer (``.json``,
   :mod:`~twinloop.telemetry.sources.prometheus_saved`): one series
   per label set, mapped to entities and fields as ``watch prometheus`` maps them;
+* **store** — a twinloop DuckDB store (``twinloop ingest`` / ``watch`` recordings, known by the file's header,
+  not its name), read as ``watch replay`` reads it;
 * **nvidia-smi** — ``nvidia-smi --query-gpu=timestamp,index,... --format=csv`` output (a header naming ``index``
   and at least one mapped query column), read by the telemetry layer's nvidia-smi parser: any column set,
   unknown columns counted in ``problems`` and skipped, units converted. GPU ``i`` becomes
@@ -58,6 +60,7 @@ from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, epoch
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
 from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json
+from twinloop.telemetry.store.duckdb_store import is_duckdb_file
 
 F64 = NDArray[np.float64]
 
@@ -373,6 +376,11 @@ def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBloc
         report = InputReport(source, layout="prometheus")
         frame, report.problems = read_saved_answer(p)
         return _counted(_frame_blocks(frame, fields, report), report)
+    if is_duckdb_file(p):
+        from twinloop.telemetry.sources.replay import ReplayConfig, load_recording
+
+        report = InputReport(source, layout="store")
+        return _counted(_frame_blocks(load_recording(ReplayConfig(path=source)), fields, report), report)
     header = _header(p)
     if _is_nvidia_smi(p):
         report = InputReport(source, layout="nvidia-smi")

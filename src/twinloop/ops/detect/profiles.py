@@ -283,10 +283,10 @@ def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
 TELEMETRY_MAX_DT_S = 60.0
 
 #: File layouts that are GPU telemetry whatever their cadence: nvidia-smi's own CSV always; the telemetry
-#: schema (``ts, entity, field, value`` or ``ts, entity, <FIELD>...``) or a saved Prometheus answer when its fields
-#: are DCGM / twinloop fields.
+#: schema (``ts, entity, field, value`` or ``ts, entity, <FIELD>...``), a saved Prometheus answer or a twinloop
+#: DuckDB store when its fields are DCGM / twinloop fields.
 TELEMETRY_LAYOUTS = ("nvidia-smi",)
-SCHEMA_LAYOUTS = ("long", "wide-entity", "prometheus")
+SCHEMA_LAYOUTS = ("long", "wide-entity", "prometheus", "store")
 
 
 @dataclass(frozen=True)

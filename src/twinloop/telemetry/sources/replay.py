@@ -39,7 +39,8 @@ class ReplayConfig(SourceConfig):
     entity_prefix: str = ""
 
 
-def _load(cfg: ReplayConfig) -> Frame:
+def load_recording(cfg: ReplayConfig) -> Frame:
+    """The whole recording ``cfg.path`` (its field and entity filters applied) as one frame, labels included."""
     path = Path(cfg.path)
     if not path.is_file():
         raise FileNotFoundError(2, "no such file", cfg.path)
@@ -81,7 +82,7 @@ class ReplaySource(Source):
         """Yield one frame per ``frame_s`` window of recorded time."""
         cfg = self.config
         assert isinstance(cfg, ReplayConfig)
-        frame = _load(cfg)
+        frame = load_recording(cfg)
         if not len(frame):
             return
         order = np.argsort(frame.ts_s, kind="stable")

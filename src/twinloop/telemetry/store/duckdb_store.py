@@ -49,6 +49,16 @@ CREATE TABLE IF NOT EXISTS ingests(source VARCHAR, ts_min DOUBLE, ts_max DOUBLE,
     + ROLLUP_DDL
 )
 
+
+def is_duckdb_file(path: str | Path) -> bool:
+    """Whether ``path`` is a DuckDB database file (its header carries ``DUCK`` at byte 8), whatever its name."""
+    try:
+        with Path(path).open("rb") as fh:
+            return fh.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
+
+
 _BATCH_SCHEMA = pa.schema(
     [("ts", pa.float64()), ("entity_id", pa.int32()), ("field_id", pa.int16()), ("value", pa.float64())]
 )
