@@ -140,7 +140,7 @@ def test_counts_get_generic_by_name_and_count_is_quiet_where_there_is_no_cycle()
     generic = detect_with_profile(blocks, PROFILES["generic"])
     assert [(d.ts, d.detector) for d in count] == [(d.ts, d.detector) for d in generic]
     ts = blocks[0].ts
-    score = score_alarms([d.ts for d in count], load_windows(NAB / "combined_windows.json", key), ts[0], ts[-1])
+    score = score_alarms([d.ts for d in count], load_windows(NAB / "combined_windows.json", key), ts)
     assert (score.found, score.false_alarms) == (1, 0) and score.nab_score > 40.0
 
 

@@ -99,7 +99,7 @@ def _nab_score(file: str, key: str, profile: str) -> WindowScore:
     blocks, _ = read_series(NAB / file, ["value"])
     dets = detect_with_profile(blocks, select_profile(profile, [file, "value"]))
     ts = blocks[0].ts
-    return score_alarms([d.ts for d in dets], load_windows(NAB / "combined_windows.json", key), ts[0], ts[-1])
+    return score_alarms([d.ts for d in dets], load_windows(NAB / "combined_windows.json", key), ts)
 
 
 #: The packaged NAB series (benchmarks/data/nab), scored with ``--profile auto`` (which must pick the series'
@@ -165,7 +165,8 @@ def test_default_detectors_on_nab_unchanged() -> None:
     ec2 = _nab_score("ec2_request_latency_system_failure.csv", EC2, "default")
     assert (ec2.found, ec2.false_alarms) == (1, 0)
     mt = _nab_score("machine_temperature_system_failure.csv", MT, "default")
-    assert (mt.found, mt.false_alarms) == (2, 17)
+    # 16 false alarms since the scorer counts rows as NAB does (17 alarms before: two detectors on one row)
+    assert (mt.found, mt.false_alarms) == (2, 16)
 
 
 def test_typical_step_is_the_quantum_or_the_noise_scale() -> None:
