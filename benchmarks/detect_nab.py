@@ -19,14 +19,18 @@ mean of the per-series scores and the pooled score (raw scores summed and normal
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from twinloop.lab.nab_windows import WindowScore, load_windows, pooled_nab_score, score_alarms
+import numpy as np
+
+from twinloop.lab.nab_windows import WindowScore, load_windows, pooled_nab_score, probation_rows, score_alarms
 from twinloop.ops.detect import load_variants
 from twinloop.ops.detect.offline import read_series
 from twinloop.ops.detect.profiles import PROFILE_NAMES, DetectorProfile, detect_with_profile, select_profile
+from twinloop.ops.events import Detection
 
 HERE = Path(__file__).resolve().parent / "data" / "nab"
 
@@ -175,21 +179,49 @@ def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfi
     return replace(profile, detectors=tuple(groups[0]), periodic=tuple(groups[1]))
 
 
-def score_series(
-    csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = ()
-) -> tuple[str, WindowScore]:
-    """Run a detector profile on one NAB CSV (its ``value`` column) and score the alarm onsets.
+def run_series(
+    csv: Path, key: str, profile_name: str, settings: Sequence[str] = ()
+) -> tuple[str, list[Detection], np.ndarray]:
+    """Run a detector profile on one NAB CSV (its ``value`` column): the profile run, its detections, the row times.
 
     ``auto`` sees only what ``twinloop detect --profile auto`` would: the file name and the column name, never
     the kind this script assigns. ``settings`` (``DETECTOR.PARAM=VALUE``) override the profile's parameters.
-    Returns the profile actually run and the score.
     """
     blocks, _ = read_series(csv, ["value"])
     profile = select_profile(profile_name, [Path(key).name, "value"])
     if settings:
         profile = override(profile, settings)
-    detections = detect_with_profile(blocks, profile)
-    return profile.name, score_alarms([d.ts for d in detections], load_windows(labels, key), blocks[0].ts)
+    return profile.name, detect_with_profile(blocks, profile), blocks[0].ts
+
+
+def score_series(
+    csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = ()
+) -> tuple[str, WindowScore]:
+    """Run a detector profile on one NAB CSV (see :func:`run_series`) and score the alarm onsets.
+
+    Returns the profile actually run and the score.
+    """
+    ran, detections, ts = run_series(csv, key, profile_name, settings)
+    return ran, score_alarms([d.ts for d in detections], load_windows(labels, key), ts)
+
+
+def _when(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def explain_series(csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = ()) -> None:
+    """Print where one series' windows are caught or missed and where its false alarms fall (``--explain``)."""
+    ran, detections, ts = run_series(csv, key, profile_name, settings)
+    start = float(ts[probation_rows(ts.size)])
+    windows = load_windows(labels, key)
+    print(f"  {Path(key).name} ({ran}): scored from {_when(start)} (probation before it)")
+    for a, b in windows:
+        inside = [d for d in detections if a <= d.ts <= b and d.ts >= start]
+        what = f"found {_when(inside[0].ts)} by {inside[0].detector}" if inside else "MISSED"
+        print(f"    window {_when(a)} .. {_when(b)}: {what}")
+    for d in detections:
+        if d.ts >= start and not any(a <= d.ts <= b for a, b in windows):
+            print(f"    false alarm {_when(d.ts)} by {d.detector}")
 
 
 def _csv(key: str, data: Path) -> Path:
@@ -206,6 +238,7 @@ def main() -> None:
     ap.add_argument("--profile", choices=PROFILE_NAMES, help="one profile for every series (default: per kind)")
     ap.add_argument("--set", nargs="*", default=[], help="DETECTOR.PARAM=VALUE overrides of the profile (not default)")
     ap.add_argument("--skip-default", action="store_true", help="do not run the default detectors for comparison")
+    ap.add_argument("--explain", action="store_true", help="list each window (found when, by what) and false alarm")
     args = ap.parse_args()
     load_variants()
     series = dict(SERIES)
@@ -221,6 +254,8 @@ def main() -> None:
             ran, s = score_series(_csv(key, args.data), args.labels, key, name, [] if name == "default" else args.set)
             label = f"auto→{ran}" if name == "auto" else ran
             totals.setdefault((kind, role, "default" if name == "default" else "per kind"), []).append(s)
+            if args.explain and name != "default":
+                explain_series(_csv(key, args.data), args.labels, key, name, args.set)
             print(
                 f"{Path(key).name[:52]:52s} {kind:12s} {role:9s} {label:17s} {s.found:>3d}/{s.windows:<3d} "
                 f"{s.false_alarms:4d} {s.false_alarms_per_day:7.3f} {s.nab_score:7.1f} {s.probation_alarms:4d}"
