@@ -179,8 +179,17 @@ def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfi
     return replace(profile, detectors=tuple(groups[0]), periodic=tuple(groups[1]))
 
 
+def with_gap(profile: DetectorProfile, gap_s: float) -> DetectorProfile:
+    """``profile`` with every detector re-warming only after a hole longer than ``gap_s`` (clamped to 5..2,000
+    samples, and never under the base's 5 intervals): the rejected "hole longer than a day" design (``--gap-s``)."""
+    span = {"gap_s": (gap_s, 5, 2000)}
+    detectors = tuple(replace(d, spans={**d.spans, **span}) for d in profile.detectors)
+    periodic = tuple(replace(d, spans={**d.spans, **span}) for d in profile.periodic)
+    return replace(profile, detectors=detectors, periodic=periodic)
+
+
 def run_series(
-    csv: Path, key: str, profile_name: str, settings: Sequence[str] = ()
+    csv: Path, key: str, profile_name: str, settings: Sequence[str] = (), gap_s: float = 0.0
 ) -> tuple[str, list[Detection], np.ndarray]:
     """Run a detector profile on one NAB CSV (its ``value`` column): the profile run, its detections, the row times.
 
@@ -191,17 +200,19 @@ def run_series(
     profile = select_profile(profile_name, [Path(key).name, "value"])
     if settings:
         profile = override(profile, settings)
+    if gap_s > 0:
+        profile = with_gap(profile, gap_s)
     return profile.name, detect_with_profile(blocks, profile), blocks[0].ts
 
 
 def score_series(
-    csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = ()
+    csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = (), gap_s: float = 0.0
 ) -> tuple[str, WindowScore]:
     """Run a detector profile on one NAB CSV (see :func:`run_series`) and score the alarm onsets.
 
     Returns the profile actually run and the score.
     """
-    ran, detections, ts = run_series(csv, key, profile_name, settings)
+    ran, detections, ts = run_series(csv, key, profile_name, settings, gap_s)
     return ran, score_alarms([d.ts for d in detections], load_windows(labels, key), ts)
 
 
@@ -209,9 +220,11 @@ def _when(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def explain_series(csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = ()) -> None:
+def explain_series(
+    csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = (), gap_s: float = 0.0
+) -> None:
     """Print where one series' windows are caught or missed and where its false alarms fall (``--explain``)."""
-    ran, detections, ts = run_series(csv, key, profile_name, settings)
+    ran, detections, ts = run_series(csv, key, profile_name, settings, gap_s)
     start = float(ts[probation_rows(ts.size)])
     windows = load_windows(labels, key)
     print(f"  {Path(key).name} ({ran}): scored from {_when(start)} (probation before it)")
@@ -239,6 +252,7 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], help="DETECTOR.PARAM=VALUE overrides of the profile (not default)")
     ap.add_argument("--skip-default", action="store_true", help="do not run the default detectors for comparison")
     ap.add_argument("--explain", action="store_true", help="list each window (found when, by what) and false alarm")
+    ap.add_argument("--gap-s", type=float, default=0.0, help="re-warm only after a hole longer than this (not default)")
     args = ap.parse_args()
     load_variants()
     series = dict(SERIES)
@@ -251,11 +265,12 @@ def main() -> None:
     totals: dict[tuple[str, str, str], list[WindowScore]] = {}
     for key, (kind, role) in series.items():
         for name in ("default", args.profile or kind)[1 if args.skip_default else 0 :]:
-            ran, s = score_series(_csv(key, args.data), args.labels, key, name, [] if name == "default" else args.set)
+            tweaks = ([], 0.0) if name == "default" else (args.set, args.gap_s)
+            ran, s = score_series(_csv(key, args.data), args.labels, key, name, *tweaks)
             label = f"auto→{ran}" if name == "auto" else ran
             totals.setdefault((kind, role, "default" if name == "default" else "per kind"), []).append(s)
             if args.explain and name != "default":
-                explain_series(_csv(key, args.data), args.labels, key, name, args.set)
+                explain_series(_csv(key, args.data), args.labels, key, name, *tweaks)
             print(
                 f"{Path(key).name[:52]:52s} {kind:12s} {role:9s} {label:17s} {s.found:>3d}/{s.windows:<3d} "
                 f"{s.false_alarms:4d} {s.false_alarms_per_day:7.3f} {s.nab_score:7.1f} {s.probation_alarms:4d}"

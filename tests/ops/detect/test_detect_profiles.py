@@ -13,7 +13,7 @@ import pytest
 from twinloop.errors import InputError
 from twinloop.lab.nab_windows import WindowScore, load_windows, score_alarms
 from twinloop.ops.detect import load_variants
-from twinloop.ops.detect.ewma_zscore import typical_step
+from twinloop.ops.detect.ewma_zscore import EwmaZScoreParams, typical_step
 from twinloop.ops.detect.offline import SeriesBlock, detect_blocks, read_series
 from twinloop.ops.detect.profiles import (
     PROFILES,
@@ -211,6 +211,29 @@ def test_step_floor_reads_a_quantum_as_one_step_not_tens_of_sigmas() -> None:
     assert len(outside) > 10
     floored = detect_blocks([block], ["ewma_zscore"], step_floor=1.0, **params)
     assert floored and all(t[rise.start] <= d.ts < t[rise.stop] for d in floored)
+
+
+def test_gap_s_keeps_a_robust_baseline_across_a_hole_shorter_than_it() -> None:
+    """A 5-min series with a 40 min hole (8 intervals) and a 15-sigma spike 20 samples after it: the base re-warms
+    after 5 intervals and misses the spike (warm-up 6 h); with ``gap_s`` = a day the day-long robust baseline is kept
+    and the spike alarms. A hole longer than ``gap_s`` still re-warms (no alarm: the spike falls in the warm-up)."""
+    rng = np.random.default_rng(5)
+    n = 3 * 288
+    t = 1.7e9 + 300.0 * np.arange(n, dtype=np.float64)
+    t[2 * 288 :] += 2400.0  # the hole: 40 min between rows 575 and 576
+    v = 50.0 + rng.normal(0.0, 1.0, n)
+    v[2 * 288 + 20] = 65.0
+    block = SeriesBlock("speed", t, ("road",), v.reshape(-1, 1))
+    load_variants()
+    params = {"robust": True, "threshold": 8.0, "window_s": 86400.0, "refresh_s": 3600.0, "warmup_s": 21600.0,
+              "min_persistence": 1, "persistence_s": 0.0, "smooth_s": 0.0, "flap_jumps": 1e9}  # fmt: skip
+    spike = t[2 * 288 + 20]
+    assert not [d for d in detect_blocks([block], ["ewma_zscore"], **params) if d.ts == spike]
+    kept = detect_blocks([block], ["ewma_zscore"], gap_s=86400.0, **params)
+    assert [d.ts for d in kept] == [spike]
+    assert not [d for d in detect_blocks([block], ["ewma_zscore"], gap_s=1800.0, **params) if d.ts == spike]
+    with pytest.raises(InputError):
+        EwmaZScoreParams(gap_s=-1.0)
 
 
 def test_utilisation_floor_in_points_of_capacity() -> None:
