@@ -212,8 +212,17 @@ def score_series(
 
     Returns the profile actually run and the score.
     """
-    ran, detections, ts = run_series(csv, key, profile_name, settings, gap_s)
-    return ran, score_alarms([d.ts for d in detections], load_windows(labels, key), ts)
+    ran, detections, _ = run_series(csv, key, profile_name, settings, gap_s)
+    return ran, score_alarms([d.ts for d in detections], load_windows(labels, key), file_rows(csv))
+
+
+def file_rows(csv: Path) -> np.ndarray:
+    """The file's row times (UTC s), every row as NAB counts them: the detectors' reader drops duplicated
+    timestamps (1-12 rows in 7 packaged files), which would move NAB's probationary cut and window widths."""
+    with csv.open(encoding="utf-8") as f:
+        lines = f.read().splitlines()[1:]
+    stamps = [dt.datetime.fromisoformat(line.split(",", 1)[0]).replace(tzinfo=dt.UTC) for line in lines if line]
+    return np.array([t.timestamp() for t in stamps], dtype=np.float64)
 
 
 def _when(t: float) -> str:
@@ -224,7 +233,8 @@ def explain_series(
     csv: Path, labels: Path, key: str, profile_name: str, settings: Sequence[str] = (), gap_s: float = 0.0
 ) -> None:
     """Print where one series' windows are caught or missed and where its false alarms fall (``--explain``)."""
-    ran, detections, ts = run_series(csv, key, profile_name, settings, gap_s)
+    ran, detections, _ = run_series(csv, key, profile_name, settings, gap_s)
+    ts = np.sort(file_rows(csv))
     start = float(ts[probation_rows(ts.size)])
     windows = load_windows(labels, key)
     print(f"  {Path(key).name} ({ran}): scored from {_when(start)} (probation before it)")
