@@ -1,13 +1,26 @@
-"""Scoring detections against labelled anomaly windows (the Numenta Anomaly Benchmark's way, simplified).
+"""Scoring detections against labelled anomaly windows, the way the Numenta Anomaly Benchmark scores them.
 
-A window is found when at least one alarm falls inside it; alarms outside every window are false alarms. The
-NAB-style score uses the standard profile's weights (true positive ``A_TP = 1``, false positive
-``A_FP = -0.11``, missed window ``A_FN = -1``) and NAB's scaled sigmoid of the first alarm's position in its
-window (``y = -1`` at the window's start, ``0`` at its end: ``2 / (1 + e^{5y}) - 1``, ≈ 0.99 at the start and 0
-at the end), normalised to 0 (no alarm at all) .. 100 (every window caught at its start, no false alarm).
-Simplification, documented: NAB weights a false alarm by the sigmoid of its distance after the preceding window
-(an alarm just after a window costs less); here every false alarm costs the full ``A_FP``, so scores are a
-little lower than NAB's own for the same alarms.
+This follows NAB's own scorer (``nab/sweeper.py`` of numenta/NAB, v1.x), row by row:
+
+* **Probationary period.** The first ``min(floor(0.15 · rows), 0.15 · 5000 = 750)`` rows of a file are not scored:
+  a detection there is neither a true nor a false positive (detectors learn during it), and a window with no row
+  after it is not counted.
+* **A window** covers the rows whose timestamps lie in ``[start, end]``; it is found when a scored detection falls
+  on one of them. Its score is the earliest such detection's position, weighted by NAB's scaled sigmoid
+  ``σ(x) = 2 / (1 + e^{5x}) − 1`` (``x > 3`` gives −1) at ``x = −(R − i + 1) / W`` (row ``i``, right edge ``R``,
+  width ``W`` rows: ≈ 0.987 on the window's first row, ≈ 0 on its last), divided by ``σ(−1)`` so that the first
+  row scores exactly ``A_TP``; a missed window scores ``−A_FN``.
+* **A false positive** is a scored detection outside every window. Before any window it costs the full ``A_FP``;
+  after one it costs ``A_FP · −σ((i − R_prev) / (W_prev − 1))``, so a detection just after a window (a late but
+  real alarm) costs almost nothing and one several window widths later the full weight.
+* **Standard profile** (``config/profiles.json``): ``A_TP = 1``, ``A_FP = 0.11``, ``A_FN = 1``.
+* **Normalised score** (NAB's ``runner.normalize``): ``100 · (raw − null) / (perfect − null)`` with ``null`` the
+  null detector's score (no detection: ``−A_FN`` per window) and ``perfect = A_TP`` per window. NAB normalises
+  the sum over its corpus; :func:`score_alarms` normalises one file and :func:`pooled_nab_score` a set of files
+  the way NAB does its corpus.
+
+A detection is the row on or after an alarm's time; several alarms on one row count once (NAB thresholds one
+anomaly score per row).
 """
 
 from __future__ import annotations
@@ -23,7 +36,11 @@ import numpy as np
 
 from twinloop.errors import InputError
 
-A_TP, A_FP, A_FN = 1.0, -0.11, -1.0
+#: NAB's standard profile (``config/profiles.json``): weights of a true positive, a false positive, a missed window.
+A_TP, A_FP, A_FN = 1.0, 0.11, 1.0
+#: NAB's probationary period: this share of a file's rows, capped at ``PROBATION_FRACTION · 5000`` rows.
+PROBATION_FRACTION = 0.15
+PROBATION_CAP_ROWS = 5000
 
 
 def _parse_time(text: str, source: str) -> float:
@@ -57,14 +74,17 @@ def load_windows(path: str | Path, key: str) -> list[tuple[float, float]]:
 
 @dataclass(frozen=True)
 class WindowScore:
-    """How a detector's alarms on one series score against its labelled anomaly windows.
+    """How a detector's alarms on one series score against its labelled anomaly windows (NAB's way).
 
     Attributes:
-        found: windows with at least one alarm.
-        windows: all windows.
-        false_alarms: alarms outside every window.
-        days: span of the series, days.
-        nab_score: the normalised NAB-style score (0 = no alarms, 100 = perfect; negative = worse than silence).
+        found: scored windows with at least one scored detection.
+        windows: scored windows (those with a row after the probationary period).
+        false_alarms: scored detections outside every window.
+        days: scored span of the series (after the probationary period), days.
+        nab_score: the normalised NAB score (0 = no detection, 100 = every window caught on its first row and no
+            false positive; negative = worse than silence).
+        raw: the unnormalised NAB score (sum of window and false-positive scores), for pooling files.
+        probation_alarms: detections in the probationary period (not scored).
     """
 
     found: int
@@ -72,37 +92,88 @@ class WindowScore:
     false_alarms: int
     days: float
     nab_score: float
+    raw: float = 0.0
+    probation_alarms: int = 0
 
     @property
     def false_alarms_per_day(self) -> float:
-        """False alarms per day of series."""
+        """False alarms per scored day of series."""
         return self.false_alarms / self.days if self.days > 0 else math.nan
 
 
-def _sigmoid(y: float) -> float:
-    return 2.0 / (1.0 + math.exp(5.0 * y)) - 1.0
+def scaled_sigmoid(x: float) -> float:
+    """NAB's weight of a relative position: ≈ 0.987 at −1 (a window's start), 0 at its end, −1 beyond 3."""
+    return -1.0 if x > 3.0 else 2.0 / (1.0 + math.exp(5.0 * x)) - 1.0
+
+
+def probation_rows(n_rows: int) -> int:
+    """Rows NAB leaves unscored at the start of a file of ``n_rows`` rows: ``min(floor(0.15 n), 750)``."""
+    return int(min(math.floor(PROBATION_FRACTION * n_rows), PROBATION_FRACTION * PROBATION_CAP_ROWS))
+
+
+def normalised(raw: float, windows: int) -> float:
+    """NAB's 0–100 normalisation of a raw score over ``windows`` windows.
+
+    Null: every window missed; perfect: every window caught on its first row.
+    """
+    null, perfect = -A_FN * windows, A_TP * windows
+    return 100.0 * (raw - null) / (perfect - null) if windows > 0 else math.nan
+
+
+def pooled_nab_score(scores: Sequence[WindowScore]) -> float:
+    """The normalised score of a set of files scored together, as NAB scores its corpus (raw scores summed)."""
+    return normalised(sum(s.raw for s in scores), sum(s.windows for s in scores))
+
+
+def _window_rows(rows: np.ndarray, windows: Sequence[tuple[float, float]]) -> list[tuple[int, int]]:
+    # (first, last) row index of each window that holds at least one row, in time order.
+    out = []
+    for a, b in sorted(windows):
+        lo, hi = int(np.searchsorted(rows, a, "left")), int(np.searchsorted(rows, b, "right")) - 1
+        if hi >= lo:
+            out.append((lo, hi))
+    return out
+
+
+def _false_positive_cost(i: int, spans: Sequence[tuple[int, int]]) -> float:
+    # NAB weights a false positive by its distance after the closest preceding window, in that window's widths.
+    before = [(lo, hi) for lo, hi in spans if hi < i]
+    if not before:
+        return -A_FP
+    lo, hi = before[-1]
+    # A one-row window has no width to measure by (NAB would divide by zero; its corpus has none): full cost.
+    x = (i - hi) / (hi - lo) if hi > lo else math.inf
+    return A_FP * scaled_sigmoid(x)
 
 
 def score_alarms(
-    alarm_ts: Sequence[float], windows: Sequence[tuple[float, float]], start_s: float, end_s: float
+    alarm_ts: Sequence[float], windows: Sequence[tuple[float, float]], row_ts: Sequence[float]
 ) -> WindowScore:
-    """Score alarm times against windows over a series spanning ``start_s .. end_s`` (s)."""
-    ts = np.sort(np.asarray(alarm_ts, dtype=np.float64))
-    raw = 0.0
-    found = 0
-    inside = np.zeros(ts.size, dtype=bool)
-    for a, b in windows:
-        hit = (ts >= a) & (ts <= b)
-        inside |= hit
-        if hit.any():
+    """Score alarm times (s) against windows (s) on a series whose rows are stamped ``row_ts`` (s), as NAB does."""
+    rows = np.sort(np.asarray(row_ts, dtype=np.float64))
+    n = rows.size
+    start = probation_rows(n)
+    hits = np.unique(np.searchsorted(rows, np.asarray(alarm_ts, dtype=np.float64), "left"))
+    hits = hits[hits < n]  # an alarm after the last row has no row to fall on
+    scored = hits[hits >= start]
+    spans = _window_rows(rows, windows)
+    in_window = np.zeros(n, dtype=bool)
+    raw, found, counted = 0.0, 0, 0
+    max_tp = scaled_sigmoid(-1.0)
+    for lo, hi in spans:
+        in_window[lo : hi + 1] = True
+        if hi < start:
+            continue  # the whole window is probationary: NAB does not count it
+        counted += 1
+        inside = scored[(scored >= lo) & (scored <= hi)]
+        if inside.size:
             found += 1
-            first = float(ts[hit][0])
-            y = (first - b) / (b - a) if b > a else 0.0
-            raw += A_TP * _sigmoid(y)
+            raw += A_TP * scaled_sigmoid(-(hi - int(inside[0]) + 1) / (hi - lo + 1)) / max_tp
         else:
-            raw += A_FN
-    false_alarms = int(np.count_nonzero(~inside))
-    raw += A_FP * false_alarms
-    null, perfect = A_FN * len(windows), A_TP * _sigmoid(-1.0) * len(windows)
-    nab = 100.0 * (raw - null) / (perfect - null) if perfect > null else math.nan
-    return WindowScore(found, len(windows), false_alarms, max(end_s - start_s, 0.0) / 86400.0, nab)
+            raw -= A_FN
+    false_pos = [int(i) for i in scored if not in_window[i]]
+    raw += sum(_false_positive_cost(i, spans) for i in false_pos)
+    days = float(rows[-1] - rows[start]) / 86400.0 if start < n else 0.0
+    return WindowScore(
+        found, counted, len(false_pos), days, normalised(raw, counted), raw, int(hits.size - scored.size)
+    )

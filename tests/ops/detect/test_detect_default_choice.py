@@ -47,6 +47,16 @@ def test_choice_by_cadence_and_layout(dt_s: float, layout: str, field: str, hint
     assert choice.reason  # the CLI prints it
 
 
+def test_reason_names_the_word_that_chose_or_how_to_say_the_kind() -> None:
+    """A new user reads why: the word and the name it was found in, or (generic) how to name the kind."""
+    named = choose_profile([_block(300.0)], "wide", ["machine_temperature_system_failure.csv", "value"])
+    assert named.profile.name == "temperature" and "'temp' in 'machine_temperature_system_failure.csv'" in named.reason
+    suffix = choose_profile([_block(300.0)], "wide", ["svc.csv", "p99_ms"])
+    assert suffix.profile.name == "latency" and "'_ms' in 'p99_ms'" in suffix.reason
+    unnamed = choose_profile([_block(300.0)], "wide", ["server_metrics.csv", "value"])
+    assert unnamed.profile.name == "generic" and "--profile utilisation" in unnamed.reason
+
+
 def test_single_sample_and_mixed_cadence() -> None:
     # One sample: no cadence to judge, the default (the CLI refuses the file before this anyway).
     assert choose_profile([_block(300.0, n=1)], "wide", ["cpu.csv"]).profile.name == "default"

@@ -56,6 +56,8 @@ class DetectorParams:
         persistence_s: an exceedance must last this long to alarm, s.
         min_persistence: ... and at least this many consecutive samples.
         gap_intervals: a hole longer than this many intervals re-warms the entity.
+        gap_s: ... and longer than this, s (0: the intervals alone). A detector whose baseline spans hours keeps it
+            across a shorter hole instead of going silent for a warm-up.
         dt_s: sampling interval, s; ``None`` = the median of the observed intervals.
         jump_factor: a change larger than this × the EWMA of ``|dx|`` is a jump.
         jump_rel: ... and larger than this fraction of the previous value's magnitude.
@@ -69,6 +71,7 @@ class DetectorParams:
     persistence_s: float = 5.0
     min_persistence: int = 2
     gap_intervals: float = 5.0
+    gap_s: float = 0.0
     dt_s: float | None = None
     jump_factor: float = 8.0
     jump_rel: float = 0.02
@@ -87,6 +90,7 @@ class DetectorParams:
             ("min_persistence", self.min_persistence >= 1, ">= 1"),
             ("min_warmup", self.min_warmup >= 1, ">= 1"),
             ("gap_intervals", self.gap_intervals >= 1, ">= 1"),
+            ("gap_s", self.gap_s >= 0, ">= 0"),
             ("dt_s", self.dt_s is None or self.dt_s > 0, "> 0 or None"),
             ("jump_factor", self.jump_factor > 1, "> 1"),
             ("jump_rel", self.jump_rel >= 0, ">= 0"),
@@ -194,7 +198,7 @@ class Detector(ABC, Generic[P]):
         dt = self.dt_s
         self._warmup_n = samples_for(p.warmup_s, dt, p.min_warmup)
         self._k = samples_for(p.persistence_s, dt, p.min_persistence)
-        self._gap_s = p.gap_intervals * dt
+        self._gap_s = max(p.gap_intervals * dt, p.gap_s)
         self._flap_decay = 2.0 ** (-dt / p.flap_half_life_s)
         self._mad_alpha = alpha_for(10.0 * dt, dt)
         self._on_rates()

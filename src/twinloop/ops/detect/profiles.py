@@ -255,22 +255,33 @@ AUTO_FALSE_FRIENDS = ("attempt", "template", "tempo", "tempdb", "responses", "fa
 PROFILE_NAMES = (*PROFILES, "auto")
 
 
+def auto_match(hints: Sequence[str]) -> tuple[str, str, str] | None:
+    """What ``auto`` picks from ``hints`` and why: (profile, the word or unit suffix matched, the hint holding it);
+    ``None`` when no hint names a kind. First match wins, in :data:`AUTO_HINTS` order, after the false friends
+    (:data:`AUTO_FALSE_FRIENDS`) are blanked and a file extension dropped.
+    """
+    for profile, words, suffixes in AUTO_HINTS:
+        for hint in hints:
+            name = hint.lower().rsplit(".", 1)[0] if hint.lower().endswith((".csv", ".parquet")) else hint.lower()
+            for friend in AUTO_FALSE_FRIENDS:
+                name = name.replace(friend, "~")
+            hit = next((w for w in words if w in name), None) or next((x for x in suffixes if name.endswith(x)), None)
+            if hit:
+                return profile, hit, hint
+    return None
+
+
 def select_profile(name: str, hints: Sequence[str] = ()) -> DetectorProfile:
     """The profile called ``name``; for ``auto``, the first whose hint word occurs in ``hints`` (field names,
-    units, the file name), else ``generic`` (robust z + CUSUM without a floor in a unit the signal may not
-    have, the safest choice for an unknown service metric).
+    units, the file name; :func:`auto_match`), else ``generic`` (robust z + CUSUM without a floor in a unit the
+    signal may not have, the safest choice for an unknown service metric).
 
     Raises:
         InputError: unknown profile name.
     """
     if name == "auto":
-        names = [h.lower().rsplit(".", 1)[0] if h.lower().endswith((".csv", ".parquet")) else h.lower() for h in hints]
-        for friend in AUTO_FALSE_FRIENDS:
-            names = [n.replace(friend, "~") for n in names]
-        for profile, words, suffixes in AUTO_HINTS:
-            if any(w in n for n in names for w in words) or any(n.endswith(suffixes) for n in names):
-                return PROFILES[profile]
-        return PROFILES["generic"]
+        match = auto_match(hints)
+        return PROFILES[match[0] if match else "generic"]
     if name not in PROFILES:
         raise InputError("--profile", "", f"{name!r} (allowed: {', '.join(PROFILE_NAMES)})")
     return PROFILES[name]
@@ -330,8 +341,12 @@ def choose_profile(blocks: Sequence[SeriesBlock], layout: str, hints: Sequence[s
         return ProfileChoice(PROFILES["default"], f"{layout} layout with DCGM / twinloop fields: GPU telemetry")
     if not dt_s > TELEMETRY_MAX_DT_S:  # NaN (a single sample) stays with the default too
         return ProfileChoice(PROFILES["default"], f"sampled every {dt_s:.3g} s (<= {TELEMETRY_MAX_DT_S:g} s)")
-    prof = select_profile("auto", hints)
-    why = "no name says the kind" if prof.name == "generic" else "picked from the names"
+    match = auto_match(hints)
+    if match:
+        why = f"{match[1]!r} in {match[2]!r}"
+    else:
+        why = "no name says the kind (say it: --profile utilisation, latency, temperature or count)"
+    prof = PROFILES[match[0] if match else "generic"]
     return ProfileChoice(prof, f"sampled every {dt_s:.3g} s (> {TELEMETRY_MAX_DT_S:g} s): auto, {why}")
 
 
