@@ -210,6 +210,7 @@ def _summary(
         "nan_count": report.nan_count,
         "problems": report.problems,
         "skipped_columns": report.skipped_columns,
+        "counters_as_rates": report.counters,
         "profile": choice.profile.name if choice is not None else None,
         "profile_reason": choice.reason if choice is not None else "--detector",
         "detectors": names,
@@ -240,6 +241,8 @@ def _print_text(
         )
     for name, why in report.skipped_columns.items():
         stdout.print(f"column {escape(name)!r} not analysed: {escape(why)}", highlight=False)
+    for name in report.counters:
+        stdout.print(f"{escape(name)!r} is a cumulative counter: analysed as its rate per second", highlight=False)
     prof = summary["profile"] or "none"
     stdout.print(
         f"profile {prof} ({escape(summary['profile_reason'])}): {', '.join(summary['detectors'])}", highlight=False

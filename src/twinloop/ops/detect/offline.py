@@ -35,6 +35,8 @@ Timestamps are seconds (numbers) or dates (ISO 8601 strings or timestamp columns
 time order are sorted (and counted), duplicate timestamps keep the last row (counted), NaNs and empty cells are
 counted; a malformed file, a missing timestamp column or a non-numeric value is an :class:`InputError` naming
 the file, the column and the line. Detectors adapt to the series' own sampling interval (the median ``dt``).
+A cumulative counter (an energy or byte total: never falls but to reset, rises all through the file) is analysed as
+its rate per second (:mod:`~twinloop.ops.detect.counters`; ``InputReport.counters``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import Detector, make_detector
+from twinloop.ops.detect.counters import as_rates, counter_mask
 from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, epoch_unit, is_sample_index
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
@@ -110,6 +113,7 @@ class InputReport:
     time_axis: str = "clock"
     interval_s: float | None = None
     interval_assumed: bool = False
+    counters: list[str] = field(default_factory=list)
     time_unit: str = "s"
 
 
@@ -308,7 +312,7 @@ def read_series(
     except UnicodeDecodeError:
         raise InputError(str(p), "", "not UTF-8 text (allowed: a UTF-8 CSV or a Parquet file)") from None
     blocks = _on_interval(blocks, report, interval_s)
-    return [_drop_absurd(b, report) for b in blocks], report
+    return [_counter_rates(_drop_absurd(b, report), report) for b in blocks], report
 
 
 def _on_interval(blocks: list[SeriesBlock], report: InputReport, interval_s: float | None) -> list[SeriesBlock]:
@@ -346,6 +350,15 @@ def _drop_absurd(block: SeriesBlock, report: InputReport) -> SeriesBlock:
     report.rows -= n_inf + n_abs
     clean = np.where(inf | absurd, np.nan, v)
     return SeriesBlock(block.field, block.ts, block.names, clean)
+
+
+def _counter_rates(block: SeriesBlock, report: InputReport) -> SeriesBlock:
+    """The block with its cumulative counters (:mod:`~.counters`) as per-second rates, named in ``report.counters``."""
+    mask = counter_mask(block.values)
+    if not mask.any():
+        return block
+    report.counters += [f"{block.field}:{n}" if block.field else n for n, m in zip(block.names, mask, strict=True) if m]
+    return dataclasses.replace(block, values=as_rates(block.ts, block.values, mask))
 
 
 def _header(p: Path) -> list[str]:
