@@ -36,6 +36,20 @@ def test_json_document_on_a_recording(tmp_path: Path) -> None:
     assert control_path(db).is_file()
 
 
+def test_kind_and_file_apart_and_times_people_read(tmp_path: Path) -> None:
+    rec = FIX / "nvml_1hz_idle_to_caps.csv"
+    apart = runner.invoke(app, ["watch", "replay", str(rec), "--json"])
+    joined = runner.invoke(app, ["watch", f"replay:{rec}", "--json"])
+    assert apart.exit_code == 0, apart.output
+    assert json.loads(apart.stdout)["incidents"] == json.loads(joined.stdout)["incidents"]
+    text = runner.invoke(app, ["watch", "replay", str(rec)])
+    assert text.exit_code == 0 and " UTC" not in text.stdout
+    assert "power_throttle minor at site0/row0/rack0/vm/gpu0 opened 20" in text.stdout  # a date, not 1.7e9 seconds
+    for args, needle in [([str(rec)], f"`replay {rec}`"), ([f"replay:{rec}", str(rec)], "give it once")]:
+        res = runner.invoke(app, ["watch", *args])
+        assert res.exit_code == 2 and needle in res.stderr, res.output
+
+
 def test_policy_auto_mode_records_actions_with_rule_and_reason(tmp_path: Path) -> None:
     policy = tmp_path / "p.yaml"
     policy.write_text(

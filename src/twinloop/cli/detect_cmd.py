@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr, stdout
+from twinloop.cli.output import JSON_OPTION, clock_text, guarded, print_json, stderr, stdout
 from twinloop.cli.tables import Col, print_table
 from twinloop.errors import InputError
 from twinloop.ops import (
@@ -31,16 +30,11 @@ from twinloop.ops.detect.profiles import PROFILES
 if TYPE_CHECKING:
     from twinloop.ops import ProfileChoice
 
-_EPOCH_2001_S = 978_307_200.0  # timestamps from this on are shown as UTC dates, below as seconds
-_EPOCH_9999_S = 253_402_300_800.0  # ... up to the last date a datetime holds (year 9999), beyond as seconds
-
 
 def _time(ts: float, report: InputReport) -> str:
     if report.time_axis == "index":
         return f"{_in_file(ts, report):.12g}"
-    if _EPOCH_2001_S <= ts < _EPOCH_9999_S:
-        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return f"{ts:.3f}"
+    return clock_text(ts)
 
 
 def _in_file(ts: float, report: InputReport) -> float:

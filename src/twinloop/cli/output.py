@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import sys
@@ -58,6 +59,17 @@ def fail(message: str) -> typer.Exit:
     """Print one error line on stderr and return the exit (code 2) for the caller to raise."""
     stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
+
+
+_EPOCH_2001_S = 978_307_200.0  # timestamps from this on are shown as UTC dates, below as seconds
+_EPOCH_9999_S = 253_402_300_800.0  # ... up to the last date a datetime holds (year 9999), beyond as seconds
+
+
+def clock_text(ts: float) -> str:
+    """A timestamp for people: a UTC date and time for wall-clock seconds, else the seconds (a twin's clock)."""
+    if _EPOCH_2001_S <= ts < _EPOCH_9999_S:
+        return dt.datetime.fromtimestamp(ts, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{ts:.3f}"
 
 
 def guarded(fn: Callable[[], Any]) -> Any:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr
+from twinloop.cli.output import JSON_OPTION, clock_text, fail, guarded, print_json, stderr
 from twinloop.errors import InputError
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ def watch(
         ...,
         help="nvml | nvidia-smi[:FILE] | dcgm:URL | prometheus:URL | replay:FILE (.duckdb, .parquet, .csv).",
     ),
+    target: str | None = typer.Argument(None, help="The FILE or URL, when given apart: `watch replay FILE`."),
     mode: str = typer.Option("observe", "--mode", help="observe (recommend only) | approve | auto."),
     actuator: str = typer.Option("none", "--actuator", help="none | nvml | slurm | k8s (none touches nothing)."),
     policy: Path | None = typer.Option(None, "--policy", help="Response policy YAML (default: the packaged one)."),
@@ -47,6 +48,10 @@ def watch(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Watch a cluster: detect → classify → respond → verify at the source's cadence, recording as it goes."""
+    if target is not None:
+        if ":" in source:
+            raise fail(str(InputError("TARGET", "", f"{source!r} names its target already (give it once)")))
+        source = f"{source}:{target}"
     args = _WatchArgs(source, mode, actuator, policy, topology, jobs, db, speed, duration, period, alertmanager,
                       run_name, job_heartbeats)  # fmt: skip
     parts = guarded(lambda: _prepare(args))
@@ -231,10 +236,10 @@ def _print_text(doc: dict[str, Any]) -> None:
         highlight=False,
     )
     for i in doc["incidents"]:
-        closed = "open" if i["closed_ts"] is None else f"closed {i['closed_ts']:.1f}"
+        closed = "open" if i["closed_ts"] is None else f"closed {clock_text(i['closed_ts'])}"
         sys.stdout.write(
             f"incident {i['incident_id']}: {i['class']} {i['severity']} at {i['root']} "
-            f"opened {i['opened_ts']:.1f}, {closed}\n"
+            f"opened {clock_text(i['opened_ts'])}, {closed}\n"
         )
 
 

@@ -174,6 +174,8 @@ def parse_source(spec: str) -> tuple[str, str | None]:
     """``KIND[:TARGET]`` → (kind, target); URLs keep their own colons."""
     kind, sep, target = spec.partition(":")
     if kind not in LIVE_KINDS:
+        if Path(spec).is_file():
+            raise InputError("SOURCE", "", f"{spec!r} is a file: watch a recording as `replay {spec}`")
         raise unknown_name("SOURCE", "", "source kind", kind, LIVE_KINDS)
     return kind, (target if sep and target else None)
 
