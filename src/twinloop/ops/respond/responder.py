@@ -703,6 +703,9 @@ class Responder:
         too (the cap took the incident's evidence away, not the fault), until the cap is back at its limit before
         (a repaired path) or someone else changes the setting. On mixed_hall a cap fixed at 5 min held the faulty
         H100 at 480 W while its coolant cooled by 7 C, below what its path carried, and the synchronous job with it.
+        A die that bursty work keeps moving is read over the longer window (:data:`~.thermal_cap.BURSTY_WINDOW_S`)
+        only until its path has a first ``R``: then it follows with that, as a training GPU's moving die always did
+        (reading a training GPU's iterations over it too moved mixed_hall seed 0's cap later, -0.5 % `pretrain`).
         """
         out: list[ActionResult] = []
         for (iid, gpu), state in list(self._path_caps.items()):
@@ -716,7 +719,8 @@ class Responder:
                 continue
             state = replace(state, due_s=now + FOLLOW_EVERY_S)
             self._path_caps[(iid, gpu)] = state
-            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits)
+            known = state.known is not None  # then a bursty die is not read over the longer window (see docstring)
+            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits, bursty=not known)
             if isinstance(found, ThermalPathCap):
                 state = state.read(found, now)
                 self._path_caps[(iid, gpu)] = state

@@ -185,10 +185,11 @@ def thermal_path_cap(
     slowdown_c: float,
     limits_w: tuple[float, float],
     margin_c: float = MARGIN_C,
+    bursty: bool = True,
 ) -> ThermalPathCap | str:
     """The cap ``gpu``'s own thermal path carries, or why there is none (a line for the audit trail). A die that
     moves over :data:`WINDOW_S` is read over :data:`BURSTY_WINDOW_S` if the halves of that window agree (bursty work
-    whose mean has settled); a die that is heating or cooling is not read at all.
+    whose mean has settled) and ``bursty`` allows it; a die that is heating or cooling is not read at all.
     """
     means = window_means(read, gpu)
     if means is None:
@@ -203,7 +204,7 @@ def thermal_path_cap(
         why = (
             f"{gpu} not settled: its die moved {moved_c:.1f} C over the last {WINDOW_S:g} s, {rise:.1f} C above coolant"
         )
-        halves = _halves_drift_c(read, gpu, BURSTY_WINDOW_S)
+        halves = _halves_drift_c(read, gpu, BURSTY_WINDOW_S) if bursty else None
         long_r = None if halves is None else own_resistance_c_per_w(halves[0], halves[1], coolant_c)
         if halves is None or long_r is None or halves[2] > SETTLED_FRACTION * (halves[0] - coolant_c):
             return NotSettled(why)
