@@ -116,8 +116,8 @@ def test_a_job_that_keeps_failing_writes_what_a_quiet_job_would_redo() -> None:
 
 def test_a_job_that_keeps_failing_still_skips_a_write_worth_less_than_its_work() -> None:
     """The other side of ``u (1 - p) >= W (1 - q)``: 40 x 0.93 = 37 < 55, and a quiet job (no failure rate known,
-    or the planner's Llama 3 rate for 256 GPUs, ~1 per 60 h) skips the 70 s one as before."""
-    for unsaved_s, rate in ((40.0, 1 / 1200), (70.0, None), (70.0, 1 / (60 * 3600))):
+    or the planner's Llama 3 rate for 256 GPUs, ~1 per 33 h) skips the 70 s one as before."""
+    for unsaved_s, rate in ((40.0, 1 / 1200), (70.0, None), (70.0, 1 / (33 * 3600))):
         adapter = SlowStorage(unsaved_s=unsaved_s, failures_per_s=rate)
         r = _run(adapter, _gpu_cooling_fault())
         assert ActionKind.CHECKPOINT not in [a.kind for a in adapter.applied], (unsaved_s, rate)

@@ -130,8 +130,8 @@ def write_pays(timing: JobTiming, write_fails: float = 0.0) -> tuple[bool, str] 
     restarts nobody asked for), ``p`` over the write at that rate, raised to ``write_fails`` where the caller knows
     the fault itself threatens the write. Unknown rates count as 0. At a realistic rate the correction is small (the
     planner's Llama-3-calibrated rate, ``plan.failures.job_rate_per_h``, gives a 256-GPU job an interruption every
-    few days: ``q`` ≈ 0.3 % over a 10-min interval); a job that keeps failing (one every 20 min: ``q`` = 0.39 over
-    10 min) writes at ``u`` > 0.61·``W``.
+    ~33 h: ``q`` ≈ 0.5 % over a 10-min interval); a job that keeps failing (one every 20 min: ``q`` = 0.39 over
+    10 min, ``p`` = 0.07 over a 90 s write) writes from ``u`` = 0.65·``W`` on.
     """
     u, w = timing.unsaved_s, timing.checkpoint_write_s
     if u is None or w is None:
