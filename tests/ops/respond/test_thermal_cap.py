@@ -337,3 +337,25 @@ def test_a_die_still_moving_follows_its_coolant_with_the_paths_known_r() -> None
     assert adapter.current(ActionKind.POWER_CAP, GPU) == pytest.approx((89.0 - MARGIN_C - 40.0) / adapter.R)
     (moved,) = [a for a in r.log if "follows its coolant" in a.request.reason]
     assert "last read" in moved.request.reason  # says the R is not from the readings of now
+
+
+def test_a_bursty_die_is_read_over_the_longer_window_only_until_its_path_has_an_r() -> None:
+    """The first cap of a bursty die comes from the 120 s window; after it the follower keeps that R (a die still
+    moving follows with its known R), so a later burst pattern does not re-read it: reading a training GPU's
+    iterations over the longer window at every follow moved mixed_hall seed 0's cap later (-0.5 % `pretrain`)."""
+    adapter = PathAdapter(ThermalPath(89.0, 30.0))
+    incident = Incident(1, EventClass.COOLING_DEGRADATION, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    r = Responder(default_policy(), adapter, mode="auto")
+    for t in range(0, 100, 5):
+        r.handle([incident], float(t), _bursty_reader())
+    first = adapter.current(ActionKind.POWER_CAP, GPU)
+    assert first is not None and first < 700.0 and "over the last 120 s" in r.log[-1].request.reason
+    hotter = _bursty_reader()
+
+    def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        value = hotter(field, entity, aggregate, ago_s)
+        return None if value is None else value + (6.0 if field == DCGM_FI_DEV_GPU_TEMP else 0.0)
+
+    for t in range(100, 400, 5):
+        r.handle([incident], float(t), read)
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == first  # the same coolant, the same R: no move
