@@ -10,6 +10,10 @@ the per-run figures and actions as JSON; ``--load`` prints the tables from such 
 
 Round 1 is the four halls of ``sweeps/new-user.yaml``, round 2 (``--round 2``) the five of ``sweeps/new-user-2.yaml``.
 
+``--progress SCENARIO:SEED`` runs only that pair of passes (a hall here, else a packaged scenario by name) and prints,
+every 60 s of the run, loop off and on: each training job's iterations, the cooling power, the facility-water
+setpoint and the hottest GPU (where a goodput difference comes from).
+
 Run (40 passes, ~8 min on 2 shared cores):
     PYTHONPATH=src nice -n 10 .venv/bin/python benchmarks/new_user_halls.py --workers 2 --save /tmp/new-user.json
     PYTHONPATH=src .venv/bin/python benchmarks/new_user_halls.py --load /tmp/new-user.json --log same-place:0
@@ -26,6 +30,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import twinloop
 from loop_robustness_tables import fmt, interval, paired  # benchmarks/ (this script's directory)
 from twinloop.closedloop.passes import outcome_metrics, run_pass
 from twinloop.twin.scenario import load_scenario
@@ -90,6 +95,39 @@ def one_run(scenario: str, seed: int, loop_on: bool, drop: tuple[str, ...] = ())
     }
 
 
+def _spec_path(scenario: str) -> Path:
+    """A hall of ``sweeps/new-user/``, else the packaged scenario of that name."""
+    hall = SCENARIO_DIR / f"{scenario}.yaml"
+    return hall if hall.exists() else Path(twinloop.__file__).parent / "scenarios" / f"{scenario}.yaml"
+
+
+def progress(scenario: str, seed: int, every_s: float = 60.0) -> list[str]:
+    """Loop off vs on, every ``every_s``: training iterations per job (and on - off), cooling kW, facility water °C,
+    hottest GPU °C."""
+    rows: dict[bool, list[tuple[float, list[float], float, float, float]]] = {False: [], True: []}
+    for on in (False, True):
+
+        def sample(twin: Any, result: Any, on: bool = on) -> None:
+            if abs(twin.t_s % every_s) < 1e-6:
+                its = [j.iterations for j in twin.jobs if j.kind == "training"]
+                fw = float(twin.cooling.state.facility_water_setpoint_c)
+                rows[on].append((twin.t_s, its, twin.cooling_w / 1e3, fw, float(twin.state["gpu_temp_c"].max())))
+
+        run_pass(load_scenario(_spec_path(scenario), seed=seed), on, mode="auto", on_step=sample, source=scenario)
+    out = [
+        f"\n### {scenario} seed {seed}: loop off | on every {every_s:g} s\n",
+        "| t s | iterations off | on | on - off | cooling kW off | on | facility water C off | on | hottest off | on |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (t, i0, c0, f0, g0), (_, i1, c1, f1, g1) in zip(rows[False], rows[True], strict=False):
+        diff = ", ".join(f"{b - a:+.0f}" for a, b in zip(i0, i1, strict=False))
+        its0, its1 = ", ".join(f"{x:.0f}" for x in i0), ", ".join(f"{x:.0f}" for x in i1)
+        out.append(
+            f"| {t:.0f} | {its0} | {its1} | {diff} | {c0:.0f} | {c1:.0f} | {f0:g} | {f1:g} | {g0:.1f} | {g1:.1f} |"
+        )
+    return out
+
+
 def run_all(scenarios: list[str], seeds: list[int], workers: int, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """Every (scenario, seed, loop off/on) pass, ``workers`` processes at a time."""
     cells = [(s, seed, on, drop) for s in scenarios for seed in seeds for on in (False, True)]
@@ -149,7 +187,12 @@ def main() -> None:
     ap.add_argument("--save", type=Path, help="write the per-run figures and actions here (JSON)")
     ap.add_argument("--load", type=Path, help="print from a --save file instead of running")
     ap.add_argument("--log", action="append", default=[], help="SCENARIO:SEED whose loop-on actions to list")
+    ap.add_argument("--progress", help="SCENARIO:SEED: loop off vs on over time, only (see module docstring)")
     args = ap.parse_args()
+    if args.progress:
+        name, seed = args.progress.rsplit(":", 1)
+        print("\n".join(progress(name, int(seed))))
+        return
     scenarios = [s for s in args.scenarios.split(",") if s] if args.scenarios else list(ROUNDS[args.round])
     started = time.perf_counter()
     if args.load:

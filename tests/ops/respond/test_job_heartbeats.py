@@ -40,11 +40,27 @@ def test_timing_from_the_jobs_own_checkpoints_and_restarts(tmp_path: Path) -> No
     record(tmp_path, "42", "restarted", T0 - 4860)
     timing = JobHeartbeats(tmp_path, clock=lambda: T0).timing("dc1/jobs/42")
     # median interval 595 s after the last done at T0 - 10: the next one in 585 s; 10 s of work since that save
-    assert timing == JobTiming(checkpoint_write_s=25.0, restart_s=140.0, next_checkpoint_in_s=585.0, unsaved_s=10.0)
+    assert timing == JobTiming(
+        checkpoint_write_s=25.0,
+        restart_s=140.0,
+        next_checkpoint_in_s=585.0,
+        unsaved_s=10.0,
+        checkpoint_interval_s=595.0,
+    )
     # a restart never seen complete, and a lone checkpoint: nothing measured but the save just now
     record(tmp_path, "7", "requeued", T0)
     record(tmp_path, "7", "checkpoint_done", T0)
     assert JobHeartbeats(tmp_path, clock=lambda: T0).timing("7") == JobTiming(unsaved_s=0.0)
+
+
+def test_the_jobs_failure_rate_counts_restarts_nobody_asked_for(tmp_path: Path) -> None:
+    record(tmp_path, "42", "checkpoint_done", T0 - 4000)  # the file's first event
+    record(tmp_path, "42", "restarted", T0 - 3000)  # a crash: no requeue before it
+    record(tmp_path, "42", "requeued", T0 - 2100)  # the loop moved it: not a failure
+    record(tmp_path, "42", "restarted", T0 - 2000)
+    record(tmp_path, "42", "restarted", T0 - 1000)  # another crash
+    timing = JobHeartbeats(tmp_path, clock=lambda: T0).timing("42")
+    assert timing is not None and timing.interruptions_per_s == 2 / 4000.0
 
 
 def test_a_job_that_changed_its_cadence_is_judged_by_its_recent_checkpoints(tmp_path: Path) -> None:
@@ -52,7 +68,9 @@ def test_a_job_that_changed_its_cadence_is_judged_by_its_recent_checkpoints(tmp_
     _cadence(tmp_path, "42", old, write_s=60.0)
     _cadence(tmp_path, "42", [T0 - 100.0 * k for k in range(20, -1, -1)], write_s=15.0)  # now every 100 s, 15 s writes
     timing = JobHeartbeats(tmp_path, clock=lambda: T0 + 30).timing("42")
-    assert timing == JobTiming(checkpoint_write_s=15.0, next_checkpoint_in_s=70.0, unsaved_s=30.0)
+    assert timing == JobTiming(
+        checkpoint_write_s=15.0, next_checkpoint_in_s=70.0, unsaved_s=30.0, checkpoint_interval_s=100.0
+    )
 
 
 def test_an_overdue_checkpoint_is_due_now_and_a_missed_one_unknown(tmp_path: Path) -> None:

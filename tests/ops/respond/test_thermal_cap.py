@@ -15,6 +15,7 @@ from twinloop.ops.respond.adapters.base import ThermalPath
 from twinloop.ops.respond.policy import ActionTemplate, default_policy
 from twinloop.ops.respond.responder import Responder
 from twinloop.ops.respond.thermal_cap import (
+    BURSTY_WINDOW_S,
     MARGIN_C,
     ThermalPathCap,
     followed_cap_w,
@@ -106,6 +107,37 @@ def test_the_cap_is_read_off_the_gpus_own_window() -> None:
     assert found.cap_w == pytest.approx((89.0 - MARGIN_C - 35.0) / found.resistance_c_per_w)
     assert "(89 slowdown - 3 margin - 35.0 coolant) C / 0.1075 C/W" in found.why()
     assert "86.6 C at 480 W" in found.why()
+
+
+def _bursty_reader(heating_c_per_s: float = 0.0):  # type: ignore[no-untyped-def]
+    """A serving GPU's readings every 10 s: prefill bursts swing it 170-670 W and its die 67-83 C from one reading to
+    the next around a settled mean (75 C at 420 W), or a mean still rising ``heating_c_per_s``.
+    """
+
+    def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        burst = 1.0 if int(ago_s / 10) % 2 == 0 else -1.0
+        if field == DCGM_FI_DEV_GPU_TEMP:
+            return 75.0 + 8.0 * burst - heating_c_per_s * ago_s
+        return 420.0 + 250.0 * burst if field == DCGM_FI_DEV_POWER_USAGE else None
+
+    return read
+
+
+def test_a_bursty_die_whose_mean_has_settled_is_read_over_the_longer_window() -> None:
+    """serving-fleet (round 2 of the new user's halls): the thermal-interface GPU of a serving fleet was never capped,
+    its 30 s window never within 5 % of its rise. Before: not settled, every minute, for the whole fault."""
+    found = thermal_path_cap(_bursty_reader(), GPU, 30.0, 89.0, LIMITS)
+    assert isinstance(found, ThermalPathCap), found
+    # The means of its 13 readings (7 bursts up, 6 down): R within 4 % of the path's 45 C / 420 W.
+    assert found.resistance_c_per_w == pytest.approx((45.0 + 8.0 / 13) / (420.0 + 250.0 / 13))
+    assert found.resistance_c_per_w == pytest.approx(45.0 / 420.0, rel=0.04)
+    assert found.window_s == BURSTY_WINDOW_S and "over the last 120 s" in found.why()
+
+
+def test_a_bursty_die_still_heating_is_not_read() -> None:
+    # The same bursts on a mean still rising 0.1 C/s: the halves' means are 6 C apart, more than 5 % of its 45 C rise.
+    found = thermal_path_cap(_bursty_reader(heating_c_per_s=0.1), GPU, 30.0, 89.0, LIMITS)
+    assert isinstance(found, str) and "not settled" in found
 
 
 def test_a_gpu_without_readings_gives_a_reason_not_a_cap() -> None:
@@ -305,3 +337,25 @@ def test_a_die_still_moving_follows_its_coolant_with_the_paths_known_r() -> None
     assert adapter.current(ActionKind.POWER_CAP, GPU) == pytest.approx((89.0 - MARGIN_C - 40.0) / adapter.R)
     (moved,) = [a for a in r.log if "follows its coolant" in a.request.reason]
     assert "last read" in moved.request.reason  # says the R is not from the readings of now
+
+
+def test_a_bursty_die_is_read_over_the_longer_window_only_until_its_path_has_an_r() -> None:
+    """The first cap of a bursty die comes from the 120 s window; after it the follower keeps that R (a die still
+    moving follows with its known R), so a later burst pattern does not re-read it: reading a training GPU's
+    iterations over the longer window at every follow moved mixed_hall seed 0's cap later (-0.5 % `pretrain`)."""
+    adapter = PathAdapter(ThermalPath(89.0, 30.0))
+    incident = Incident(1, EventClass.COOLING_DEGRADATION, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    r = Responder(default_policy(), adapter, mode="auto")
+    for t in range(0, 100, 5):
+        r.handle([incident], float(t), _bursty_reader())
+    first = adapter.current(ActionKind.POWER_CAP, GPU)
+    assert first is not None and first < 700.0 and "over the last 120 s" in r.log[-1].request.reason
+    hotter = _bursty_reader()
+
+    def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        value = hotter(field, entity, aggregate, ago_s)
+        return None if value is None else value + (6.0 if field == DCGM_FI_DEV_GPU_TEMP else 0.0)
+
+    for t in range(100, 400, 5):
+        r.handle([incident], float(t), read)
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == first  # the same coolant, the same R: no move

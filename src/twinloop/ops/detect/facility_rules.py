@@ -45,6 +45,9 @@ SITE_IT_POWER = TWINLOOP_FI_IT_POWER
 SITE_POWER_BUDGET = TWINLOOP_FI_POWER_BUDGET
 SITE_WETBULB = TWINLOOP_FI_WETBULB_TEMP
 SITE_FW_SETPOINT = TWINLOOP_FI_FACILITY_WATER_SETPOINT
+#: Facility power at this fraction of the budget in force is "at the budget" (the site's power capping is about to
+#: hold, or holds, the GPUs to it): a guess leaving a few seconds to cap, shared with the cooling optimizer's pricing.
+BUDGET_FRACTION = 0.95
 
 
 def _value(fields: Mapping[str, object], name: str) -> float:
@@ -67,7 +70,7 @@ class FacilityRules:
         pue_rise: float = 0.1,
         baseline_half_life_s: float = 3600.0,
         warmup_s: float = 300.0,
-        budget_fraction: float = 0.95,
+        budget_fraction: float = BUDGET_FRACTION,
         persistence_s: float = 10.0,
         pue_persistence_s: float = 15.0,
         pue_half_life_s: float = 10.0,

@@ -134,6 +134,9 @@ class CoolingOptimizer:
         self.local = local
         self.arrival = arrival
         self.value = value if self.config.referee else None
+        #: Prices the coolant in GPU watts while the site is at its power budget (referee or not).
+        self.pricing = value
+        self._budget: str | None = None  # why the coolant is priced in GPU watts this period (None: not at budget)
         self._warm: dict[str, str] | None = None  # rows whose setpoint may warm this period (None: no referee)
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
@@ -178,8 +181,8 @@ class CoolingOptimizer:
         """
         if self.arrival is not None:
             self.arrival.observe(gpu)
-        if self.value is not None:
-            self.value.observe(gpu, site)
+        if self.pricing is not None:
+            self.pricing.observe(gpu, site)
 
     def step(self, now: float, read: Reader) -> list[ActionResult]:
         """One control period (call every step; it acts every ``period_s``)."""
@@ -187,8 +190,9 @@ class CoolingOptimizer:
             return []
         self._next_ts = now + self.config.period_s
         out: list[ActionResult] = []
-        if self.value is not None:
-            self.value.period()
+        if self.pricing is not None:
+            self.pricing.period(now)
+        self._budget = self._at_budget()
         self._warm = self._warming(read)
         for row in self.rows:
             out.extend(self._row(row, now, read))
@@ -213,6 +217,8 @@ class CoolingOptimizer:
         coming = rise_w > c.precool_fraction * max(load_w, 1.0)
         buys = self._precool_buys(row, rise_w, load_w, read, bool(local)) if coming else None
         hot = hottest > c.target_gpu_temp_c
+        if self._budget is not None:
+            hot = hottest > self._budget_limit_c(row)  # colder only for GPUs near their slowdown (see _give_back)
         if hot and local:
             # The hottest GPU has its own thermal fault (its rule caps it): the row's coolant is for the row.
             # Tighten only if the row as a whole runs warm (its mean GPU within the band of the target).
@@ -222,7 +228,7 @@ class CoolingOptimizer:
         if hot or buys is not None:
             why = f"hottest GPU {hottest:.1f} C" if buys is None else f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}"
             return self._tighten(row, setpoint, flow, hot, holding, f"tighten: {why}", now, read)
-        if self._held(row):
+        if self._held(row) and not self._sets_facility_water(row):
             return []
         return self._relax(row, setpoint, flow, hottest, holding, now, read)
 
@@ -257,6 +263,8 @@ class CoolingOptimizer:
         if flow > design_flow + 1e-9 and holding:
             why = f"relax: flow {flow:.2f} above its design point {design_flow:.2f}, hottest GPU {hottest:.1f} C"
             out.append(self._move(ActionKind.CDU_FLOW, row, max(flow - c.flow_step, design_flow), why, now, read))
+        if self._sets_facility_water(row):
+            return out + self._give_back(row, setpoint, hottest, now, read)
         if hottest >= c.target_gpu_temp_c - c.band_c:
             return out
         why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
@@ -325,6 +333,54 @@ class CoolingOptimizer:
     def _held(self, row: str) -> str | None:
         return self.hold(row) if self.hold is not None else None
 
+    def _at_budget(self) -> str | None:
+        """Why the coolant is priced in GPU watts this period: the site at its power budget and a warmer facility water
+        saving the plant more than it costs the site's GPUs in leakage (:meth:`RelaxValue.warmer_under_budget`); None
+        otherwise, or without pricing.
+        """
+        why = self.pricing.at_budget() if self.pricing is not None else None
+        if why is None or self.pricing is None:
+            return None
+        verdict = self.pricing.warmer_under_budget(self.config.setpoint_step_c)
+        return f"{why}: {verdict.why}" if verdict.pays else None
+
+    def _budget_limit_c(self, row: str) -> float:
+        """The hottest GPU temperature up to which ``row`` needs no colder coolant while the site is at its power
+        budget: its slowdown temperature less the precool margin (the margin the coolant rules and precooling keep;
+        the optimizer's target where the slowdown is unknown). Below it the GPUs are held by the budget's power cap,
+        not by heat, and a colder coolant only spares them leakage.
+        """
+        slowdown = self.slowdown_c(row)
+        return self.config.target_gpu_temp_c if slowdown is None else slowdown - self.config.precool_margin_c
+
+    def _give_back(self, row: str, setpoint: float, hottest: float, now: float, read: Reader) -> list[ActionResult]:
+        """At the power budget, a coldest row warmed by its hottest GPU's margin below :meth:`_budget_limit_c` in whole
+        setpoint steps, in one period (the guard's step limit bounds it): the plant's saving goes to the GPUs.
+        """
+        c = self.config
+        limit = self._budget_limit_c(row)
+        steps = (limit - hottest) // c.setpoint_step_c
+        if steps < 1 or setpoint + c.setpoint_step_c > c.supply_max_c:
+            return []
+        value = min(setpoint + steps * c.setpoint_step_c, c.supply_max_c)
+        why = f"give back: hottest GPU {hottest:.1f} C, {limit - hottest:.1f} C under {limit:.1f} C; {self._budget}"
+        return [self._move(ActionKind.CDU_SETPOINT, row, value, why, now, read)]
+
+    def _sets_facility_water(self, row: str) -> bool:
+        """Whether ``row`` is at the coldest setpoint (it sets the facility water) while the site is at its power budget
+        and a warmer facility water pays (:meth:`_at_budget`). Then its relaxing is no longer held by an open cooling
+        incident (the rule's colder step bought margin the capped GPUs no longer need: on b200-hall the row rule's
+        steps for a CDU capacity loss left the facility water at 16 C for the utility cap that followed, the chiller
+        carrying the heat out of the GPUs' share, -1.1 % training goodput on 5/5 seeds), and it warms by its hottest
+        GPU's margin in one period (:meth:`_give_back`), not one step.
+        """
+        if self._budget is None:
+            return False
+        setpoints = [self._current(ActionKind.CDU_SETPOINT, r) for r in self.rows]
+        mine = self._current(ActionKind.CDU_SETPOINT, row)
+        known = [sp for sp in setpoints if sp is not None]
+        return mine is not None and bool(known) and mine <= min(known) + 1e-9
+
     def _facility_water(self, now: float, read: Reader) -> list[ActionResult]:
         """Facility water at the coldest CDU setpoint minus the approach (no CDU floored above its setpoint)."""
         setpoints = [self._current(ActionKind.CDU_SETPOINT, row) for row in self.rows]
@@ -338,9 +394,9 @@ class CoolingOptimizer:
             want = min(max(want, limits[0]), limits[1])
         if abs(want - fw) < 1e-6:
             return []
-        if want > fw and any(self._held(row) for row in self.rows):
+        if want > fw and self._budget is None and any(self._held(row) for row in self.rows):
             return []  # a warmer facility water relaxes every row: not while an incident holds one tightened
-        if want > fw and self.value is not None:
-            self.value.facility_water_rise()  # the plant before the rise: its saving is measured next period
+        if want > fw and self.pricing is not None:
+            self.pricing.facility_water_rise()  # the plant before the rise: its saving is measured next period
         why = f"follow the coldest CDU setpoint {min(known):.1f} C minus {self.config.approach_c:.1f} C approach"
         return [self._move(ActionKind.FACILITY_WATER, self.site, want, why, now, read)]

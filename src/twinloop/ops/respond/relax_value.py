@@ -34,6 +34,21 @@ What each move saves, from the site's own telemetry:
   training row's flow relaxed to 0.7 while its job ramped up, then its pump degradation made a second cooling
   incident and the rules drove its CDU to 22 °C and the facility water to 19 °C.)
 
+**At the power budget** (facility power at :data:`~twinloop.ops.detect.facility_rules.BUDGET_FRACTION` of the
+budget in force or above: a utility cap, a failed feed) the site's power capping holds facility power, cooling
+included, to the budget by capping the GPUs. Then every watt the plant spends is a watt the GPUs lose, and every
+watt of leakage too: both come out of the same budget, so the clock a GPU loses per watt under the cap is the same
+factor on either side and cancels (to first order), and watts against watts is the exact comparison whatever the
+GPUs' clock per watt. A colder facility water than the GPUs need is then bought with GPU clock: 1 °C costs the
+plant's measured slope times its heat (:meth:`RelaxValue.warmer_under_budget`), against which it spares every GPU of
+the site 1 °C of leakage. The slope is measured on any facility-water move (a rule's step down as well as the
+optimizer's rises): in the chiller's blend it is the heat over (blend width x COP), tens of kW per °C on a
+600 kW hall, against a few hundred W of leakage. A move inside the chiller's saturation (it carries all the heat at
+both ends) reads 0 though the way back to a warmer water the plant ran at saves: so the plant's power per W of heat
+is also kept for each whole degree of facility water it ran at within :data:`MEMORY_S`, and a warming is priced by
+the best chord from now to one of those (what going back there saves per °C), the last move's slope where there is
+none.
+
 None of this is tuned: the slopes come from the catalog's fitted model and the site's telemetry, and a move is
 made when its saving exceeds its cost.
 """
@@ -46,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from twinloop.ops.detect.facility_rules import BUDGET_FRACTION, SITE_FACILITY_POWER, SITE_POWER_BUDGET
 from twinloop.ops.detect.rules import CDU_FLOW, CDU_HEAT_LOAD, CDU_VALVE, GpuLimits
 from twinloop.ops.ports import F64
 from twinloop.telemetry.fields import (
@@ -60,6 +76,10 @@ FACILITY_WATER_TEMP = TWINLOOP_FI_FACILITY_WATER_TEMP
 #: Specific heat of water, J/(kg·°C); CDU flow is reported in L/min (1 kg per L).
 CP_WATER_J_PER_KG_C = 4186.0
 L_PER_MIN_TO_KG_PER_S = 1.0 / 60.0
+#: How long the plant's power per W of heat at a facility water it ran at is kept for pricing a way back there, s. The
+#: wet-bulb, which sets the chiller's share and COP, moves at most ~1.5 °C in an hour outside a weather event (see
+#: :mod:`twinloop.ops.detect.facility_rules`), a fraction of the chiller's blend.
+MEMORY_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +108,8 @@ class RelaxValue:
         self._gpu: Mapping[str, F64] = {}
         self._site: Mapping[str, Any] = {}
         self._before: tuple[float, float] | None = None  # (facility water °C, plant W per W) before a rise
+        self._last: tuple[float, float] | None = None  # the same at the last period (a move by anyone since)
+        self._seen: dict[int, tuple[float, float]] = {}  # whole °C of facility water -> (plant W per W, when)
         #: Plant power saved per °C of facility water per W of heat (measured), and the ratio it was measured at.
         self.plant_slope: float | None = None
         self._measured_at = 0.0
@@ -132,20 +154,29 @@ class RelaxValue:
             return None
         return fw, (cooling - pump_w) / heat_w, heat_w
 
-    def period(self) -> None:
-        """Once per control period, before any move: finish the measurement of the last facility-water rise, and
-        forget a slope the plant has moved away from.
+    def period(self, now_s: float = 0.0) -> None:
+        """Once per control period, before any move: finish the measurement of the last facility-water move, keep the
+        plant's power per W of heat at this facility water (``now_s``: when), and forget a slope the plant has moved
+        away from.
         """
         plant = self._plant()
         if plant is None:
             return
         fw, ratio, heat_w = plant
+        self._seen[round(fw)] = (ratio, now_s)
+        self._seen = {deg: seen for deg, seen in self._seen.items() if now_s - seen[1] <= MEMORY_S}
         if self._before is not None:
             fw0, ratio0 = self._before
             self._before = None
             if fw - fw0 > 0.5:
                 self.plant_slope = max(ratio0 - ratio, 0.0) / (fw - fw0)
                 self._measured_at = ratio
+        elif self._last is not None and abs(fw - self._last[0]) > 0.5:
+            # A move since the last period by anyone (a rule's colder step): the same slope, read the other way.
+            fw0, ratio0 = self._last
+            self.plant_slope = max((ratio0 - ratio) / (fw - fw0), 0.0)
+            self._measured_at = ratio
+        self._last = (fw, ratio)
         cost = self.cost_w_per_c_all()
         if self.plant_slope is not None and cost is not None and (ratio - self._measured_at) * heat_w > cost:
             self.plant_slope = None  # the plant spends more per W than when measured: the chiller is back
@@ -170,6 +201,32 @@ class RelaxValue:
         cost = sum(c for c in costs if c is not None) * step_c
         saving = self.plant_slope * plant[2] * step_c
         why = f"facility water saves {saving / 1e3:.2f} kW, GPUs' leakage costs {cost / 1e3:.2f} kW"
+        return Verdict(saving > cost, saving, cost, why)
+
+    def at_budget(self) -> str | None:
+        """Why the site is at its power budget now (facility power at :data:`BUDGET_FRACTION` of the budget in force or
+        above), in words; None when it is not, or either is not reported.
+        """
+        facility_w, budget_w = self._site_field(SITE_FACILITY_POWER), self._site_field(SITE_POWER_BUDGET)
+        if facility_w is None or budget_w is None or budget_w <= 0 or facility_w < BUDGET_FRACTION * budget_w:
+            return None
+        return f"site at its power budget ({facility_w / 1e3:.0f} of {budget_w / 1e3:.0f} kW)"
+
+    def warmer_under_budget(self, step_c: float) -> Verdict:
+        """A ``step_c`` warmer facility water while the site is at its power budget: what the plant spends less (its
+        measured slope times its heat), which the GPUs get back, against the leakage it adds on every GPU of the site.
+        Both are GPU watts under the budget (see the module docstring). Not measured yet: it pays (a move measures it).
+        """
+        cost_per_c, plant = self.cost_w_per_c_all(), self._plant()
+        if plant is None:
+            return Verdict(True, float("nan"), float("nan"), "plant's saving per C not measured yet")
+        fw, ratio, heat_w = plant
+        chords = [(ratio - r) / (deg - fw) for deg, (r, _) in self._seen.items() if deg - fw >= 0.5]
+        slope = max(chords) if chords else self.plant_slope
+        if cost_per_c is None or slope is None:
+            return Verdict(True, float("nan"), float("nan"), "plant's saving per C not measured yet")
+        saving, cost = max(slope, 0.0) * heat_w * step_c, cost_per_c * step_c
+        why = f"plant saves the GPUs {saving / 1e3:.2f} kW, their leakage costs {cost / 1e3:.2f} kW"
         return Verdict(saving > cost, saving, cost, why)
 
     def less_flow(self, row: str, flow: float, step: float) -> Verdict:

@@ -27,7 +27,7 @@ from twinloop.ops.respond.actions import (
 from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
-from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart
+from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart, write_pays
 from twinloop.ops.respond.thermal_cap import (
     FOLLOW_EVERY_S,
     NotSettled,
@@ -492,8 +492,11 @@ class Responder:
     def _redo_cheaper(self, rule: Rule, incident: Incident) -> str | None:
         """Why ``rule``'s forced checkpoint is not worth writing (then its requeue goes without waiting for one), or
         None. A checkpoint before a requeue saves the job's work since its last save, ``u``, and stops it for the
-        write, ``W``: where ``u < W`` for every job of the incident (a job restarted a minute ago, a slow file
-        system), redoing the work after the restart costs less than writing it. Only for rules that force a
+        write, ``W``; a failure before the job's next save after the restart (chance ``q``) loses ``W`` less for a
+        job that wrote, and one during the write (chance ``p``) loses ``u`` too: the write pays exactly when
+        ``u·(1 − p) > W·(1 − q)`` (:func:`~.restart_cost.write_pays`, derived there; ``u > W`` where the job's failure
+        rate is unknown). Where it does not pay for every job of the incident (a job restarted a minute ago, a slow
+        file system), redoing the work after the restart costs less than writing it. Only for rules that force a
         checkpoint and requeue after it; unknown ``u`` or ``W`` keeps the checkpoint.
         """
         kinds = {t.kind for t in rule.actions}
@@ -503,14 +506,10 @@ class Responder:
         why = []
         for job in self.adapter.resolve("job", incident):
             t = self.adapter.job_timing(job)
-            if t is None or t.unsaved_s is None or t.checkpoint_write_s is None:
+            priced = None if t is None else write_pays(t)
+            if priced is None or priced[0]:
                 return None
-            if t.unsaved_s >= t.checkpoint_write_s:
-                return None
-            why.append(
-                f"{job} has {t.unsaved_s:.0f}s of work since its last save, less than its"
-                f" {t.checkpoint_write_s:.0f}s checkpoint write"
-            )
+            why.append(f"{job}: {priced[1]}")
         if not why:
             return None
         return f"{'; '.join(why)}: requeue without a forced checkpoint (redoing that work costs less)"
@@ -704,6 +703,9 @@ class Responder:
         too (the cap took the incident's evidence away, not the fault), until the cap is back at its limit before
         (a repaired path) or someone else changes the setting. On mixed_hall a cap fixed at 5 min held the faulty
         H100 at 480 W while its coolant cooled by 7 C, below what its path carried, and the synchronous job with it.
+        A die that bursty work keeps moving is read over the longer window (:data:`~.thermal_cap.BURSTY_WINDOW_S`)
+        only until its path has a first ``R``: then it follows with that, as a training GPU's moving die always did
+        (reading a training GPU's iterations over it too moved mixed_hall seed 0's cap later, -0.5 % `pretrain`).
         """
         out: list[ActionResult] = []
         for (iid, gpu), state in list(self._path_caps.items()):
@@ -717,7 +719,8 @@ class Responder:
                 continue
             state = replace(state, due_s=now + FOLLOW_EVERY_S)
             self._path_caps[(iid, gpu)] = state
-            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits)
+            known = state.known is not None  # then a bursty die is not read over the longer window (see docstring)
+            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits, bursty=not known)
             if isinstance(found, ThermalPathCap):
                 state = state.read(found, now)
                 self._path_caps[(iid, gpu)] = state

@@ -6,8 +6,10 @@ the whole job's progress over the job's remaining time ``T`` (unknown: long enou
 
 * **now** (forced checkpoint, drain, requeue): the checkpoint write ``W`` and the restart ``R``
   (no work is lost: the requeue waits for the checkpoint); where the job's work since its last save ``u`` is known
-  and less than ``W``, the restart without a new checkpoint, ``R + u`` (redoing ``u`` costs less than writing it:
-  a job restarted a minute ago, under a slow file system);
+  and its write does not pay (:func:`write_pays`: ``u·(1 − p) <= W·(1 − q)``, with the chances of a failure during
+  the write and before the next save; ``u < W`` where the job's failure rate is unknown), the restart without a new
+  checkpoint, ``R + u`` (redoing ``u`` costs less than writing it: a job restarted a minute ago, under a slow file
+  system); otherwise ``R + W·(1 − q) + p·u``;
 * **at its own next checkpoint** in ``t`` (drain now, requeue once the job has saved): ``R + s·min(t, T)``,
   no extra write and no lost work (offered only if that checkpoint comes before the job ends);
 * **never** (drain only, so no new work lands on the node): ``s·T``, offered only when ``T`` is known, or when
@@ -88,8 +90,7 @@ def choose_restart(
         return RestartChoice("now", f"restart cost unknown ({missing} unknown): restart now")
     restart_s = t.restart_s if t.restart_s is not None else 0.0
     remaining_s = t.remaining_s if t.remaining_s is not None else math.inf
-    redo_s = t.unsaved_s if t.unsaved_s is not None else math.inf
-    costs: dict[RestartWhen, float] = {"now": min(write_s, redo_s) + restart_s}
+    costs: dict[RestartWhen, float] = {"now": _now_cost_s(t, write_s) + restart_s}
     if next_s < remaining_s:
         costs["at_checkpoint"] = restart_s + slowdown * next_s
     if slowdown <= 0.0:
@@ -98,6 +99,66 @@ def choose_restart(
         costs["never"] = slowdown * remaining_s
     best = min(_ORDER, key=lambda w: (costs.get(w, math.inf), _URGENCY[w]))
     return RestartChoice(best, _explain(best, slowdown, costs, t, cause))
+
+
+def interruption_chance(rate_per_s: float | None, span_s: float | None) -> float:
+    """The chance of at least one interruption in ``span_s`` at ``rate_per_s`` (Poisson); 0 when either is unknown."""
+    if rate_per_s is None or span_s is None or rate_per_s <= 0.0 or span_s <= 0.0:
+        return 0.0
+    return 1.0 - math.exp(-rate_per_s * span_s)
+
+
+def write_pays(timing: JobTiming, write_fails: float = 0.0) -> tuple[bool, str] | None:
+    """Whether a forced checkpoint before a requeue is worth its write, with the costs compared; None when the job's
+    unsaved work ``u`` or write ``W`` is unknown (then it is written, as before).
+
+    In job-seconds lost against no fault, for a job with ``u`` s of work since its last save:
+
+    * **skip** (requeue at once): the restart redoes ``u``;
+    * **write** (then requeue): the write stops the job ``W``; with chance ``p`` the job is interrupted before the
+      write completes, and ``u`` is lost as well (the time spent writing bounded by ``W``).
+
+    A later failure, with chance ``q`` before the job's next save after the restart, throws away the work since its
+    restart in either case; the job that wrote restarted ``W`` later, so it loses ``W`` less. So
+    ``E[skip] = u + q·x`` and ``E[write] = W + p·u + q·(x − W)`` (``x`` the work at risk, the same for both), and::
+
+        write  exactly when  u·(1 − p) >= W·(1 − q)     (a tie writes)
+
+    ``p = q = 0`` gives the old rule ``u > W``; a write that cannot complete (``p`` = 1) never pays; a job sure to
+    fail before its next save (``q`` = 1) writes whatever it has. ``q`` is the chance of an interruption over the
+    job's checkpoint interval at its failure rate (:attr:`JobTiming.interruptions_per_s`, e.g. job heartbeats'
+    restarts nobody asked for), ``p`` over the write at that rate, raised to ``write_fails`` where the caller knows
+    the fault itself threatens the write. Unknown rates count as 0. At a realistic rate the correction is small (the
+    planner's Llama-3-calibrated rate, ``plan.failures.job_rate_per_h``, gives a 256-GPU job an interruption every
+    ~33 h: ``q`` ≈ 0.5 % over a 10-min interval); a job that keeps failing (one every 20 min: ``q`` = 0.39 over
+    10 min, ``p`` = 0.07 over a 90 s write) writes from ``u`` = 0.65·``W`` on.
+    """
+    u, w = timing.unsaved_s, timing.checkpoint_write_s
+    if u is None or w is None:
+        return None
+    p, q = _chances(timing, write_fails)
+    pays = u * (1.0 - p) >= w * (1.0 - q)  # a tie writes, as `u >= W` did
+    risk = f", chance {p:.0%} the job fails during the write and {q:.0%} before its next save" if p or q else ""
+    return pays, f"{u:.0f}s of work since its last save against its {w:.0f}s checkpoint write{risk}"
+
+
+def _chances(timing: JobTiming, write_fails: float = 0.0) -> tuple[float, float]:
+    """(``p``, ``q``) of :func:`write_pays`: an interruption during the write, and before the next save."""
+    rate = timing.interruptions_per_s
+    return max(write_fails, interruption_chance(rate, timing.checkpoint_write_s)), interruption_chance(
+        rate, timing.checkpoint_interval_s
+    )
+
+
+def _now_cost_s(timing: JobTiming, write_s: float) -> float:
+    """The expected job-seconds a restart now loses besides the restart itself: the cheaper of the write,
+    ``W·(1 − q) + p·u``, and the redo, ``u`` (:func:`write_pays`); the write where ``u`` is unknown.
+    """
+    u = timing.unsaved_s
+    if u is None:
+        return write_s
+    p, q = _chances(timing)
+    return min(write_s * (1.0 - q) + p * u, u)
 
 
 def _explain(best: RestartWhen, slowdown: float, costs: dict[RestartWhen, float], t: JobTiming, cause: str) -> str:

@@ -31,6 +31,8 @@ class JobTiming:
         remaining_s: the job's expected remaining run time (its time limit), s.
         unsaved_s: the job's progress since its last saved checkpoint (or restart), in seconds of computing: what
             a restart without a new checkpoint redoes.
+        checkpoint_interval_s: the time from a (re)start or a save to the job's next save, s.
+        interruptions_per_s: how often the job is interrupted by a failure (a restart nobody asked for), per s.
     """
 
     checkpoint_write_s: float | None = None
@@ -38,6 +40,8 @@ class JobTiming:
     next_checkpoint_in_s: float | None = None
     remaining_s: float | None = None
     unsaved_s: float | None = None
+    checkpoint_interval_s: float | None = None
+    interruptions_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ What the loop derives (:func:`derive_timing`; None where the file does not tell)
 * ``next_checkpoint_in_s``: the last ``checkpoint_done`` plus the median interval between them, minus now
   (at least two needed); 0 when up to one interval overdue, None when later (the cadence is broken);
 * ``restart_s``: the median of ``requeued`` → next ``restarted``;
+* ``checkpoint_interval_s``: the median interval between ``checkpoint_done`` (at least two needed);
+* ``interruptions_per_s``: the failures (a ``restarted`` with no ``requeued`` since the one before: nobody asked
+  for it) over the time from the file's first event to now; None when none is recorded (unknown, priced as 0);
 
 each median over the last :data:`RECENT` (20).
 
@@ -131,14 +134,31 @@ def _paired_s(starts: Sequence[float], ends: Sequence[float]) -> list[float]:
     return out
 
 
+def _interval_s(done: Sequence[float]) -> float | None:
+    """The job's checkpoint cadence: the median interval between its last saves (None with fewer than two)."""
+    intervals = [b - a for a, b in itertools.pairwise(done[-RECENT - 1 :]) if b > a]
+    return median(intervals) if intervals else None
+
+
 def _next_checkpoint_in_s(done: Sequence[float], now_s: float) -> float | None:
     """Time until the job's next checkpoint is done, from the cadence of its past ones (see module docstring)."""
-    intervals = [b - a for a, b in itertools.pairwise(done[-RECENT - 1 :]) if b > a]
-    if not intervals:
+    period_s = _interval_s(done)
+    if period_s is None:
         return None
-    period_s = median(intervals)
     due_in_s = done[-1] + period_s - now_s
     return None if due_in_s < -period_s else max(due_in_s, 0.0)
+
+
+def _interruptions_per_s(events: JobEvents, now_s: float) -> float | None:
+    """Failures per second: restarts nobody asked for (no ``requeued`` since the restart before) over the time since
+    the job's first recorded event; None when none is recorded.
+    """
+    restarts, requeues = events.of("restarted"), events.of("requeued")
+    failures = sum(
+        1 for i, ts in enumerate(restarts) if not any((restarts[i - 1] if i else -math.inf) < r <= ts for r in requeues)
+    )
+    first = min((kind[0] for kind in (events.of(e) for e in EVENTS) if kind), default=now_s)
+    return failures / (now_s - first) if failures and now_s > first else None
 
 
 def derive_timing(events: JobEvents, now_s: float) -> JobTiming:
@@ -152,6 +172,8 @@ def derive_timing(events: JobEvents, now_s: float) -> JobTiming:
         restart_s=median(restarts) if restarts else None,
         next_checkpoint_in_s=_next_checkpoint_in_s(events.of("checkpoint_done"), now_s),
         unsaved_s=max(0.0, now_s - max(saved)) if saved else None,
+        checkpoint_interval_s=_interval_s(events.of("checkpoint_done")),
+        interruptions_per_s=_interruptions_per_s(events, now_s),
     )
 
 
