@@ -28,11 +28,11 @@ def _steps(t: float) -> np.ndarray:
 
 
 def _straggler_roots(slow: Slow | None = None, fleet: bool = True, cap_node: str | None = None) -> set[str]:
-    pipe = DetectionPipeline(ENTS, config=PipelineConfig(emit_info=False))
-    if fleet:
-        pipe.replica_job("chat")
+    """Roots of the straggler incidents over 15 min of the fleet's (or, ``fleet`` False, a training job's) steps."""
     rng = np.random.default_rng(3)
     roots: set[str] = set()
+    pipe = DetectionPipeline(ENTS, config=PipelineConfig(emit_info=False))
+    pipe.replica_job("chat", replicas=fleet)
     for t in range(900):
         step = _steps(float(t))
         limit = np.full(N, 700.0)
@@ -78,3 +78,22 @@ def test_a_replica_the_loop_capped_is_no_straggler() -> None:
 def test_a_training_job_keeps_its_own_straggler_rules() -> None:
     # The same slow rank in a synchronous job is the rank straggler it always was (the fleet rule is not asked).
     assert "dc/r01/k01/n02/g3" in _straggler_roots(_gpu_at_07, fleet=False)
+
+
+def test_a_drained_replicas_incident_closes() -> None:
+    # The loop drained the straggler's node at t = 500 s: its replica serves nothing and its ranks report no step.
+    # Before: the rule kept firing on the last smoothed value it had, and the incident never closed.
+    pipe = DetectionPipeline(ENTS, config=PipelineConfig(emit_info=False))
+    pipe.replica_job("chat")
+    rng = np.random.default_rng(3)
+    updates = []
+    for t in range(900):
+        step = _steps(float(t))
+        _gpu_at_07(float(t), step)
+        if t >= 500:
+            step[8:16] = np.nan  # node 2's two replicas out of service
+        fields = {RANK_STEP_TIME: step, SM_CLOCK: 1980.0 * (1.0 + 0.002 * rng.standard_normal(N))}
+        updates += pipe.step(float(t), fields, np.zeros(N, dtype=np.int64), ["chat"])
+    stragglers = [u for u in updates if u.event_class == EventClass.STRAGGLER]
+    assert {u.root for u in stragglers} == {"dc/r01/k01/n02/g3"}
+    assert any(u.status == "closed" for u in stragglers)

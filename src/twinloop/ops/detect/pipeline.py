@@ -736,7 +736,12 @@ class DetectionPipeline:
         rep = self.replica_straggler
         if fleet.any():
             fired, score = rep.update_fleet(frame, fleet)
-            self._straggler_onsets(ts, rep.name, fired & ~hw_explained, score)
+            # Its 30 s smoothing still carries a throttle's slow steps after the throttle ends (a PSU-short node's
+            # braked replica read as a straggler 34 s after its PSUs came back): explained for 4 half-lives more.
+            lag_s = 4.0 * rep.smooth_half_life_s
+            self._straggler_onsets(
+                ts, rep.name, fired & ~(self._last_explainer >= ts - self.config.window_s - lag_s), score
+            )
         elif rep.pace_known.any():  # no fleet now: nothing of the rule's counts toward an incident's impact
             rep.pace_known = np.zeros(self.n_gpus, dtype=bool)
 

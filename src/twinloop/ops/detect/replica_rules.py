@@ -50,8 +50,19 @@ class ReplicaStragglerRule(StragglerRule):
         super().__init__(**kwargs)
 
     def update_fleet(self, frame: RuleFrame, fleet: BoolArr) -> tuple[BoolArr, F64]:
-        """:meth:`update` over the GPUs of ``fleet`` only (the rest as if in no job)."""
-        return self.update(dataclasses.replace(frame, job_slot=np.where(fleet, frame.job_slot, -1)))
+        """:meth:`update` over the GPUs of ``fleet`` only (the rest as if in no job).
+
+        A rank that reports no step (its replica out of service, its node drained) is no longer judged: it stops
+        firing (its incident can close) and its smoothing starts afresh when it serves again.
+        """
+        fired, score = self.update(dataclasses.replace(frame, job_slot=np.where(fleet, frame.job_slot, -1)))
+        x = frame.gpu.get(self.metric)
+        if x is None or self._m is None:
+            return fired, score
+        idle = ~np.isfinite(x)
+        self._m[idle] = np.nan
+        self._persist.run[idle] = 0
+        return fired & ~idle, np.where(idle, 0.0, score)
 
     def _job_loss(self, m: F64, group: NDArray[np.int64], n_groups: int, frame: RuleFrame) -> F64:
         """What each rank costs its fleet at capacity: its deficit against the fleet's median, as one GPU's share of
