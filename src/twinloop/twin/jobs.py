@@ -103,9 +103,9 @@ class Job:
     #: serving, per replica: out of service (on a drained node: no requests routed to it, its GPUs idle)
     out_of_service: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
     #: serving, per replica, at the last step: work rate (its slowest GPU's clock and straggler factor) and decode
-    #: load (decode tokens asked of it over what it decodes at a full batch, 0..1)
+    #: tokens per second asked of it
     replica_speed: NDArray[np.float64] = field(default_factory=lambda: np.ones(0))
-    replica_decode_load: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    replica_decode_tokens_per_s: NDArray[np.float32] | NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     @property
     def kind(self) -> str:
@@ -182,7 +182,8 @@ class Job:
         step's decode load and work rate ``speed``, s: the weights' read plus the batch's KV read, slower by
         ``speed`` (what a serving engine reports as its time per output token).
         """
-        load = np.repeat(self.replica_decode_load, speed.shape[0] // max(self.n_slots, 1))
+        load = np.clip(self.replica_decode_tokens_per_s / self.profile.decode_tokens_per_s, 0.0, 1.0)
+        load = np.repeat(load, speed.shape[0] // max(self.n_slots, 1))
         step = DECODE_STEP_FULL_S * (DECODE_WEIGHT_SHARE + (1.0 - DECODE_WEIGHT_SHARE) * load)
         return np.asarray(step / np.maximum(speed, 1e-6), dtype=np.float64)
 
@@ -231,7 +232,7 @@ class Job:
             return
         if self.kind == "training":
             rate = relative_speed(float(min_clock_x[0]), 1.0, p.compute_fraction) if slot_rate is None else slot_rate[0]
-            self.speed = float(rate) * float(np.min(straggle))  # one factor for a training job
+            self.speed = float(rate) * (straggle if isinstance(straggle, float) else float(np.min(straggle)))
             self.iter_pos_s, done, _ = self._advance(self.iter_pos_s, dt_s, self.speed)
             self.iterations += done
             self.tokens_per_s = done * p.tokens_per_step / dt_s
@@ -250,10 +251,10 @@ class Job:
         self.served_tokens += float(served.sum() + decode_served.sum())
         self.demanded_tokens += float(prefill.sum() + decode_asked.sum()) * dt_s
         self.tokens_per_s = float(served.sum() + decode_served.sum()) / dt_s
-        live = ~self.out_of_service
-        self.speed = float(speed[live].min() if live.any() else speed.min())
+        out = self.out_of_service
+        self.speed = float(speed[~out].min() if out.any() and not out.all() else speed.min())  # of live replicas
         self.replica_speed = speed
-        self.replica_decode_load = np.clip(decode / p.decode_tokens_per_s, 0.0, 1.0)
+        self.replica_decode_tokens_per_s = decode
 
     def interrupt(self) -> float:
         """Lose the work since the last checkpoint; returns the iterations lost."""
@@ -342,7 +343,7 @@ def make_jobs(
         job.backlog = np.zeros(n_slots)
         job.out_of_service = np.zeros(n_slots, dtype=bool)
         job.replica_speed = np.ones(n_slots)
-        job.replica_decode_load = np.zeros(n_slots)
+        job.replica_decode_tokens_per_s = np.zeros(n_slots)
         jobs.append(job)
         slot += n_slots
     return jobs
