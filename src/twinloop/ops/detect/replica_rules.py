@@ -1,21 +1,23 @@
 """A serving fleet's slow replica: its ranks' decode steps against the fleet's (issue 14).
 
 A serving fleet's replicas run independently behind a router: nobody waits for the slowest, and their loads differ
-second by second, so the synchronous job's straggler rules do not apply to them (:meth:`DetectionPipeline.
-replica_job`). A GPU that slows its replica still shows: the replica's time per output token rises. The twin (and a
-serving engine's per-instance metrics) give each rank's decode step (``TWINLOOP_FI_RANK_STEP_TIME``: the step at its
-replica's load, at the rank's own speed), and :class:`ReplicaStragglerRule` compares each with the fleet's other
-ranks of the same GPU model: one lastingly slower by ``min_deficit`` and ``z_threshold`` robust sigmas is the
-fleet's straggler. The rank that is slow on its own names the GPU; a replica slow on every rank (its host, its
-node) fires on all of them, and the grouping roots that incident at their node.
+second by second, so the synchronous job's straggler rules do not apply to them
+(:meth:`~twinloop.ops.detect.pipeline.DetectionPipeline.replica_job`). A GPU that slows its replica still shows: the
+replica's time per output token rises (a serving engine's per-instance metric). The twin gives each rank's decode
+step (``TWINLOOP_FI_RANK_STEP_TIME``, as a training job's ranks give theirs: the step at its replica's load, at the
+rank's own speed), and :class:`ReplicaStragglerRule` compares each with the fleet's other ranks of the same GPU
+model: one lastingly slower by ``min_deficit`` and ``z_threshold`` robust sigmas is the fleet's straggler. The rank
+that is slow on its own names the GPU; a replica slow on every rank (its host, its node) fires on all of them, and
+the grouping roots that incident at their node.
 
 Normal spread is no straggler: a replica's decode step grows with its batch, by up to the KV share of a full batch
 (the twin's guess: a full batch steps in twice the time of an empty one). The fleet's router spreads requests
 evenly, so over the ``smooth_half_life_s`` (30 s) the replicas' loads, and their steps, differ by ~15 % at most on
 the packaged Azure trace (25 TP-8 replicas at 30× its rate: the largest smoothed decode load 1.4× the median, its
-step 1.13× the median's); ``min_deficit`` 25 % lies above that and below a 0.8-speed GPU's 25 %. A replica the loop
-capped (or an operator: its enforced limit below its peers') is expected to be slow, and a replica out of service
-(its node drained) reports no steps: neither is flagged, and neither counts as a peer.
+step 1.13× the median's); ``min_deficit`` 25 % lies above that: a GPU at 0.8 of its speed sits at it, one at 0.7
+(the packaged straggler fault's) 43 % above its peers. A replica the loop capped (or an operator: its enforced limit
+below its peers') is expected to be slow, and a replica out of service (its node drained) reports no steps: neither
+is flagged, and neither counts as a peer.
 
 Thresholds are guesses, not fitted.
 """
