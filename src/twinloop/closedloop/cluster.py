@@ -37,7 +37,7 @@ from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME as RANK_STEP_TI
 from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
 from twinloop.twin.gpu_rates import gpu_work_rates
-from twinloop.twin.jobs import Phase
+from twinloop.twin.jobs import DECODE_COMPUTE_FRACTION, Phase
 from twinloop.twin.scenario import ScenarioSpec
 
 _STATE_OF_FIELD = {DCGM_FI_DEV_GPU_TEMP: "gpu_temp_c", DCGM_FI_DEV_POWER_USAGE: "gpu_power_w"}
@@ -64,25 +64,33 @@ def gpu_limits(twin: Twin) -> GpuLimits:
 
 
 def rank_step_times(twin: Twin) -> NDArray[np.float64]:
-    """Per GPU: the step time its rank of a running training job would have on its own, s; NaN elsewhere.
+    """Per GPU: the step time its rank of a running job would have on its own, s; NaN elsewhere.
 
-    The twin's stand-in for a framework's per-rank step timers: each rank's iteration at its own clock (roofline
-    speed of its own relative clock) and its own straggler factor (an injected ``straggler`` fault or a background
-    straggler), before the collectives make every rank wait for the slowest. The job's own step time
-    (``TWINLOOP_FI_JOB_STEP_TIME``) is the longest of these. Exact, no timer noise (a model, not a measurement).
+    The twin's stand-in for a framework's per-rank step timers: each rank's step at its own clock (roofline speed
+    of its own relative clock) and its own straggler factor (an injected ``straggler`` fault or a background
+    straggler), before the collectives make every rank wait for the slowest. For a training job the step is its
+    iteration; the job's own step time (``TWINLOOP_FI_JOB_STEP_TIME``) is the longest of these. For a serving fleet
+    it is the rank's decode step at its replica's decode load (:meth:`~twinloop.twin.jobs.Job.decode_step_s`: a
+    replica's time per output token is its slowest rank's), NaN on a replica out of service (it serves nothing).
+    Exact, no timer noise (a model, not a measurement).
     """
     out = np.full(twin.topo.n_gpus, np.nan)
     factor = twin.straggle_factors()
     ph = twin.physics
     for job in twin.jobs:  # per job, vectorized over its GPUs
-        if job.kind != "training" or job.phase != Phase.SUSTAINED or job.gpus.size == 0:
+        if job.phase != Phase.SUSTAINED or job.gpus.size == 0:
             continue
         p = job.profile
         x = ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64)
-        cf = np.full(x.shape, p.compute_fraction)
+        serving = job.kind == "serving"
+        cf = np.full(x.shape, DECODE_COMPUTE_FRACTION if serving else p.compute_fraction)
         rate = gpu_work_rates(x, cf, twin.topo.gpu_kind[job.gpus], job.rates)  # each rank at its own model's rates
         speed = rate * factor[job.gpus]
-        out[job.gpus] = p.iteration_s / np.maximum(speed, 1e-6)
+        if not serving:
+            out[job.gpus] = p.iteration_s / np.maximum(speed, 1e-6)
+            continue
+        step = job.decode_step_s(speed)
+        out[job.gpus] = np.where(np.repeat(job.out_of_service, job.spec.gpus_per_replica), np.nan, step)
     return out
 
 

@@ -204,7 +204,9 @@ class TriggerCheckpoint(Action):
 
 @dataclass(frozen=True)
 class Drain(Action):
-    """Drain a node: no new placements (running work continues); ``undrain`` reverses it."""
+    """Drain a node: no new placements; a training job on it runs on, a serving fleet's replica on it goes out of
+    service (its requests go to the live replicas). ``undrain`` reverses it.
+    """
 
     name: ClassVar[str] = "drain"
     node: str
@@ -218,6 +220,9 @@ class Drain(Action):
         if level != "node":
             return f"{self.node!r} is a {level}; drain takes a node"
         twin.scheduler.node_drained[index] = not self.undrain
+        owner = int(twin.scheduler.node_owner[index])
+        if owner >= 0:
+            twin.route_replicas(twin.jobs[owner])
         return None
 
 

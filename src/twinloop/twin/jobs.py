@@ -13,7 +13,11 @@
 * **cooldown**: after the job ends its GPUs idle with residual heat for the plant's ramp-down time, then free.
 
 A job owns *activity slots* (training one, serving one per replica); the engine maps GPUs to slots so per-GPU
-activity is one gather. Progress uses :func:`twinloop.hardware.power.relative_speed` (roofline); in a hall with a
+activity is one gather. A serving fleet's replica (its ``gpus_per_replica`` GPUs, in placement order) is its unit:
+a slow GPU slows only its own replica, and a replica on a drained node is out of service (the router sends it no
+requests; its GPUs idle): the live replicas share the fleet's requests (:func:`shared_demand`).
+
+Progress uses :func:`twinloop.hardware.power.relative_speed` (roofline); in a hall with a
 GPU model other than the one the job's profile was made for, every GPU runs at its own model's rates
 (:mod:`twinloop.twin.gpu_rates`), so an A100 is not as fast as an H100 at the same relative clock.
 """
@@ -31,7 +35,7 @@ from twinloop.hardware.power import relative_speed
 from twinloop.twin.from_plan import job_profile
 from twinloop.twin.gpu_rates import KindRates, kind_rates
 from twinloop.twin.scenario import JobSpec
-from twinloop.twin.trace import ServingLoad
+from twinloop.twin.trace import DECODE_TOKENS_PER_S_PER_SEQ, ServingLoad
 from twinloop.twin.workload import PhaseActivity, WorkloadProfile
 
 RAMP_ACTIVITY = PhaseActivity(tensor_active=0.0, sm_active=0.1, dram_active=0.35)
@@ -39,6 +43,12 @@ CHECKPOINT_ACTIVITY = PhaseActivity(tensor_active=0.0, sm_active=0.15, dram_acti
 HANG_ACTIVITY = PhaseActivity(tensor_active=0.0, sm_active=0.3, dram_active=0.02)  # NCCL spin: busy, no work
 IDLE_ACTIVITY = PhaseActivity(0.0, 0.0, 0.0)
 DECODE_COMPUTE_FRACTION = 0.2  # decode is memory-bound: it barely slows with the SM clock (guess)
+#: A replica's decode step at a full batch (``decode_tokens_per_s`` of the profile): the trace's per-sequence decode
+#: rate sets it (one token per sequence per step, :data:`twinloop.twin.trace.DECODE_TOKENS_PER_S_PER_SEQ`).
+DECODE_STEP_FULL_S = 1.0 / DECODE_TOKENS_PER_S_PER_SEQ
+#: Share of that step spent reading the weights, the same for any batch; the rest reads the batch's KV cache and
+#: grows with it (memory-bound decode; a guess: an empty batch steps in half the time of a full one).
+DECODE_WEIGHT_SHARE = 0.5
 LOSS_START = 10.0
 LOSS_FLOOR = 1.6
 
@@ -90,6 +100,12 @@ class Job:
     sdc_magnitude: float = 0.0
     restart_pending: bool = False
     tokens_per_s: float = 0.0
+    #: serving, per replica: out of service (on a drained node: no requests routed to it, its GPUs idle)
+    out_of_service: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: serving, per replica, at the last step: work rate (its slowest GPU's clock and straggler factor) and decode
+    #: tokens per second asked of it
+    replica_speed: NDArray[np.float64] = field(default_factory=lambda: np.ones(0))
+    replica_decode_tokens_per_s: NDArray[np.float32] | NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
     @property
     def kind(self) -> str:
@@ -138,9 +154,7 @@ class Job:
             high = compute if w > 0.0 else comm
             low = comm if w < 1.0 else compute
             return act[None, :], np.array([p.compute_fraction * w]), high[None, :], low[None, :]
-        assert self.load is not None
-        prefill, decode = self.load.at(t_s)
-        demand_prefill = prefill + self.backlog
+        demand_prefill, decode = self.serving_demand(t_s)
         frac_prefill = np.clip(demand_prefill / p.tokens_per_step, 0.0, 1.0)
         decode_util = np.clip(decode / p.decode_tokens_per_s, 0.0, 1.0)
         decode_act = np.where(decode_util[:, None] > 0, np.sqrt(decode_util)[:, None] * _vec(p.comm), 0.0)
@@ -150,6 +164,28 @@ class Job:
         high = np.where(frac_prefill[:, None] > 0.0, compute, decode_act)
         low = np.where(frac_prefill[:, None] < 1.0, decode_act, compute)
         return act, cf, high, low
+
+    def serving_demand(self, t_s: float) -> tuple[NDArray[np.float64], NDArray[np.float32] | NDArray[np.float64]]:
+        """Per replica, this second's prefill tokens to serve (the trace's and its backlog) and decode tokens asked,
+        with the requests of replicas out of service routed to the live ones (:func:`shared_demand`).
+        """
+        assert self.load is not None
+        prefill, decode = self.load.at(t_s)
+        demand = prefill + self.backlog
+        out = self.out_of_service
+        if out.size and out.any():
+            return shared_demand(demand, out), shared_demand(decode, out)
+        return demand, decode
+
+    def decode_step_s(self, speed: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per replica (or per GPU, given per-GPU speeds of the replicas' GPUs in order), the decode step at this
+        step's decode load and work rate ``speed``, s: the weights' read plus the batch's KV read, slower by
+        ``speed`` (what a serving engine reports as its time per output token).
+        """
+        load = np.clip(self.replica_decode_tokens_per_s / self.profile.decode_tokens_per_s, 0.0, 1.0)
+        load = np.repeat(load, speed.shape[0] // max(self.n_slots, 1))
+        step = DECODE_STEP_FULL_S * (DECODE_WEIGHT_SHARE + (1.0 - DECODE_WEIGHT_SHARE) * load)
+        return np.asarray(step / np.maximum(speed, 1e-6), dtype=np.float64)
 
     def _advance(self, pos_s: float, dt_s: float, speed: float) -> tuple[float, float, float]:
         """Move through iterations for ``dt_s`` wall seconds: (new position, iterations done, compute time).
@@ -181,10 +217,11 @@ class Job:
         dt_s: float,
         min_clock_x: NDArray[np.float64],
         slot_cf: NDArray[np.float64],
-        straggle: float,
+        straggle: float | NDArray[np.float64],
         slot_rate: NDArray[np.float64] | None = None,
     ) -> None:
-        """Advance work for this step given the slowest relative clock per slot and a straggler factor.
+        """Advance work for this step given the slowest relative clock per slot and a straggler factor (per replica
+        for a serving fleet: its slowest GPU's).
 
         ``slot_rate`` (per slot, from :func:`twinloop.twin.gpu_rates.slot_rates`) replaces the rate of the slowest
         clock where the job's GPUs are not all the model its profile was made for.
@@ -195,7 +232,7 @@ class Job:
             return
         if self.kind == "training":
             rate = relative_speed(float(min_clock_x[0]), 1.0, p.compute_fraction) if slot_rate is None else slot_rate[0]
-            self.speed = float(rate) * straggle
+            self.speed = float(rate) * (straggle if isinstance(straggle, float) else float(np.min(straggle)))
             self.iter_pos_s, done, _ = self._advance(self.iter_pos_s, dt_s, self.speed)
             self.iterations += done
             self.tokens_per_s = done * p.tokens_per_step / dt_s
@@ -204,17 +241,20 @@ class Job:
                 self.loss += self.sdc_magnitude
             return
         assert self.load is not None
-        prefill, decode = self.load.at(t_s)
+        prefill, decode_asked = self.load.at(t_s)
+        demand, decode = self.serving_demand(t_s)
         rates = relative_speed(min_clock_x, 1.0, slot_cf) if slot_rate is None else slot_rate
         speed = np.asarray(rates) * straggle
-        demand = prefill + self.backlog
         served = np.minimum(demand, p.tokens_per_step * speed * dt_s)
         self.backlog = demand - served
         decode_served = np.minimum(decode * dt_s, p.decode_tokens_per_s * speed * dt_s)
         self.served_tokens += float(served.sum() + decode_served.sum())
-        self.demanded_tokens += float(prefill.sum() + decode.sum()) * dt_s
+        self.demanded_tokens += float(prefill.sum() + decode_asked.sum()) * dt_s
         self.tokens_per_s = float(served.sum() + decode_served.sum()) / dt_s
-        self.speed = float(speed.min())
+        out = self.out_of_service
+        self.speed = float(speed[~out].min() if out.any() and not out.all() else speed.min())  # of live replicas
+        self.replica_speed = speed
+        self.replica_decode_tokens_per_s = decode
 
     def interrupt(self) -> float:
         """Lose the work since the last checkpoint; returns the iterations lost."""
@@ -256,6 +296,18 @@ class Job:
         return kept / wall
 
 
+def shared_demand(demand: NDArray[np.float32] | NDArray[np.float64], out: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """Per replica, ``demand`` with the out-of-service replicas' (``out``) shared evenly by the live ones (a router
+    sends a drained replica no requests, and what it held queued goes to the others); all out: nobody serves.
+    """
+    live = ~out
+    n_live = int(np.count_nonzero(live))
+    if n_live == 0:
+        return np.zeros(demand.shape)
+    moved = float(demand[out].sum()) / n_live
+    return np.where(live, demand + moved, 0.0)
+
+
 def _vec(a: PhaseActivity) -> NDArray[np.float64]:
     return np.array([a.tensor_active, a.sm_active, a.dram_active])
 
@@ -289,6 +341,9 @@ def make_jobs(
         job = Job(index=i, spec=s, profile=profile, slot0=slot, n_slots=n_slots, load=loads.get(s.name))
         job.rates = rates if rates is not None and not rates.uniform else None
         job.backlog = np.zeros(n_slots)
+        job.out_of_service = np.zeros(n_slots, dtype=bool)
+        job.replica_speed = np.ones(n_slots)
+        job.replica_decode_tokens_per_s = np.zeros(n_slots)
         jobs.append(job)
         slot += n_slots
     return jobs

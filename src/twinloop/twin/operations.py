@@ -73,6 +73,23 @@ class ClusterOps(SiteState):
             self.job_of_gpu[gpus] = -1
         job.nodes = np.zeros(0, dtype=np.int64)
         job.gpus = np.zeros(0, dtype=np.int64)
+        job.out_of_service[:] = False
+
+    def route_replicas(self, job: Job) -> None:
+        """Take a serving fleet's replicas on drained nodes out of service and put back those whose nodes are no
+        longer drained (the router's view: a drained node's replica gets no requests, its GPUs idle); an event per
+        change. Training jobs run on through a drain (it only keeps new work off the node).
+        """
+        if job.kind != "serving" or job.gpus.size == 0:
+            return
+        drained = self.scheduler.node_drained[self.topo.gpu_node[job.gpus]].reshape(job.n_slots, -1)
+        out: NDArray[np.bool_] = np.asarray(drained.any(axis=1))
+        for r in np.flatnonzero(out != job.out_of_service).tolist():
+            first = int(job.gpus[r * job.spec.gpus_per_replica])
+            where = self.topo.node_id(int(self.topo.gpu_node[first]))
+            what = "out of service (node drained)" if out[r] else "back in service"
+            self.emit(Event(self.t_s, "replica_routing", self._job_entity(job), f"replica {r} on {where}: {what}"))
+        job.out_of_service = out
 
     def interrupt_job(self, job: Job, reason: str, planned: bool = False) -> None:
         """Stop a job, lose the work since its checkpoint (unless planned) and requeue it at the front.

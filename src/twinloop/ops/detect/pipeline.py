@@ -13,7 +13,8 @@ How a firing becomes a class:
 * stragglers (by SM clock, and by the rank's own step time ``TWINLOOP_FI_RANK_STEP_TIME``) are judged against the
   GPU's job peers of the same GPU model at the same time; one that a throttle or cooling rule explains, that runs
   under a cap below its peers' or one the loop applied (:meth:`DetectionPipeline.loop_setting`), or that belongs to
-  a serving fleet (:meth:`DetectionPipeline.replica_job`) is dropped;
+  a serving fleet (:meth:`DetectionPipeline.replica_job`) is dropped; a serving fleet's ranks are judged against the
+  fleet's instead, by their decode step over a longer window (:mod:`.replica_rules`: its replicas' loads differ);
 * firings of one class with a different mechanism (a GPU's own thermal path vs its row's coolant or air) group
   apart, so a fault inside an open incident's scope keeps its own incident; throttling spread over a row, or on
   a GPU no warmer for its power than its row's GPUs, is the row's;
@@ -50,6 +51,7 @@ from twinloop.ops.detect.job_rules import (
     StragglerRule,
     group_median,
 )
+from twinloop.ops.detect.replica_rules import ReplicaStragglerRule
 from twinloop.ops.detect.rules import (
     POWER,
     POWER_LIMIT,
@@ -122,6 +124,7 @@ RULE_THRESHOLDS: Mapping[str, tuple[str, ...]] = {
     "rule:power_throttle": ("clock_drop",),
     "rule:straggler": ("z_threshold", "min_deficit"),
     "rule:rank_straggler": ("z_threshold", "min_deficit"),
+    "rule:replica_straggler": ("z_threshold", "min_deficit"),
     "rule:sdc": ("z_threshold",),
     "rule:hang": ("n_steps", "min_stall_s"),
     "rule:job_slowdown": ("log_rise",),
@@ -235,6 +238,7 @@ class DetectionPipeline:
         self._cdu_of_rack = dict(cdu_of_rack or {})
         self.straggler = StragglerRule()
         self.rank_straggler = RankStragglerRule()
+        self.replica_straggler = ReplicaStragglerRule()
         self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
         self.facility_rules = FacilityRules()
         self._scale_thresholds(c.threshold_scale)
@@ -325,7 +329,8 @@ class DetectionPipeline:
     # --- helpers ----------------------------------------------------------------------------------------------
     def _scale_thresholds(self, scale: Mapping[str, float]) -> None:
         rules: dict[str, object] = {
-            f"rule:{r.name}": r for r in (*self.hw_rules, self.straggler, self.rank_straggler, *self.job_rules)
+            f"rule:{r.name}": r
+            for r in (*self.hw_rules, self.straggler, self.rank_straggler, self.replica_straggler, *self.job_rules)
         }
         rules["rule:facility"] = self.facility_rules
         for source, m in scale.items():
@@ -482,7 +487,7 @@ class DetectionPipeline:
         against a restart): by the ranks' step times where the job reports them (the job waits for its slowest
         rank, whatever its GPU model), else by clock against its same-model peers.
         """
-        for rule in (self.rank_straggler, self.straggler):
+        for rule in (self.replica_straggler, self.rank_straggler, self.straggler):
             known = rule.pace_known
             if known.shape[0] == self.n_gpus and members.size and known[members].any():
                 return float(rule.job_slowdown[members].max())
@@ -720,16 +725,31 @@ class DetectionPipeline:
         (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose).
         """
         ts = frame.ts
-        explained = self._last_explainer >= ts - self.config.window_s
+        hw_explained = self._last_explainer >= ts - self.config.window_s
+        fleet = np.zeros(self.n_gpus, dtype=bool)
         if self._replica_jobs:
             replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
-            explained = explained | np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
+            fleet = np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
         for rule in (self.straggler, self.rank_straggler):
             fired, score = rule.update(frame)
-            fired &= ~explained
-            onsets = self._onsets(ts, rule.name, fired, score, EventClass.STRAGGLER, "anomaly", f"rule:{rule.name}")
-            if fired.any():
-                self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
+            self._straggler_onsets(ts, rule.name, fired & ~(hw_explained | fleet), score)
+        rep = self.replica_straggler
+        if fleet.any():
+            fired, score = rep.update_fleet(frame, fleet)
+            # Its 30 s smoothing still carries a throttle's slow steps after the throttle ends (a PSU-short node's
+            # braked replica read as a straggler 34 s after its PSUs came back): explained for 4 half-lives more.
+            lag_s = 4.0 * rep.smooth_half_life_s
+            self._straggler_onsets(
+                ts, rep.name, fired & ~(self._last_explainer >= ts - self.config.window_s - lag_s), score
+            )
+        elif rep.pace_known.any():  # no fleet now: nothing of the rule's counts toward an incident's impact
+            rep.pace_known = np.zeros(self.n_gpus, dtype=bool)
+
+    def _straggler_onsets(self, ts: float, name: str, fired: NDArray[np.bool_], score: F64) -> None:
+        """Group one straggler rule's firing GPUs into straggler incidents."""
+        onsets = self._onsets(ts, name, fired, score, EventClass.STRAGGLER, "anomaly", f"rule:{name}")
+        if fired.any():
+            self.grouper.observe(ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets)
 
     def _job_stage(self, frame: RuleFrame) -> None:
         """Job rules, per job slot: a job-rooted incident over the job's GPUs."""
