@@ -27,7 +27,7 @@ from twinloop.ops.respond.actions import (
 from twinloop.ops.respond.adapters.base import ActionAdapter
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
-from twinloop.ops.respond.restart_cost import RestartChoice, choose_restart, write_pays
+from twinloop.ops.respond.restart_cost import SERVING_STAYS, RestartChoice, choose_restart, write_pays
 from twinloop.ops.respond.thermal_cap import (
     FOLLOW_EVERY_S,
     NotSettled,
@@ -567,7 +567,8 @@ class Responder:
     def _restart(self, incident: Incident) -> RestartChoice:
         """When moving the incident's job(s) off its node pays (:func:`choose_restart`), decided once per incident
         (a later step must not pick a second option and fire its rule too); the most urgent over its jobs. A
-        straggler costs its job the slowdown the detector measured; a short supply the cap's shortfall. The move's
+        straggler costs its job the slowdown the detector measured; a short supply the cap's shortfall. A serving fleet
+        is never restarted (:data:`SERVING_STAYS`): draining the node takes out its replica there. The move's
         pace is asked without the incident's nodes: the job leaves them, so a placement that would put it back
         there is not the one it gets.
         """
@@ -580,7 +581,9 @@ class Responder:
         jobs = self.adapter.resolve("job", incident)
         away = tuple(self.adapter.resolve("node", incident))
         choices = [
-            choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job, away), cause)
+            SERVING_STAYS
+            if self.adapter.is_serving(job) is True
+            else choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job, away), cause)
             for job in jobs
         ]
         choice = choices[0] if choices else choose_restart(slowdown, None, cause=cause)

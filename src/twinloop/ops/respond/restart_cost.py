@@ -59,6 +59,11 @@ class RestartChoice:
         return self if _URGENCY[self.when] >= _URGENCY[other.when] else other
 
 
+#: A serving fleet keeps no training state to restart from: a bad GPU or node is answered by draining the node, which
+#: takes out that node's replica while the fleet keeps serving.
+SERVING_STAYS = RestartChoice("never", "a serving fleet is not restarted; expects: its replica on the node drained")
+
+
 def choose_restart(
     slowdown: float | None,
     timing: JobTiming | None,
