@@ -63,6 +63,17 @@ def test_a_mild_straggler_on_a_big_job_is_moved_at_its_own_next_checkpoint() -> 
     assert "expects: job at full speed" in requeue.reason
 
 
+def test_a_job_with_nothing_unsaved_moves_now_not_at_the_save_after_next() -> None:
+    """A job that has just saved reports its next checkpoint in 0 s (nothing to save). "At its own checkpoint" then
+    tied with "now" and won as the less disruptive, and the requeue waited for the save after: a whole interval on
+    the faulty node (power-events seed 2: 200 W for 700 s, 6,072 power-throttled GPU-s). Now it moves at once."""
+    choice = choose_restart(0.7, replace(TIMING, next_checkpoint_in_s=0.0, unsaved_s=0.0))
+    assert choice.when == "now", choice.why
+    adapter = TimedAdapter(done_at_s=None, timing=replace(TIMING, next_checkpoint_in_s=0.0, unsaved_s=0.0))
+    actions = _run(adapter, _straggler(0.7), until_s=60)
+    assert ("requeue", "applied") in {(kind, status) for _, kind, status in actions}, actions
+
+
 def test_a_gpu_at_half_speed_still_gets_a_checkpoint_and_restart_at_once() -> None:
     adapter = TimedAdapter(done_at_s=35.0, timing=TIMING)
     actions = _run(adapter, _straggler(0.5), until_s=120)

@@ -96,7 +96,9 @@ def choose_restart(
     restart_s = t.restart_s if t.restart_s is not None else 0.0
     remaining_s = t.remaining_s if t.remaining_s is not None else math.inf
     costs: dict[RestartWhen, float] = {"now": _now_cost_s(t, write_s) + restart_s}
-    if next_s < remaining_s:
+    if 0.0 < next_s < remaining_s:
+        # (next_s 0: nothing unsaved, so "its own checkpoint" is now, and waiting for the one after would
+        # leave the job on the faulty node a whole save interval)
         costs["at_checkpoint"] = restart_s + slowdown * next_s
     if slowdown <= 0.0:
         costs["never"] = 0.0  # the job waits for a slower rank anyway: moving it buys nothing now
