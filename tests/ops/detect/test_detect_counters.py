@@ -59,3 +59,16 @@ def test_detect_reports_the_counter_and_alarms_on_its_rate(tmp_path: Path, cli: 
     assert doc["counters_as_rates"] == ["energy_mj"]
     hits = [d["ts"] - t0 for d in doc["detections"] if d["entity"] == "energy_mj"]
     assert hits and all(200 <= h <= 215 for h in hits), hits
+
+
+@given(st.lists(st.integers(1, 399), max_size=40, unique=True))
+def test_missing_samples_neither_break_a_counter_nor_its_rate(holes: list[int]) -> None:
+    ts = np.arange(400.0)
+    v = _counter()[:, None].copy()
+    v[holes, 0] = np.nan
+    assert counter_mask(v).tolist() == [True]
+    rate = as_rates(ts, v, np.array([True]))[:, 0]
+    ok = np.isfinite(rate)
+    assert set(np.flatnonzero(~ok).tolist()) == {0, *holes}
+    # across a hole, the increase over the whole gap per second of it: the power of the seconds in between
+    assert np.all((rate[ok] >= 300_000.0 - 1e-6) & (rate[ok] <= 700_000.0 + 1e-6))

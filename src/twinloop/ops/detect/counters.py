@@ -28,26 +28,39 @@ RESET_FRACTION = 0.1
 MIN_STEPS = 20
 
 
+def _steps(values: F64) -> tuple[F64, F64, NDArray[np.bool_], NDArray[np.int64]]:
+    """Each sample against the last finite one before it, vectorised over the columns: (previous value, step, whether
+    the row is a step between two finite samples, row of that previous sample).
+    """
+    n = values.shape[0]
+    finite = np.isfinite(values)
+    last = np.where(finite, np.arange(n)[:, None], -1)
+    np.maximum.accumulate(last, axis=0, out=last)
+    prev_row = last[:-1]
+    prev = np.take_along_axis(values, np.maximum(prev_row, 0), axis=0)
+    is_step = finite[1:] & (prev_row >= 0)
+    with np.errstate(invalid="ignore"):
+        step = np.where(is_step, values[1:] - prev, np.nan)
+    return prev, step, is_step, prev_row
+
+
 def counter_mask(values: F64) -> NDArray[np.bool_]:
     """Which columns of ``values`` (n_samples, n_series; NaN = missing) are cumulative counters."""
-    out = np.zeros(values.shape[1], dtype=bool)
-    for j in range(values.shape[1]):  # columns of one file (a handful), not GPUs in a hot path
-        v = values[:, j]
-        v = v[np.isfinite(v)]
-        if v.size <= MIN_STEPS:
-            continue
-        prev, step = v[:-1], np.diff(v)
-        reset = (step < 0) & (v[1:] < RESET_FRACTION * prev)
-        fall = (step < 0) & ~reset
-        out[j] = not fall.any() and _longest_flat_run(step) <= MAX_FLAT_SHARE * step.size
-    return out
-
-
-def _longest_flat_run(step: F64) -> int:
-    """The most consecutive zero steps."""
-    flat = np.concatenate(([0], (step == 0).astype(np.int8), [0]))
-    edges = np.flatnonzero(np.diff(flat))
-    return int((edges[1::2] - edges[::2]).max()) if edges.size else 0
+    if values.shape[0] < 2:
+        return np.zeros(values.shape[1], dtype=bool)
+    prev, step, is_step, _ = _steps(values)
+    with np.errstate(invalid="ignore"):
+        falls = is_step & (step < 0)
+        reset = falls & (values[1:] < RESET_FRACTION * prev)
+        flat = is_step & (step == 0)
+    n_steps = is_step.sum(axis=0)
+    # longest run of flat steps; rows that are no step (a missing sample) neither extend nor end a run
+    count = np.cumsum(flat, axis=0)
+    ended = np.where(is_step & ~flat, count, 0)
+    np.maximum.accumulate(ended, axis=0, out=ended)
+    longest = (count - ended).max(axis=0)
+    keep = (n_steps >= MIN_STEPS) & ~(falls & ~reset).any(axis=0) & (longest <= MAX_FLAT_SHARE * n_steps)
+    return np.asarray(keep, dtype=bool)
 
 
 def as_rates(ts: F64, values: F64, mask: NDArray[np.bool_]) -> F64:
@@ -55,13 +68,13 @@ def as_rates(ts: F64, values: F64, mask: NDArray[np.bool_]) -> F64:
     sample (NaN at the first sample and at a reset).
     """
     out = values.copy()
-    for j in np.flatnonzero(mask):
-        v = values[:, j]
-        ok = np.flatnonzero(np.isfinite(v))
-        rate = np.full(v.shape, np.nan)
-        step = np.diff(v[ok])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = step / np.diff(ts[ok])
-        rate[ok[1:]] = np.where(step >= 0, r, np.nan)
-        out[:, j] = rate
+    cols = np.flatnonzero(mask)
+    if not cols.size or values.shape[0] < 2:
+        return out
+    v = values[:, cols]
+    _, step, is_step, prev_row = _steps(v)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = step / (ts[1:, None] - ts[np.maximum(prev_row, 0)])
+    rate = np.where(is_step & (step >= 0), rate, np.nan)
+    out[:, cols] = np.vstack([np.full((1, cols.size), np.nan), rate])
     return out
