@@ -313,7 +313,7 @@ class Twin(ClusterOps):
     def _progress(self) -> None:
         ph = self.physics
         g = ph.gpus.g
-        factors: NDArray[np.float64] | None = None  # per GPU, for serving fleets (a straggler slows its replica)
+        factors: NDArray[np.float64] | None = None  # per GPU straggler factors, computed once if any job needs them
         for job in self.jobs:
             if job.phase != Phase.SUSTAINED or job.gpus.size == 0:
                 job.tokens_per_s = 0.0
@@ -327,12 +327,11 @@ class Twin(ClusterOps):
                 gmin = gs.reshape(job.n_slots, -1).min(axis=1)
             xmin = ph.x_of_g(gmin).astype(np.float64)
             straggle: float | NDArray[np.float64] = 1.0
-            if job.kind == "serving":
-                if self.straggle or self.background_stragglers.size:
-                    factors = self.straggle_factors() if factors is None else factors
-                    straggle = factors[job.gpus].reshape(job.n_slots, -1).min(axis=1)
-            else:
-                straggle = self._training_straggle(job)
+            if self.straggle or self.background_stragglers.size:
+                factors = self.straggle_factors() if factors is None else factors
+                per_slot = factors[job.gpus].reshape(job.n_slots, -1).min(axis=1)
+                # a serving replica goes at its own slowest GPU's pace; a training job's ranks all wait for theirs
+                straggle = per_slot if job.kind == "serving" else float(per_slot.min())
             slot_cf = self.slot_cf[job.slot0 : job.slot0 + job.n_slots]
             rate = None
             if job.rates is not None:  # GPUs of another model than the profile's: each at its own model's rates
@@ -340,18 +339,6 @@ class Twin(ClusterOps):
                 x = ph.x_of_g(gs).astype(np.float64)
                 rate = slot_rates(x, self.topo.gpu_kind[job.gpus], job.rates, cf, job.n_slots)
             job.progress(self.t_s, self.dt_s, xmin, slot_cf, straggle, rate)
-
-    def _training_straggle(self, job: Job) -> float:
-        """A training job's straggler factor: its slowest GPU's (every rank waits for it)."""
-        straggle = 1.0
-        for gpu, factor in self.straggle.items():
-            if self.job_of_gpu[gpu] == job.index:
-                straggle = min(straggle, factor)
-        if self.background_stragglers.size:
-            mine = self.job_of_gpu[self.background_stragglers] == job.index
-            if mine.any():
-                straggle = min(straggle, float(self.background_speed[mine].min()))
-        return straggle
 
     def _throttle_counts(self) -> None:
         a = self.physics.gpus
