@@ -69,12 +69,12 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "cohere": {"tie_word_embeddings": True},
     "falcon": {"tie_word_embeddings": True, "max_position_embeddings": 2048},
     "granite": {"tie_word_embeddings": True},
-    # transformers' GptOssConfig defaults are gpt-oss-120b's (attention_bias True, 128 experts, window 128)
     # transformers' Glm4MoeConfig defaults (GLM-4.5-Air's MoE shape; GLM-4.5's configs give every field)
     "glm4_moe": {
         "partial_rotary_factor": 0.5, "n_routed_experts": 128, "n_shared_experts": 1, "moe_intermediate_size": 1408,
         "first_k_dense_replace": 1, "num_experts_per_tok": 8, "tie_word_embeddings": False,
     },
+    # transformers' GptOssConfig defaults are gpt-oss-120b's (attention_bias True, 128 experts, window 128)
     "gpt_oss": {
         "vocab_size": 201_088, "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131_072,

@@ -338,8 +338,10 @@ class CoolingOptimizer:
         saving the plant more than it costs the site's GPUs in leakage (:meth:`RelaxValue.warmer_under_budget`); None
         otherwise, or without pricing.
         """
-        why = self.pricing.at_budget() if self.pricing is not None else None
-        if why is None or self.pricing is None:
+        if self.pricing is None:
+            return None
+        why = self.pricing.at_budget()
+        if why is None:
             return None
         verdict = self.pricing.warmer_under_budget(self.config.setpoint_step_c)
         return f"{why}: {verdict.why}" if verdict.pays else None

@@ -494,7 +494,7 @@ class Responder:
         None. A checkpoint before a requeue saves the job's work since its last save, ``u``, and stops it for the
         write, ``W``; a failure before the job's next save after the restart (chance ``q``) loses ``W`` less for a
         job that wrote, and one during the write (chance ``p``) loses ``u`` too: the write pays exactly when
-        ``u·(1 − p) > W·(1 − q)`` (:func:`~.restart_cost.write_pays`, derived there; ``u > W`` where the job's failure
+        ``u·(1 − p) ≥ W·(1 − q)`` (:func:`~.restart_cost.write_pays`, derived there; ``u ≥ W`` where the job's failure
         rate is unknown). Where it does not pay for every job of the incident (a job restarted a minute ago, a slow
         file system), redoing the work after the restart costs less than writing it. Only for rules that force a
         checkpoint and requeue after it; unknown ``u`` or ``W`` keeps the checkpoint.

@@ -6,7 +6,7 @@ the whole job's progress over the job's remaining time ``T`` (unknown: long enou
 
 * **now** (forced checkpoint, drain, requeue): the checkpoint write ``W`` and the restart ``R``
   (no work is lost: the requeue waits for the checkpoint); where the job's work since its last save ``u`` is known
-  and its write does not pay (:func:`write_pays`: ``u·(1 − p) <= W·(1 − q)``, with the chances of a failure during
+  and its write does not pay (:func:`write_pays`: ``u·(1 − p) < W·(1 − q)``, with the chances of a failure during
   the write and before the next save; ``u < W`` where the job's failure rate is unknown), the restart without a new
   checkpoint, ``R + u`` (redoing ``u`` costs less than writing it: a job restarted a minute ago, under a slow file
   system); otherwise ``R + W·(1 − q) + p·u``;
@@ -131,7 +131,7 @@ def write_pays(timing: JobTiming, write_fails: float = 0.0) -> tuple[bool, str] 
 
         write  exactly when  u·(1 − p) >= W·(1 − q)     (a tie writes)
 
-    ``p = q = 0`` gives the old rule ``u > W``; a write that cannot complete (``p`` = 1) never pays; a job sure to
+    ``p = q = 0`` gives the old rule ``u ≥ W``; a write that cannot complete (``p`` = 1) never pays; a job sure to
     fail before its next save (``q`` = 1) writes whatever it has. ``q`` is the chance of an interruption over the
     job's checkpoint interval at its failure rate (:attr:`JobTiming.interruptions_per_s`, e.g. job heartbeats'
     restarts nobody asked for), ``p`` over the write at that rate, raised to ``write_fails`` where the caller knows
