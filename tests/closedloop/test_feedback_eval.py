@@ -124,7 +124,8 @@ def test_misses_lower_the_thresholds_of_every_source_of_the_fault_class() -> Non
     runs = FakeRuns(source="", missed=1, miss_kind="straggler")
     res = train_thresholds(range(6), runs, tuner=ThresholdTuner(min_labels=1), label_delay_s=0.0)
     expected = set(sources_of_class()[C.STRAGGLER])
-    assert {"rule:straggler", "rule:job_slowdown"} <= expected
+    # Every rule that names a straggler is charged the miss: the GPU, the job's per-rank step times, the replica.
+    assert {"rule:straggler", "rule:rank_straggler", "rule:replica_straggler", "rule:job_slowdown"} <= expected
     assert {k for k, v in res.final_scale.items() if v < 1.0} == expected & set(RULE_THRESHOLDS)
     assert all(s.n_missed == 1 for s in res.steps)
 
