@@ -53,6 +53,23 @@ def test_a_shift_an_hour_after_a_nightly_hole_is_found(profile: str) -> None:
     assert found
 
 
+@pytest.mark.parametrize("profile", ["generic", "latency"])
+def test_a_level_that_moved_across_a_short_hole_is_paged(profile: str) -> None:
+    """The rule keeps the baseline whether or not the level across the hole is continuous: a series that resumes
+    20 σ higher after a 2 h hole (a service back in a bad state after a restart) is paged on its first samples. With
+    the stock rule the hole re-warmed the detectors, which then learnt the new level as normal and never paged."""
+    load_variants()
+    rng = np.random.default_rng(11)
+    n = 4 * DAY
+    t = T0 + STEP_S * np.arange(n, dtype=np.float64)
+    t[2 * DAY :] += 7200.0 - STEP_S
+    v = 50.0 + rng.normal(0.0, 1.0, n)
+    v[2 * DAY :] += 20.0
+    block = SeriesBlock("value", t, ("s",), v.reshape(-1, 1))
+    alarms = [d.ts for d in detect_with_profile([block], PROFILES[profile])]
+    assert alarms and t[2 * DAY] <= alarms[0] < t[2 * DAY] + 1800.0
+
+
 def test_a_hole_longer_than_a_day_still_rewarms() -> None:
     """Across a two-day hole the old baseline says nothing about the series: the detectors re-warm, and a step an
     hour after the data resume and lasts 4 h falls in the 6 h warm-up (no page while it lasts)."""
