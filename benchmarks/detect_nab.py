@@ -181,7 +181,8 @@ def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfi
 
 def with_gap(profile: DetectorProfile, gap_s: float) -> DetectorProfile:
     """``profile`` with every detector re-warming only after a hole longer than ``gap_s`` (clamped to 5..2,000
-    samples, and never under the base's 5 intervals): the rejected "hole longer than a day" design (``--gap-s``)."""
+    samples, and never under the base's 5 intervals; ``--gap-s``). The named profiles keep their state across a hole
+    shorter than a day (``_HOLE`` in ``profiles.py``); ``--gap-s 1`` gives back the stock rule (5 intervals)."""
     span = {"gap_s": (gap_s, 5, 2000)}
     detectors = tuple(replace(d, spans={**d.spans, **span}) for d in profile.detectors)
     periodic = tuple(replace(d, spans={**d.spans, **span}) for d in profile.periodic)
@@ -262,7 +263,7 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], help="DETECTOR.PARAM=VALUE overrides of the profile (not default)")
     ap.add_argument("--skip-default", action="store_true", help="do not run the default detectors for comparison")
     ap.add_argument("--explain", action="store_true", help="list each window (found when, by what) and false alarm")
-    ap.add_argument("--gap-s", type=float, default=0.0, help="re-warm only after a hole longer than this (not default)")
+    ap.add_argument("--gap-s", type=float, default=0.0, help="re-warm after a hole longer than this, s (1: 5 samples)")
     args = ap.parse_args()
     load_variants()
     series = dict(SERIES)

@@ -115,6 +115,14 @@ def span_seconds(span: Span, dt_s: float) -> float:
 
 _NO_FLAP = {"flap_jumps": 1e9}
 
+#: Every named profile keeps a detector's state across a hole in the data shorter than a day (the stock rule, for 1 s
+#: GPU telemetry, re-warms after 5 missing intervals). Their baselines span a day or more (robust windows of a day or a
+#: week, a CUSUM half-life of 12 h, the same phase of earlier days), so after a shorter hole most of the baseline still
+#: describes the series, while a re-warm costs 6-24 h of silence. NAB's road series have a hole of 25 min or more every
+#: few hours (nights, sensor drop-outs): with the stock rule the detectors were warming up for a third or more of
+#: those files and missed failures soon after a hole (docs/sections/calibration-detect.md, "Holes in the time axis").
+_HOLE: dict[str, Span] = {"gap_s": (DAY_S, 5, 2000)}
+
 #: Scale floor of the utilisation profile, in percentage points of capacity. With its z threshold of 6 an alarm
 #: needs a departure of at least 3 points held for two samples, and CUSUM (allowance 0.5 σ) accumulates only
 #: shifts above a quarter of a point: less than that is no incident on a 0–100 % utilisation, whatever the
@@ -139,12 +147,13 @@ def _level_shift_detectors(floor: float) -> tuple[DetectorSpec, ...]:
              "min_std_abs": abs_floor, "novelty_margin": 2.0, **_NO_FLAP},
             {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600),
              "persistence_s": (0.0, 2, 2), "record_window_s": (7 * DAY_S, 60, 2016),
-             "max_hold_s": (DAY_S, 60, 2000)},
+             "max_hold_s": (DAY_S, 60, 2000), **_HOLE},
         ),
         DetectorSpec(
             "cusum",
             {"h": 30.0, "min_persistence": 3, "min_std_abs": abs_floor, **_NO_FLAP},
-            {"half_life_s": (DAY_S / 2, 30, 2000), "warmup_s": (DAY_S / 4, 30, 600), "persistence_s": (0.0, 3, 3)},
+            {"half_life_s": (DAY_S / 2, 30, 2000), "warmup_s": (DAY_S / 4, 30, 600), "persistence_s": (0.0, 3, 3),
+             **_HOLE},
         ),
     )  # fmt: skip
 
@@ -161,7 +170,7 @@ _PHASE_Z = DetectorSpec(
     {"threshold": 6.0, "min_persistence": 2, "step_floor": 1.0, "poisson_floor": 1.0, "cycles": 4, "min_acf": 0.25,
      **_NO_FLAP},
     {"phase_halfwidth_s": (900.0, 1, 6), "refresh_s": (6 * 3600.0, 1, 288), "warmup_s": (DAY_S, 24, 2000),
-     "persistence_s": (3600.0, 2, 288)},
+     "persistence_s": (3600.0, 2, 288), **_HOLE},
 )  # fmt: skip
 
 PROFILES: dict[str, DetectorProfile] = {
@@ -180,7 +189,8 @@ PROFILES: dict[str, DetectorProfile] = {
                     "ewma_zscore",
                     {"robust": True, "threshold": 8.0, "min_persistence": 1, "persistence_s": 0.0, "smooth_s": 0.0,
                      **_NO_FLAP},
-                    {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600)},
+                    {"window_s": (DAY_S, 60, 2000), "refresh_s": (3600.0, 1, 60), "warmup_s": (DAY_S / 4, 30, 600),
+                     **_HOLE},
                 ),
             ),
             (DAY_S / 4, 30, 2000),
@@ -200,7 +210,7 @@ PROFILES: dict[str, DetectorProfile] = {
                     "ewma_zscore",
                     {"robust": True, "threshold": 4.0, "smooth_s": 0.0, **_NO_FLAP},
                     {"window_s": (7 * DAY_S, 48, 2000), "refresh_s": (3600.0, 1, 60),
-                     "warmup_s": (DAY_S / 2, 24, 600), "persistence_s": (4 * 3600.0, 3, 288)},
+                     "warmup_s": (DAY_S / 2, 24, 600), "persistence_s": (4 * 3600.0, 3, 288), **_HOLE},
                 ),
             ),
             (DAY_S / 2, 24, 2000),
