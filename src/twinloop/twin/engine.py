@@ -320,7 +320,7 @@ class Twin(ClusterOps):
                 continue
             # The slowest GPU sets the pace; the relative clock is monotone in the clock scale g.
             lo, hi = int(job.gpus[0]), int(job.gpus[-1]) + 1
-            gs = g[lo:hi] if hi - lo == job.gpus.size else g[job.gpus]
+            gs = g[lo:hi] if hi - lo == job.gpus.size and not job.moved else g[job.gpus]
             if job.kind == "training":
                 gmin = np.array([gs.min()], dtype=F32)
             else:
