@@ -84,7 +84,8 @@ class ClusterOps(SiteState):
 
     def _bind(self, job: Job, gpus: NDArray[np.int64], pos: NDArray[np.int64]) -> None:
         """Give ``job`` the GPUs ``gpus``, at positions ``pos`` of its placement (a serving fleet's replica ``pos //
-        gpus_per_replica``): their activity slot and owner."""
+        gpus_per_replica``): their activity slot and owner.
+        """
         slot = job.slot0 + (pos // job.spec.gpus_per_replica if job.kind == "serving" else 0)
         self.physics.gpus.gid[gpus] = slot * self.physics.n_kinds + self.topo.gpu_kind[gpus]
         self.job_of_gpu[gpus] = job.index
@@ -100,8 +101,8 @@ class ClusterOps(SiteState):
         if job.kind != "serving" or job.gpus.size == 0:
             return
         nodes = self.topo.gpu_node[job.gpus]
-        down = self.scheduler.node_down[nodes].reshape(job.n_slots, -1).any(axis=1)
-        drained = self.scheduler.node_drained[nodes].reshape(job.n_slots, -1).any(axis=1)
+        down: NDArray[np.bool_] = np.asarray(self.scheduler.node_down[nodes].reshape(job.n_slots, -1).any(axis=1))
+        drained: NDArray[np.bool_] = np.asarray(self.scheduler.node_drained[nodes].reshape(job.n_slots, -1).any(axis=1))
         loading = job.ready_s > self.t_s
         job.ready_s[~loading] = 0.0  # loaded: nothing left to wait for
         out: NDArray[np.bool_] = np.asarray(down | drained | loading)
@@ -114,7 +115,8 @@ class ClusterOps(SiteState):
 
     def _replica_reload(self, job: Job, pos: NDArray[np.int64]) -> NDArray[np.int64]:
         """The replicas at placement positions ``pos`` reload their model (restart overhead and load, as a restarted
-        job does) before they serve again; returns them."""
+        job does) before they serve again; returns them.
+        """
         replicas = np.unique(pos // job.spec.gpus_per_replica)
         job.ready_s[replicas] = self.t_s + job.spec.restart_overhead_s + job.profile.load_s
         return replicas
@@ -192,7 +194,8 @@ class ClusterOps(SiteState):
 
     def node_repaired(self, node: int) -> None:
         """Bring a node back (GPUs powered, PSUs replaced, XIDs cleared); a serving replica still placed on it
-        reloads its model there and serves again."""
+        reloads its model there and serves again.
+        """
         s, e = int(self.topo.node_start[node]), int(self.topo.node_start[node] + self.topo.node_gpus[node])
         self.scheduler.node_down[node] = False
         self.node_powered[node] = True
