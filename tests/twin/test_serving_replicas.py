@@ -128,3 +128,21 @@ def test_a_lost_nodes_replica_is_rescheduled_on_a_free_node() -> None:
     twin.run(30)
     assert not job.out_of_service.any() and job.interruptions == 0
     assert float(np.asarray(twin.physics.gpus.power_w)[job.gpus[8:16]].mean()) > 100.0
+
+
+def test_a_requeued_fleets_outage_counts_against_its_ettr() -> None:
+    # A fleet requeued as a whole (a requeue command; before issue 14's fix, any lost node) serves nothing while it
+    # restarts: what its trace asks meanwhile counts as demanded and not served. Before, the twin counted no demand
+    # while the fleet was down, so its ETTR stayed at 1 through a 20 s outage of a 200 s run.
+    from twinloop.twin.actions import RequeueJob
+
+    raw = _fleet(2.0)
+    raw["jobs"][0]["restart_overhead_s"] = 20
+    twin = make(raw)
+    twin.run(100)
+    job = twin.jobs[0]
+    assert job.ettr(twin.t_s) > 0.99
+    assert twin.apply(RequeueJob("chat")).ok
+    twin.run(200)
+    assert job.interruptions == 1
+    assert 0.8 < job.ettr(twin.t_s) < 0.95  # about 20 s of 200 s served nothing
