@@ -306,7 +306,7 @@ class ClusterOps(SiteState):
             elif ph == Phase.COOLDOWN and t >= job.phase_end_s:
                 self._release(job)
                 self._set_phase(job, Phase.DONE)
-            if job.evict_at_s and job.running:
+            if job.evict_at_s and Phase.RAMP_UP <= job.phase < Phase.COOLDOWN:
                 self._reschedule_replicas(job)
             if job.ready_s.any():  # a replica reloading its model: back in service once loaded
                 self.route_replicas(job)
