@@ -12,28 +12,23 @@ from twinloop.twin.scenario import scenario_from_dict
 LOST_GPU = "dc9/r01/k01/n02/g5"
 
 
+#: A 48-GPU liquid-cooled site (2 racks x 3 nodes) with one 4-replica TP-8 fleet, demand-bound: 2 nodes free.
+FLEET = {
+    "name": "chat",
+    "kind": "serving",
+    "gpus": 32,
+    "gpus_per_replica": 8,
+    "trace": "package:azure_conv_sample.csv",
+    "trace_rate_scale": 2.0,
+    "restart_overhead_s": 20,
+}
+
+
 def _spec() -> object:
-    raw = {
-        "name": "serving-gpu-off-bus",
-        "site": "dc9",
-        "duration_s": "6m",
-        "step_s": "1s",
-        "seed": 1,
-        "rows": [{"racks": 2, "nodes_per_rack": 3, "node": {"gpu": "h100-sxm"}, "cooling": "liquid"}],
-        "jobs": [
-            {
-                "name": "chat",
-                "kind": "serving",
-                "gpus": 32,
-                "gpus_per_replica": 8,
-                "trace": "package:azure_conv_sample.csv",
-                "trace_rate_scale": 2.0,
-                "restart_overhead_s": 20,
-            }
-        ],
-        "faults": [{"kind": "gpu_fall_off_bus", "target": LOST_GPU, "start_s": 60}],
-        "failures": "off",
-    }
+    site = {"racks": 2, "nodes_per_rack": 3, "node": {"gpu": "h100-sxm"}, "cooling": "liquid"}
+    fault = {"kind": "gpu_fall_off_bus", "target": LOST_GPU, "start_s": 60}
+    raw = {"name": "serving-gpu-off-bus", "site": "dc9", "seed": 1, "duration_s": "6m", "step_s": "1s"}
+    raw |= {"rows": [site], "jobs": [FLEET], "faults": [fault], "failures": "off"}
     return scenario_from_dict(raw, "test", ".")
 
 
