@@ -26,7 +26,7 @@ from twinloop.twin.actions import (
     SetPowerLimit,
     TriggerCheckpoint,
 )
-from twinloop.twin.jobs import Phase
+from twinloop.twin.jobs import Job, Phase
 
 if TYPE_CHECKING:
     from twinloop.twin.engine import Twin
@@ -140,7 +140,26 @@ class TwinAdapter(ActionAdapter):
             remaining = max(0.0, j.first_start_s + j.spec.run_s - now)
         unsaved_s = max(0.0, j.iterations - j.iterations_at_checkpoint) * j.profile.iteration_s
         restart_s = j.spec.restart_overhead_s + j.profile.load_s
-        return JobTiming(j.spec.checkpoint_write_s, restart_s, next_s, remaining, unsaved_s)
+        return JobTiming(
+            j.spec.checkpoint_write_s,
+            restart_s,
+            next_s,
+            remaining,
+            unsaved_s,
+            checkpoint_interval_s=j.spec.checkpoint_interval_s,
+            interruptions_per_s=self._interruptions_per_s(j),
+        )
+
+    def _interruptions_per_s(self, job: Job) -> float:
+        """The job's expected failure rate from the scenario's failure model (its GPUs' and nodes' rates, at its
+        GPUs' temperatures now: :meth:`~twinloop.twin.failures.FailureModel.interruptions_per_s`), what a job's
+        heartbeats would measure over a long run; 0 with failures off.
+        """
+        model = self.twin.failure_model
+        if model is None:
+            return 0.0
+        temp_c = self.twin.physics.gpus.temp_c[job.gpus] if job.gpus.size else None
+        return float(model.interruptions_per_s(int(job.gpus.size), int(job.nodes.size), temp_c))
 
     def requeue_pace(self, job: str, without: tuple[str, ...] = ()) -> RequeuePace | None:
         """From the twin's scheduler and GPU rates (:func:`twinloop.closedloop.requeue_pace.requeue_pace`)."""

@@ -317,10 +317,11 @@ class Twin(ClusterOps):
         for job in self.jobs:
             if job.phase != Phase.SUSTAINED or job.gpus.size == 0:
                 job.tokens_per_s = 0.0
+                self._unserved(job)
                 continue
             # The slowest GPU sets the pace; the relative clock is monotone in the clock scale g.
             lo, hi = int(job.gpus[0]), int(job.gpus[-1]) + 1
-            gs = g[lo:hi] if hi - lo == job.gpus.size else g[job.gpus]
+            gs = g[lo:hi] if hi - lo == job.gpus.size and not job.moved else g[job.gpus]
             if job.kind == "training":
                 gmin = np.array([gs.min()], dtype=F32)
             else:
@@ -339,6 +340,17 @@ class Twin(ClusterOps):
                 x = ph.x_of_g(gs).astype(np.float64)
                 rate = slot_rates(x, self.topo.gpu_kind[job.gpus], job.rates, cf, job.n_slots)
             job.progress(self.t_s, self.dt_s, xmin, slot_cf, straggle, rate)
+
+    def _unserved(self, job: Job) -> None:
+        """A serving fleet down as a whole (restarting after an interruption, or hung) serves nothing of what its
+        trace asks: that demand counts against its ETTR (tokens served / tokens asked while the fleet exists), as
+        its goodput already counts the wall time. Its first ramp-up, before it ever served, does not.
+        """
+        if job.kind != "serving" or job.load is None or job.first_start_s is None:
+            return
+        if job.phase == Phase.HUNG or (job.interruptions > 0 and job.phase < Phase.SUSTAINED):
+            prefill, decode = job.load.at(self.t_s)
+            job.demanded_tokens += float(prefill.sum() + decode.sum()) * self.dt_s
 
     def _throttle_counts(self) -> None:
         a = self.physics.gpus

@@ -195,6 +195,31 @@ class FailureModel:
         accel = np.where(self.temp_accelerated, af, 1.0)
         return np.asarray(self.rates_per_unit_hour * accel * self._units(n_gpus, gpus_per_node), dtype=np.float64)
 
+    def interruptions_per_s(
+        self, n_gpus: int, n_nodes: int, temp_c: float | NDArray[np.float64] | NDArray[np.float32] | None = None
+    ) -> float:
+        """Expected rate of the failures that stop a job holding ``n_gpus`` GPUs on ``n_nodes`` nodes and lose its
+        unsaved work, 1/s: every detectable, unplanned cause (a planned interruption checkpoints first; silent data
+        corruption stops nothing), GPU and job scope per GPU, node and network scope per node it holds, GPU-scope
+        hardware causes at the GPUs' temperatures (Arrhenius, as :meth:`draw` places them). The twin's analogue of
+        an operator's measured MTBF of the job's share of the fleet.
+
+        Args:
+            n_gpus: GPUs the job holds.
+            n_nodes: nodes it holds.
+            temp_c: the GPUs' temperatures, C (a scalar or per GPU: their mean acceleration); default
+                ``config.ref_temp_c``.
+        """
+        if n_gpus < 0 or n_nodes < 0:
+            raise InputError("failures", "n_gpus/n_nodes", f"{n_gpus}/{n_nodes} (allowed >= 0)")
+        ref = self.config.ref_temp_c if temp_c is None else temp_c
+        temp = np.minimum(np.asarray(ref, dtype=np.float64), self.config.max_temp_c)
+        af = float(np.mean(arrhenius_factor(temp, self.config.ref_temp_c, self.config.activation_energy_ev)))
+        stops = np.array([c.detectable and not c.planned for c in CAUSES])
+        units = np.where(self.scope_code == 1, float(n_nodes), float(n_gpus))
+        rate_h = self.rates_per_unit_hour * np.where(self.temp_accelerated, af, 1.0) * units
+        return float(rate_h[stops].sum()) / 3600.0
+
     def draw(
         self,
         rng: np.random.Generator,

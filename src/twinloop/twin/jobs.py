@@ -100,8 +100,15 @@ class Job:
     sdc_magnitude: float = 0.0
     restart_pending: bool = False
     tokens_per_s: float = 0.0
-    #: serving, per replica: out of service (on a drained node: no requests routed to it, its GPUs idle)
+    #: serving, per replica: out of service (on a drained or lost node, or reloading its model: no requests routed
+    #: to it, its GPUs idle or loading)
     out_of_service: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    #: serving, per replica: when it has reloaded its model after its node came back or it was rescheduled, s
+    ready_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    #: serving: the lost nodes it holds, each with the time its replica(s) there are rescheduled (evicted), s
+    evict_at_s: dict[int, float] = field(default_factory=dict)
+    #: a replica was rescheduled since the job started: its GPUs are no longer in placement order
+    moved: bool = False
     #: serving, per replica, at the last step: work rate (its slowest GPU's clock and straggler factor) and decode
     #: tokens per second asked of it
     replica_speed: NDArray[np.float64] = field(default_factory=lambda: np.ones(0))
@@ -163,6 +170,10 @@ class Job:
         cf = frac_prefill * p.compute_fraction + (1.0 - frac_prefill) * DECODE_COMPUTE_FRACTION
         high = np.where(frac_prefill[:, None] > 0.0, compute, decode_act)
         low = np.where(frac_prefill[:, None] < 1.0, decode_act, compute)
+        loading = self.ready_s > t_s  # a replica reloading its model fills its HBM, as a job's ramp-up does
+        if loading.any():
+            act[loading] = high[loading] = low[loading] = _vec(RAMP_ACTIVITY)
+            cf[loading] = 0.0
         return act, cf, high, low
 
     def serving_demand(self, t_s: float) -> tuple[NDArray[np.float64], NDArray[np.float32] | NDArray[np.float64]]:
@@ -342,6 +353,7 @@ def make_jobs(
         job.rates = rates if rates is not None and not rates.uniform else None
         job.backlog = np.zeros(n_slots)
         job.out_of_service = np.zeros(n_slots, dtype=bool)
+        job.ready_s = np.zeros(n_slots)
         job.replica_speed = np.ones(n_slots)
         job.replica_decode_tokens_per_s = np.zeros(n_slots)
         jobs.append(job)

@@ -26,6 +26,10 @@ from twinloop.twin.scheduler import OVERHEAD, ClusterView
 from twinloop.twin.site import SiteState
 
 REPAIR_S = 4 * 3600.0  # time to replace a failed GPU/host part and return the node (guess)
+#: A serving replica on a lost node is recreated elsewhere this long after the node stopped answering: Kubernetes
+#: evicts the pods of an unreachable or not-ready node after the default 300 s toleration
+#: (``node.kubernetes.io/unreachable``, ``tolerationSeconds: 300``), then the Deployment recreates them.
+EVICT_S = 300.0
 SDC_VISIBLE_S = 1800.0  # how long a failure-model SDC perturbs the loss before a restore (guess)
 
 
@@ -74,22 +78,80 @@ class ClusterOps(SiteState):
         job.nodes = np.zeros(0, dtype=np.int64)
         job.gpus = np.zeros(0, dtype=np.int64)
         job.out_of_service[:] = False
+        job.ready_s[:] = 0.0
+        job.evict_at_s.clear()
+        job.moved = False
+
+    def _bind(self, job: Job, gpus: NDArray[np.int64], pos: NDArray[np.int64]) -> None:
+        """Give ``job`` the GPUs ``gpus``, at positions ``pos`` of its placement (a serving fleet's replica ``pos //
+        gpus_per_replica``): their activity slot and owner.
+        """
+        slot = job.slot0 + (pos // job.spec.gpus_per_replica if job.kind == "serving" else 0)
+        self.physics.gpus.gid[gpus] = slot * self.physics.n_kinds + self.topo.gpu_kind[gpus]
+        self.job_of_gpu[gpus] = job.index
+
+    def _replica_where(self, job: Job, r: int) -> str:
+        return self.topo.node_id(int(self.topo.gpu_node[int(job.gpus[r * job.spec.gpus_per_replica])]))
 
     def route_replicas(self, job: Job) -> None:
-        """Take a serving fleet's replicas on drained nodes out of service and put back those whose nodes are no
-        longer drained (the router's view: a drained node's replica gets no requests, its GPUs idle); an event per
+        """The router's view of a serving fleet: a replica on a lost (down) or drained node, or reloading its model,
+        is out of service (it gets no requests; its GPUs idle, are off, or load), the others serve; an event per
         change. Training jobs run on through a drain (it only keeps new work off the node).
         """
         if job.kind != "serving" or job.gpus.size == 0:
             return
-        drained = self.scheduler.node_drained[self.topo.gpu_node[job.gpus]].reshape(job.n_slots, -1)
-        out: NDArray[np.bool_] = np.asarray(drained.any(axis=1))
+        nodes = self.topo.gpu_node[job.gpus]
+        down: NDArray[np.bool_] = np.asarray(self.scheduler.node_down[nodes].reshape(job.n_slots, -1).any(axis=1))
+        drained: NDArray[np.bool_] = np.asarray(self.scheduler.node_drained[nodes].reshape(job.n_slots, -1).any(axis=1))
+        loading = job.ready_s > self.t_s
+        job.ready_s[~loading] = 0.0  # loaded: nothing left to wait for
+        out: NDArray[np.bool_] = np.asarray(down | drained | loading)
         for r in np.flatnonzero(out != job.out_of_service).tolist():
-            first = int(job.gpus[r * job.spec.gpus_per_replica])
-            where = self.topo.node_id(int(self.topo.gpu_node[first]))
-            what = "out of service (node drained)" if out[r] else "back in service"
+            why = "node down" if down[r] else "node drained" if drained[r] else "loading its model"
+            what = f"out of service ({why})" if out[r] else "back in service"
+            where = self._replica_where(job, r)
             self.emit(Event(self.t_s, "replica_routing", self._job_entity(job), f"replica {r} on {where}: {what}"))
         job.out_of_service = out
+
+    def _replica_reload(self, job: Job, pos: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The replicas at placement positions ``pos`` reload their model (restart overhead and load, as a restarted
+        job does) before they serve again; returns them.
+        """
+        replicas = np.unique(pos // job.spec.gpus_per_replica)
+        job.ready_s[replicas] = self.t_s + job.spec.restart_overhead_s + job.profile.load_s
+        return replicas
+
+    def _reschedule_replicas(self, job: Job) -> None:
+        """Recreate a serving fleet's replicas on lost nodes past their eviction time (:data:`EVICT_S`) on a free node
+        of the scheduler's choosing with enough GPUs (placement policy, the job's GPU model first); the lost node is
+        no longer the fleet's. Without a free node they wait (for one, or for their node's repair). No admission
+        check: the replica replaces one the fleet already had.
+        """
+        for node, at_s in list(job.evict_at_s.items()):
+            if self.t_s < at_s:
+                continue
+            pos = np.flatnonzero(self.topo.gpu_node[job.gpus] == node)
+            free = self.scheduler.free_nodes()
+            free = free[self.topo.node_gpus[free] >= pos.size]
+            chosen = self.scheduler.choose(pos.size, self.cluster_view(free, job))
+            if chosen is None:
+                continue
+            target = int(chosen[0])
+            gpus = np.arange(self.topo.node_start[target], self.topo.node_start[target] + pos.size, dtype=np.int64)
+            old = job.gpus[pos]
+            self.job_of_gpu[old] = -1
+            self.physics.gpus.gid[old] = self.topo.gpu_kind[old]
+            job.gpus[pos] = gpus
+            job.moved = True
+            self.scheduler.node_owner[node] = -1
+            self.scheduler.node_owner[target] = job.index
+            job.nodes = np.sort(np.append(job.nodes[job.nodes != node], target))
+            self._bind(job, gpus, pos)
+            del job.evict_at_s[node]
+            for r in self._replica_reload(job, pos).tolist():
+                moved = f"replica {r} rescheduled from {self.topo.node_id(node)} to {self.topo.node_id(target)}"
+                self.emit(Event(self.t_s, "replica_routing", self._job_entity(job), f"{moved}: loading its model"))
+            self.route_replicas(job)
 
     def interrupt_job(self, job: Job, reason: str, planned: bool = False) -> None:
         """Stop a job, lose the work since its checkpoint (unless planned) and requeue it at the front.
@@ -111,19 +173,29 @@ class ClusterOps(SiteState):
         self.scheduler.submit(job.index, front=True)
 
     def node_lost(self, node: int, reason: str, repair_at_s: float | None = None) -> None:
-        """Take a node down (until ``repair_at_s`` or ``REPAIR_S`` from now); its job is interrupted."""
+        """Take a node down (until ``repair_at_s`` or ``REPAIR_S`` from now). A training job on it is interrupted (a
+        synchronous job cannot go on without a rank); a serving fleet loses only its replica(s) there, which the
+        router stops sending requests to, and which are rescheduled after :data:`EVICT_S` where a node is free.
+        """
         s, e = int(self.topo.node_start[node]), int(self.topo.node_start[node] + self.topo.node_gpus[node])
         owner = int(self.scheduler.node_owner[node])
-        if owner >= 0:
-            self.interrupt_job(self.jobs[owner], f"{reason} on {self.topo.node_id(node)}")
+        job = self.jobs[owner] if owner >= 0 else None
+        fleet = job is not None and job.kind == "serving" and job.phase != Phase.COOLDOWN
+        if job is not None and not fleet:
+            self.interrupt_job(job, f"{reason} on {self.topo.node_id(node)}")
         self.scheduler.node_down[node] = True
         self.node_powered[node] = False
         self.physics.set_powered(np.arange(s, e, dtype=np.int64), False)
         self.node_down_until[node] = self.t_s + REPAIR_S if repair_at_s is None else repair_at_s
         self._next_repair_s = float(self.node_down_until.min())
+        if job is not None and fleet:
+            job.evict_at_s.setdefault(node, self.t_s + EVICT_S)
+            self.route_replicas(job)
 
     def node_repaired(self, node: int) -> None:
-        """Bring a node back (GPUs powered, PSUs replaced, XIDs cleared)."""
+        """Bring a node back (GPUs powered, PSUs replaced, XIDs cleared); a serving replica still placed on it
+        reloads its model there and serves again.
+        """
         s, e = int(self.topo.node_start[node]), int(self.topo.node_start[node] + self.topo.node_gpus[node])
         self.scheduler.node_down[node] = False
         self.node_powered[node] = True
@@ -133,6 +205,14 @@ class ClusterOps(SiteState):
         self.node_down_until[node] = np.inf
         self._next_repair_s = float(self.node_down_until.min())
         self.emit(Event(self.t_s, "node_repaired", self.topo.node_id(node)))
+        owner = int(self.scheduler.node_owner[node])
+        if owner >= 0 and self.jobs[owner].kind == "serving":
+            job = self.jobs[owner]
+            job.evict_at_s.pop(node, None)
+            pos = np.flatnonzero(self.topo.gpu_node[job.gpus] == node)
+            self._bind(job, job.gpus[pos], pos)
+            self._replica_reload(job, pos)
+            self.route_replicas(job)
 
     def gpu_lost(self, gpu: int, xid: int, reason: str, repair_at_s: float | None = None, detail: str = "") -> None:
         """A GPU stops (XID recorded unless 0); its node goes down for repair and its job is interrupted."""
@@ -198,9 +278,7 @@ class ClusterOps(SiteState):
             [np.arange(self.topo.node_start[n], self.topo.node_start[n] + self.topo.node_gpus[n]) for n in nodes]
         )[: job.spec.gpus].astype(np.int64)
         job.nodes, job.gpus = nodes, gpus
-        slot = job.slot0 + (np.arange(gpus.size) // job.spec.gpus_per_replica if job.kind == "serving" else 0)
-        self.physics.gpus.gid[gpus] = slot * self.physics.n_kinds + self.topo.gpu_kind[gpus]
-        self.job_of_gpu[gpus] = job.index
+        self._bind(job, gpus, np.arange(gpus.size))
         if job.first_start_s is None:
             job.first_start_s = self.t_s
         ramp = job.profile.load_s + (job.spec.restart_overhead_s if job.restart_pending else 0.0)
@@ -228,6 +306,10 @@ class ClusterOps(SiteState):
             elif ph == Phase.COOLDOWN and t >= job.phase_end_s:
                 self._release(job)
                 self._set_phase(job, Phase.DONE)
+            if job.evict_at_s and Phase.RAMP_UP <= job.phase < Phase.COOLDOWN:
+                self._reschedule_replicas(job)
+            if job.ready_s.any():  # a replica reloading its model: back in service once loaded
+                self.route_replicas(job)
             if job.phase == Phase.SUSTAINED:
                 if (
                     job.spec.run_s is not None
