@@ -8,8 +8,10 @@
   power limit does not catch (the limit acts over ~100 ms, the PSUs see the peak).
 * **sustained**: training alternates compute and communication, all GPUs together, at the pace of the slowest
   GPU (synchronous data parallelism); serving follows its request trace, prefill near TDP, decode far below.
-  Training checkpoints every ``checkpoint_interval_s`` (the work since the last checkpoint is what an
-  interruption loses).
+  Training checkpoints every ``checkpoint_interval_s`` of full-speed work, counted in iterations from iteration 0
+  as frameworks count them (Megatron-LM saves when ``iteration % save_interval == 0``): a checkpoint forced
+  between two saves leaves the next one where it was, and a throttled job saves later in wall time (the work
+  since the last checkpoint is what an interruption loses).
 * **cooldown**: after the job ends its GPUs idle with residual heat for the plant's ramp-down time, then free.
 
 A job owns *activity slots* (training one, serving one per replica); the engine maps GPUs to slots so per-GPU
@@ -25,6 +27,7 @@ GPU model other than the one the job's profile was made for, every GPU runs at i
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,7 +90,10 @@ class Job:
     iter_pos_s: float = 0.0
     iterations: float = 0.0
     iterations_at_checkpoint: float = 0.0
+    #: when the next periodic checkpoint is expected at the job's current pace (it starts at an iteration count)
     next_checkpoint_s: float = 0.0
+    #: when the last checkpoint completed, or the job last launched from one
+    saved_at_s: float = 0.0
     restarts: int = 0
     interruptions: int = 0
     lost_iterations: float = 0.0
@@ -186,6 +192,16 @@ class Job:
         load = np.repeat(load, speed.shape[0] // max(self.n_slots, 1))
         step = DECODE_STEP_FULL_S * (DECODE_WEIGHT_SHARE + (1.0 - DECODE_WEIGHT_SHARE) * load)
         return np.asarray(step / np.maximum(speed, 1e-6), dtype=np.float64)
+
+    def next_save_iteration(self) -> float:
+        """The iteration of the next periodic checkpoint: the next multiple of the save interval in iterations (the
+        spec's ``checkpoint_interval_s`` at the profile's full-speed iteration time) above the last checkpoint's.
+        """
+        every = self.spec.checkpoint_interval_s / self.profile.iteration_s
+        if not math.isfinite(every):
+            return math.inf
+        every = max(1.0, round(every))
+        return every * (math.floor(self.iterations_at_checkpoint / every + 1e-9) + 1.0)
 
     def _advance(self, pos_s: float, dt_s: float, speed: float) -> tuple[float, float, float]:
         """Move through iterations for ``dt_s`` wall seconds: (new position, iterations done, compute time).

@@ -218,10 +218,10 @@ class ClusterOps(SiteState):
                 launching.append(job)
             elif ph == Phase.LAUNCH:
                 self._set_phase(job, Phase.SUSTAINED)
-                job.next_checkpoint_s = t + job.spec.checkpoint_interval_s
+                job.saved_at_s = t
             elif ph == Phase.CHECKPOINT and t >= job.phase_end_s:
                 job.iterations_at_checkpoint = job.iterations
-                job.next_checkpoint_s = t + job.spec.checkpoint_interval_s
+                job.saved_at_s = t
                 self._set_phase(job, Phase.SUSTAINED)
             elif ph == Phase.HUNG and t >= job.phase_end_s:
                 self.interrupt_job(job, "hang: collective watchdog timeout")
@@ -236,9 +236,18 @@ class ClusterOps(SiteState):
                 ):
                     job.end_s = t
                     self._set_phase(job, Phase.COOLDOWN, t + self.spec.cooling.ramp_down_s)
-                elif job.kind == "training" and t >= job.next_checkpoint_s:
-                    self.start_checkpoint(job)
+                elif job.kind == "training":
+                    self._periodic_checkpoint(job, t)
         return launching
+
+    def _periodic_checkpoint(self, job: Job, t: float) -> None:
+        """Start the job's checkpoint at its save iteration; else expect it when the job gets there at its pace."""
+        save_at = job.next_save_iteration()
+        if job.iterations >= save_at:
+            self.start_checkpoint(job)
+            return
+        to_go_s = (save_at - job.iterations) * job.profile.iteration_s - job.iter_pos_s
+        job.next_checkpoint_s = t + max(0.0, to_go_s) / max(job.speed, 1e-6)
 
     def _overload(self, nodes: NDArray[np.int64], node_dc: NDArray[np.float64]) -> None:
         topo = self.topo
