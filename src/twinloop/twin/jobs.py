@@ -8,10 +8,11 @@
   power limit does not catch (the limit acts over ~100 ms, the PSUs see the peak).
 * **sustained**: training alternates compute and communication, all GPUs together, at the pace of the slowest
   GPU (synchronous data parallelism); serving follows its request trace, prefill near TDP, decode far below.
-  Training checkpoints every ``checkpoint_interval_s`` of full-speed work, counted in iterations from iteration 0
-  as frameworks count them (Megatron-LM saves when ``iteration % save_interval == 0``): a checkpoint forced
-  between two saves leaves the next one where it was, and a throttled job saves later in wall time (the work
-  since the last checkpoint is what an interruption loses).
+  Training checkpoints every N iterations counted from iteration 0, as frameworks count them (Megatron-LM saves
+  when ``iteration % save_interval == 0``), N being ``checkpoint_interval_s`` at the job's pace when it first
+  runs (as an operator sets ``save_interval`` from the step time they see): a checkpoint forced between two saves
+  leaves the next one where it was, and a job slowed later saves later in wall time (the work since the last
+  checkpoint is what an interruption loses).
 * **cooldown**: after the job ends its GPUs idle with residual heat for the plant's ramp-down time, then free.
 
 A job owns *activity slots* (training one, serving one per replica); the engine maps GPUs to slots so per-GPU
@@ -94,6 +95,8 @@ class Job:
     next_checkpoint_s: float = 0.0
     #: when the last checkpoint completed, or the job last launched from one
     saved_at_s: float = 0.0
+    #: iterations between periodic checkpoints, set from the job's pace on its first step of work
+    save_every: float | None = None
     restarts: int = 0
     interruptions: int = 0
     lost_iterations: float = 0.0
@@ -193,15 +196,22 @@ class Job:
         step = DECODE_STEP_FULL_S * (DECODE_WEIGHT_SHARE + (1.0 - DECODE_WEIGHT_SHARE) * load)
         return np.asarray(step / np.maximum(speed, 1e-6), dtype=np.float64)
 
+    def wall_iteration_s(self) -> float:
+        """Wall seconds per iteration at the job's current pace (compute at ``speed``, communication at full rate)."""
+        p = self.profile
+        return p.compute_s / max(self.speed, 1e-6) + p.comm_s
+
     def next_save_iteration(self) -> float:
-        """The iteration of the next periodic checkpoint: the next multiple of the save interval in iterations (the
-        spec's ``checkpoint_interval_s`` at the profile's full-speed iteration time) above the last checkpoint's.
+        """The iteration of the next periodic checkpoint: the next multiple of :attr:`save_every` above the last
+        checkpoint's; the first time it is asked (the job's pace now known) the spec's ``checkpoint_interval_s``
+        becomes that many iterations at this pace.
         """
-        every = self.spec.checkpoint_interval_s / self.profile.iteration_s
-        if not math.isfinite(every):
+        if self.save_every is None:
+            every = self.spec.checkpoint_interval_s / self.wall_iteration_s()
+            self.save_every = max(1.0, round(every)) if math.isfinite(every) else math.inf
+        if not math.isfinite(self.save_every):
             return math.inf
-        every = max(1.0, round(every))
-        return every * (math.floor(self.iterations_at_checkpoint / every + 1e-9) + 1.0)
+        return self.save_every * (math.floor(self.iterations_at_checkpoint / self.save_every + 1e-9) + 1.0)
 
     def _advance(self, pos_s: float, dt_s: float, speed: float) -> tuple[float, float, float]:
         """Move through iterations for ``dt_s`` wall seconds: (new position, iterations done, compute time).

@@ -242,12 +242,15 @@ class ClusterOps(SiteState):
 
     def _periodic_checkpoint(self, job: Job, t: float) -> None:
         """Start the job's checkpoint at its save iteration; else expect it when the job gets there at its pace."""
+        if job.save_every is None and job.iterations == 0 and job.iter_pos_s == 0:
+            job.next_checkpoint_s = t + job.spec.checkpoint_interval_s  # no step done yet: its pace is not known
+            return
         save_at = job.next_save_iteration()
         if job.iterations >= save_at:
             self.start_checkpoint(job)
             return
-        to_go_s = (save_at - job.iterations) * job.profile.iteration_s - job.iter_pos_s
-        job.next_checkpoint_s = t + max(0.0, to_go_s) / max(job.speed, 1e-6)
+        fraction_done = job.iter_pos_s / job.profile.iteration_s
+        job.next_checkpoint_s = t + (save_at - job.iterations - fraction_done) * job.wall_iteration_s()
 
     def _overload(self, nodes: NDArray[np.int64], node_dc: NDArray[np.float64]) -> None:
         topo = self.topo
