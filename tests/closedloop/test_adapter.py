@@ -6,6 +6,7 @@ from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.policy import default_policy
 from twinloop.ops.respond.responder import Responder
 from twinloop.twin.engine import Twin
+from twinloop.twin.jobs import Phase
 from twinloop.twin.scenario import scenario_from_dict
 
 SITE = {
@@ -118,7 +119,9 @@ def test_job_timing_comes_from_the_twin_job() -> None:
     assert t is not None and job is not None and job.first_start_s is not None
     assert t.checkpoint_write_s == 30.0
     assert t.restart_s == job.spec.restart_overhead_s + job.profile.load_s
-    assert t.next_checkpoint_in_s == job.next_checkpoint_s - twin.t_s and 0 < t.next_checkpoint_in_s <= 600
+    assert t.next_checkpoint_in_s == job.next_checkpoint_s - twin.t_s
+    # the save comes at an iteration count, 600 s of full-speed work on; at the job's pace it takes longer
+    assert 0 < t.next_checkpoint_in_s <= 600 / job.speed + job.profile.iteration_s
     assert t.remaining_s == job.first_start_s + 3600 - twin.t_s
     assert a.job_timing("dc1/jobs/nope") is None
 
@@ -169,3 +172,34 @@ def test_jobs_on_follows_the_job_off_a_drained_node() -> None:
     twin.run(5.0)
     assert a.jobs_on(node) == ()
     assert a.jobs_on("dc1/r01") == ("dc1/jobs/train",)
+
+
+def test_next_checkpoint_of_a_slowed_job_is_at_its_slowed_pace() -> None:
+    """With saves at iteration counts a job slowed by ``s`` reaches its save iteration ``1/(1 - s)`` later in wall
+    time. The straggler's "restart at its own checkpoint" price ``R + s·t`` (ops/respond/restart_cost.py) is right only
+    if ``t`` is that wall time: the twin's ``next_checkpoint_in_s`` is, computed at the job's pace. That pace is its
+    compute's speed over the last half minute: read at a step spent communicating (GPUs at full clock) the estimate
+    came up to 20 % early."""
+    straggler = {"kind": "straggler", "target": "dc1/r01/k01/n01/g5", "start_s": 150, "duration_s": 3600}
+    job_spec = {**SITE["jobs"][0], "checkpoint_write_s": 10, "checkpoint_interval_s": 300}  # type: ignore[dict-item]
+    raw = {**SITE, "duration_s": 3600, "jobs": [job_spec], "faults": [{**straggler, "magnitude": 0.5}]}
+    twin = Twin(scenario_from_dict(raw, "t.yaml"), "t.yaml")
+    a = TwinAdapter(twin)
+    job = twin.job_by_name("train")
+    assert job is not None
+    estimates = []
+    for _ in range(140):
+        twin.step()
+        timing = a.job_timing("dc1/jobs/train")
+        if twin.t_s >= 60 and timing is not None and timing.next_checkpoint_in_s:
+            estimates.append(twin.t_s + timing.next_checkpoint_in_s)
+    healthy_s = float(np.median(estimates))
+    assert max(estimates) - min(estimates) < 2 * job.wall_iteration_s()  # steady, whichever step it is read at
+    twin.run(100.0)  # the straggler since 150 s
+    timing = a.job_timing("dc1/jobs/train")
+    assert timing is not None and timing.next_checkpoint_in_s is not None
+    asked_s = twin.t_s
+    while job.phase != Phase.CHECKPOINT:
+        twin.step()
+    assert abs(asked_s + timing.next_checkpoint_in_s - twin.t_s) <= 2 * job.wall_iteration_s()
+    assert twin.t_s > healthy_s + 60.0  # the save came later than at the healthy pace, as the estimate said

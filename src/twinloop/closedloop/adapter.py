@@ -119,9 +119,7 @@ class TwinAdapter(ActionAdapter):
             return True
         if j.phase != Phase.SUSTAINED:
             return False
-        # Completing a checkpoint (or launching from one) sets the next one an interval ahead.
-        saved_at_s = j.next_checkpoint_s - j.spec.checkpoint_interval_s
-        return saved_at_s >= since_ts or j.iterations <= j.iterations_at_checkpoint
+        return j.saved_at_s >= since_ts or j.iterations <= j.iterations_at_checkpoint
 
     def job_timing(self, job: str) -> JobTiming | None:
         """From the twin's job spec and state: checkpoint write, restart (overhead + loading), time to the next

@@ -296,10 +296,10 @@ class ClusterOps(SiteState):
                 launching.append(job)
             elif ph == Phase.LAUNCH:
                 self._set_phase(job, Phase.SUSTAINED)
-                job.next_checkpoint_s = t + job.spec.checkpoint_interval_s
+                job.saved_at_s = t
             elif ph == Phase.CHECKPOINT and t >= job.phase_end_s:
                 job.iterations_at_checkpoint = job.iterations
-                job.next_checkpoint_s = t + job.spec.checkpoint_interval_s
+                job.saved_at_s = t
                 self._set_phase(job, Phase.SUSTAINED)
             elif ph == Phase.HUNG and t >= job.phase_end_s:
                 self.interrupt_job(job, "hang: collective watchdog timeout")
@@ -318,9 +318,21 @@ class ClusterOps(SiteState):
                 ):
                     job.end_s = t
                     self._set_phase(job, Phase.COOLDOWN, t + self.spec.cooling.ramp_down_s)
-                elif job.kind == "training" and t >= job.next_checkpoint_s:
-                    self.start_checkpoint(job)
+                elif job.kind == "training":
+                    self._periodic_checkpoint(job, t)
         return launching
+
+    def _periodic_checkpoint(self, job: Job, t: float) -> None:
+        """Start the job's checkpoint at its save iteration; else expect it when the job gets there at its pace."""
+        if job.save_every is None and job.iterations == 0 and job.iter_pos_s == 0:
+            job.next_checkpoint_s = t + job.spec.checkpoint_interval_s  # no step done yet: its pace is not known
+            return
+        save_at = job.next_save_iteration()
+        if job.iterations >= save_at:
+            self.start_checkpoint(job)
+            return
+        fraction_done = job.iter_pos_s / job.profile.iteration_s
+        job.next_checkpoint_s = t + (save_at - job.iterations - fraction_done) * job.wall_iteration_s()
 
     def _overload(self, nodes: NDArray[np.int64], node_dc: NDArray[np.float64]) -> None:
         topo = self.topo

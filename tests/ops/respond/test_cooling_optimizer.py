@@ -146,3 +146,53 @@ def test_the_arrival_prediction_adds_each_gpus_own_rise_and_the_coolants_warming
     assert capped.predict_c("dc/r1", 0.0, 1e4, None) == pytest.approx(45.0)  # a capped GPU gains only to its cap
     with pytest.raises(ValueError, match="precool_margin_c"):
         CoolingOptimizerConfig(precool_margin_c=-1.0)
+
+
+def _history_reader(temp_at, now: float, supply_c: float = 30.0):  # type: ignore[no-untyped-def]
+    """A reader whose hottest GPU read ``ago_s`` back is ``temp_at(now - ago_s)`` (a reader with history)."""
+    return lambda field, entity, aggregate="mean", ago_s=0.0: (
+        supply_c if field == "TWINLOOP_FI_CDU_SUPPLY_TEMP" else temp_at(now - ago_s)
+    )
+
+
+def test_a_row_whose_job_pauses_is_not_relaxed_on_the_dip_but_a_row_cool_over_the_hold_is() -> None:
+    # The job computes with its hottest GPU at 73 C (inside the band: nothing to relax) and pauses for a 30 s
+    # checkpoint write from 30 s to 60 s, its GPUs falling to 55 C. Judged on the reading now the optimizer
+    # relaxed the row at 60 s (default seed 4 with saves at iteration counts); at its working heat it does not.
+    def paused(t: float) -> float:
+        return 55.0 if 30.0 <= t <= 60.0 else 73.0
+
+    adapter = MemoryAdapter()
+    opt = _optimizer(adapter)
+    for t in (0.0, 60.0, 120.0):
+        opt.step(t, _history_reader(paused, t))
+    assert (ActionKind.CDU_SETPOINT, "dc/r1") not in adapter.settings
+    assert adapter.settings[(ActionKind.FACILITY_WATER, "dc")] == 27.0  # the unmoved setpoint less the approach
+
+    # The job ends at 200 s: once its row has stayed cool over the whole hold (120 s) it is relaxed.
+    def ended(t: float) -> float:
+        return 55.0 if t >= 200.0 else 73.0
+
+    for t, relaxed in ((240.0, False), (300.0, False), (360.0, True)):
+        opt.step(t, _history_reader(ended, t))
+        assert ((ActionKind.CDU_SETPOINT, "dc/r1") in adapter.settings) is relaxed, t
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 31.0
+
+
+def test_tightening_reacts_to_the_reading_now_and_flow_comes_back_only_once_the_row_stayed_under_the_target() -> None:
+    adapter = MemoryAdapter()
+    opt = _optimizer(adapter)
+    opt.step(0.0, _history_reader(lambda t: 73.0, 0.0))  # design point noted
+    adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] = 1.3  # an incident rule pushed the flow up, and closed
+
+    def spike(t: float) -> float:
+        return 80.0 if 100.0 <= t <= 120.0 else 73.0
+
+    opt.step(120.0, _history_reader(spike, 120.0))  # hot now: tighten at once
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0
+    opt.step(180.0, _history_reader(spike, 180.0, 29.0))  # under the target now, 80 C within the hold: flow stays
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == 1.3
+    opt.step(300.0, _history_reader(spike, 300.0, 29.0))  # under it over the whole hold: the flow comes back a notch
+    assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="relax_hold_s"):
+        CoolingOptimizerConfig(relax_hold_s=-1.0)

@@ -11,7 +11,11 @@ the whole job's progress over the job's remaining time ``T`` (unknown: long enou
   checkpoint, ``R + u`` (redoing ``u`` costs less than writing it: a job restarted a minute ago, under a slow file
   system); otherwise ``R + W·(1 − q) + p·u``;
 * **at its own next checkpoint** in ``t`` (drain now, requeue once the job has saved): ``R + s·min(t, T)``,
-  no extra write and no lost work (offered only if that checkpoint comes before the job ends);
+  no extra write and no lost work (offered only if that checkpoint comes before the job ends). ``t`` is wall time
+  at the job's pace now: frameworks save at iteration counts, so a job slowed by ``s`` reaches its save
+  ``1/(1 − s)`` later than at full speed, and over that wait it loses ``s·t``. The twin's adapter reports ``t`` at
+  the job's pace (the straggler included); a job heartbeat's ``t`` comes from the cadence of past saves, made at
+  the pace before the straggler, so it is short by up to that factor (the price of waiting too low);
 * **never** (drain only, so no new work lands on the node): ``s·T``, offered only when ``T`` is known, or when
   ``s`` is 0 (the job waits for a slower rank anyway: moving it would buy nothing).
 
