@@ -14,9 +14,8 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
 * not above the target, no precooling (below), and no open heat-wave or cooling incident holding the row (``hold``:
   relaxing would undo its rule's move): flow above the design point (an incident rule's push, or a capacity-limited
   minute) comes back one notch while the CDU holds its setpoint, even inside the band, since otherwise a row whose
-  hottest GPU sits in the band would keep it for good; and below ``target - setpoint_step_c``
-  (:attr:`CoolingOptimizer.relax_below_c`), in the same period, a warmer CDU setpoint, up to ``supply_max_c`` (the
-  setpoint is what lets the facility water warm); once there, less pump
+  hottest GPU sits in the band would keep it for good; and below ``target - setpoint_step_c``, in the same period, a warmer
+  CDU setpoint, up to ``supply_max_c`` (the setpoint is what lets the facility water warm); once there, less pump
   flow, down to ``flow_floor``, as pump power goes with the cube of the flow. Every relaxing move is judged on the
   row's hottest GPU at its working heat, the highest reading over the last ``relax_hold_s`` (a peak hold): a job
   pausing for a checkpoint write cools its GPUs for a few tens of seconds and is back at full power within seconds;
