@@ -14,7 +14,7 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
 * not above the target, no precooling (below), and no open heat-wave or cooling incident holding the row (``hold``:
   relaxing would undo its rule's move): flow above the design point (an incident rule's push, or a capacity-limited
   minute) comes back one notch while the CDU holds its setpoint, even inside the band, since otherwise a row whose
-  hottest GPU sits in the band would keep it for good; and below ``target - setpoint_step_c``, in the same period, a warmer
+  hottest GPU sits in the band would keep it for good; and below ``target - band_c``, in the same period, a warmer
   CDU setpoint, up to ``supply_max_c`` (the setpoint is what lets the facility water warm); once there, less pump
   flow, down to ``flow_floor``, as pump power goes with the cube of the flow. Every relaxing move is judged on the
   row's hottest GPU at its working heat, the highest reading over the last ``relax_hold_s`` (a peak hold): a job
@@ -160,16 +160,6 @@ class CoolingOptimizer:
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
 
     @property
-    def relax_below_c(self) -> float:
-        """The row's hottest GPU at its working heat must be below this for a warmer setpoint or less flow, °C: the
-        target less one setpoint step. The held reading (:meth:`_working_c`) already carries the row's pauses and
-        its jobs' phase swings, so the margin under the target only has to cover the move's own effect, and a die
-        follows its coolant about degree for degree. Relaxing on the reading now needed the whole ``band_c`` as a
-        dead band, and a row reached the target's edge only by relaxing in its jobs' pauses.
-        """
-        return self.config.target_gpu_temp_c - self.config.setpoint_step_c
-
-    @property
     def margin_c(self) -> float:
         """The margin to slowdown the optimizer keeps ahead of heat (its precool margin), °C: a coolant rule that
         hands a row over (:class:`~twinloop.ops.respond.policy.HandOver`) acts once the row's hottest GPU is within it.
@@ -309,9 +299,9 @@ class CoolingOptimizer:
             out.append(self._move(ActionKind.CDU_FLOW, row, max(flow - c.flow_step, design_flow), why, now, read))
         if self._sets_facility_water(row):
             return out + self._give_back(row, setpoint, hottest, now, read)
-        if hottest >= self.relax_below_c:
+        if hottest >= c.target_gpu_temp_c - c.band_c:
             return out
-        why = f"relax: hottest GPU {hottest:.1f} C at its working heat < {self.relax_below_c:.1f} C"
+        why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
         warm = self._warm is None or row in self._warm
         if warm and setpoint + c.setpoint_step_c <= c.supply_max_c:
             paid = f"; {self._warm[row]}" if self._warm else ""
@@ -349,7 +339,7 @@ class CoolingOptimizer:
             now_c = read(GPU_TEMP, row, "max")
             hottest = None if now_c is None else self._working_c(row, now_c, read)
             at_max = known[row] + c.setpoint_step_c > c.supply_max_c
-            if hottest is None or hottest >= self.relax_below_c or at_max:
+            if hottest is None or hottest >= c.target_gpu_temp_c - c.band_c or at_max:
                 return {}
         verdict = self.value.warmer_setpoint(binding, c.setpoint_step_c)
         return {row: verdict.why for row in binding} if verdict.pays else {}
