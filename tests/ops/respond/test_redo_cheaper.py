@@ -138,3 +138,14 @@ def test_the_restart_now_prices_the_write_with_the_later_failure() -> None:
     failing = SlowStorage(unsaved_s=70.0, failures_per_s=1 / 1200).job_timing("j")
     assert "checkpoint+restart now 190s" in choose_restart(1.0, quiet).why
     assert "checkpoint+restart now 180s" in choose_restart(1.0, failing).why
+
+
+def test_small_chances_are_stated_not_rounded_to_zero() -> None:
+    # A 256-GPU job at Llama 3's rates: q about 0.1 % over its interval; the audit line said "0%" for both.
+    timing = JobTiming(
+        checkpoint_write_s=90.0, restart_s=120.0, next_checkpoint_in_s=300.0, remaining_s=None, unsaved_s=80.0,
+        checkpoint_interval_s=600.0, interruptions_per_s=1.0 / (150 * 3600.0),
+    )  # fmt: skip
+    verdict = write_pays(timing)
+    assert verdict is not None
+    assert "chance 0.0167% the job fails during the write and 0.111% before its next save" in verdict[1]

@@ -149,7 +149,10 @@ def write_pays(timing: JobTiming, write_fails: float = 0.0) -> tuple[bool, str] 
         return None
     p, q = _chances(timing, write_fails)
     pays = u * (1.0 - p) >= w * (1.0 - q)  # a tie writes, as `u >= W` did
-    risk = f", chance {p:.0%} the job fails during the write and {q:.0%} before its next save" if p or q else ""
+    # Three significant figures: at a realistic failure rate both chances are well under 1 % (0.1 % read "0%").
+    risk = ""
+    if p or q:
+        risk = f", chance {p * 100:.3g}% the job fails during the write and {q * 100:.3g}% before its next save"
     return pays, f"{u:.0f}s of work since its last save against its {w:.0f}s checkpoint write{risk}"
 
 
