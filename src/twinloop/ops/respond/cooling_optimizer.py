@@ -62,6 +62,7 @@ from twinloop.ops.learn.precool import ArrivalTemperature
 from twinloop.ops.ports import F64
 from twinloop.ops.respond.actions import ActionKind, ActionRequest, ActionResult
 from twinloop.ops.respond.adapters.base import ancestor
+from twinloop.ops.respond.history import read_back
 from twinloop.ops.respond.relax_value import RelaxValue
 from twinloop.ops.respond.responder import Reader, Responder
 
@@ -108,9 +109,6 @@ class CoolingOptimizerConfig:
     #: return to its working heat once the job computes again (three time constants of an H100's thermal path, 18 s
     #: each: ~1 min). An engineering choice from those durations, not fitted to a scenario.
     relax_hold_s: float = 120.0
-    #: The spacing of the readings the hold looks back over, s (the twin's reader keeps a snapshot every 10 s; the
-    #: GPU telemetry of the packaged scenarios comes every 10 s).
-    hold_step_s: float = 10.0
 
     def __post_init__(self) -> None:
         if self.precool_margin_c < 0:
@@ -119,11 +117,8 @@ class CoolingOptimizerConfig:
             raise ValueError("cooling optimizer: band_c, period_s and steps must be > 0")
         if not 0 < self.flow_floor <= 1:
             raise ValueError(f"cooling optimizer: flow_floor {self.flow_floor} (allowed: (0, 1])")
-        if self.relax_hold_s < 0 or self.hold_step_s <= 0:
-            raise ValueError(
-                f"cooling optimizer: relax_hold_s {self.relax_hold_s} (allowed: >= 0), hold_step_s {self.hold_step_s}"
-                " (allowed: > 0)"
-            )
+        if self.relax_hold_s < 0:
+            raise ValueError(f"cooling optimizer: relax_hold_s {self.relax_hold_s} (allowed: >= 0)")
 
 
 class CoolingOptimizer:
@@ -251,19 +246,14 @@ class CoolingOptimizer:
         return self._relax(row, setpoint, flow, self._working_c(row, hottest, read), holding, now, read)
 
     def _working_c(self, row: str, hottest: float, read: Reader) -> float:
-        """The row's hottest GPU at its working heat, °C: the highest of its hottest-GPU readings now and every
-        ``hold_step_s`` back to ``relax_hold_s`` ago (those the reader still has). A job paused for a checkpoint write
-        leaves its GPUs cool for a few tens of seconds and takes its heat back within seconds: relaxing on that dip
-        (default seed 4 with saves at iteration counts: 31 -> 33 C during a write, a pump fault 79 s later) is a move
-        an operator would veto. Relaxing waits until the row has stayed cool over the whole hold.
+        """The row's hottest GPU at its working heat, °C: the highest of its hottest-GPU readings now and back to
+        ``relax_hold_s`` ago (:func:`~.history.read_back`). A job paused for a checkpoint write leaves its GPUs cool
+        for a few tens of seconds and takes its heat back within seconds: relaxing on that dip (default seed 4 with
+        saves at iteration counts: 31 -> 33 C during a write, a pump fault 79 s later) is a move an operator would
+        veto. Relaxing waits until the row has stayed cool over the whole hold.
         """
-        c = self.config
-        peak = hottest
-        for k in range(1, int(c.relax_hold_s // c.hold_step_s) + 1):
-            past = read(GPU_TEMP, row, "max", k * c.hold_step_s)
-            if past is not None:
-                peak = max(peak, past)
-        return peak
+        held = read_back(read, GPU_TEMP, row, "max", self.config.relax_hold_s)
+        return max([hottest, *(value for _, value in held)])
 
     def _tighten(
         self, row: str, setpoint: float, flow: float, hot: bool, holding: bool, why: str, now: float, read: Reader

@@ -22,9 +22,9 @@ the caller falls back to the rule's fixed factor and says so. So does a die not 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from twinloop.ops.respond.history import ReadFn, read_back
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE
 
 #: Software thermal slowdown starts about 2 °C below the hardware slowdown threshold (an H100's ``nvidia-smi -q``
@@ -35,10 +35,9 @@ SW_SLOWDOWN_BELOW_C = 2.0
 READING_RESOLUTION_C = 1.0
 MARGIN_C = SW_SLOWDOWN_BELOW_C + READING_RESOLUTION_C
 
-#: Readings averaged for ``R_gpu``: now and every ``STEP_S`` back to ``WINDOW_S`` ago (several iterations of a
-#: training job; the twin's reader keeps a snapshot every 10 s).
+#: Readings averaged for ``R_gpu``: now and every :data:`~.history.STEP_S` back to ``WINDOW_S`` ago (several
+#: iterations of a training job).
 WINDOW_S = 30.0
-STEP_S = 10.0
 
 #: The die counts as settled when its readings over the window stay within this fraction of its rise above the
 #: coolant. Over a window ``W`` the time-mean relation is off by ``tau·ΔT/W`` (``tau`` the path's time constant,
@@ -59,9 +58,6 @@ BURSTY_WINDOW_S = 120.0
 #: How often a cap follows its GPU's coolant (the responder reads the path again). A row's coolant moves over
 #: minutes (the CDU's control, facility water, the afternoon), the die settles in seconds.
 FOLLOW_EVERY_S = 60.0
-
-#: ``read(field, entity, aggregate, ago_s)``: the responder's telemetry reader.
-ReadFn = Callable[..., float | None]
 
 
 class NotSettled(str):
@@ -142,15 +138,12 @@ def path_cap_w(
 
 
 def _readings(read: ReadFn, gpu: str, window_s: float) -> list[tuple[float, float, float]]:
-    """(seconds ago, die temperature °C, power W) of ``gpu`` every :data:`STEP_S` back to ``window_s`` ago."""
-    out = []
-    for k in range(int(window_s // STEP_S) + 1):
-        ago = k * STEP_S
-        t = read(DCGM_FI_DEV_GPU_TEMP, gpu, "mean", ago)
-        p = read(DCGM_FI_DEV_POWER_USAGE, gpu, "mean", ago)
-        if t is not None and p is not None:
-            out.append((ago, t, p))
-    return out
+    """(seconds ago, die temperature °C, power W) of ``gpu`` every :data:`~.history.STEP_S` back to ``window_s`` ago,
+    where both were read.
+    """
+    power_w = dict(read_back(read, DCGM_FI_DEV_POWER_USAGE, gpu, "mean", window_s))
+    temps = read_back(read, DCGM_FI_DEV_GPU_TEMP, gpu, "mean", window_s)
+    return [(ago, t, power_w[ago]) for ago, t in temps if ago in power_w]
 
 
 def window_means(read: ReadFn, gpu: str, window_s: float = WINDOW_S) -> tuple[float, float, float] | None:
