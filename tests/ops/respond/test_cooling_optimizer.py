@@ -4,7 +4,7 @@ import pytest
 from twinloop.hardware.gpu import get_gpu
 from twinloop.ops.detect.rules import POWER, POWER_LIMIT, TEMP, GpuLimits
 from twinloop.ops.learn.precool import ArrivalTemperature
-from twinloop.ops.respond.actions import ActionKind
+from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.cooling_optimizer import CoolingOptimizer, CoolingOptimizerConfig
 from twinloop.ops.respond.policy import default_policy
 from twinloop.ops.respond.responder import Responder
@@ -196,3 +196,42 @@ def test_tightening_reacts_to_the_reading_now_and_flow_comes_back_only_once_the_
     assert adapter.settings[(ActionKind.CDU_FLOW, "dc/r1")] == pytest.approx(1.2)
     with pytest.raises(ValueError, match="relax_hold_s"):
         CoolingOptimizerConfig(relax_hold_s=-1.0)
+
+
+def test_an_incident_rules_colder_setpoint_is_given_back_up_to_where_it_was_while_the_row_keeps_under_the_target() -> (
+    None
+):
+    # The row rests at its design setpoint (30 C) with its hottest GPU in the band (72 C). An incident rule steps it
+    # to 26 C, the incident closes, and its GPUs sit at 72 C again: inside the band, so before this the optimizer
+    # never gave the 4 C back.
+    adapter = MemoryAdapter()
+    opt = _optimizer(adapter)
+    warm = _history_reader(lambda t: 72.0, 0.0, 30.0)
+    opt.step(0.0, warm)
+    assert (ActionKind.CDU_SETPOINT, "dc/r1") not in adapter.settings  # in the band: no move
+    push = ActionRequest(
+        ActionKind.CDU_SETPOINT, "dc/r1", 26.0, reason="cooling-degradation on incident 7", incident_id=7
+    )
+    assert opt.responder.submit(push, 10.0, warm).status == "applied"
+    for k, want in ((1, 27.0), (2, 28.0), (3, 29.0), (4, 30.0), (5, 30.0), (6, 30.0)):
+        now = 60.0 * k
+        opt.step(now, _history_reader(lambda t: 72.0, now, adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")]))
+        assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == want, now  # back to 30 C, never past it
+
+
+def test_a_pushed_setpoint_is_not_given_back_while_the_step_would_bring_the_hottest_gpu_over_the_target() -> None:
+    adapter = MemoryAdapter()
+    opt = _optimizer(adapter)
+    opt.step(0.0, _reader(72.0))
+    push = ActionRequest(
+        ActionKind.CDU_SETPOINT, "dc/r1", 26.0, reason="cooling-degradation on incident 7", incident_id=7
+    )
+    opt.responder.submit(push, 10.0, _reader(72.0))
+    opt.step(60.0, _reader(74.5, supply_c=26.0))  # 74.5 + 1 C > 75 C: no give-back
+    opt.step(120.0, _reader(73.0, supply_c=29.0))  # the CDU cannot hold 26 C (supply 3 C above it): none either
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 26.0
+    own = MemoryAdapter()  # the optimizer's own tightening is not a push: the band rule alone relaxes it
+    mine = _optimizer(own)
+    mine.step(0.0, _reader(80.0))
+    mine.step(60.0, _reader(72.0, supply_c=29.0))
+    assert own.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0

@@ -16,7 +16,12 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
   minute) comes back one notch while the CDU holds its setpoint, even inside the band, since otherwise a row whose
   hottest GPU sits in the band would keep it for good; and below ``target - band_c``, in the same period, a warmer
   CDU setpoint, up to ``supply_max_c`` (the setpoint is what lets the facility water warm); once there, less pump
-  flow, down to ``flow_floor``, as pump power goes with the cube of the flow. Every relaxing move is judged on the
+  flow, down to ``flow_floor``, as pump power goes with the cube of the flow. A setpoint an incident rule made
+  colder is given back first, one step a period up to where the row was before the push, while its hottest GPU plus
+  the step stays under the target (not the band: the row was at rest there before the incident, with the margin it
+  had): otherwise the rule's -4 C stays for good on a row whose hottest GPU sits in the band after the incident
+  (default seed 0: the pump fault's 26 C came back only once the hottest GPU held under 71 C, a minute later).
+  Every relaxing move is judged on the
   row's hottest GPU at its working heat, the highest reading over the last ``relax_hold_s`` (a peak hold): a job
   pausing for a checkpoint write cools its GPUs for a few tens of seconds and is back at full power within seconds;
   tightening reacts to the reading now;
@@ -153,6 +158,8 @@ class CoolingOptimizer:
         self._warm: dict[str, str] | None = None  # rows whose setpoint may warm this period (None: no referee)
         self._next_ts = self.config.warmup_s
         self._design: dict[str, tuple[float, float]] = {}  # (setpoint, flow) of each row when first seen
+        self._pushed: dict[str, float] = {}  # row -> its setpoint before an incident rule made it colder
+        self._log_seen = 0  # how far the responder's log has been read for incident rules' setpoint moves
 
     @property
     def margin_c(self) -> float:
@@ -207,6 +214,7 @@ class CoolingOptimizer:
             self.pricing.period(now)
         self._budget = self._at_budget()
         self._warm = self._warming(read)
+        self._note_pushes()
         for row in self.rows:
             out.extend(self._row(row, now, read))
         out.extend(self._facility_water(now, read))
@@ -278,8 +286,9 @@ class CoolingOptimizer:
         self, row: str, setpoint: float, flow: float, hottest: float, holding: bool, now: float, read: Reader
     ) -> list[ActionResult]:
         """Flow above the design point back (while the CDU holds its setpoint and no GPU is over the target, even
-        inside the band) and, with the band's margin, a warmer setpoint up to ``supply_max_c`` in the same period;
-        then less flow, down to the floor. ``hottest`` is the row's hottest GPU at its working heat (held over
+        inside the band); an incident rule's colder setpoint given back toward where it was while the step keeps the
+        hottest GPU under the target; else, with the band's margin, a warmer setpoint up to ``supply_max_c`` in the
+        same period; then less flow, down to the floor. ``hottest`` is the row's hottest GPU at its working heat (held over
         ``relax_hold_s``: :meth:`_working_c`).
         """
         c, design_flow = self.config, self._design[row][1]
@@ -289,6 +298,14 @@ class CoolingOptimizer:
             out.append(self._move(ActionKind.CDU_FLOW, row, max(flow - c.flow_step, design_flow), why, now, read))
         if self._sets_facility_water(row):
             return out + self._give_back(row, setpoint, hottest, now, read)
+        before = self._pushed_from(row, setpoint)
+        if before is not None and holding and hottest + c.setpoint_step_c <= c.target_gpu_temp_c:
+            value = min(setpoint + c.setpoint_step_c, before)
+            why = (
+                f"give back an incident rule's colder setpoint ({before:.1f} C before it): hottest GPU {hottest:.1f}"
+                f" C + {c.setpoint_step_c:g} C <= {c.target_gpu_temp_c:.1f} C"
+            )
+            return [*out, self._move(ActionKind.CDU_SETPOINT, row, value, why, now, read)]
         if hottest >= c.target_gpu_temp_c - c.band_c:
             return out
         why = f"relax: hottest GPU {hottest:.1f} C < {c.target_gpu_temp_c - c.band_c:.1f} C"
@@ -302,6 +319,31 @@ class CoolingOptimizer:
                 paid = f"; {verdict.why}" if verdict is not None else ""
                 out.append(self._move(ActionKind.CDU_FLOW, row, flow - c.flow_step, why + paid, now, read))
         return out
+
+    def _note_pushes(self) -> None:
+        """Remember, per row, the setpoint it had before an incident rule made it colder (the highest such, over
+        every push since the row was last back there), from the responder's log since the last period.
+        """
+        log = self.responder.log
+        for result in log[self._log_seen :]:
+            request, before = result.request, result.previous_value
+            row = ancestor(request.target, 2)
+            pushed = request.kind == ActionKind.CDU_SETPOINT and result.status == "applied"
+            if not pushed or result.source != "incident" or row is None or row not in self.rows or before is None:
+                continue
+            if request.value is not None and request.value < before:
+                self._pushed[row] = max(before, self._pushed.get(row, before))
+        self._log_seen = len(log)
+
+    def _pushed_from(self, row: str, setpoint: float) -> float | None:
+        """The setpoint ``row`` had before an incident rule's colder one, while it is still colder; None once it is
+        back there (forgotten then) or was never pushed.
+        """
+        before = self._pushed.get(row)
+        if before is not None and setpoint >= before - 1e-9:
+            del self._pushed[row]
+            return None
+        return before
 
     def _warming(self, read: Reader) -> dict[str, str] | None:
         """The rows whose setpoint may warm this period, each with the referee's reason; None without a referee.
