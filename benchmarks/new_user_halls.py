@@ -7,8 +7,11 @@ token, cooling energy, throttled GPU-s, incidents and false alarms; the injected
 loop-on actions counted by kind and status (applied, refused, rolled back...). ``--log`` adds every loop-on
 action of one scenario (time, kind, target, value, status, source, reason) for an audit by hand. ``--save`` keeps
 the per-run figures and actions as JSON; ``--load`` prints the tables from such a file without running anything.
+``--no-cooling-optimizer`` runs loop on without the cooling optimizer (what the optimizer adds to a difference).
 
-Round 1 is the four halls of ``sweeps/new-user.yaml``, round 2 (``--round 2``) the five of ``sweeps/new-user-2.yaml``.
+Round 1 is the four halls of ``sweeps/new-user.yaml``, round 2 (``--round 2``) the five of ``sweeps/new-user-2.yaml``,
+round 3 (``--round 3``) five more of ``sweeps/new-user/`` (an H200 hall, two jobs' faults within a minute, a job
+saving once an hour, a hall at its power budget in a heat wave, serving fleets with a lost GPU and a hang).
 
 ``--progress SCENARIO:SEED`` runs only that pair of passes (a hall here, else a packaged scenario by name) and prints,
 every 60 s of the run, loop off and on: each training job's iterations, the cooling power, the facility-water
@@ -36,10 +39,12 @@ from twinloop.closedloop.passes import outcome_metrics, run_pass
 from twinloop.twin.scenario import load_scenario
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "new-user"
-#: The halls of each round of the check (round 1: ``sweeps/new-user.yaml``; round 2: ``sweeps/new-user-2.yaml``).
+#: The halls of each round of the check (round 1: ``sweeps/new-user.yaml``; round 2: ``sweeps/new-user-2.yaml``;
+#: round 3: only here).
 ROUNDS = {
     "1": ("quiet-hall", "a100-air-hall", "same-place", "large-hall"),
     "2": ("slow-checkpoint", "serving-fleet", "b200-hall", "slow-telemetry", "sdc-restart"),
+    "3": ("h200-pump", "two-jobs", "long-checkpoint", "budget-heatwave", "serving-hang"),
 }
 #: Outcome rows printed per scenario (goodput and ETTR per job are added from the runs).
 FIGURES = (
@@ -55,13 +60,15 @@ FIGURES = (
 )
 
 
-def one_run(scenario: str, seed: int, loop_on: bool, drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One pass of ``sweeps/new-user/<scenario>.yaml`` at ``seed`` (without its faults of the kinds in ``drop``):
-    its figures, detection and actions."""
+def one_run(
+    scenario: str, seed: int, loop_on: bool, drop: tuple[str, ...] = (), optimize_cooling: bool = True
+) -> dict[str, Any]:
+    """One pass of ``sweeps/new-user/<scenario>.yaml`` at ``seed`` (without its faults of the kinds in ``drop``; loop
+    on without the cooling optimizer where ``optimize_cooling`` is False): its figures, detection and actions."""
     spec = load_scenario(SCENARIO_DIR / f"{scenario}.yaml", seed=seed)
     if drop:
         spec = spec.model_copy(update={"faults": tuple(f for f in spec.faults if f.kind not in drop)})
-    r = run_pass(spec, loop_on, mode="auto", source=scenario)
+    r = run_pass(spec, loop_on, mode="auto", source=scenario, optimize_cooling=optimize_cooling)
     figures = {k: v for k, v in outcome_metrics(r).items() if v is not None and math.isfinite(v)}
     figures["incidents"] = float(len(r.incidents))
     figures["false_alarms"] = float(len(r.detection.false_alarms))
@@ -128,9 +135,11 @@ def progress(scenario: str, seed: int, every_s: float = 60.0) -> list[str]:
     return out
 
 
-def run_all(scenarios: list[str], seeds: list[int], workers: int, drop: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def run_all(
+    scenarios: list[str], seeds: list[int], workers: int, drop: tuple[str, ...] = (), optimize_cooling: bool = True
+) -> list[dict[str, Any]]:
     """Every (scenario, seed, loop off/on) pass, ``workers`` processes at a time."""
-    cells = [(s, seed, on, drop) for s in scenarios for seed in seeds for on in (False, True)]
+    cells = [(s, seed, on, drop, optimize_cooling) for s in scenarios for seed in seeds for on in (False, True)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(one_run, *zip(*cells, strict=True)))
 
@@ -184,6 +193,9 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--drop-fault", default="", help="comma-separated fault kinds left out of every scenario")
+    ap.add_argument(
+        "--no-cooling-optimizer", action="store_true", help="loop on without the cooling optimizer (what it adds)"
+    )
     ap.add_argument("--save", type=Path, help="write the per-run figures and actions here (JSON)")
     ap.add_argument("--load", type=Path, help="print from a --save file instead of running")
     ap.add_argument("--log", action="append", default=[], help="SCENARIO:SEED whose loop-on actions to list")
@@ -201,7 +213,8 @@ def main() -> None:
             r.setdefault("metrics", r.pop("figures", {}))
     else:
         drop = tuple(k for k in args.drop_fault.split(",") if k)
-        runs = run_all(scenarios, [int(s) for s in args.seeds.split(",")], args.workers, drop)
+        seeds = [int(s) for s in args.seeds.split(",")]
+        runs = run_all(scenarios, seeds, args.workers, drop, not args.no_cooling_optimizer)
         if args.save:
             args.save.write_text(json.dumps(runs))
     for scenario in scenarios:

@@ -246,15 +246,20 @@ class ClusterOps(SiteState):
             job = self.jobs[j]
             if job.spec.submit_s > t:
                 continue
-            tdp = float(self.physics.tdp_w.mean())
-            est = job.spec.gpus * tdp * job.profile.requested_tdp_fraction * OVERHEAD
-            if not self.scheduler.admit(est, self.facility_w, self.chain.budget_w):
+            if not self.scheduler.admit(self.admission_estimate_w(job), self.facility_w, self.chain.budget_w):
                 continue
             nodes = self.scheduler.try_place(j, job.spec.gpus, self.cluster_view(self.scheduler.free_nodes(), job))
             if nodes is None:
                 continue
             self.scheduler.queue.remove(j)
             self._start(job, nodes)
+
+    def admission_estimate_w(self, job: Job) -> float:
+        """What admission counts ``job`` to draw (:mod:`twinloop.twin.scheduler`: GPUs x TDP x its requested TDP
+        fraction x ``OVERHEAD``), W.
+        """
+        tdp = float(self.physics.tdp_w.mean())
+        return job.spec.gpus * tdp * job.profile.requested_tdp_fraction * OVERHEAD
 
     def cluster_view(self, free_nodes: NDArray[np.int64], job: Job) -> ClusterView:
         """What the scheduler sees of ``free_nodes`` for ``job`` now: each rack's PDU headroom and coolant

@@ -52,10 +52,13 @@ class RequeuePace:
         relative: the job's pace on the GPUs a requeue would give it over its present pace (its slowest rank
             now, a faulty GPU under its cap or thermal limit included); below 1: slower than staying.
         gpus: those GPUs, in words (``64 h100-sxm + 128 a100-sxm-80gb``), for the audit trail.
+        waits: why the job would wait in the queue instead, admission holding it (then ``relative`` is 0), in words;
+            empty when it would start at once.
     """
 
     relative: float
     gpus: str
+    waits: str = ""
 
     @property
     def slower(self) -> bool:
@@ -64,6 +67,8 @@ class RequeuePace:
 
     def kept_back(self) -> str:
         """The audit line for a requeue not done because it would slow the job down."""
+        if self.waits:
+            return f"requeue kept back: the job would wait in the queue, not run: {self.waits}"
         return f"requeue kept back: would run at {self.relative:.2f} of its present pace on {self.gpus}"
 
 
