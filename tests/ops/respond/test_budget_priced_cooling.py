@@ -79,10 +79,17 @@ def _chiller(fw_c: float) -> float:
 
 def test_at_the_budget_a_colder_water_than_the_gpus_need_is_given_back_to_them() -> None:
     after = _run(_chiller, facility_w=BUDGET_W)
-    # Warmed by its hottest GPU's margin (75 - 60 C: the target, no slowdown known), clamped to the guard's 4 C per
-    # action, each period; the facility water follows (2 C per action), though the row's incident is still open.
-    assert after.current(ActionKind.CDU_SETPOINT, ROW) == 19.0 + 3 * 4.0
+    # Warmed by its hottest GPU's margin (75 - 60 C: the target, no slowdown known) as far as the plant was read (at
+    # 20 C facility water: setpoint 23 C), then one step a period; the facility water follows (2 C per action),
+    # though the row's incident is still open.
+    assert after.current(ActionKind.CDU_SETPOINT, ROW) == 23.0 + 2 * 1.0
     assert after.current(ActionKind.FACILITY_WATER, "dc") == 16.0 + 3 * 2.0
+    # At 22 C the economizer carries all the heat: a warmer water saves nothing more, and the warming stops one
+    # step past it (each step priced on the last one's measured saving). Before: 7 C past it, at the guard's 4 C a
+    # period, on a slope read below it.
+    longer = _run(_chiller, facility_w=BUDGET_W, periods=6)
+    assert longer.current(ActionKind.CDU_SETPOINT, ROW) == 26.0
+    assert longer.current(ActionKind.FACILITY_WATER, "dc") == 23.0
 
 
 def test_below_the_budget_an_open_cooling_incident_still_holds_the_row() -> None:
@@ -110,4 +117,4 @@ def test_without_an_incident_the_budget_speeds_the_relax_up_to_the_margin() -> N
     before = _run(_chiller, facility_w=0.8 * BUDGET_W, periods=1, held=False)
     after = _run(_chiller, facility_w=BUDGET_W, periods=1, held=False)
     assert before.current(ActionKind.CDU_SETPOINT, ROW) == 21.0  # one step a period (before the cut and after)
-    assert after.current(ActionKind.CDU_SETPOINT, ROW) == 20.0 + 4.0  # the margin, clamped to the guard's step
+    assert after.current(ActionKind.CDU_SETPOINT, ROW) == 20.0 + 3.0  # the margin, as far as the plant was read

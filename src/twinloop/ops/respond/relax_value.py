@@ -185,6 +185,13 @@ class RelaxValue:
         """What 1 °C warmer coolant costs every GPU of the site, W (None when unknown)."""
         return None if self._slope is None else float(self._slope.sum())
 
+    def read_up_to_c(self) -> float | None:
+        """The warmest facility water the plant was read at within :data:`MEMORY_S`, °C (whole degrees); None before any
+        reading. Up to it a warmer water's saving is measured (a chord of :meth:`warmer_under_budget`); beyond it, only
+        extrapolated from a slope the economizer's take-over bends.
+        """
+        return float(max(self._seen)) if self._seen else None
+
     def facility_water_rise(self) -> None:
         """The optimizer raises the facility water now: the plant's state before the rise, for :meth:`period`."""
         plant = self._plant()
