@@ -170,8 +170,9 @@ class PipelineConfig:
             than its row's same-model GPUs has a thermal fault of its own; less, and its throttling is the row's
             (grouped as one row incident), °C.
         phase_window_s: an activity change this recent makes a power/temperature change benign, s.
-        thermal_window_s: a benign power change this recent makes a temperature change benign, and a cooling rule
-            this recent on a GPU explains its per-field alarms (the aftermath of its coolant changing), s.
+        thermal_window_s: a benign power change or a commanded coolant setpoint change this recent makes a
+            temperature change benign, and a cooling rule this recent on a GPU explains its per-field alarms (the
+            aftermath of its coolant changing), s.
         risk_horizon_h: hours of work at risk per affected GPU (time since a checkpoint; a guess).
         emit_info: also report benign / unclassified changes (``info`` severity).
         threshold_scale: alarm source (``rule:<name>`` or a watched field) → factor on its thresholds
@@ -270,6 +271,8 @@ class DetectionPipeline:
         self._last_cooling = np.full(n, -np.inf)
         self._last_thermal_path = np.full(n, -np.inf)
         self._last_power = np.full(n, -np.inf)
+        self._commanded_c = np.full(n, np.nan)  # the coolant setpoint last commanded to each GPU's CDU
+        self._last_commanded = np.full(n, -np.inf)  # when it last changed
         self._activity_ref: dict[str, F64] = {}
         self._slots: dict[str, int] = {}
         self._slot_names: list[str] = []
@@ -324,6 +327,10 @@ class DetectionPipeline:
         for rule in self.hw_rules:
             if isinstance(rule, CduSetpointRule) and idx.size:
                 rule.commanded(idx, setpoint_c, -np.inf if at_s is None else at_s)
+        before = self._commanded_c[idx]
+        moved = np.isfinite(before) & (before != setpoint_c)
+        self._last_commanded[idx[moved]] = self._last_ts if at_s is None else at_s
+        self._commanded_c[idx] = setpoint_c
         return int(idx.size)
 
     # --- helpers ----------------------------------------------------------------------------------------------
@@ -697,8 +704,12 @@ class DetectionPipeline:
         workload = self._last_activity >= ts - c.phase_window_s
         if POWER in alarms:
             self._last_power[alarms[POWER] & workload] = ts
-        # Temperatures follow power through a thermal time constant: a benign power change explains them longer.
-        thermal_ok = workload | (self._last_power >= ts - c.thermal_window_s)
+        # Temperatures follow power through a thermal time constant: a benign power change explains them longer, and
+        # so does a commanded change of their coolant's setpoint (the cooling optimizer's own steps: on
+        # sweeps/new-user/h200-pump.yaml, 7-35 unclassified incidents a run on idle GPUs following their row's
+        # coolant as it was relaxed, none loop off).
+        recent = ts - c.thermal_window_s
+        thermal_ok = workload | (self._last_power >= recent) | (self._last_commanded >= recent)
         # A cooling fault's aftermath lasts as long as a temperature change does: once the coolant recovers (or the
         # loop chills it), the dies cool through their RC and a power-bound GPU's clock rises as its leakage falls,
         # minutes after the cooling rules went quiet (large-hall: clocks 2-4 bins up on the repaired row's GPUs,
