@@ -12,7 +12,7 @@ from twinloop.ops.detect.rules import TEMP, GpuLimits
 from twinloop.ops.events import EventClass, Incident
 from twinloop.ops.learn.precool import RowHeatForecast, load_models
 from twinloop.ops.ports import END, Cluster, PollResult, Sample, Topology
-from twinloop.ops.respond.actions import ActionResult
+from twinloop.ops.respond.actions import ActionKind, ActionResult
 from twinloop.ops.runner import LoopRunner, StepOutput
 
 ENTITIES = fleet_entities(1, 2)  # 128 GPUs: dc/r00/k00..k01
@@ -160,3 +160,23 @@ def test_duplicate_and_out_of_order_samples_reach_no_stage() -> None:
     bad = runner.step(Sample(float("nan"), samples[0].gpu))  # type: ignore[union-attr]
     assert seen == [0.0, 1.0, 2.0, 3.0, 4.0] and runner.dropped == 3 and bad.incidents == ()
     assert "dropped" in bad.warnings[-1] and len(runner.warnings) == 3
+
+
+def test_the_loops_own_setpoint_moves_are_told_to_the_detectors_where_the_cluster_reports_none(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # A live cluster has no control system's write log: the optimizer's relaxing steps (its GPUs at 60 C, the row is
+    # relaxed from 300 s) must reach the detectors from the loop itself, with the time each was set.
+    cluster = ScriptedCluster(seconds=420)
+    runner = LoopRunner(cluster)
+    runner.start()
+    told: list[tuple[str, float, float | None]] = []
+    original = runner.pipeline.commanded_setpoint
+
+    def spy(cdu: str, setpoint_c: float, at_s: float | None = None) -> int:
+        told.append((cdu, setpoint_c, at_s))
+        return original(cdu, setpoint_c, at_s)
+
+    monkeypatch.setattr(runner.pipeline, "commanded_setpoint", spy)
+    runner.run()
+    moves = [a for a in runner.actions if a.request.kind == ActionKind.CDU_SETPOINT and a.status == "applied"]
+    assert len(moves) == 2  # at 300 and 360 s
+    assert told == [(m.request.target, m.request.value, m.ts) for m in moves]

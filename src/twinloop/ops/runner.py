@@ -152,6 +152,7 @@ class LoopRunner:
         self.responder: Responder | None = None
         self.optimizer: CoolingOptimizer | None = None
         self._reported = 0  # responder log entries already handed out in a StepOutput
+        self._own_setpoints: dict[str, tuple[float, float]] = {}  # CDU -> (setpoint, when) the loop itself set
         self._last_ts = -math.inf
         #: Samples dropped because their time was not after the previous sample's.
         self.dropped = 0
@@ -222,6 +223,10 @@ class LoopRunner:
             self.on_sample(sample)
         for cdu, setpoint_c in sample.commanded_setpoints.items():
             pipeline.commanded_setpoint(cdu, setpoint_c)
+        for cdu, (setpoint_c, at_s) in self._own_setpoints.items():
+            if cdu not in sample.commanded_setpoints:  # a cluster with no control system's write log (live)
+                pipeline.commanded_setpoint(cdu, setpoint_c, at_s)
+        self._own_setpoints.clear()
         self._tell_replica_jobs(sample.job_ids)
         updates = pipeline.step(
             sample.ts,
@@ -352,10 +357,15 @@ class LoopRunner:
 
     def _tell_settings(self, actions: Sequence[ActionResult]) -> None:
         """Tell the detectors which GPUs the loop itself capped or clock-locked (their slowness is expected, not a
-        straggler) and which it released (a restore or rollback puts the previous setting back).
+        straggler) and which it released (a restore or rollback puts the previous setting back); and, with the next
+        sample, the CDU setpoints it set, where the cluster's sample does not report them (a live cluster has no
+        control system's write log: the loop's own coolant steps then read as unexplained temperature changes).
         """
         for a in actions:
             r = a.request
+            moved = a.status in ("applied", "restored", "rolled_back")
+            if r.kind == ActionKind.CDU_SETPOINT and moved and r.value is not None:
+                self._own_setpoints[r.target] = (r.value, a.ts)
             if r.kind not in _SLOWING_KINDS:
                 continue
             if a.status == "applied":

@@ -327,8 +327,10 @@ class DetectionPipeline:
         for rule in self.hw_rules:
             if isinstance(rule, CduSetpointRule) and idx.size:
                 rule.commanded(idx, setpoint_c, -np.inf if at_s is None else at_s)
+        # A value told with its time is a command the loop saw given; one without is a write log's (the first is
+        # the configured setpoint, no change).
         before = self._commanded_c[idx]
-        moved = np.isfinite(before) & (before != setpoint_c)
+        moved = np.isfinite(before) & (before != setpoint_c) if at_s is None else np.ones(idx.size, dtype=bool)
         self._last_commanded[idx[moved]] = self._last_ts if at_s is None else at_s
         self._commanded_c[idx] = setpoint_c
         return int(idx.size)
