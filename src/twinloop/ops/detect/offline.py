@@ -188,7 +188,7 @@ def _headerless(path: Path, table: pa.Table) -> pa.Table:
 def _bad_csv_line(path: Path) -> int | None:
     """The first line whose field count differs from the header's (pyarrow does not say)."""
     try:
-        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None:
@@ -368,7 +368,7 @@ def _header(p: Path) -> list[str]:
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             return list(pq.read_schema(p).names)
-        with p.open(newline="", encoding="utf-8") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:
             return [h.strip() for h in next(csv.reader(fh), [])]
     except (pa.ArrowException, OSError, csv.Error, ValueError):
         return []
@@ -551,16 +551,26 @@ def _read_telemetry(p: Path, fields: Sequence[str] | None, report: InputReport) 
 
 
 def _is_nvidia_smi(p: Path) -> bool:
-    """Whether the file starts with an nvidia-smi ``--format=csv`` header (``index`` and a mapped column)."""
-    from twinloop.telemetry.sources.nvidia_smi import QUERY_FIELDS, parse_header
+    """Whether the file starts with an nvidia-smi ``--format=csv`` header (``index`` and a mapped column).
+
+    Raises:
+        InputError: the file is nvidia-smi output without its header line (``--format=csv,noheader``): its first
+            row would be taken for column names and every value column read as text.
+    """
+    from twinloop.telemetry.sources.nvidia_smi import QUERY_FIELDS, is_headerless_row, parse_header
 
     if p.suffix.lower() in (".parquet", ".pq") or not p.is_file():
         return False
     try:
-        with p.open(encoding="utf-8", errors="replace") as fh:
+        with p.open(encoding="utf-8-sig", errors="replace") as fh:
             first = fh.readline(65536)
     except OSError:
         return False
+    if is_headerless_row(first):
+        raise InputError(
+            str(p), "line 1", "nvidia-smi output with no header line (--format=csv,noheader): detect needs the "
+            "column names; record with --format=csv, or put the --query-gpu list as the first line",
+        )  # fmt: skip
     cols = parse_header(first)
     return cols is not None and any(name in QUERY_FIELDS for name, _ in cols)
 

@@ -209,6 +209,17 @@ def parse_header(line: str) -> list[tuple[str, str | None]] | None:
     return out if "index" in names or ("timestamp" in names and names & QUERY_FIELDS.keys()) else None
 
 
+_SMI_TIME = re.compile(r"^\s*\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*$")
+
+
+def is_headerless_row(line: str) -> bool:
+    """Whether ``line`` is an nvidia-smi data line (``--format=csv,noheader``): a first cell in nvidia-smi's time
+    format (``2024/05/01 12:00:00.123``) and more cells after it.
+    """
+    cells = line.split(",")
+    return len(cells) >= 2 and _SMI_TIME.match(cells[0].removeprefix("\ufeff")) is not None
+
+
 class NvidiaSmiParser:
     """Parses output lines one at a time into samples (state: column order, pending rows)."""
 
@@ -272,11 +283,12 @@ class NvidiaSmiParser:
             return None
         self._unknown(report, lineno)
         cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
-        if len(cells) < len(self.columns):
-            report.add("truncated", self.source, lineno, f"{len(cells)} of {len(self.columns)} columns")
-            return None
-        if len(cells) > len(self.columns):
-            report.add("parse_error", self.source, lineno, f"{len(cells)} cells, expected {len(self.columns)}")
+        if len(cells) != len(self.columns):
+            # With no header line the columns are the `columns` option's: say so, that is the usual cause.
+            why = "" if self.header_seen else " (no header line: columns from the `columns` option; record with " \
+                "--format=csv or give --set columns=[...] in --query-gpu order)"  # fmt: skip
+            kind, what = ("truncated", "of") if len(cells) < len(self.columns) else ("parse_error", "cells, expected")
+            report.add(kind, self.source, lineno, f"{len(cells)} {what} {len(self.columns)} columns{why}")
             return None
         row = dict(zip(self.columns, cells, strict=True))
         try:
@@ -377,7 +389,7 @@ class NvidiaSmiSource(Source):
         if not Path(cfg.path).is_file():
             raise FileNotFoundError(2, "no such file", cfg.path)
         parser = NvidiaSmiParser(cfg, cfg.path)
-        with open(cfg.path, encoding="utf-8", errors="replace") as fh:
+        with open(cfg.path, encoding="utf-8-sig", errors="replace") as fh:
             for lineno, line in enumerate(fh, start=1):
                 parser.feed(line, lineno, report)
                 if parser.pending() >= cfg.batch_rows:

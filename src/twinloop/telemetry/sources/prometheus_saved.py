@@ -35,7 +35,7 @@ def is_prometheus_json(p: Path) -> bool:
     if p.suffix.lower() == ".json":
         return True
     try:
-        with p.open(encoding="utf-8", errors="replace") as fh:
+        with p.open(encoding="utf-8-sig", errors="replace") as fh:
             head = fh.read(SNIFF_BYTES)
     except OSError:
         return False
@@ -73,7 +73,7 @@ def load_answer(p: Path) -> Mapping[str, Any]:
     """
     source = str(p)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = json.loads(p.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise InputError(source, f"line {exc.lineno}", f"malformed JSON: {exc.msg}") from None
     except RecursionError:

@@ -1,0 +1,150 @@
+"""Users' own telemetry files, round 3: the variants a real cluster's tools write that broke before.
+
+A UTF-8 byte-order mark (Windows PowerShell's ``nvidia-smi ... | Out-File -Encoding utf8``, Excel's "CSV UTF-8"),
+nvidia-smi CSV recorded without its header line given to ``detect``, and OpenMetrics text (timestamps in
+seconds, exemplars, ``# EOF``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twinloop.ops.live.sampler_csv import is_sampler_csv
+from twinloop.telemetry.promtext import parse_text
+from twinloop.telemetry.report import IngestReport
+
+BOM = "\ufeff"
+SMI_HEADER = (
+    "timestamp, index, uuid, power.draw [W], power.limit [W], temperature.gpu, clocks.sm [MHz], utilization.gpu [%], "
+    "clocks_throttle_reasons.active"
+)
+
+
+def _smi_rows(sweeps: int = 30, gpus: int = 2) -> list[str]:
+    return [
+        f"2024/05/01 12:{s // 60:02d}:{s % 60:02d}.123, {g}, GPU-{g:08d}-aaaa-bbbb-cccc-dddddddddddd, "
+        f"{250.12 + g + s % 3:.2f} W, 700.00 W, {60 + s % 4}, 1980 MHz, {90 + g} %, 0x000000000000000{4 * (s == 3)}"
+        for s in range(sweeps)
+        for g in range(gpus)
+    ]
+
+
+def _write(path: Path, lines: list[str], bom: bool = True, eol: str = "\r\n") -> Path:
+    path.write_bytes(((BOM if bom else "") + eol.join(lines) + eol + eol).encode("utf-8"))
+    return path
+
+
+def test_nvidia_smi_csv_with_bom_and_crlf_is_read_by_ingest(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    smi = _write(tmp_path / "smi.csv", [SMI_HEADER, *_smi_rows()])
+    out = cli_json("ingest", "nvidia-smi", str(smi), "--db", str(tmp_path / "t.duckdb"))
+    # 60 lines x 6 mapped columns, none truncated (before: "no row kept (61 truncated)", the header not seen).
+    assert out["rows_stored"] == 360 and out["problems"] == {}
+
+
+def test_nvidia_smi_csv_with_bom_is_read_by_detect(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    smi = _write(tmp_path / "smi.csv", [SMI_HEADER, *_smi_rows()])
+    out = cli_json("detect", str(smi))
+    # Before: read as a generic CSV and refused ("timestamp: non-numeric value '2024/05/01 12:00:00.123'").
+    assert out["layout"] == "nvidia-smi", out["layout"]
+
+
+def test_long_csv_with_bom_is_read_by_ingest_file(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    rows = [f"{1.7e9 + k},site0/row0/rack0/node0/gpu0,DCGM_FI_DEV_GPU_TEMP,{60 + k % 3}" for k in range(20)]
+    path = _write(tmp_path / "long.csv", ["ts,entity,field,value", *rows], eol="\n")
+    out = cli_json("ingest", "file", str(path), "--db", str(tmp_path / "t.duckdb"))
+    assert out["rows_stored"] == 20  # before: "header: expected 'ts,entity,field,value' ..., got ['\ufeffts', ...]"
+
+
+def test_saved_prometheus_answer_with_bom_is_read(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
+    values = [[1.7e9 + 15 * k, str(60 + k % 4)] for k in range(40)]
+    doc = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0", "Hostname": "n1"}, "values": values}]}}  # fmt: skip
+    path = tmp_path / "temps.json"
+    path.write_bytes((BOM + json.dumps(doc)).encode("utf-8"))
+    out = cli_json("detect", str(path))
+    assert out["rows"] == 40  # before: "malformed JSON: Unexpected UTF-8 BOM"
+
+
+def test_sampler_csv_with_bom_is_recognised(tmp_path: Path) -> None:
+    path = _write(tmp_path / "samples.csv", ["t,power_mw,gpu_temp_c", "0.0,300000,55"], eol="\n")
+    assert is_sampler_csv(path)
+
+
+def test_headerless_nvidia_smi_csv_in_detect_is_one_clear_error(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    smi = _write(tmp_path / "smi.csv", _smi_rows(), bom=False, eol="\n")
+    res = cli("detect", str(smi))
+    # Before: its first data line was taken for a header ("9 samples of 3 series", columns named ' 250.12 W').
+    assert res.exit_code == 2, res.stdout
+    (line,) = res.stderr.strip().splitlines()
+    assert str(smi) in line and "line 1" in line and "no header" in line and "--format=csv" in line
+
+
+OM_TEXT = """# TYPE DCGM_FI_DEV_POWER_USAGE gauge
+DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n1"} 612.5 1714564800.125
+# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total{gpu="0",Hostname="n1"} 1.5e+11 # {trace_id="abc"} 1.0 1714564800.0
+DCGM_FI_DEV_GPU_TEMP{gpu="0",Hostname="n1"} 61 1714564800
+# EOF
+"""
+
+
+def test_openmetrics_timestamps_in_seconds_and_exemplars() -> None:
+    report = IngestReport()
+    samples = parse_text(OM_TEXT, "om", report)
+    assert report.ok, report.examples
+    assert [(s.name, s.value, s.ts_ms) for s in samples] == [
+        ("DCGM_FI_DEV_POWER_USAGE", 612.5, 1_714_564_800_125),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total", 1.5e11, None),
+        ("DCGM_FI_DEV_GPU_TEMP", 61.0, 1_714_564_800_000),  # OpenMetrics (# EOF): an integer is seconds too
+    ]
+
+
+def test_text_format_integer_timestamps_stay_milliseconds() -> None:
+    report = IngestReport()
+    (s,) = parse_text('DCGM_FI_DEV_GPU_TEMP{gpu="0"} 61 1714564800123\n', "t", report)
+    assert report.ok and s.ts_ms == 1_714_564_800_123
+
+
+def test_bom_before_the_first_sample_line() -> None:
+    report = IngestReport()
+    (s,) = parse_text(BOM + 'DCGM_FI_DEV_GPU_TEMP{gpu="0"} 61\n', "t", report)
+    assert report.ok and s.value == 61.0
+
+
+_LABELS = st.dictionaries(
+    st.sampled_from(["gpu", "UUID", "Hostname", "GPU_I_ID", "GPU_I_PROFILE", "container", "pod", "modelName"]),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+    max_size=5,
+)
+
+
+def _escaped(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    labels=_LABELS,
+    value=st.floats(allow_nan=False, allow_infinity=False, width=32),
+    ts_s=st.one_of(st.none(), st.integers(1_000_000_000, 2_000_000_000)),
+    millis=st.integers(0, 999),
+    openmetrics=st.booleans(),
+    exemplar=st.booleans(),
+)
+def test_a_sample_round_trips_in_either_format(
+    labels: dict[str, str], value: float, ts_s: int | None, millis: int, openmetrics: bool, exemplar: bool
+) -> None:
+    body = ",".join(f'{k}="{_escaped(v)}"' for k, v in labels.items())
+    stamp = "" if ts_s is None else (f" {ts_s}.{millis:03d}" if openmetrics else f" {ts_s * 1000 + millis}")
+    tail = ' # {trace_id="x"} 1.0' if exemplar and openmetrics else ""
+    text = f"# TYPE m gauge\nm{{{body}}} {value!r}{stamp}{tail}\n" + ("# EOF\n" if openmetrics else "")
+    report = IngestReport()
+    (s,) = parse_text(text, "t", report)
+    assert report.ok and s.value == value and dict(s.labels) == labels
+    assert s.ts_ms == (None if ts_s is None else ts_s * 1000 + millis)
