@@ -35,13 +35,16 @@ TEXT_CONFIG_WRAPPERS = {  # multimodal model_type -> model_type of its text_conf
     "llava_next": "llama",
     "mistral3": "mistral",
     "paligemma": "gemma",
+    "kimi_k25": "kimi_k2",
 }
 
 # Older Hub revisions of Falcon name their type differently; transformers reads them as ``falcon`` (with
-# ``RefinedWeb``, the 40B layout, implying the new decoder architecture).
+# ``RefinedWeb``, the 40B layout, implying the new decoder architecture). Kimi K2 is DeepSeek-V3's architecture
+# (``DeepseekV3ForCausalLM``) under its own ``model_type`` so that engines can tell the two apart.
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "RefinedWebModel": ("falcon", {}),
     "RefinedWeb": ("falcon", {"new_decoder_architecture": True}),
+    "kimi_k2": ("deepseek_v3", {}),
 }
 
 STATE_SPACE_TYPES = frozenset(
