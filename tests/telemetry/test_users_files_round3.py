@@ -148,3 +148,42 @@ def test_a_sample_round_trips_in_either_format(
     (s,) = parse_text(text, "t", report)
     assert report.ok and s.value == value and dict(s.labels) == labels
     assert s.ts_ms == (None if ts_s is None else ts_s * 1000 + millis)
+
+
+# dcgm-exporter on a node with an A100 split in two MIG instances (GPU_I_ID 1 and 2) and a whole GPU 0.
+MIG_SCRAPE = Path(__file__).parents[1] / "fixtures" / "users_round3" / "dcgm_mig.prom"
+
+
+def test_a_mig_gpus_instances_merge_by_max_in_a_scrape() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from twinloop.telemetry.ingest import validated_frames
+    from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
+
+    body = MIG_SCRAPE.read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        report = IngestReport()
+        (frame,) = validated_frames(PrometheusSource(PrometheusConfig(url=url, mode="scrape")), report)
+    finally:
+        server.shutdown()
+        server.server_close()
+    # Before: two rows per field for gpu2, the second dropped as a "duplicate" (which one kept: file order).
+    assert report.ok, report.to_dict()
+    _, ents, fb = frame.to_dense("DCGM_FI_DEV_FB_USED")
+    assert ents == ("site0/row0/rack0/n1/gpu2",) and fb.tolist() == [[30000.0]]
+    _, ents, temp = frame.to_dense("DCGM_FI_DEV_GPU_TEMP")
+    assert ents == ("site0/row0/rack0/n1/gpu0", "site0/row0/rack0/n1/gpu2") and temp.tolist() == [[52.0, 47.0]]

@@ -5,7 +5,7 @@ Modes:
 * ``instant`` — ``GET /api/v1/query`` for each query, ``polls`` times every ``period_s``;
 * ``range`` — ``GET /api/v1/query_range`` over ``[start_s, end_s]`` at ``step_s``;
 * ``scrape`` — ``GET <url>`` of a ``/metrics`` endpoint (dcgm-exporter, twinloop's exporter) and parse
-  the text format;
+  the text format (or OpenMetrics); the series of one GPU's MIG instances are merged by ``max``, as in ``follow``;
 * ``follow`` — a fleet, every scrape: labels once per ``discover_s``, then label-light range queries for the
   steps not read yet (:mod:`twinloop.telemetry.sources.prometheus_follow`), for ``duration_s`` (None: until
   stopped).
@@ -106,6 +106,30 @@ class _Rows:
         self.value: list[float] = []
         self.lines: list[int] = []
         self.labels: dict[str, dict[str, str]] = {}
+
+
+def _max_of_duplicates(rows: _Rows) -> _Rows:
+    """``rows`` with one row per ``(entity, field, ts)``, the largest value (NaN only when every one is NaN).
+
+    A scrape of a MIG-enabled GPU has one series per GPU instance (``GPU_I_ID``), all mapped to the GPU's entity;
+    ``max`` merges them the way follow mode's ``max by (...)`` does, so both modes read a MIG GPU alike.
+    """
+    keep: dict[tuple[str, str, float], int] = {}
+    for i, key in enumerate(zip(rows.entity, rows.field, rows.ts, strict=True)):
+        j = keep.setdefault(key, i)
+        if j != i and (math.isnan(rows.value[j]) or rows.value[i] > rows.value[j]):
+            rows.value[j] = rows.value[i]
+    if len(keep) == len(rows.ts):
+        return rows
+    out = _Rows()
+    out.labels = rows.labels
+    for i in keep.values():
+        out.ts.append(rows.ts[i])
+        out.entity.append(rows.entity[i])
+        out.field.append(rows.field[i])
+        out.value.append(rows.value[i])
+        out.lines.append(rows.lines[i])
+    return out
 
 
 class PrometheusSource(Source):
@@ -243,6 +267,7 @@ class PrometheusSource(Source):
                         labels = {**s.labels, "__name__": s.name}
                         ts = now if s.ts_ms is None else s.ts_ms / 1000.0
                         self._add(rows, labels, ts, s.value, poll + 1, cfg.url, report)
+                    rows = _max_of_duplicates(rows)
                 else:
                     self._instant(client, rows, report)
                 if rows.ts:
