@@ -187,3 +187,37 @@ def test_a_mig_gpus_instances_merge_by_max_in_a_scrape() -> None:
     assert ents == ("site0/row0/rack0/n1/gpu2",) and fb.tolist() == [[30000.0]]
     _, ents, temp = frame.to_dense("DCGM_FI_DEV_GPU_TEMP")
     assert ents == ("site0/row0/rack0/n1/gpu0", "site0/row0/rack0/n1/gpu2") and temp.tolist() == [[52.0, 47.0]]
+
+
+DMON = Path(__file__).parents[1] / "fixtures" / "users_round3" / "dmon.txt"  # `nvidia-smi dmon -o T` output
+
+
+def test_nvidia_smi_dmon_output_is_one_clear_error_everywhere(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    for args in (
+        ("ingest", "nvidia-smi", str(DMON), "--db", str(tmp_path / "t.duckdb")),
+        ("detect", str(DMON)),
+        ("watch", f"nvidia-smi:{DMON}"),
+    ):
+        res = cli(*args)
+        assert res.exit_code == 2, (args, res.stdout)
+        line = res.stderr.strip().splitlines()[-1]
+        assert line.startswith(f"error: {DMON}: line 1: nvidia-smi dmon output") and "--query-gpu=" in line, line
+
+
+def test_watch_of_a_recording_with_no_readable_row_exits_2(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("ts,entity,field,value\nabc,site0/row0/rack0/n0/gpu0,DCGM_FI_DEV_GPU_TEMP,50\n")
+    res = cli("watch", f"replay:{bad}")
+    # Before: "0 samples (end): 0 incidents ...", exit 0, as if the loop had watched the file and seen nothing.
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines()[-1] == f"error: replay:{bad}: no row kept (1 parse_error); first: " \
+        f"{bad}:2: bad timestamp 'abc'"  # fmt: skip
+    headerless = _write(tmp_path / "smi.csv", _smi_rows(), bom=False, eol="\n")
+    res = cli("watch", f"nvidia-smi:{headerless}")
+    assert res.exit_code == 2 and "no header line" in res.stderr.strip().splitlines()[-1]
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    res = cli("watch", f"replay:{empty}")
+    assert res.exit_code == 2 and "no sample in the recording" in res.stderr
+    ok = _write(tmp_path / "ok.csv", [SMI_HEADER, *_smi_rows()])
+    assert cli("watch", f"nvidia-smi:{ok}").exit_code == 0

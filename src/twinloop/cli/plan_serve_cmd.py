@@ -117,8 +117,7 @@ def _checkpoint_dtypes(
     experts = expert_dtype if expert_dtype is not None else fmt.expert_dtype
     if not quiet:
         shown = fmt.weight_dtype + (f", experts {experts}" if experts else "")
-        typer.echo(f"note: weights in {shown}, as the config's quantization_config ({fmt.method}) ships them; "
-                   "--weight-dtype overrides", err=True)  # fmt: skip
+        typer.echo(f"note: weights {shown} (the config's quantization_config)", err=True)
     return fmt.weight_dtype, experts
 
 

@@ -557,7 +557,7 @@ def _is_nvidia_smi(p: Path) -> bool:
         InputError: the file is nvidia-smi output without its header line (``--format=csv,noheader``): its first
             row would be taken for column names and every value column read as text.
     """
-    from twinloop.telemetry.sources.nvidia_smi import QUERY_FIELDS, is_headerless_row, parse_header
+    from twinloop.telemetry.sources.nvidia_smi import QUERY_FIELDS, check_not_dmon, is_headerless_row, parse_header
 
     if p.suffix.lower() in (".parquet", ".pq") or not p.is_file():
         return False
@@ -566,6 +566,7 @@ def _is_nvidia_smi(p: Path) -> bool:
             first = fh.readline(65536)
     except OSError:
         return False
+    check_not_dmon(first, str(p), 1)
     if is_headerless_row(first):
         raise InputError(
             str(p), "line 1", "nvidia-smi output with no header line (--format=csv,noheader): detect needs the "

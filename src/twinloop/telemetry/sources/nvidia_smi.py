@@ -220,6 +220,28 @@ def is_headerless_row(line: str) -> bool:
     return len(cells) >= 2 and _SMI_TIME.match(cells[0].removeprefix("\ufeff")) is not None
 
 
+#: The query this reader is meant for, shown where a file is some other nvidia-smi output.
+QUERY_HINT = (
+    "nvidia-smi --query-gpu=timestamp,index,power.draw,temperature.gpu,clocks.sm,utilization.gpu,"
+    "clocks_event_reasons.active --format=csv -lms 1000"
+)
+
+
+def check_not_dmon(line: str, source: str, lineno: int) -> None:
+    """Refuse ``nvidia-smi dmon`` output (``# gpu   pwr  gtemp ...`` or ``#Time  gpu  pwr ...``) in one line.
+
+    Raises:
+        InputError: ``line`` is dmon's header: its columns are abbreviations without a date, not a CSV query.
+    """
+    words = line.removeprefix("\ufeff").lstrip("#").split()
+    if line.lstrip("\ufeff").startswith("#") and "gpu" in words and ("pwr" in words or "sm" in words):
+        raise InputError(
+            source,
+            f"line {lineno}",
+            f"nvidia-smi dmon output is not read (no date, abbreviated columns); record with `{QUERY_HINT}`",
+        )
+
+
 class NvidiaSmiParser:
     """Parses output lines one at a time into samples (state: column order, pending rows)."""
 
@@ -274,6 +296,8 @@ class NvidiaSmiParser:
         """Parse one output line; returns the GPU index of the sample (``None`` for headers and bad lines)."""
         if not line.strip():
             return None
+        if lineno <= 2 and not self.header_seen:
+            check_not_dmon(line, self.source, lineno)
         header = parse_header(line)
         if header is not None:
             self.header_line = lineno
@@ -285,8 +309,8 @@ class NvidiaSmiParser:
         cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
         if len(cells) != len(self.columns):
             # With no header line the columns are the `columns` option's: say so, that is the usual cause.
-            why = "" if self.header_seen else " (no header line: columns from the `columns` option; record with " \
-                "--format=csv or give --set columns=[...] in --query-gpu order)"  # fmt: skip
+            why = "" if self.header_seen else " (no header line: record with --format=csv, or name the " \
+                "--query-gpu columns in the `columns` option)"  # fmt: skip
             kind, what = ("truncated", "of") if len(cells) < len(self.columns) else ("parse_error", "cells, expected")
             report.add(kind, self.source, lineno, f"{len(cells)} {what} {len(self.columns)} columns{why}")
             return None
