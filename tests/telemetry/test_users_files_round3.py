@@ -221,3 +221,26 @@ def test_watch_of_a_recording_with_no_readable_row_exits_2(tmp_path: Path, cli: 
     assert res.exit_code == 2 and "no sample in the recording" in res.stderr
     ok = _write(tmp_path / "ok.csv", [SMI_HEADER, *_smi_rows()])
     assert cli("watch", f"nvidia-smi:{ok}").exit_code == 0
+
+
+def test_dcgmi_dmon_output_is_one_clear_error(cli: Callable[..., Any]) -> None:
+    path = Path(__file__).parents[1] / "fixtures" / "users_round3" / "dcgmi_dmon.txt"  # `dcgmi dmon -e 155,150,100`
+    res = cli("detect", str(path))
+    assert res.exit_code == 2 and res.stderr.startswith(f"error: {path}: line 1: dcgmi dmon output is not read")
+
+
+def _grafana_csv(path: Path, cell: Callable[[float], str]) -> Path:
+    """A Grafana panel's "Download CSV" (series joined by time; quoted series names with labels)."""
+    head = '"Time",' + ",".join(f'"DCGM_FI_DEV_GPU_TEMP{{Hostname=""node-1"", gpu=""{g}""}}"' for g in (0, 1))
+    rows = [f'"2024-05-01 12:{i // 60:02d}:{i % 60:02d}",{cell(60 + 8 * (i > 90))},{cell(58)}' for i in range(120)]
+    path.write_text("\n".join([head, *rows]) + "\n")
+    return path
+
+
+def test_grafana_csv_export(tmp_path: Path, cli: Callable[..., Any], cli_json: Callable[..., Any]) -> None:
+    raw = cli_json("detect", str(_grafana_csv(tmp_path / "raw.csv", lambda v: f"{v:g}")))
+    assert raw["series"] == 2 and raw["dt_s"] == 1.0 and raw["detections"]  # worked before: the +8 C step is found
+    # "Formatted data" on: every value carries its unit. Before: "skipped: ..." with no reason in the error.
+    path = _grafana_csv(tmp_path / "formatted.csv", lambda v: f'"{v:g} °C"')
+    res = cli("detect", str(path))
+    assert res.exit_code == 2 and "values carry a unit, e.g. '60 °C'" in res.stderr and "Formatted data" in res.stderr

@@ -44,6 +44,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -450,6 +451,15 @@ def _is_text_column(table: pa.Table, name: str) -> bool:
     return True
 
 
+_WITH_UNIT = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*[^\d\s.,;]{1,6}\s*$")
+
+
+def _with_unit(table: pa.Table, name: str) -> str | None:
+    """The first value of a text column when it is a number with a unit (``60 °C``, ``312.4 W``), else None."""
+    first = next((v for v in table.column(name).to_pylist() if v is not None and v.strip()), None)
+    return first if first is not None and _WITH_UNIT.match(first) else None
+
+
 def _value_columns(
     table: pa.Table, ts_name: str | None, fields: Sequence[str] | None, report: InputReport
 ) -> list[str]:
@@ -467,7 +477,11 @@ def _value_columns(
         if c.strip().lower() in LABEL_COLUMNS:
             report.skipped_columns[c] = "label or annotation column (name it with --field to analyse it)"
         elif _is_text_column(table, c):
-            report.skipped_columns[c] = "text column (no value reads as a number)"
+            unit = _with_unit(table, c)
+            report.skipped_columns[c] = (
+                "text column (no value reads as a number)" if unit is None else f"values carry a unit, e.g. {unit!r} "
+                "(export the numbers alone: Grafana's 'Formatted data' off, nvidia-smi --format=csv,nounits)"
+            )  # fmt: skip
         else:
             kept.append(c)
     return kept
@@ -478,7 +492,8 @@ def _read_wide(table: pa.Table, fields: Sequence[str] | None, report: InputRepor
     ts_name = _ts_column(table)
     value_cols = _value_columns(table, ts_name, fields, report)
     if not value_cols:
-        skipped = f"; skipped: {', '.join(report.skipped_columns)}" if report.skipped_columns else ""
+        why = next(iter(report.skipped_columns.items()), None)
+        skipped = f"; skipped: {', '.join(report.skipped_columns)}; {why[0]}: {why[1]}" if why else ""
         raise InputError(
             source, "", f"no value column (allowed: a timestamp column and one or more numeric columns{skipped})"
         )

@@ -228,13 +228,19 @@ QUERY_HINT = (
 
 
 def check_not_dmon(line: str, source: str, lineno: int) -> None:
-    """Refuse ``nvidia-smi dmon`` output (``# gpu   pwr  gtemp ...`` or ``#Time  gpu  pwr ...``) in one line.
+    """Refuse ``nvidia-smi dmon`` (``# gpu   pwr  gtemp ...``, ``#Time  gpu  pwr ...``) and ``dcgmi dmon``
+    (``#Entity  POWER ...``) output in one line.
 
     Raises:
-        InputError: ``line`` is dmon's header: its columns are abbreviations without a date, not a CSV query.
+        InputError: ``line`` is a dmon header: its columns are abbreviations without a date, not a CSV query.
     """
-    words = line.removeprefix("\ufeff").lstrip("#").split()
-    if line.lstrip("\ufeff").startswith("#") and "gpu" in words and ("pwr" in words or "sm" in words):
+    text = line.removeprefix("\ufeff")
+    words = text.lstrip("#").split()
+    if text.startswith("#Entity"):  # `dcgmi dmon -e ...`: one "GPU 0  312.45  51" line per GPU, no time at all
+        raise InputError(
+            source, f"line {lineno}", f"dcgmi dmon output is not read (no time); record with `{QUERY_HINT}`"
+        )
+    if text.startswith("#") and "gpu" in words and ("pwr" in words or "sm" in words):
         raise InputError(
             source,
             f"line {lineno}",
