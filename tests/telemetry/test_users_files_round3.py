@@ -244,3 +244,17 @@ def test_grafana_csv_export(tmp_path: Path, cli: Callable[..., Any], cli_json: C
     path = _grafana_csv(tmp_path / "formatted.csv", lambda v: f'"{v:g} °C"')
     res = cli("detect", str(path))
     assert res.exit_code == 2 and "values carry a unit, e.g. '60 °C'" in res.stderr and "Formatted data" in res.stderr
+
+
+def test_a_recorded_nvidia_smi_csv_without_timestamps_is_refused(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    # `nvidia-smi --query-gpu=index,power.draw,temperature.gpu --format=csv -l 1 > log.csv`: no time in the file.
+    rows = [f"{g}, {300 + s + g:.2f} W, {60 + s % 3}" for s in range(30) for g in range(2)]
+    path = _write(tmp_path / "log.csv", ["index, power.draw [W], temperature.gpu", *rows], bom=False, eol="\n")
+    # Before: every row stamped with the time it was parsed (detect: "dt 1.96e-05 s, 50 duplicate rows"; watch:
+    # "1 samples"; ingest: 120 rows stored at today's date), exit 0.
+    for args in (("ingest", "nvidia-smi", str(path), "--db", str(tmp_path / "t.duckdb")), ("detect", str(path)),
+                 ("watch", f"nvidia-smi:{path}")):  # fmt: skip
+        res = cli(*args)
+        assert res.exit_code == 2, (args, res.stdout)
+        line = res.stderr.strip().splitlines()[-1]
+        assert f"{path}:2: no timestamp column" in line and "timestamp first in --query-gpu" in line, line

@@ -253,6 +253,8 @@ class NvidiaSmiParser:
 
     def __init__(self, cfg: NvidiaSmiConfig, source: str) -> None:
         self.source = source
+        # A recorded file's rows keep their own time; only live output may be stamped on arrival.
+        self.recorded = cfg.path is not None
         self.columns: list[str] = []
         self.units: list[str | None] = []
         self.header_line: int | None = None
@@ -321,6 +323,10 @@ class NvidiaSmiParser:
             report.add(kind, self.source, lineno, f"{len(cells)} {what} {len(self.columns)} columns{why}")
             return None
         row = dict(zip(self.columns, cells, strict=True))
+        if self.recorded and "timestamp" not in row:
+            msg = "no timestamp column: a recorded row's time is unknown (put timestamp first in --query-gpu)"
+            report.add("parse_error", self.source, lineno, msg)
+            return None
         try:
             ts = self._parse_time(row["timestamp"]) if "timestamp" in row else time.time()
             index = self._index(row, ts)
