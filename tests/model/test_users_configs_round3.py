@@ -113,3 +113,31 @@ def test_plan_serve_refuses_a_4bit_gptq_checkpoint_in_one_line(tmp_path: Path, c
     assert f"{path}: quantization_config.quant_method" in line and "4-bit" in line and "--weight-dtype" in line
     ok = cli("plan", "serve", "--model", str(path), "--gpus", "16", "--tp", "16", "--weight-dtype", "fp4", "--json")
     assert ok.exit_code == 0, ok.stderr
+
+
+# Configs as their repositories publish them (rope_scaling dicts, null sliding windows, explicit head_dim, longrope
+# lists, torch_dtype, an FP8 quantization_config): all read before this round too; kept as the record of it.
+# Published sizes: the model cards (Llama 3.1 8B/70B: 8.03B/70.6B on the Hub; Mistral NeMo: 12B, 12.2B on the Hub;
+# Qwen2.5-72B: 72.7B; Phi-3-mini-128k: 3.8B).
+@pytest.mark.parametrize(
+    ("name", "published", "gap"),
+    [
+        ("llama-3.1-8b", 8.03e9, 0.001),
+        ("llama-3.1-70b-fp8", 70.6e9, 0.001),
+        ("mistral-nemo", 12.2e9, 0.005),
+        ("qwen2.5-72b", 72.7e9, 0.001),
+        ("phi-3-mini-128k", 3.8e9, 0.01),
+    ],
+)
+def test_published_configs_count_their_published_size(name: str, published: float, gap: float) -> None:
+    total = param_counts(load_config_file(FIXTURES / f"{name}.json")).total
+    assert abs(total / published - 1) <= gap, f"{total:,}"
+
+
+def test_a_config_without_num_key_value_heads_is_multi_head() -> None:
+    cfg = json.loads((FIXTURES / "llama-3.1-8b.json").read_text())
+    del cfg["num_key_value_heads"]
+    from twinloop.model.hf_config import parse_hf_config
+
+    arch = parse_hf_config(cfg, "mha")
+    assert arch.attention == "mha" and arch.n_kv_heads == arch.n_heads == 32
