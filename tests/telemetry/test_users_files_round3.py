@@ -258,3 +258,10 @@ def test_a_recorded_nvidia_smi_csv_without_timestamps_is_refused(tmp_path: Path,
         assert res.exit_code == 2, (args, res.stdout)
         line = res.stderr.strip().splitlines()[-1]
         assert f"{path}:2: no timestamp column" in line and "timestamp first in --query-gpu" in line, line
+
+
+def test_concatenated_scrapes_parse_whole() -> None:
+    one = MIG_SCRAPE.read_text()
+    report = IngestReport()
+    assert len(parse_text(one + one, "two", report)) == 2 * len(parse_text(one, "one", IngestReport())) == 10
+    assert report.ok
