@@ -141,3 +141,20 @@ def test_a_config_without_num_key_value_heads_is_multi_head() -> None:
 
     arch = parse_hf_config(cfg, "mha")
     assert arch.attention == "mha" and arch.n_kv_heads == arch.n_heads == 32
+
+
+def test_qwen25_vl_reads_its_language_model_flat_or_nested() -> None:
+    """Qwen2.5-VL as first released keeps the language model's fields at the top level; re-saved by newer
+    transformers it nests them in ``text_config`` (``qwen2_5_vl_text``). Before: "unsupported model_type".
+    The language model is Qwen2.5-7B's: 7.62B ("7.61B" on its model card); the vision tower is not counted.
+    """
+    from twinloop.model.hf_config import parse_hf_config
+
+    flat = json.loads((FIXTURES / "qwen2.5-vl-7b-instruct.json").read_text())
+    arch = load_config_file(FIXTURES / "qwen2.5-vl-7b-instruct.json")
+    assert arch.text_only_of == "qwen2_5_vl" and arch.qkv_bias and arch.n_kv_heads == 4
+    assert param_counts(arch).total == 7_615_616_512
+    text = {k: v for k, v in flat.items() if k not in ("vision_config", "architectures")}
+    nested = {"model_type": "qwen2_5_vl", "vision_config": flat["vision_config"],
+              "text_config": {**text, "model_type": "qwen2_5_vl_text"}}  # fmt: skip
+    assert param_counts(parse_hf_config(nested, "vl")).total == 7_615_616_512
