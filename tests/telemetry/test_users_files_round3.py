@@ -155,32 +155,14 @@ MIG_SCRAPE = Path(__file__).parents[1] / "fixtures" / "users_round3" / "dcgm_mig
 
 
 def test_a_mig_gpus_instances_merge_by_max_in_a_scrape() -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from telemetry_helpers import serving
 
     from twinloop.telemetry.ingest import validated_frames
     from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
 
-    body = MIG_SCRAPE.read_bytes()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-        report = IngestReport()
+    report = IngestReport()
+    with serving(MIG_SCRAPE.read_bytes()) as url:
         (frame,) = validated_frames(PrometheusSource(PrometheusConfig(url=url, mode="scrape")), report)
-    finally:
-        server.shutdown()
-        server.server_close()
     # Before: two rows per field for gpu2, the second dropped as a "duplicate" (which one kept: file order).
     assert report.ok, report.to_dict()
     _, ents, fb = frame.to_dense("DCGM_FI_DEV_FB_USED")
