@@ -247,3 +247,25 @@ def test_concatenated_scrapes_parse_whole() -> None:
     report = IngestReport()
     assert len(parse_text(one + one, "two", report)) == 2 * len(parse_text(one, "one", IngestReport())) == 10
     assert report.ok
+
+
+def test_a_semicolon_csv_is_one_clear_error(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    # Excel's CSV in a locale with decimal commas. Before: "line 2: malformed file: CSV parse error: Expected 1
+    # columns, got 3" (or, with whole numbers, one text column and "no value column").
+    path = tmp_path / "temps.csv"
+    rows = [f"2024-05-01 12:00:{s:02d};{60 + s % 3},5;58,0" for s in range(30)]
+    path.write_text("\n".join(["timestamp;gpu0_temp;gpu1_temp", *rows]) + "\n")
+    res = cli("detect", str(path))
+    assert res.exit_code == 2
+    assert res.stderr.strip() == f"error: {path}: line 1: fields separated by ';' (a spreadsheet export with " \
+        "decimal commas); allowed: ',' between fields and '.' as the decimal point"  # fmt: skip
+
+
+def test_an_ambiguous_date_names_the_formats_read(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    path = tmp_path / "temps.csv"
+    path.write_text("time,temp\n" + "".join(f"05/01/2024 12:00:{s:02d},{60 + s % 3}\n" for s in range(30)))
+    res = cli("detect", str(path))
+    # Before: "non-numeric value '05/01/2024 12:00:00' (allowed: numbers)".
+    assert res.exit_code == 2 and "time: line 2: a time not read: '05/01/2024 12:00:00' (allowed: epoch seconds" in (
+        res.stderr
+    )

@@ -151,6 +151,8 @@ def _read_table(path: Path) -> pa.Table:
     if not path.exists():
         raise FileNotFoundError(2, "No such file", str(path))
     suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".pq"):
+        _not_semicolons(path)
     try:
         if suffix in (".parquet", ".pq"):
             return pq.read_table(path)
@@ -165,6 +167,23 @@ def _read_table(path: Path) -> pa.Table:
         raise InputError(str(path), f"line {line}" if line else "", f"malformed file: {msg}") from None
     except OSError as exc:
         raise InputError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+
+
+#: The times a generic CSV's time column may hold (said where one is not read).
+TIME_FORMATS = "epoch seconds, ms, µs or ns; ISO 8601 such as 2024-05-01 12:00:00 or 2024-05-01T12:00:00Z"
+
+
+def _not_semicolons(path: Path) -> None:
+    """Refuse a ';'-separated file (a spreadsheet's CSV in a locale with decimal commas) in one line: read as CSV it
+    is one text column, or "Expected 1 columns, got 3" where a decimal comma splits a value.
+    """
+    with path.open(encoding="utf-8-sig", errors="replace") as fh:
+        head = fh.readline(65536)
+    if head.count(";") >= 1 and "," not in head:
+        raise InputError(
+            str(path), "line 1", "fields separated by ';' (a spreadsheet export with decimal commas); allowed: ',' "
+            "between fields and '.' as the decimal point",
+        )  # fmt: skip
 
 
 def _all_numbers(names: Sequence[str]) -> bool:
@@ -264,7 +283,11 @@ def _parse_ts(table: pa.Table, name: str, source: str, report: InputReport | Non
             parsed = None  # maybe numbers in a string column; _column_floats names the bad line otherwise
         if parsed is not None:
             table = table.set_column(table.column_names.index(name), name, parsed)
-    ts = _column_floats(table, name, source)
+    try:
+        ts = _column_floats(table, name, source)
+    except InputError as exc:  # a time no reader takes unambiguously (05/01/2024: May 1st or January 5th?)
+        what = exc.message.partition(" (allowed")[0].replace("non-numeric value", "a time not read:")
+        raise InputError(source, exc.field, f"{what} (allowed: {TIME_FORMATS})") from None
     bad = ~np.isfinite(ts)
     if bad.any():
         line = int(np.flatnonzero(bad)[0]) + 2
