@@ -63,7 +63,7 @@ from twinloop.ops.detect.counters import as_rates, counter_mask
 from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, epoch_unit, is_sample_index
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
-from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json
+from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json, is_prometheus_text
 from twinloop.telemetry.store.duckdb_store import is_duckdb_file
 
 F64 = NDArray[np.float64]
@@ -412,6 +412,12 @@ def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBloc
 
         report = InputReport(source, layout="prometheus")
         frame, report.problems = read_saved_answer(p)
+        return _counted(_frame_blocks(frame, fields, report), report)
+    if is_prometheus_text(p):  # a saved exporter page with exposition timestamps
+        from twinloop.telemetry.sources.prometheus import read_saved_scrape
+
+        report = InputReport(source, layout="prometheus")
+        frame, report.problems = read_saved_scrape(p)
         return _counted(_frame_blocks(frame, fields, report), report)
     if is_duckdb_file(p):
         from twinloop.telemetry.sources.replay import ReplayConfig, load_recording

@@ -11,7 +11,8 @@ Modes:
   stopped).
 
 A ``url`` that is a local file is a saved query answer (``curl .../api/v1/query_range?... > f.json``), read once
-(:mod:`twinloop.telemetry.sources.prometheus_saved`) whatever the mode.
+(:mod:`twinloop.telemetry.sources.prometheus_saved`) whatever the mode, or a saved exporter page (``curl
+http://node:9400/metrics > f.prom``), read when its samples carry exposition timestamps.
 
 Label mapping to entities: an ``entity`` label (twinloop's exporter sets it) is used as is; otherwise
 ``<entity_prefix>/<Hostname>/gpu<gpu>`` for GPU series and ``<entity_prefix>/<Hostname>`` for series
@@ -35,6 +36,7 @@ import httpx
 import numpy as np
 from pydantic import Field
 
+from twinloop.errors import InputError
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.promtext import parse_text, parse_value
@@ -48,7 +50,7 @@ from twinloop.telemetry.sources.prometheus_follow import (
     poll_values,
     sleep_until,
 )
-from twinloop.telemetry.sources.prometheus_saved import load_answer, no_samples
+from twinloop.telemetry.sources.prometheus_saved import is_prometheus_text, load_answer, no_samples
 
 ALL_FIELDS_QUERY = '{__name__=~"DCGM_FI_.*|TWINLOOP_FI_.*"}'
 #: Prometheus label → twinloop entity label.
@@ -239,8 +241,8 @@ class PrometheusSource(Source):
         """Yield one frame per poll (instant/scrape) or per query (range)."""
         cfg = self.cfg
         saved = Path(cfg.url)
-        if "://" not in cfg.url and saved.is_file():  # a saved query_range answer (`curl ... > f.json`)
-            yield read_saved_answer(saved, report)[0]
+        if "://" not in cfg.url and saved.is_file():  # a saved answer or exporter page (`curl ... > f.json`)
+            yield (read_saved_scrape if is_prometheus_text(saved) else read_saved_answer)(saved, report)[0]
             return
         with httpx.Client(timeout=cfg.timeout_s) as client:
             if cfg.mode == "follow":
@@ -344,6 +346,33 @@ class PrometheusSource(Source):
                         yield frame
                 if not sleep_until(follower.wake_at(time.time(), failed or not follower.metrics), stop_at):
                     return
+
+
+def read_saved_scrape(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:
+    """The samples of a saved exporter page (Prometheus text or OpenMetrics), mapped as a live scrape is, and the
+    problems counted while reading it. Only samples with an exposition timestamp have a time: a page of which a
+    sample has none is refused (a live scrape is stamped on arrival; a file's arrival is not its time).
+
+    Raises:
+        InputError: a sample without a timestamp, or no sample at all.
+    """
+    from twinloop.safeio import read_text
+
+    report = report if report is not None else IngestReport()
+    source = str(p)
+    src = PrometheusSource(PrometheusConfig(url=source, mode="scrape"))
+    rows = _Rows()
+    text = read_text(p).removeprefix("\ufeff")
+    for s in parse_text(text, source, report):
+        if s.ts_ms is None:
+            raise InputError(
+                source, f"{s.name}", "a saved /metrics page has no time of its own (allowed: samples with exposition "
+                "timestamps); read the exporter live (`watch dcgm:URL`) or save a query_range answer instead",
+            )  # fmt: skip
+        src._add(rows, {**s.labels, "__name__": s.name}, s.ts_ms / 1000.0, s.value, 1, source, report)
+    if not rows.ts:
+        raise InputError(source, "", f"no sample ({next(iter(report.examples.values()), ['no metric line'])[0]})")
+    return src._frame(_max_of_duplicates(rows), source), dict(report.problems)
 
 
 def read_saved_answer(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:

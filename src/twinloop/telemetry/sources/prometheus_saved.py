@@ -42,6 +42,20 @@ def is_prometheus_json(p: Path) -> bool:
     return head.lstrip()[:1] in ("{", "[") and any(k in head for k in ('"resultType"', '"result"', '"metric"'))
 
 
+def is_prometheus_text(p: Path) -> bool:
+    """Whether ``p`` is a saved exporter page (``curl http://node:9400/metrics > f.prom``): it opens with the
+    exposition format's ``# HELP`` / ``# TYPE`` lines.
+    """
+    if not p.is_file() or p.suffix.lower() in (".json", ".parquet", ".pq", ".duckdb", ".db"):
+        return False
+    try:
+        with p.open(encoding="utf-8-sig", errors="replace") as fh:
+            head = fh.read(SNIFF_BYTES).lstrip()
+    except OSError:
+        return False
+    return head.startswith(("# HELP ", "# TYPE "))
+
+
 def _result_data(doc: Any, source: str) -> Mapping[str, Any]:
     """The ``data`` object of an API answer (or of a bare ``data`` object or result list); InputError otherwise."""
     if isinstance(doc, list):
