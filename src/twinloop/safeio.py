@@ -94,6 +94,8 @@ def _check_graph(root: yaml.Node, source: str, max_nodes: int, max_depth: int) -
             children = list(node.value)
         elif isinstance(node, yaml.MappingNode):
             children = [n for pair in node.value for n in pair]
+            if not done:
+                _no_duplicate_keys(node, source)
         if not done:
             if key in on_path:
                 raise InputError(source, "", "recursive YAML alias (allowed: aliases to earlier, closed nodes)")
@@ -114,6 +116,31 @@ def _check_graph(root: yaml.Node, source: str, max_nodes: int, max_depth: int) -
             raise InputError(source, "", f"YAML nested deeper than {max_depth} levels (allowed: <= {max_depth})")
 
 
+def _no_duplicate_keys(node: yaml.MappingNode, source: str) -> None:
+    """A key given twice in one mapping is an error: YAML loaders keep the last silently (a second ``jobs:`` would
+    drop the first list of jobs without a word).
+    """
+    seen: set[str] = set()
+    for key, _ in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+            if key.value in seen:
+                where = f"line {key.start_mark.line + 1}"
+                raise InputError(source, where, f"key {key.value!r} appears twice in one mapping (allowed: once)")
+            seen.add(key.value)
+
+
+def _yaml_error(exc: yaml.YAMLError, text: str, source: str) -> InputError:
+    """One line naming where and what: PyYAML's first line ("while scanning for the next token") says neither."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return InputError(source, "", f"malformed YAML: {exc}".splitlines()[0])
+    lines = text.splitlines()
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    hint = " (a tab: YAML indents with spaces only)" if "\t" in line[: mark.column + 1] else ""
+    return InputError(source, f"line {mark.line + 1}, column {mark.column + 1}", f"malformed YAML: {problem}{hint}")
+
+
 def parse_yaml(text: str, source: str, max_nodes: int = MAX_NODES, max_depth: int = MAX_DEPTH) -> Any:
     """Safe-load one YAML document from ``text`` within the node and depth bounds."""
     try:
@@ -129,7 +156,7 @@ def parse_yaml(text: str, source: str, max_nodes: int = MAX_NODES, max_depth: in
     except yaml.YAMLError as exc:
         if "maximum nesting depth" in str(exc):  # PyYAML >= 6.0.3 stops deep flow nesting in its scanner
             raise InputError(source, "", f"YAML nested too deep (allowed: <= {max_depth} levels)") from None
-        raise InputError(source, "", f"malformed YAML: {exc}".splitlines()[0]) from None
+        raise _yaml_error(exc, text, source) from None
     except RecursionError:
         raise InputError(source, "", f"YAML nested too deep (allowed: <= {max_depth} levels)") from None
 

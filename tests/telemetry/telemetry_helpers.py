@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -98,3 +101,26 @@ def write_long_csv(path: Path, frames: list[Frame]) -> Path:
             lines.append(f"{t!r},{e},{f},{v!r}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@contextmanager
+def serving(body: bytes) -> Iterator[str]:
+    """A loopback HTTP server answering every GET with ``body`` (an exporter's ``/metrics``); yields its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -98,31 +98,11 @@ def test_error_answer_is_counted(fake_prometheus: Callable[..., str]) -> None:
 
 
 def test_dcgm_exporter_scrape_keeps_profiling_fields_and_kubernetes_labels() -> None:
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
-
-    from telemetry_helpers import DATA
+    from telemetry_helpers import DATA, serving
 
     body = (DATA / "dcgm_exporter_k8s.prom").read_bytes()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    with serving(body) as url:
         frame, report = _run(PrometheusConfig(url=url, mode="scrape", entity_prefix="dc/r1/k2"))
-    finally:
-        server.shutdown()
-        server.server_close()
     assert report.ok, report.to_dict()  # nothing dropped: every field is known
     scraped = {line.split("{")[0] for line in body.decode().splitlines() if line.startswith("DCGM_")}
     assert set(frame.fields) == scraped and len(frame) == 2 * len(scraped)

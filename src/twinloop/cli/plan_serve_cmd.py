@@ -101,6 +101,26 @@ def _print_routing(r: dict[str, Any]) -> None:
     )
 
 
+def _checkpoint_dtypes(
+    model: str, weight_dtype: str | None, expert_dtype: str | None, quiet: bool
+) -> tuple[str, str | None]:
+    """``--weight-dtype`` / ``--expert-dtype``, or the format the model's checkpoint ships in (its config.json's
+    ``quantization_config``: DeepSeek-V3 and Kimi K2 in FP8, gpt-oss with MXFP4 experts), else BF16.
+    """
+    if weight_dtype is not None:
+        return weight_dtype, expert_dtype
+    from twinloop.model.hf_quant import checkpoint_format_of
+
+    fmt = checkpoint_format_of(model)
+    if fmt is None:
+        return "bf16", expert_dtype
+    experts = expert_dtype if expert_dtype is not None else fmt.expert_dtype
+    if not quiet:
+        shown = fmt.weight_dtype + (f", experts {experts}" if experts else "")
+        typer.echo(f"note: weights {shown} (the config's quantization_config)", err=True)
+    return fmt.weight_dtype, experts
+
+
 @plan_app.command("serve")
 def serve(
     model: str = typer.Option(
@@ -113,7 +133,11 @@ def serve(
     tp: int = typer.Option(8, "--tp", help="Tensor parallel degree of one replica."),
     pp: int = typer.Option(1, "--pp", help="Pipeline parallel degree of one replica."),
     ep: int = typer.Option(1, "--ep", help="Expert parallel degree (MoE; divides tp)."),
-    weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="Weight dtype: bf16, fp16, fp8, int8, fp4, mxfp4."),
+    weight_dtype: str | None = typer.Option(
+        None,
+        "--weight-dtype",
+        help="Weight dtype: bf16, fp16, fp8, int8, fp4, mxfp4 (default: the config's quantization_config, else bf16).",
+    ),
     expert_dtype: str | None = typer.Option(
         None, "--expert-dtype", help="MoE experts' weight dtype (default: --weight-dtype); gpt-oss ships mxfp4."
     ),
@@ -156,8 +180,9 @@ def serve(
     """Plan LLM serving: KV cache, concurrency, prefill/decode roofline, TTFT, TPOT, throughput, power, cost."""
 
     def run() -> None:
+        weights, experts = _checkpoint_dtypes(model, weight_dtype, expert_dtype, json_out)
         request = build_request(
-            model=model, gpu=gpu, gpus=gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weight_dtype, expert_dtype=expert_dtype,
+            model=model, gpu=gpu, gpus=gpus, tp=tp, pp=pp, ep=ep, weight_dtype=weights, expert_dtype=experts,
             kv_dtype=kv_dtype,
             batching=batching, prompt_tokens=prompt_tokens, output_tokens=output_tokens, trace=trace,
             rate_req_per_s=rate, block_size=block_size, max_seqs=max_seqs, chunk_tokens=chunk_tokens,

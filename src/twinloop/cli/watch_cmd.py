@@ -183,6 +183,8 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
         f"watching {args.source} in {args.mode} mode, actuator {args.actuator}" + (f", recording to {db}" if db else "")
     )
     summary = watcher.run(args.duration_s, stop.is_set)
+    if built.replay and not summary.samples and not stop.is_set():
+        _nothing_read(args.source, cluster.report)
     incidents, actions = records.summary() if records is not None else _in_memory(watcher)
     advisor = watcher.advisor
     # The learned classifier's second opinion (acts on nothing): per incident, where it and the rules differ.
@@ -190,6 +192,16 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
         None if advisor is None else {**advisor.summary(), "incidents": [a.to_dict() for a in advisor.advice.values()]}
     )
     return {**_summary_doc(args, summary, incidents, actions), "advisory": advisory}
+
+
+def _nothing_read(source: str, report: Any) -> None:
+    """A recording that gave the loop not one sample is an error naming its first bad line, not a quiet, empty
+    watch (exit 0 with "0 samples" read as "the loop saw nothing wrong").
+    """
+    from twinloop.telemetry.ingest import require_rows_kept
+
+    require_rows_kept(report, source)
+    raise InputError(source, "", "no sample in the recording (allowed: a file with at least one reading)")
 
 
 def _summary_doc(

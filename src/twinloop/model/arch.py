@@ -21,6 +21,7 @@ __all__ = [
     "SUPPORTED_MODEL_TYPES",
     "ModelArch",
     "catalog_model_names",
+    "config_path",
     "from_hf_config",
     "load_config_file",
     "load_model",
@@ -76,15 +77,28 @@ def load_model(name_or_path: str, source: str = "--model") -> ModelArch:
     """
     if name_or_path in catalog_model_names():
         return _catalog_model(name_or_path)
+    path = config_path(name_or_path, source)
+    hub_id = not Path(name_or_path).exists()  # found in the Hugging Face cache: named as given
+    return load_config_file(path, name=name_or_path if hub_id else None)
+
+
+def config_path(name_or_path: str, source: str = "--model") -> Path:
+    """The config.json a model name or path resolves to (see :func:`load_model`; a catalog name: its file).
+
+    Raises:
+        InputError: no such file, or a name that is neither in the catalog nor in the local Hugging Face cache.
+    """
+    if name_or_path in catalog_model_names():
+        return MODELS_DIR / f"{name_or_path}.json"
     path = Path(name_or_path)
     if path.is_dir():  # a downloaded model folder: read its config.json
         path = path / "config.json"
     if path.suffix == ".json" or path.exists():
         if not path.is_file():
             raise InputError(source, "", f"{name_or_path}: no such config file")
-        return load_config_file(path)
+        return path
     from twinloop.model.hf_cache import find_cached_config, looks_like_hub_id
 
     if looks_like_hub_id(name_or_path):
-        return load_config_file(find_cached_config(name_or_path, source), name=name_or_path)
+        return find_cached_config(name_or_path, source)
     raise unknown_name(source, "", "model", name_or_path, catalog_model_names())

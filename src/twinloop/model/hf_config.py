@@ -35,13 +35,22 @@ TEXT_CONFIG_WRAPPERS = {  # multimodal model_type -> model_type of its text_conf
     "llava_next": "llama",
     "mistral3": "mistral",
     "paligemma": "gemma",
+    "kimi_k25": "kimi_k2",
 }
 
+# Vision-language models whose language model's fields sit at the top level next to ``vision_config`` (Qwen2-VL and
+# Qwen2.5-VL as first released); re-saved by newer transformers they also nest them in ``text_config``.
+FLAT_WRAPPERS = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+
 # Older Hub revisions of Falcon name their type differently; transformers reads them as ``falcon`` (with
-# ``RefinedWeb``, the 40B layout, implying the new decoder architecture).
+# ``RefinedWeb``, the 40B layout, implying the new decoder architecture). Kimi K2 is DeepSeek-V3's architecture
+# (``DeepseekV3ForCausalLM``) under its own ``model_type`` so that engines can tell the two apart.
 ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "RefinedWebModel": ("falcon", {}),
     "RefinedWeb": ("falcon", {"new_decoder_architecture": True}),
+    "kimi_k2": ("deepseek_v3", {}),
+    "qwen2_vl_text": ("qwen2", {}),
+    "qwen2_5_vl_text": ("qwen2", {}),
 }
 
 STATE_SPACE_TYPES = frozenset(
@@ -107,6 +116,8 @@ def parse_hf_config(cfg: Mapping[str, Any], name: str, source: str = "config.jso
         cfg, prefix, outer = text, "text_config.", inner
     elif text is not None and not isinstance(text, Mapping):
         raise InputError(source, "text_config", "must be a JSON object (the language model's config)")
+    elif isinstance(outer, str) and outer in FLAT_WRAPPERS:
+        wrapper, outer = outer, FLAT_WRAPPERS[outer]
     model_type = outer
     if isinstance(model_type, str) and model_type in ALIASES:
         model_type, implied = ALIASES[model_type]
@@ -124,7 +135,7 @@ def parse_hf_config(cfg: Mapping[str, Any], name: str, source: str = "config.jso
             source,
             f"{prefix}model_type",
             f"unsupported model_type {shown} (supported: {', '.join(SUPPORTED_MODEL_TYPES + tuple(ALIASES))}; "
-            f"wrappers read through text_config: {', '.join(TEXT_CONFIG_WRAPPERS)})",
+            f"wrappers read through text_config: {', '.join(TEXT_CONFIG_WRAPPERS)}, {', '.join(FLAT_WRAPPERS)})",
         )
     defaults = _DEFAULTS.get(model_type, {})
     merged = {**defaults, **{k: v for k, v in cfg.items() if v is not None}} if defaults else cfg

@@ -1,7 +1,14 @@
 """The Prometheus text exposition format (0.0.4): parse a scrape (the exporter renders with prometheus_client).
 
+OpenMetrics text (what an exporter answers when asked for ``application/openmetrics-text``, and what
+``curl -H 'Accept: application/openmetrics-text'`` saves) is read too: a text that ends with ``# EOF`` has its
+timestamps in seconds (the 0.0.4 format's are integer milliseconds; a timestamp with a fraction is seconds in
+either), and an exemplar after a sample (`` # {trace_id="..."} 1.0``) is skipped. A UTF-8 byte-order mark
+before the first line is dropped.
+
 The parser never raises on bad input: a line it cannot read is counted as ``parse_error`` with its line
-number and the other lines still come through.
+number and the other lines still come through. (It is hand-written rather than prometheus_client's, whose
+parser stops at the first bad line and would lose the rest of a scrape.)
 """
 
 from __future__ import annotations
@@ -39,8 +46,21 @@ def parse_value(text: str) -> float:
     return special[t.lower()] if t.lower() in special else float(t)
 
 
-def parse_line(line: str) -> PromSample | None:
-    """Parse one sample line (``None`` for blank and comment lines); ValueError when malformed."""
+def parse_timestamp_ms(text: str, openmetrics: bool = False) -> int:
+    """A sample's timestamp in ms: 0.0.4's integer milliseconds, or seconds in OpenMetrics or with a fraction."""
+    if not openmetrics and text.lstrip("+-").isdigit():
+        return int(text)
+    seconds = float(text)
+    if not math.isfinite(seconds):
+        raise ValueError(f"timestamp {text!r} is not finite")
+    return round(seconds * 1000.0)
+
+
+def parse_line(line: str, openmetrics: bool = False) -> PromSample | None:
+    """Parse one sample line (``None`` for blank and comment lines); ValueError when malformed.
+
+    ``openmetrics``: the line comes from an OpenMetrics text (timestamps in seconds).
+    """
     s = line.strip()
     if not s or s.startswith("#"):
         return None
@@ -62,20 +82,23 @@ def parse_line(line: str) -> PromSample | None:
                 raise ValueError(f"bad label set at column {pos + 1}")
             labels[lm.group(1)] = _unescape(lm.group(2))
             pos = lm.end()
-    rest = s[pos:].split()
+    rest = s[pos:].split(" # ", 1)[0].split()  # an OpenMetrics exemplar follows " # "
     if not rest or len(rest) > 2:
         raise ValueError("expected 'value [timestamp]' after the labels")
     value = parse_value(rest[0])
-    ts_ms = int(rest[1]) if len(rest) == 2 else None
+    ts_ms = parse_timestamp_ms(rest[1], openmetrics) if len(rest) == 2 else None
     return PromSample(name, labels, value, ts_ms)
 
 
 def parse_text(text: str, source: str, report: IngestReport) -> list[PromSample]:
     """All samples of an exposition; malformed lines are counted in ``report`` with their number."""
     out = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only (str.splitlines would also split a label value at "\x85" or "\u2028").
+    lines = [line.removesuffix("\r") for line in text.removeprefix("\ufeff").split("\n")]
+    openmetrics = any(line.strip() == "# EOF" for line in lines[-3:])
+    for lineno, line in enumerate(lines, start=1):
         try:
-            sample = parse_line(line)
+            sample = parse_line(line, openmetrics)
         except (ValueError, OverflowError) as exc:
             report.add("parse_error", source, lineno, f"{exc}: {line[:80]!r}")
             continue

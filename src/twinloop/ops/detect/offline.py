@@ -44,6 +44,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,7 @@ from twinloop.ops.detect.counters import as_rates, counter_mask
 from twinloop.ops.detect.time_axis import ASSUMED_INTERVAL_S, INDEX_NAMES, epoch_unit, is_sample_index
 from twinloop.ops.events import Detection, EventClass, Incident
 from twinloop.safeio import check_regular_file
-from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json
+from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json, is_prometheus_text
 from twinloop.telemetry.store.duckdb_store import is_duckdb_file
 
 F64 = NDArray[np.float64]
@@ -150,6 +151,8 @@ def _read_table(path: Path) -> pa.Table:
     if not path.exists():
         raise FileNotFoundError(2, "No such file", str(path))
     suffix = path.suffix.lower()
+    if suffix not in (".parquet", ".pq"):
+        _not_semicolons(path)
     try:
         if suffix in (".parquet", ".pq"):
             return pq.read_table(path)
@@ -164,6 +167,23 @@ def _read_table(path: Path) -> pa.Table:
         raise InputError(str(path), f"line {line}" if line else "", f"malformed file: {msg}") from None
     except OSError as exc:
         raise InputError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+
+
+#: The times a generic CSV's time column may hold (said where one is not read).
+TIME_FORMATS = "epoch seconds, ms, µs or ns; ISO 8601 such as 2024-05-01 12:00:00 or 2024-05-01T12:00:00Z"
+
+
+def _not_semicolons(path: Path) -> None:
+    """Refuse a ';'-separated file (a spreadsheet's CSV in a locale with decimal commas) in one line: read as CSV it
+    is one text column, or "Expected 1 columns, got 3" where a decimal comma splits a value.
+    """
+    with path.open(encoding="utf-8-sig", errors="replace") as fh:
+        head = fh.readline(65536)
+    if head.count(";") >= 1 and "," not in head:
+        raise InputError(
+            str(path), "line 1", "fields separated by ';' (a spreadsheet export with decimal commas); allowed: ',' "
+            "between fields and '.' as the decimal point",
+        )  # fmt: skip
 
 
 def _all_numbers(names: Sequence[str]) -> bool:
@@ -188,7 +208,7 @@ def _headerless(path: Path, table: pa.Table) -> pa.Table:
 def _bad_csv_line(path: Path) -> int | None:
     """The first line whose field count differs from the header's (pyarrow does not say)."""
     try:
-        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
             if header is None:
@@ -263,7 +283,11 @@ def _parse_ts(table: pa.Table, name: str, source: str, report: InputReport | Non
             parsed = None  # maybe numbers in a string column; _column_floats names the bad line otherwise
         if parsed is not None:
             table = table.set_column(table.column_names.index(name), name, parsed)
-    ts = _column_floats(table, name, source)
+    try:
+        ts = _column_floats(table, name, source)
+    except InputError as exc:  # a time no reader takes unambiguously (05/01/2024: May 1st or January 5th?)
+        what = exc.message.partition(" (allowed")[0].replace("non-numeric value", "a time not read:")
+        raise InputError(source, exc.field, f"{what} (allowed: {TIME_FORMATS})") from None
     bad = ~np.isfinite(ts)
     if bad.any():
         line = int(np.flatnonzero(bad)[0]) + 2
@@ -368,7 +392,7 @@ def _header(p: Path) -> list[str]:
     try:
         if p.suffix.lower() in (".parquet", ".pq"):
             return list(pq.read_schema(p).names)
-        with p.open(newline="", encoding="utf-8") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:
             return [h.strip() for h in next(csv.reader(fh), [])]
     except (pa.ArrowException, OSError, csv.Error, ValueError):
         return []
@@ -388,6 +412,12 @@ def _read_series(p: Path, fields: Sequence[str] | None) -> tuple[list[SeriesBloc
 
         report = InputReport(source, layout="prometheus")
         frame, report.problems = read_saved_answer(p)
+        return _counted(_frame_blocks(frame, fields, report), report)
+    if is_prometheus_text(p):  # a saved exporter page with exposition timestamps
+        from twinloop.telemetry.sources.prometheus import read_saved_scrape
+
+        report = InputReport(source, layout="prometheus")
+        frame, report.problems = read_saved_scrape(p)
         return _counted(_frame_blocks(frame, fields, report), report)
     if is_duckdb_file(p):
         from twinloop.telemetry.sources.replay import ReplayConfig, load_recording
@@ -450,6 +480,15 @@ def _is_text_column(table: pa.Table, name: str) -> bool:
     return True
 
 
+_WITH_UNIT = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*[^\d\s.,;]{1,6}\s*$")
+
+
+def _with_unit(table: pa.Table, name: str) -> str | None:
+    """The first value of a text column when it is a number with a unit (``60 °C``, ``312.4 W``), else None."""
+    first = next((v for v in table.column(name).to_pylist() if v is not None and v.strip()), None)
+    return first if first is not None and _WITH_UNIT.match(first) else None
+
+
 def _value_columns(
     table: pa.Table, ts_name: str | None, fields: Sequence[str] | None, report: InputReport
 ) -> list[str]:
@@ -467,7 +506,11 @@ def _value_columns(
         if c.strip().lower() in LABEL_COLUMNS:
             report.skipped_columns[c] = "label or annotation column (name it with --field to analyse it)"
         elif _is_text_column(table, c):
-            report.skipped_columns[c] = "text column (no value reads as a number)"
+            unit = _with_unit(table, c)
+            report.skipped_columns[c] = (
+                "text column (no value reads as a number)" if unit is None else f"values carry a unit, e.g. {unit!r} "
+                "(export the numbers alone: Grafana's 'Formatted data' off, nvidia-smi --format=csv,nounits)"
+            )  # fmt: skip
         else:
             kept.append(c)
     return kept
@@ -478,7 +521,8 @@ def _read_wide(table: pa.Table, fields: Sequence[str] | None, report: InputRepor
     ts_name = _ts_column(table)
     value_cols = _value_columns(table, ts_name, fields, report)
     if not value_cols:
-        skipped = f"; skipped: {', '.join(report.skipped_columns)}" if report.skipped_columns else ""
+        why = next(iter(report.skipped_columns.items()), None)
+        skipped = f"; skipped: {', '.join(report.skipped_columns)}; {why[0]}: {why[1]}" if why else ""
         raise InputError(
             source, "", f"no value column (allowed: a timestamp column and one or more numeric columns{skipped})"
         )
@@ -551,16 +595,27 @@ def _read_telemetry(p: Path, fields: Sequence[str] | None, report: InputReport) 
 
 
 def _is_nvidia_smi(p: Path) -> bool:
-    """Whether the file starts with an nvidia-smi ``--format=csv`` header (``index`` and a mapped column)."""
-    from twinloop.telemetry.sources.nvidia_smi import QUERY_FIELDS, parse_header
+    """Whether the file starts with an nvidia-smi ``--format=csv`` header (``index`` and a mapped column).
+
+    Raises:
+        InputError: the file is nvidia-smi output without its header line (``--format=csv,noheader``): its first
+            row would be taken for column names and every value column read as text.
+    """
+    from twinloop.telemetry.sources.nvidia_smi import QUERY_FIELDS, check_not_dmon, is_headerless_row, parse_header
 
     if p.suffix.lower() in (".parquet", ".pq") or not p.is_file():
         return False
     try:
-        with p.open(encoding="utf-8", errors="replace") as fh:
+        with p.open(encoding="utf-8-sig", errors="replace") as fh:
             first = fh.readline(65536)
     except OSError:
         return False
+    check_not_dmon(first, str(p), 1)
+    if is_headerless_row(first):
+        raise InputError(
+            str(p), "line 1", "nvidia-smi output with no header line (--format=csv,noheader): detect needs the "
+            "column names; record with --format=csv, or put the --query-gpu list as the first line",
+        )  # fmt: skip
     cols = parse_header(first)
     return cols is not None and any(name in QUERY_FIELDS for name, _ in cols)
 

@@ -132,6 +132,13 @@ def _need(a: KindArgs, kind: str, what: str) -> str:
 
 def _dcgm(a: KindArgs) -> Built:
     url = _need(a, "dcgm", "URL")
+    if "://" not in url:
+        if Path(url).exists():  # `curl .../metrics > f.prom`: a page of the past, not an exporter to poll
+            raise InputError(
+                "SOURCE", "dcgm", f"{url} is a file; dcgm: takes the exporter's URL (dcgm:http://HOST:9400); a saved "
+                "page with timestamps: `twinloop detect FILE` or `twinloop ingest prometheus FILE`",
+            )  # fmt: skip
+        url = f"http://{url}"  # dcgm:node17:9400
     if not url.rstrip("/").endswith("/metrics"):
         url = url.rstrip("/") + "/metrics"
     cfg = PrometheusConfig(url=url, mode="scrape", entity_prefix="site0/row0/rack0", timeout_s=max(5.0, 2 * a.period_s))

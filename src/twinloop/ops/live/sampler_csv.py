@@ -53,7 +53,7 @@ COLUMNS: dict[str, tuple[str, float]] = {
 def is_sampler_csv(path: str | Path) -> bool:
     """Whether a CSV file's header is the sampler's (``t,power_mw,...``)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8-sig", errors="replace") as fh:
             header = fh.readline().strip().split(",")
     except OSError:
         return False

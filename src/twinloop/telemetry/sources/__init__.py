@@ -51,7 +51,7 @@ def _kind_of_file(path: Path) -> str:
         return "replay"
     if is_prometheus_json(path):
         return "prometheus"
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with path.open(encoding="utf-8-sig", errors="replace") as fh:
         return "nvidia-smi" if parse_header(fh.readline(65536)) else "file"
 
 

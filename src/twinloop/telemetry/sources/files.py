@@ -98,7 +98,7 @@ def _names(header: list[str], most: int = 6, width: int = 40) -> str:
 def read_csv(path: str, report: IngestReport, batch_rows: int) -> Iterator[Frame]:
     """Frames from a long or wide CSV file; bad lines are counted in ``report``."""
     rows = _Rows(path)
-    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
         reader = csv.reader(fh)
         try:
             header = [h.strip() for h in next(reader)]

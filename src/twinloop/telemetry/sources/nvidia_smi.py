@@ -209,11 +209,52 @@ def parse_header(line: str) -> list[tuple[str, str | None]] | None:
     return out if "index" in names or ("timestamp" in names and names & QUERY_FIELDS.keys()) else None
 
 
+_SMI_TIME = re.compile(r"^\s*\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s*$")
+
+
+def is_headerless_row(line: str) -> bool:
+    """Whether ``line`` is an nvidia-smi data line (``--format=csv,noheader``): a first cell in nvidia-smi's time
+    format (``2024/05/01 12:00:00.123``) and more cells after it.
+    """
+    cells = line.split(",")
+    return len(cells) >= 2 and _SMI_TIME.match(cells[0].removeprefix("\ufeff")) is not None
+
+
+#: The query this reader is meant for, shown where a file is some other nvidia-smi output.
+QUERY_HINT = (
+    "nvidia-smi --query-gpu=timestamp,index,power.draw,temperature.gpu,clocks.sm,utilization.gpu,"
+    "clocks_event_reasons.active --format=csv -lms 1000"
+)
+
+
+def check_not_dmon(line: str, source: str, lineno: int) -> None:
+    """Refuse ``nvidia-smi dmon`` (``# gpu   pwr  gtemp ...``, ``#Time  gpu  pwr ...``) and ``dcgmi dmon``
+    (``#Entity  POWER ...``) output in one line.
+
+    Raises:
+        InputError: ``line`` is a dmon header: its columns are abbreviations without a date, not a CSV query.
+    """
+    text = line.removeprefix("\ufeff")
+    words = text.lstrip("#").split()
+    if text.startswith("#Entity"):  # `dcgmi dmon -e ...`: one "GPU 0  312.45  51" line per GPU, no time at all
+        raise InputError(
+            source, f"line {lineno}", f"dcgmi dmon output is not read (no time); record with `{QUERY_HINT}`"
+        )
+    if text.startswith("#") and "gpu" in words and ("pwr" in words or "sm" in words):
+        raise InputError(
+            source,
+            f"line {lineno}",
+            f"nvidia-smi dmon output is not read (no date, abbreviated columns); record with `{QUERY_HINT}`",
+        )
+
+
 class NvidiaSmiParser:
     """Parses output lines one at a time into samples (state: column order, pending rows)."""
 
     def __init__(self, cfg: NvidiaSmiConfig, source: str) -> None:
         self.source = source
+        # A recorded file's rows keep their own time; only live output may be stamped on arrival.
+        self.recorded = cfg.path is not None
         self.columns: list[str] = []
         self.units: list[str | None] = []
         self.header_line: int | None = None
@@ -263,6 +304,8 @@ class NvidiaSmiParser:
         """Parse one output line; returns the GPU index of the sample (``None`` for headers and bad lines)."""
         if not line.strip():
             return None
+        if lineno <= 2 and not self.header_seen:
+            check_not_dmon(line, self.source, lineno)
         header = parse_header(line)
         if header is not None:
             self.header_line = lineno
@@ -272,13 +315,18 @@ class NvidiaSmiParser:
             return None
         self._unknown(report, lineno)
         cells = [c.strip() for c in line.rstrip("\r\n").split(",")]
-        if len(cells) < len(self.columns):
-            report.add("truncated", self.source, lineno, f"{len(cells)} of {len(self.columns)} columns")
-            return None
-        if len(cells) > len(self.columns):
-            report.add("parse_error", self.source, lineno, f"{len(cells)} cells, expected {len(self.columns)}")
+        if len(cells) != len(self.columns):
+            # With no header line the columns are the `columns` option's: say so, that is the usual cause.
+            why = "" if self.header_seen else " (no header line: record with --format=csv, or name the " \
+                "--query-gpu columns in the `columns` option)"  # fmt: skip
+            kind, what = ("truncated", "of") if len(cells) < len(self.columns) else ("parse_error", "cells, expected")
+            report.add(kind, self.source, lineno, f"{len(cells)} {what} {len(self.columns)} columns{why}")
             return None
         row = dict(zip(self.columns, cells, strict=True))
+        if self.recorded and "timestamp" not in row:
+            msg = "no timestamp column: a recorded row's time is unknown (put timestamp first in --query-gpu)"
+            report.add("parse_error", self.source, lineno, msg)
+            return None
         try:
             ts = self._parse_time(row["timestamp"]) if "timestamp" in row else time.time()
             index = self._index(row, ts)
@@ -377,7 +425,7 @@ class NvidiaSmiSource(Source):
         if not Path(cfg.path).is_file():
             raise FileNotFoundError(2, "no such file", cfg.path)
         parser = NvidiaSmiParser(cfg, cfg.path)
-        with open(cfg.path, encoding="utf-8", errors="replace") as fh:
+        with open(cfg.path, encoding="utf-8-sig", errors="replace") as fh:
             for lineno, line in enumerate(fh, start=1):
                 parser.feed(line, lineno, report)
                 if parser.pending() >= cfg.batch_rows:

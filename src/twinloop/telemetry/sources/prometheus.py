@@ -5,13 +5,14 @@ Modes:
 * ``instant`` — ``GET /api/v1/query`` for each query, ``polls`` times every ``period_s``;
 * ``range`` — ``GET /api/v1/query_range`` over ``[start_s, end_s]`` at ``step_s``;
 * ``scrape`` — ``GET <url>`` of a ``/metrics`` endpoint (dcgm-exporter, twinloop's exporter) and parse
-  the text format;
+  the text format (or OpenMetrics); the series of one GPU's MIG instances are merged by ``max``, as in ``follow``;
 * ``follow`` — a fleet, every scrape: labels once per ``discover_s``, then label-light range queries for the
   steps not read yet (:mod:`twinloop.telemetry.sources.prometheus_follow`), for ``duration_s`` (None: until
   stopped).
 
 A ``url`` that is a local file is a saved query answer (``curl .../api/v1/query_range?... > f.json``), read once
-(:mod:`twinloop.telemetry.sources.prometheus_saved`) whatever the mode.
+(:mod:`twinloop.telemetry.sources.prometheus_saved`) whatever the mode, or a saved exporter page (``curl
+http://node:9400/metrics > f.prom``), read when its samples carry exposition timestamps.
 
 Label mapping to entities: an ``entity`` label (twinloop's exporter sets it) is used as is; otherwise
 ``<entity_prefix>/<Hostname>/gpu<gpu>`` for GPU series and ``<entity_prefix>/<Hostname>`` for series
@@ -35,6 +36,7 @@ import httpx
 import numpy as np
 from pydantic import Field
 
+from twinloop.errors import InputError
 from twinloop.telemetry.fields import FIELD_BY_NAME, canonical_field
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.promtext import parse_text, parse_value
@@ -48,7 +50,7 @@ from twinloop.telemetry.sources.prometheus_follow import (
     poll_values,
     sleep_until,
 )
-from twinloop.telemetry.sources.prometheus_saved import load_answer, no_samples
+from twinloop.telemetry.sources.prometheus_saved import is_prometheus_text, load_answer, no_samples
 
 ALL_FIELDS_QUERY = '{__name__=~"DCGM_FI_.*|TWINLOOP_FI_.*"}'
 #: Prometheus label → twinloop entity label.
@@ -106,6 +108,30 @@ class _Rows:
         self.value: list[float] = []
         self.lines: list[int] = []
         self.labels: dict[str, dict[str, str]] = {}
+
+
+def _max_of_duplicates(rows: _Rows) -> _Rows:
+    """``rows`` with one row per ``(entity, field, ts)``, the largest value (NaN only when every one is NaN).
+
+    A scrape of a MIG-enabled GPU has one series per GPU instance (``GPU_I_ID``), all mapped to the GPU's entity;
+    ``max`` merges them the way follow mode's ``max by (...)`` does, so both modes read a MIG GPU alike.
+    """
+    keep: dict[tuple[str, str, float], int] = {}
+    for i, key in enumerate(zip(rows.entity, rows.field, rows.ts, strict=True)):
+        j = keep.setdefault(key, i)
+        if j != i and (math.isnan(rows.value[j]) or rows.value[i] > rows.value[j]):
+            rows.value[j] = rows.value[i]
+    if len(keep) == len(rows.ts):
+        return rows
+    out = _Rows()
+    out.labels = rows.labels
+    for i in keep.values():
+        out.ts.append(rows.ts[i])
+        out.entity.append(rows.entity[i])
+        out.field.append(rows.field[i])
+        out.value.append(rows.value[i])
+        out.lines.append(rows.lines[i])
+    return out
 
 
 class PrometheusSource(Source):
@@ -215,8 +241,8 @@ class PrometheusSource(Source):
         """Yield one frame per poll (instant/scrape) or per query (range)."""
         cfg = self.cfg
         saved = Path(cfg.url)
-        if "://" not in cfg.url and saved.is_file():  # a saved query_range answer (`curl ... > f.json`)
-            yield read_saved_answer(saved, report)[0]
+        if "://" not in cfg.url and saved.is_file():  # a saved answer or exporter page (`curl ... > f.json`)
+            yield (read_saved_scrape if is_prometheus_text(saved) else read_saved_answer)(saved, report)[0]
             return
         with httpx.Client(timeout=cfg.timeout_s) as client:
             if cfg.mode == "follow":
@@ -243,6 +269,7 @@ class PrometheusSource(Source):
                         labels = {**s.labels, "__name__": s.name}
                         ts = now if s.ts_ms is None else s.ts_ms / 1000.0
                         self._add(rows, labels, ts, s.value, poll + 1, cfg.url, report)
+                    rows = _max_of_duplicates(rows)
                 else:
                     self._instant(client, rows, report)
                 if rows.ts:
@@ -319,6 +346,33 @@ class PrometheusSource(Source):
                         yield frame
                 if not sleep_until(follower.wake_at(time.time(), failed or not follower.metrics), stop_at):
                     return
+
+
+def read_saved_scrape(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:
+    """The samples of a saved exporter page (Prometheus text or OpenMetrics), mapped as a live scrape is, and the
+    problems counted while reading it. Only samples with an exposition timestamp have a time: a page of which a
+    sample has none is refused (a live scrape is stamped on arrival; a file's arrival is not its time).
+
+    Raises:
+        InputError: a sample without a timestamp, or no sample at all.
+    """
+    from twinloop.safeio import read_text
+
+    report = report if report is not None else IngestReport()
+    source = str(p)
+    src = PrometheusSource(PrometheusConfig(url=source, mode="scrape"))
+    rows = _Rows()
+    text = read_text(p).removeprefix("\ufeff")
+    for s in parse_text(text, source, report):
+        if s.ts_ms is None:
+            raise InputError(
+                source, f"{s.name}", "a saved /metrics page has no time of its own (allowed: samples with exposition "
+                "timestamps); read the exporter live (`watch dcgm:URL`) or save a query_range answer instead",
+            )  # fmt: skip
+        src._add(rows, {**s.labels, "__name__": s.name}, s.ts_ms / 1000.0, s.value, 1, source, report)
+    if not rows.ts:
+        raise InputError(source, "", f"no sample ({next(iter(report.examples.values()), ['no metric line'])[0]})")
+    return src._frame(_max_of_duplicates(rows), source), dict(report.problems)
 
 
 def read_saved_answer(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:

@@ -35,11 +35,25 @@ def is_prometheus_json(p: Path) -> bool:
     if p.suffix.lower() == ".json":
         return True
     try:
-        with p.open(encoding="utf-8", errors="replace") as fh:
+        with p.open(encoding="utf-8-sig", errors="replace") as fh:
             head = fh.read(SNIFF_BYTES)
     except OSError:
         return False
     return head.lstrip()[:1] in ("{", "[") and any(k in head for k in ('"resultType"', '"result"', '"metric"'))
+
+
+def is_prometheus_text(p: Path) -> bool:
+    """Whether ``p`` is a saved exporter page (``curl http://node:9400/metrics > f.prom``): it opens with the
+    exposition format's ``# HELP`` / ``# TYPE`` lines.
+    """
+    if not p.is_file() or p.suffix.lower() in (".json", ".parquet", ".pq", ".duckdb", ".db"):
+        return False
+    try:
+        with p.open(encoding="utf-8-sig", errors="replace") as fh:
+            head = fh.read(SNIFF_BYTES).lstrip()
+    except OSError:
+        return False
+    return head.startswith(("# HELP ", "# TYPE "))
 
 
 def _result_data(doc: Any, source: str) -> Mapping[str, Any]:
@@ -73,7 +87,7 @@ def load_answer(p: Path) -> Mapping[str, Any]:
     """
     source = str(p)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = json.loads(p.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise InputError(source, f"line {exc.lineno}", f"malformed JSON: {exc.msg}") from None
     except RecursionError:
