@@ -128,3 +128,23 @@ def test_a_stragglers_restart_is_priced_without_its_own_node() -> None:
     assert _applied(r) == ["drain"]
     assert "requeue kept back: would run at 0.38" in r.log[0].request.reason
     assert adapter.asked and all(without == ("dc/r1/k2/n1",) for _, without in adapter.asked)
+
+
+def test_a_requeue_kept_back_only_while_admission_holds_it_goes_ahead_once_admission_reopens() -> None:
+    """power-events seed 0: a PSU loss 8 s before the utility cap ended; the requeue was kept back because the job
+    would wait in the queue (admission held), and the job then ran on its node capped at 200 W for the 700 s of the
+    PSUs' repair. The choice is asked again each poll while the wait lasts (the incident need not update)."""
+    adapter = PacedAdapter(RequeuePace(0.0, "", "admission is held"))
+    incident = _incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")
+    r = Responder(default_policy(), adapter, mode="auto")
+    for t in range(0, 301, 5):
+        adapter.now = float(t)
+        if t == 150:
+            adapter.pace = RequeuePace(1.0, "the same nodes")  # the hold ends
+            adapter.done_at_s = 180.0  # the checkpoint it then forces is written by 180 s
+        r.handle([incident] if t == 0 else [], float(t), lambda *a, **k: None)
+        if t == 145:
+            assert _applied(r) == ["power_cap", "drain"]  # kept with its job while the queue would hold it
+    assert "requeue" in _applied(r)
+    (requeue,) = [a for a in r.log if a.request.kind == ActionKind.REQUEUE and a.status == "applied"]
+    assert requeue.ts >= 180 and "power-delivery-fault" in requeue.request.reason

@@ -203,6 +203,7 @@ class Responder:
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
         self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
+        self._admission_waits: set[int] = set()  # incidents kept with their job only while admission would hold it
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
         self._open: dict[int, Incident] = {}  # every open incident as last seen
         self._explained: set[tuple[int, str]] = set()  # (incident, rule) recorded as explained by an ancestor's
@@ -224,6 +225,11 @@ class Responder:
         batch = list(incidents)
         self._drop_waiting_of_closed(batch)
         batch += self._handed_over_again(batch)
+        batch += [
+            self._open[i]
+            for i in sorted(self._admission_waits)
+            if i in self._open and i not in {b.incident_id for b in batch}
+        ]
         due = [d for d in self._delayed if d[0] <= now]
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
@@ -251,11 +257,15 @@ class Responder:
                 ]
             if incident.status != "open":  # its delayed and gated actions went in _drop_waiting_of_closed
                 self._restarts.pop(iid, None)
+                self._admission_waits.discard(iid)
                 self._slowing.discard(iid)
                 out.extend(self._restore(iid, now))
                 continue
             if incident.event_class in _SLOWING and root_level(incident.root) in ("gpu", "node"):
                 self._slowing.add(iid)
+            if iid in self._admission_waits:  # asked again each poll: the wait ends when admission reopens
+                self._admission_waits.discard(iid)
+                self._restarts.pop(iid, None)
             explained = self._explained_by(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
                 if rule.supply is not None and self._supply(incident) != rule.supply:
@@ -580,16 +590,23 @@ class Responder:
             slowdown, cause = self._supply_shortfall(incident), "the supply cap costs the job at most"
         jobs = self.adapter.resolve("job", incident)
         away = tuple(self.adapter.resolve("node", incident))
-        choices = [
-            SERVING_STAYS
-            if self.adapter.is_serving(job) is True
-            else choose_restart(slowdown, self.adapter.job_timing(job), self.adapter.requeue_pace(job, away), cause)
-            for job in jobs
-        ]
+        choices, waits = [], False
+        for job in jobs:
+            if self.adapter.is_serving(job) is True:
+                choices.append(SERVING_STAYS)
+                continue
+            pace = self.adapter.requeue_pace(job, away)
+            waits = waits or (pace is not None and bool(pace.waits))
+            choices.append(choose_restart(slowdown, self.adapter.job_timing(job), pace, cause))
         choice = choices[0] if choices else choose_restart(slowdown, None, cause=cause)
         for other in choices[1:]:
             choice = choice.more_urgent(other)
         self._restarts[incident.incident_id] = choice
+        if choice.when == "never" and waits:
+            # Kept with its job only because admission would hold it in the queue now: a hold or a budget cut is
+            # temporary (power-events seed 0: a PSU loss 8 s before the utility cap ended kept the job on a node
+            # capped at 200 W for the 700 s of its repair), so the choice is asked again until it changes.
+            self._admission_waits.add(incident.incident_id)
         return choice
 
     def _supply_shortfall(self, incident: Incident) -> float | None:
