@@ -430,8 +430,8 @@ class CoolingOptimizer:
         saving. A first verdict is unmeasured ("a move measures it"), and the saving stops once the economizer carries
         all the heat while the GPUs' leakage goes on (on sweeps/new-user/budget-heatwave.yaml seeds 2-4 the row went
         7 C warmer in one or two periods). Not enough there: with the GPUs' leakage never measured under the budget's
-        cap every verdict is unmeasured and the steps go on (power-throttled GPU-s still 2.5x loop off's, docs/results.md
-        Decisions, "The give-back at the power budget").
+        cap every verdict is unmeasured and the steps go on (power-throttled GPU-s still 2.5x loop off's:
+        docs/results.md, Decisions, "The give-back at the power budget").
         """
         c = self.config
         limit = self._budget_limit_c(row)
