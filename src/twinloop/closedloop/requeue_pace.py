@@ -73,9 +73,9 @@ def admission_wait(twin: Twin, job: Job) -> str | None:
     capping = chain.facility_limit_w < chain.limit_max_w
     freed_w = 0.0 if capping else float(twin.physics.gpus.power_w[job.gpus].sum()) * twin.pue
     est_w = twin.admission_estimate_w(job)
-    limit_w = s.spec.admission_fraction * chain.budget_w
-    if twin.facility_w - freed_w + est_w <= limit_w:
+    if s.admit(est_w, twin.facility_w - freed_w, chain.budget_w):
         return None
+    limit_w = s.spec.admission_fraction * chain.budget_w
     held = (
         "the facility's capping holds the GPUs, so the others take what it frees"
         if capping

@@ -224,12 +224,7 @@ class Responder:
         out: list[ActionResult] = []
         batch = list(incidents)
         self._drop_waiting_of_closed(batch)
-        batch += self._handed_over_again(batch)
-        batch += [
-            self._open[i]
-            for i in sorted(self._admission_waits)
-            if i in self._open and i not in {b.incident_id for b in batch}
-        ]
+        batch += self._asked_again(batch)
         due = [d for d in self._delayed if d[0] <= now]
         self._delayed = [d for d in self._delayed if d[0] > now]
         for _, request, until_closed, mode in due:
@@ -376,14 +371,19 @@ class Responder:
                 )
         return None
 
-    def _handed_over_again(self, batch: list[Incident]) -> list[Incident]:
-        """The open incidents with a rule handed over that are not in ``batch``, to be asked again now (a row's
-        margin shrinks between the incident's updates); those closing or merged in ``batch`` are forgotten.
+    def _asked_again(self, batch: list[Incident]) -> list[Incident]:
+        """The open incidents not in ``batch`` to be asked again now: those with a rule handed over (a row's margin
+        shrinks between the incident's updates), then those whose job stays only while admission would hold it
+        (:meth:`_restart`); handed-over ones closing or merged in ``batch`` are forgotten.
         """
         seen = {i.incident_id for i in batch}
         gone = {i.incident_id for i in batch if i.status != "open"}
         self._handed = {key: inc for key, inc in self._handed.items() if key[0] not in gone}
-        return list({inc.incident_id: inc for inc in self._handed.values() if inc.incident_id not in seen}.values())
+        again = {inc.incident_id: inc for inc in self._handed.values() if inc.incident_id not in seen}
+        for iid in sorted(self._admission_waits):
+            if iid in self._open and iid not in seen:
+                again.setdefault(iid, self._open[iid])
+        return list(again.values())
 
     def _hand_over(self, rule: Rule, incident: Incident, read: Reader) -> tuple[bool, str]:
         """Whether ``rule`` leaves ``incident``'s row to the cooling optimizer now (:class:`~.policy.HandOver`), and
