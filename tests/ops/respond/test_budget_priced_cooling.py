@@ -26,15 +26,21 @@ BUDGET_W = 6.0e5
 
 
 def _run(
-    plant_w_per_w, facility_w: float, periods: int = 3, held: bool = True, hottest_c: float = 60.0
+    plant_w_per_w,
+    facility_w: float,
+    periods: int = 3,
+    held: bool = True,
+    hottest_c: float = 60.0,
+    rule_step: bool = True,
 ) -> MemoryAdapter:  # type: ignore[no-untyped-def]
     """The row after a rule's colder steps (CDU 19 C, facility water 20 -> 16 C, the plant seen at both), its hottest
     GPU at 60 C under the budget's cap, its cooling incident still open (``held``), the site then drawing
-    ``facility_w`` against a ``BUDGET_W`` budget; ``periods`` optimizer periods after the colder step.
+    ``facility_w`` against a ``BUDGET_W`` budget; ``periods`` optimizer periods after the colder step. Without
+    ``rule_step`` the facility water stays at 20 C (CDU 23 C): the plant is never seen at another water.
     """
     ids = tuple(f"{ROW}/k1/n{i // 8}/g{i % 8}" for i in range(N_GPUS))
     adapter = MemoryAdapter()
-    adapter.settings[(ActionKind.CDU_SETPOINT, ROW)] = 19.0
+    adapter.settings[(ActionKind.CDU_SETPOINT, ROW)] = 19.0 if rule_step else 23.0
     adapter.settings[(ActionKind.FACILITY_WATER, "dc")] = 20.0
     opt = CoolingOptimizer(
         Responder(default_policy(), adapter, mode="auto"),
@@ -61,11 +67,13 @@ def _run(
         opt.observe(gpu, site)
 
     def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float:
-        return 19.0 if field == "TWINLOOP_FI_CDU_SUPPLY_TEMP" else hottest_c
+        supply = 19.0 if rule_step else 23.0
+        return supply if field == "TWINLOOP_FI_CDU_SUPPLY_TEMP" else hottest_c
 
     observe(0.8 * BUDGET_W)
     opt.step(0.0, read)  # the plant at 20 C, before the budget's cut
-    adapter.settings[(ActionKind.FACILITY_WATER, "dc")] = 16.0  # the rule's colder step, between periods
+    if rule_step:
+        adapter.settings[(ActionKind.FACILITY_WATER, "dc")] = 16.0  # the rule's colder step, between periods
     for k in range(1, periods + 1):
         observe(facility_w)
         opt.step(60.0 * k, read)
@@ -118,3 +126,19 @@ def test_without_an_incident_the_budget_speeds_the_relax_up_to_the_margin() -> N
     after = _run(_chiller, facility_w=BUDGET_W, periods=1, held=False)
     assert before.current(ActionKind.CDU_SETPOINT, ROW) == 21.0  # one step a period (before the cut and after)
     assert after.current(ActionKind.CDU_SETPOINT, ROW) == 20.0 + 3.0  # the margin, as far as the plant was read
+
+
+def test_at_the_budget_an_unmeasured_saving_does_not_pay_for_certain_leakage() -> None:
+    # The heat wave that brought the site to its budget grows: the chiller carries all the heat at any facility water
+    # and spends more per W of heat every period. Each warmer step, once made, measures a saving of 0, and the next
+    # period forgets it (the plant spends more than when it was measured). Before: every verdict read "not measured
+    # yet" and paid, one step a period (sweeps/new-user/budget-heatwave.yaml seed 2: the row 31 -> 36 C, 70B -0.7 %).
+    periods = iter(range(100))
+
+    def growing_heat_wave(fw_c: float) -> float:
+        return 0.02 + 1.0 / 5.0 + 0.01 * next(periods)
+
+    # The hottest GPU (72 C) in the band under the target: only the budget's give-back would warm the row.
+    after = _run(growing_heat_wave, facility_w=BUDGET_W, periods=4, held=False, hottest_c=72.0, rule_step=False)
+    assert after.current(ActionKind.CDU_SETPOINT, ROW) == 23.0
+    assert after.current(ActionKind.FACILITY_WATER, "dc") == 20.0

@@ -427,11 +427,9 @@ class CoolingOptimizer:
         setpoint steps, in one period (the guard's step limit bounds it): the plant's saving goes to the GPUs. Several
         steps only as far as the facility water the plant was read at (:meth:`RelaxValue.read_up_to_c`, plus the
         approach): there the saving was measured; beyond it one step a period, each priced on the last one's measured
-        saving. A first verdict is unmeasured ("a move measures it"), and the saving stops once the economizer carries
-        all the heat while the GPUs' leakage goes on (on sweeps/new-user/budget-heatwave.yaml seeds 2-4 the row went
-        7 C warmer in one or two periods). Not enough there: with the GPUs' leakage never measured under the budget's
-        cap every verdict is unmeasured and the steps go on (power-throttled GPU-s still 2.5x loop off's:
-        docs/results.md, Decisions, "The give-back at the power budget").
+        saving: the saving stops once the economizer carries all the heat while the GPUs' leakage goes on (on
+        sweeps/new-user/budget-heatwave.yaml seeds 2-4 the row went 7 C warmer in one or two periods). Only a measured
+        saving pays (:meth:`RelaxValue.warmer_under_budget`; :meth:`_at_budget` is None otherwise).
         """
         c = self.config
         limit = self._budget_limit_c(row)

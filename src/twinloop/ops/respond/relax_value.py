@@ -222,16 +222,22 @@ class RelaxValue:
     def warmer_under_budget(self, step_c: float) -> Verdict:
         """A ``step_c`` warmer facility water while the site is at its power budget: what the plant spends less (its
         measured slope times its heat), which the GPUs get back, against the leakage it adds on every GPU of the site.
-        Both are GPU watts under the budget (see the module docstring). Not measured yet: it pays (a move measures it).
+        Both are GPU watts under the budget (see the module docstring). A saving not measured (no slope, or one
+        forgotten since the plant's power per W rose) does not pay: the leakage is certain and comes out of the GPUs'
+        budget, while the plant, its chiller saturated in the heat that brought the site to its budget, may save
+        nothing (sweeps/new-user/budget-heatwave.yaml: "a move measures it" warmed the row 5 °C in five unmeasured
+        steps, each slope forgotten as the heat wave grew, and the capped GPUs ran slower for it). Outside the
+        budget a first move still measures (:meth:`warmer_setpoint`); a rule's colder step measures it too.
         """
         cost_per_c, plant = self.cost_w_per_c_all(), self._plant()
+        unmeasured = Verdict(False, float("nan"), float("nan"), "plant's saving per C not measured")
         if plant is None:
-            return Verdict(True, float("nan"), float("nan"), "plant's saving per C not measured yet")
+            return unmeasured
         fw, ratio, heat_w = plant
         chords = [(ratio - r) / (deg - fw) for deg, (r, _) in self._seen.items() if deg - fw >= 0.5]
         slope = max(chords) if chords else self.plant_slope
         if cost_per_c is None or slope is None:
-            return Verdict(True, float("nan"), float("nan"), "plant's saving per C not measured yet")
+            return unmeasured
         saving, cost = max(slope, 0.0) * heat_w * step_c, cost_per_c * step_c
         why = f"plant saves the GPUs {saving / 1e3:.2f} kW, their leakage costs {cost / 1e3:.2f} kW"
         return Verdict(saving > cost, saving, cost, why)
