@@ -79,15 +79,16 @@ def _watch(tmp: Path, beats: Path | None, job_done_at: float | None) -> tuple[li
 
 
 def test_a_straggler_waits_for_the_jobs_own_checkpoint_and_the_requeue_for_its_record(tmp_path: Path) -> None:
-    # Checkpoints every 100 s, each written in 20 s, the last at T0 - 40: the next comes 46 s after the straggler
-    # is seen (T0 + 14). Waiting costs 24 % of 46 s = 11 s of the job's progress, less than a 20 s write.
+    # Checkpoints every 100 s, each written in 20 s, the last at T0 - 40: by the cadence the next comes 46 s after
+    # the straggler is seen (T0 + 14), at the pace the job saved at; slowed 24 %, in 46 / 0.76 = 61 s. Waiting costs
+    # 24 % of 61 s = 15 s of the job's progress, less than a 20 s write.
     _cadence(tmp_path, [T0 - 440, T0 - 340, T0 - 240, T0 - 140, T0 - 40])
     actions, issued = _watch(tmp_path, tmp_path, job_done_at=T0 + 60)
     # the job records its checkpoint after the loop's step at T0 + 60: the requeue comes at the next one
     assert [(t, kind, status) for t, kind, status, _ in actions] == [(14.0, "drain", "applied"),
                                                                       (61.0, "requeue", "applied")]  # fmt: skip
     requeue = actions[1][3]
-    assert "-> at_checkpoint" in requeue and "following its checkpoint in 46s" in requeue
+    assert "-> at_checkpoint" in requeue and "following its checkpoint in 61s" in requeue
     assert requeue.endswith("checkpoint of dc/jobs/42 confirmed")
     assert issued[0] == ["squeue", "--json", "--jobs", "42"] and issued[-1] == ["scontrol", "requeue", "42"]
     assert parse_events((tmp_path / "42.jsonl").read_text()).of("requeued") == (T0 + 61,)  # for its restart time

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from twinloop.ops.respond.adapters.heartbeats import (
     parse_events,
     record,
 )
+from twinloop.ops.respond.restart_cost import choose_restart
 
 T0 = 1_795_430_000.0
 
@@ -46,11 +48,28 @@ def test_timing_from_the_jobs_own_checkpoints_and_restarts(tmp_path: Path) -> No
         next_checkpoint_in_s=585.0,
         unsaved_s=10.0,
         checkpoint_interval_s=595.0,
+        next_checkpoint_at_full_pace=True,
     )
     # a restart never seen complete, and a lone checkpoint: nothing measured but the save just now
     record(tmp_path, "7", "requeued", T0)
     record(tmp_path, "7", "checkpoint_done", T0)
-    assert JobHeartbeats(tmp_path, clock=lambda: T0).timing("7") == JobTiming(unsaved_s=0.0)
+    assert JobHeartbeats(tmp_path, clock=lambda: T0).timing("7") == JobTiming(
+        unsaved_s=0.0, next_checkpoint_at_full_pace=True
+    )
+
+
+def test_a_heartbeat_cadence_is_stretched_by_the_stragglers_slowdown_before_pricing_the_wait(tmp_path: Path) -> None:
+    # Saves every 600 s (20 s writes), the last 510 s ago: by the cadence the next is in 90 s at the pace the job
+    # saved at. A 20 % straggler makes the job reach that iteration in 90 / 0.8 = 112.5 s: waiting costs 0.2 x 112.5
+    # = 22.5 job-seconds against the 20 s write, so restart now. Before: priced at 90 s (18 s), it waited.
+    _cadence(tmp_path, "42", [T0 - 1710, T0 - 1110, T0 - 510], write_s=20.0)
+    timing = JobHeartbeats(tmp_path, clock=lambda: T0).timing("dc1/jobs/42")
+    assert timing is not None and timing.next_checkpoint_in_s == 90.0
+    choice = choose_restart(0.2, timing)
+    assert choice.when == "now"
+    assert "restart at its own checkpoint 22s" in choice.why or "restart at its own checkpoint 23s" in choice.why
+    # The twin's adapter reports the wait at the job's pace now: not stretched again.
+    assert choose_restart(0.2, replace(timing, next_checkpoint_at_full_pace=False)).when == "at_checkpoint"
 
 
 def test_the_jobs_failure_rate_counts_restarts_nobody_asked_for(tmp_path: Path) -> None:
@@ -69,7 +88,11 @@ def test_a_job_that_changed_its_cadence_is_judged_by_its_recent_checkpoints(tmp_
     _cadence(tmp_path, "42", [T0 - 100.0 * k for k in range(20, -1, -1)], write_s=15.0)  # now every 100 s, 15 s writes
     timing = JobHeartbeats(tmp_path, clock=lambda: T0 + 30).timing("42")
     assert timing == JobTiming(
-        checkpoint_write_s=15.0, next_checkpoint_in_s=70.0, unsaved_s=30.0, checkpoint_interval_s=100.0
+        checkpoint_write_s=15.0,
+        next_checkpoint_in_s=70.0,
+        unsaved_s=30.0,
+        checkpoint_interval_s=100.0,
+        next_checkpoint_at_full_pace=True,
     )
 
 

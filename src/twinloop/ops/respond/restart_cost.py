@@ -15,7 +15,9 @@ the whole job's progress over the job's remaining time ``T`` (unknown: long enou
   at the job's pace now: frameworks save at iteration counts, so a job slowed by ``s`` reaches its save
   ``1/(1 − s)`` later than at full speed, and over that wait it loses ``s·t``. The twin's adapter reports ``t`` at
   the job's pace (the straggler included); a job heartbeat's ``t`` comes from the cadence of past saves, made at
-  the pace before the straggler, so it is short by up to that factor (the price of waiting too low);
+  the pace before the straggler (``JobTiming.next_checkpoint_at_full_pace``), so it is stretched by ``1/(1 − s)``
+  here. That is still short by what the job lost between the straggler's onset and now (the cadence credits that
+  time at full pace): the price of waiting stays a lower bound;
 * **never** (drain only, so no new work lands on the node): ``s·T``, offered only when ``T`` is known, or when
   ``s`` is 0 (the job waits for a slower rank anyway: moving it would buy nothing).
 
@@ -39,7 +41,7 @@ incident, with the slowdown measured when the incident opened.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from twinloop.ops.respond.adapters.base import JobTiming, RequeuePace
@@ -97,6 +99,9 @@ def choose_restart(
         given = (("slowdown", slowdown), ("checkpoint write", write_s), ("next checkpoint", next_s))
         missing = ", ".join(n for n, v in given if v is None)
         return RestartChoice("now", f"restart cost unknown ({missing} unknown): restart now")
+    if t.next_checkpoint_at_full_pace and next_s > 0.0:
+        next_s = next_s / (1.0 - slowdown) if slowdown < 1.0 else math.inf  # at the job's pace now
+        t = replace(t, next_checkpoint_in_s=next_s, next_checkpoint_at_full_pace=False)
     restart_s = t.restart_s if t.restart_s is not None else 0.0
     remaining_s = t.remaining_s if t.remaining_s is not None else math.inf
     costs: dict[RestartWhen, float] = {"now": _now_cost_s(t, write_s) + restart_s}

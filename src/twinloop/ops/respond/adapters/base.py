@@ -33,6 +33,9 @@ class JobTiming:
             a restart without a new checkpoint redoes.
         checkpoint_interval_s: the time from a (re)start or a save to the job's next save, s.
         interruptions_per_s: how often the job is interrupted by a failure (a restart nobody asked for), per s.
+        next_checkpoint_at_full_pace: ``next_checkpoint_in_s`` is the wall time at the job's full pace (from the
+            cadence of past saves: job heartbeats), not at its pace now; a job slowed by a fraction ``s`` takes
+            ``1/(1 - s)`` as long (frameworks save at iteration counts).
     """
 
     checkpoint_write_s: float | None = None
@@ -42,6 +45,7 @@ class JobTiming:
     unsaved_s: float | None = None
     checkpoint_interval_s: float | None = None
     interruptions_per_s: float | None = None
+    next_checkpoint_at_full_pace: bool = False
 
 
 @dataclass(frozen=True)

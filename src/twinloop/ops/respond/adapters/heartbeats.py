@@ -19,7 +19,9 @@ What the loop derives (:func:`derive_timing`; None where the file does not tell)
 * a checkpoint is confirmed when a ``checkpoint_done`` at or after the time the loop asked is recorded;
 * ``checkpoint_write_s``: the median of ``checkpoint_start`` → next ``checkpoint_done``;
 * ``next_checkpoint_in_s``: the last ``checkpoint_done`` plus the median interval between them, minus now
-  (at least two needed); 0 when up to one interval overdue, None when later (the cadence is broken);
+  (at least two needed); 0 when up to one interval overdue, None when later (the cadence is broken). That is the
+  wait at the job's pace when it saved (``next_checkpoint_at_full_pace``): the restart pricing stretches it by
+  ``1/(1 - s)`` for a job a straggler slows by ``s``;
 * ``restart_s``: the median of ``requeued`` → next ``restarted``;
 * ``checkpoint_interval_s``: the median interval between ``checkpoint_done`` (at least two needed);
 * ``interruptions_per_s``: the failures (a ``restarted`` with no ``requeued`` since the one before: nobody asked
@@ -174,6 +176,7 @@ def derive_timing(events: JobEvents, now_s: float) -> JobTiming:
         unsaved_s=max(0.0, now_s - max(saved)) if saved else None,
         checkpoint_interval_s=_interval_s(events.of("checkpoint_done")),
         interruptions_per_s=_interruptions_per_s(events, now_s),
+        next_checkpoint_at_full_pace=True,
     )
 
 
