@@ -142,8 +142,8 @@ def test_a_dmon_log_without_its_day_or_time_is_one_clear_error_everywhere(
 
 def test_a_dmon_o_t_log_across_midnight_moves_to_the_next_day(tmp_path: Path) -> None:
     path = tmp_path / "t.log"
-    path.write_text("#Time        gpu    pwr\n#HH:MM:SS    Idx      W\n 23:59:59      0    300\n 00:00:00      0    301\n"
-                    " 00:00:01      0    302\n")  # fmt: skip
+    rows = " 23:59:59      0    300\n 00:00:00      0    301\n 00:00:01      0    302\n"
+    path.write_text("#Time        gpu    pwr\n#HH:MM:SS    Idx      W\n" + rows)
     frame, report = _dmon_frame(path, start_date=date(2024, 5, 1), utc_offset_h=0.0)
     ts, _, power = frame.to_dense(DCGM_FI_DEV_POWER_USAGE)
     start = datetime(2024, 5, 1, 23, 59, 59, tzinfo=UTC).timestamp()
@@ -191,9 +191,7 @@ _DMON_WORDS = st.sampled_from(["#", "#Date", "Time", "gpu", "Idx", "pwr", "gtemp
 
 @settings(max_examples=300, deadline=None)
 @given(
-    lines=st.lists(
-        st.one_of(st.text(max_size=60), st.lists(_DMON_WORDS, max_size=12).map(" ".join)), max_size=12
-    ),
+    lines=st.lists(st.one_of(st.text(max_size=60), st.lists(_DMON_WORDS, max_size=12).map(" ".join)), max_size=12),
     start=st.none() | st.dates(min_value=date(1970, 1, 2), max_value=date(9998, 12, 30)),
 )
 def test_the_dmon_reader_never_crashes_on_garbage(lines: list[str], start: date | None) -> None:

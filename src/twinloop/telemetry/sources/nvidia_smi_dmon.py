@@ -99,11 +99,11 @@ class DmonParser:
     Args:
         source: the file, for messages.
         prefix: entity prefix; GPU ``i`` is ``<prefix>/gpu<i>``.
-        tz: the zone the log's times were recorded in.
+        tz: the zone the log's times were recorded in (``None``: this machine's).
         start_date: the day of the first row of a ``-o T`` log (no date column); ``None`` when not given.
     """
 
-    def __init__(self, source: str, prefix: str, tz: tzinfo, start_date: date | None = None) -> None:
+    def __init__(self, source: str, prefix: str, tz: tzinfo | None, start_date: date | None = None) -> None:
         self.source = source
         self.prefix = prefix
         self.tz = tz
