@@ -17,6 +17,11 @@ common hand-written logging command) identifies a GPU by its ``uuid`` or ``pci.b
 they first appear, which is nvidia-smi's index order), and with neither by its place in the sweep: nvidia-smi
 writes every GPU once per sweep, in index order, within a few milliseconds, and sweeps are at least 100 ms
 apart (:data:`SWEEP_S`).
+
+A recorded ``nvidia-smi dmon`` log (its ``# gpu pwr ...`` header before any CSV header or sample) is read by
+:class:`~twinloop.telemetry.sources.nvidia_smi_dmon.DmonParser` through the same source, so ``ingest nvidia-smi``,
+``detect`` and ``watch nvidia-smi:FILE`` take it as they take the CSV; ``dcgmi dmon`` output (no time at all) is
+refused in one line.
 """
 
 from __future__ import annotations
