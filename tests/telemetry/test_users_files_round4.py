@@ -104,6 +104,8 @@ def test_a_dmon_log_is_read_by_ingest_detect_and_watch(
     """Before: ``nvidia-smi dmon output is not read (no date, abbreviated columns)``, exit 2, in all three."""
     out = cli_json("ingest", "nvidia-smi", str(DMON_DT), "--db", str(tmp_path / "t.duckdb"))
     assert out["rows_stored"] == 880 and out["rows_dropped"] == 0
+    hint = cli("ingest", str(DMON_DT))  # the kind left out: the hint names the one that reads it
+    assert hint.exit_code == 2 and f"`twinloop ingest nvidia-smi {DMON_DT}`" in hint.stderr
     found = cli_json("detect", str(DMON_DT))
     assert found["layout"] == "nvidia-smi" and found["samples"] == 40 and found["dt_s"] == 1.0
     # GPU 1 runs 9 C hotter and 285 MHz slower from second 30: found.
