@@ -36,7 +36,14 @@ TEXT_CONFIG_WRAPPERS = {  # multimodal model_type -> model_type of its text_conf
     "mistral3": "mistral",
     "paligemma": "gemma",
     "kimi_k25": "kimi_k2",
+    "qwen3_vl": "qwen3_vl_text",
+    "qwen3_vl_moe": "qwen3_vl_moe_text",
 }
+
+# Wrappers whose top-level ``tie_word_embeddings`` is the model's (Qwen3-VL: the released configs carry it only at the
+# top level, and transformers 5 re-saves a ``text_config`` with its class default ``true`` under a top-level
+# ``false``; the checkpoints ship a separate ``lm_head``). The top level wins over the text_config's.
+OUTER_TIE_WRAPPERS = frozenset({"qwen3_vl", "qwen3_vl_moe"})
 
 # Vision-language models whose language model's fields sit at the top level next to ``vision_config`` (Qwen2-VL and
 # Qwen2.5-VL as first released); re-saved by newer transformers they also nest them in ``text_config``.
@@ -51,6 +58,10 @@ ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
     "kimi_k2": ("deepseek_v3", {}),
     "qwen2_vl_text": ("qwen2", {}),
     "qwen2_5_vl_text": ("qwen2", {}),
+    # Qwen3-VL's language models are Qwen3's and Qwen3-MoE's (transformers' Qwen3VLTextModel and
+    # Qwen3VLMoeTextModel: the same layers, with interleaved M-RoPE, which changes no parameter or FLOP).
+    "qwen3_vl_text": ("qwen3", {}),
+    "qwen3_vl_moe_text": ("qwen3_moe", {}),
 }
 
 STATE_SPACE_TYPES = frozenset(
@@ -113,6 +124,8 @@ def parse_hf_config(cfg: Mapping[str, Any], name: str, source: str = "config.jso
         inner = text.get("model_type")
         if inner is None and wrapper in TEXT_CONFIG_WRAPPERS:
             inner = TEXT_CONFIG_WRAPPERS[wrapper]
+        if wrapper in OUTER_TIE_WRAPPERS and "tie_word_embeddings" in cfg:
+            text = {**text, "tie_word_embeddings": cfg["tie_word_embeddings"]}
         cfg, prefix, outer = text, "text_config.", inner
     elif text is not None and not isinstance(text, Mapping):
         raise InputError(source, "text_config", "must be a JSON object (the language model's config)")

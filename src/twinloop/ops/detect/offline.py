@@ -595,13 +595,20 @@ def _read_telemetry(p: Path, fields: Sequence[str] | None, report: InputReport) 
 
 
 def _is_nvidia_smi(p: Path) -> bool:
-    """Whether the file starts with an nvidia-smi ``--format=csv`` header (``index`` and a mapped column).
+    """Whether the file starts with an nvidia-smi ``--format=csv`` header (``index`` and a mapped column) or is an
+    ``nvidia-smi dmon`` log (its ``# gpu pwr ...`` header).
 
     Raises:
         InputError: the file is nvidia-smi output without its header line (``--format=csv,noheader``): its first
             row would be taken for column names and every value column read as text.
     """
-    from twinloop.telemetry.sources.nvidia_smi import QUERY_FIELDS, check_not_dmon, is_headerless_row, parse_header
+    from twinloop.telemetry.sources.nvidia_smi import (
+        QUERY_FIELDS,
+        check_not_dcgmi_dmon,
+        is_headerless_row,
+        parse_header,
+    )
+    from twinloop.telemetry.sources.nvidia_smi_dmon import is_dmon_header
 
     if p.suffix.lower() in (".parquet", ".pq") or not p.is_file():
         return False
@@ -610,7 +617,9 @@ def _is_nvidia_smi(p: Path) -> bool:
             first = fh.readline(65536)
     except OSError:
         return False
-    check_not_dmon(first, str(p), 1)
+    check_not_dcgmi_dmon(first, str(p), 1)
+    if is_dmon_header(first):  # `nvidia-smi dmon` logs are read by the nvidia-smi source too
+        return True
     if is_headerless_row(first):
         raise InputError(
             str(p), "line 1", "nvidia-smi output with no header line (--format=csv,noheader): detect needs the "

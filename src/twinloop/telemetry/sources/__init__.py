@@ -44,6 +44,7 @@ def make_source(kind: str, target: str | None = None, options: dict[str, Any] | 
 def _kind_of_file(path: Path) -> str:
     """The source kind that reads ``path``, guessed from its contents (for the hint of a misplaced path)."""
     from twinloop.telemetry.sources.nvidia_smi import parse_header
+    from twinloop.telemetry.sources.nvidia_smi_dmon import is_dmon_header
     from twinloop.telemetry.sources.prometheus_saved import is_prometheus_json
     from twinloop.telemetry.store.duckdb_store import is_duckdb_file
 
@@ -52,7 +53,8 @@ def _kind_of_file(path: Path) -> str:
     if is_prometheus_json(path):
         return "prometheus"
     with path.open(encoding="utf-8-sig", errors="replace") as fh:
-        return "nvidia-smi" if parse_header(fh.readline(65536)) else "file"
+        first = fh.readline(65536)
+        return "nvidia-smi" if parse_header(first) or is_dmon_header(first) else "file"
 
 
 __all__ = ["SOURCES", "Source", "SourceConfig", "make_source"]

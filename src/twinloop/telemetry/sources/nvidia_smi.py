@@ -17,6 +17,11 @@ common hand-written logging command) identifies a GPU by its ``uuid`` or ``pci.b
 they first appear, which is nvidia-smi's index order), and with neither by its place in the sweep: nvidia-smi
 writes every GPU once per sweep, in index order, within a few milliseconds, and sweeps are at least 100 ms
 apart (:data:`SWEEP_S`).
+
+A recorded ``nvidia-smi dmon`` log (its ``# gpu pwr ...`` header before any CSV header or sample) is read by
+:class:`~twinloop.telemetry.sources.nvidia_smi_dmon.DmonParser` through the same source, so ``ingest nvidia-smi``,
+``detect`` and ``watch nvidia-smi:FILE`` take it as they take the CSV; ``dcgmi dmon`` output (no time at all) is
+refused in one line.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import ClassVar
 
@@ -62,6 +67,7 @@ from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig, default_node_prefix
 from twinloop.telemetry.sources.files import parse_ts
+from twinloop.telemetry.sources.nvidia_smi_dmon import DmonParser, is_dmon_header
 
 #: nvidia-smi query name → field (values are already in the field's unit: W, C, MHz, %, MiB, counts).
 QUERY_FIELDS: dict[str, str] = {
@@ -130,6 +136,7 @@ class NvidiaSmiConfig(SourceConfig):
         node_prefix: entity prefix; GPU ``i`` is ``<node_prefix>/gpu<i>``.
         utc_offset_h: time zone of the timestamps, hours east of UTC (``None`` = this machine's zone).
         batch_rows: file mode: lines per emitted frame.
+        start_date: an ``nvidia-smi dmon -o T`` log (time of day, no date column): the day of its first row.
     """
 
     path: str | None = None
@@ -140,6 +147,7 @@ class NvidiaSmiConfig(SourceConfig):
     node_prefix: str | None = None
     utc_offset_h: float | None = None
     batch_rows: int = Field(default=50_000, ge=1)
+    start_date: date | None = None
 
 
 def parse_cell(text: str) -> tuple[float | None, str | None]:
@@ -227,24 +235,15 @@ QUERY_HINT = (
 )
 
 
-def check_not_dmon(line: str, source: str, lineno: int) -> None:
-    """Refuse ``nvidia-smi dmon`` (``# gpu   pwr  gtemp ...``, ``#Time  gpu  pwr ...``) and ``dcgmi dmon``
-    (``#Entity  POWER ...``) output in one line.
+def check_not_dcgmi_dmon(line: str, source: str, lineno: int) -> None:
+    """Refuse ``dcgmi dmon`` output (``#Entity  POWER ...``) in one line.
 
     Raises:
-        InputError: ``line`` is a dmon header: its columns are abbreviations without a date, not a CSV query.
+        InputError: ``line`` is a ``dcgmi dmon`` header: one ``GPU 0  312.45  51`` line per GPU, no time at all.
     """
-    text = line.removeprefix("\ufeff")
-    words = text.lstrip("#").split()
-    if text.startswith("#Entity"):  # `dcgmi dmon -e ...`: one "GPU 0  312.45  51" line per GPU, no time at all
+    if line.removeprefix("\ufeff").startswith("#Entity"):
         raise InputError(
             source, f"line {lineno}", f"dcgmi dmon output is not read (no time); record with `{QUERY_HINT}`"
-        )
-    if text.startswith("#") and "gpu" in words and ("pwr" in words or "sm" in words):
-        raise InputError(
-            source,
-            f"line {lineno}",
-            f"nvidia-smi dmon output is not read (no date, abbreviated columns); record with `{QUERY_HINT}`",
         )
 
 
@@ -272,6 +271,10 @@ class NvidiaSmiParser:
         self.last_index: int | None = None
         self._ids: dict[str, int] = {}
         self._sweep: tuple[float, int] | None = None  # (first time, last place) of the current sweep
+        self.start_date = cfg.start_date
+        # An `nvidia-smi dmon` log (its name header before any CSV header or sample) is read by its own parser.
+        self._dmon: DmonParser | None = None
+        self._sampled = False
 
     def _set_columns(self, cols: list[tuple[str, str | None]]) -> None:
         self.columns = [c for c, _ in cols]
@@ -302,10 +305,15 @@ class NvidiaSmiParser:
 
     def feed(self, line: str, lineno: int, report: IngestReport) -> int | None:
         """Parse one output line; returns the GPU index of the sample (``None`` for headers and bad lines)."""
+        if self._dmon is not None:
+            return self._dmon.feed(line, lineno, report)
         if not line.strip():
             return None
-        if lineno <= 2 and not self.header_seen:
-            check_not_dmon(line, self.source, lineno)
+        if not self.header_seen and not self._sampled:
+            check_not_dcgmi_dmon(line, self.source, lineno)
+            if is_dmon_header(line):
+                self._dmon = DmonParser(self.source, self.prefix, self.tz, self.start_date)
+                return self._dmon.feed(line, lineno, report)
         header = parse_header(line)
         if header is not None:
             self.header_line = lineno
@@ -362,6 +370,7 @@ class NvidiaSmiParser:
                 report.add("parse_error", self.source, lineno, msg)
                 continue
             v *= factor
+            self._sampled = True
             self.ts.append(ts)
             self.entity.append(entity)
             self.field.append(field)
@@ -394,10 +403,12 @@ class NvidiaSmiParser:
 
     def pending(self) -> int:
         """Samples parsed but not yet taken by :meth:`flush`."""
-        return len(self.ts)
+        return self._dmon.pending() if self._dmon is not None else len(self.ts)
 
     def flush(self) -> Frame:
         """The parsed samples as one frame; resets the buffer."""
+        if self._dmon is not None:
+            return self._dmon.flush()
         frame = Frame.from_long(self.ts, self.entity, self.field, self.value, labels=self.labels,
                                 source=self.source, lines=self.lines)  # fmt: skip
         self.ts, self.entity, self.field, self.value, self.lines = [], [], [], [], []

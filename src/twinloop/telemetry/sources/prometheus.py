@@ -59,6 +59,18 @@ LABEL_MAP = {"UUID": "UUID", "modelName": "modelName", "Hostname": "Hostname", "
              # dcgm-exporter's Kubernetes pod mapping and MIG instance labels, kept as they are.
              "pod": "pod", "namespace": "namespace", "container": "container", "GPU_I_ID": "GPU_I_ID",
              "GPU_I_PROFILE": "GPU_I_PROFILE", "DCGM_FI_DRIVER_VERSION": "DCGM_FI_DRIVER_VERSION"}  # fmt: skip
+#: Labels of one MIG instance, not of its GPU: a series with a ``GPU_I_ID`` is merged into its GPU's entity (by
+#: ``max``), so these stay off the GPU's labels, which are its own (UUID, modelName, Hostname, ...) whichever
+#: instance's series came last. Under Kubernetes the pod mapping is per instance too.
+INSTANCE_LABELS = frozenset({"GPU_I_ID", "GPU_I_PROFILE", "pod", "namespace", "container"})
+
+
+def entity_labels_of(labels: Mapping[str, str]) -> dict[str, str]:
+    """The twinloop labels a series gives its entity: the mapped ones, less a MIG instance's own."""
+    mig = bool(labels.get("GPU_I_ID"))
+    return {LABEL_MAP[k]: v for k, v in labels.items() if k in LABEL_MAP and not (mig and k in INSTANCE_LABELS)}
+
+
 #: The labels follow mode's discovery keeps: those mapped above and those that name the entity.
 KEPT_LABELS = tuple(dict.fromkeys(("entity", "Hostname", "instance", *LABEL_MAP)))
 
@@ -167,10 +179,7 @@ class PrometheusSource(Source):
         if canon is not None:
             value /= FIELD_BY_NAME[canon].dcgm_scale
         entity = self.entity_of(labels)
-        lab = rows.labels.setdefault(entity, {})
-        for k, v in labels.items():
-            if k in LABEL_MAP:
-                lab[LABEL_MAP[k]] = v
+        rows.labels.setdefault(entity, {}).update(entity_labels_of(labels))
         rows.ts.append(ts)
         rows.entity.append(entity)
         rows.field.append(canon or name or "<unnamed>")
@@ -314,7 +323,7 @@ class PrometheusSource(Source):
                         names.append(lab.get("__name__", ""))
                     else:
                         raw.append(lab)
-                        labels[self.entity_of(lab)] = {LABEL_MAP[k]: v for k, v in lab.items() if k in LABEL_MAP}
+                        labels.setdefault(self.entity_of(lab), {}).update(entity_labels_of(lab))
         if not names or not labels:
             return None
         empty = np.zeros(0)
