@@ -25,7 +25,7 @@ POLICY_DIR = Path(__file__).resolve().parent / "policies"
 Mode = Literal["observe", "approve", "auto"]
 #: Modes from the strictest: a rule's own mode can only make the responder's stricter.
 MODE_ORDER: tuple[Mode, ...] = ("observe", "approve", "auto")
-TargetSelector = Literal["root", "gpu", "node", "rack", "row", "cdu", "job", "site", "members"]
+TargetSelector = Literal["root", "gpu", "node", "rack", "row", "cdu", "job", "site", "members", "replica"]
 RootLevel = Literal["gpu", "node", "rack", "row", "site", "job"]
 _LEVEL_BY_DEPTH = {depth: level for level, depth in LEVEL_DEPTH.items()}
 
