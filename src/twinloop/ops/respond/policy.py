@@ -120,7 +120,8 @@ class Rule(_Frozen):
     redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler and short-supply
     rules) picks the rule by when moving the job off the incident's node pays (:func:`~.restart_cost.choose_restart`,
     a straggler's measured slowdown or a short supply's cap): ``now``, ``at_checkpoint`` (the job's own next one)
-    or ``never``. ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps
+    or ``never``. ``serving`` picks it by whether the incident's job is a serving fleet (a hung replica is
+    restarted, a hung rank of a synchronous job stops it whole). ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps
     a margin to slowdown (:class:`HandOver`).
     """
 
@@ -135,6 +136,11 @@ class Rule(_Frozen):
     supply: SupplyCondition | None = Field(default=None, description="only when the node's supplies are short/carry")
     restart: RestartWhen | None = Field(
         default=None, description="only when the restart cost model picks this option for the incident's job"
+    )
+    serving: bool | None = Field(
+        default=None,
+        description="only when the incident's job is (true) or is not (false) a serving fleet; a cluster that cannot"
+        " tell counts as not",
     )
     hand_over: HandOver | None = Field(
         default=None, description="leave the row to the cooling optimizer while its hottest GPU keeps a margin"
