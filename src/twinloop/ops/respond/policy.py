@@ -121,8 +121,8 @@ class Rule(_Frozen):
     rules) picks the rule by when moving the job off the incident's node pays (:func:`~.restart_cost.choose_restart`,
     a straggler's measured slowdown or a short supply's cap): ``now``, ``at_checkpoint`` (the job's own next one)
     or ``never``. ``serving`` picks it by whether the incident's job is a serving fleet (a hung replica is
-    restarted, a hung rank of a synchronous job stops it whole). ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps
-    a margin to slowdown (:class:`HandOver`).
+    restarted, a hung rank of a synchronous job stops it whole). ``hand_over`` (coolant rules) leaves the row to
+    the cooling optimizer while its hottest GPU keeps a margin to slowdown (:class:`HandOver`).
     """
 
     name: str
