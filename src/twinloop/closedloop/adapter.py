@@ -101,7 +101,7 @@ class TwinAdapter(ActionAdapter):
         """Index of a row (CDU) id; None for anything else."""
         return self.index_at(target, "row")
 
-    def replicas_of(self, incident: Incident) -> list[str]:
+    def _replicas_of(self, incident: Incident) -> list[str]:
         """From the twin's placement: for each serving replica holding a member GPU, its first member GPU."""
         first: dict[tuple[int, int], str] = {}
         for e in incident.members:

@@ -154,7 +154,7 @@ class ActionAdapter(ABC):
         if selector == "members":
             return list(incident.members)
         if selector == "replica":
-            return self.replicas_of(incident)
+            return self._replicas_of(incident)
         if selector == "job":
             jobs = {self.job_of(e) for e in (incident.root, *incident.members)}
             return sorted(j for j in jobs if j)
@@ -165,7 +165,7 @@ class ActionAdapter(ABC):
         found = {ancestor(e, depth) for e in (incident.root, *incident.members)}
         return sorted(f for f in found if f)
 
-    def replicas_of(self, incident: Incident) -> list[str]:
+    def _replicas_of(self, incident: Incident) -> list[str]:
         """The serving replicas among ``incident``'s members, each named by one of its member GPUs (what a
         ``restart_replica`` takes). An adapter that knows no replica boundaries names one GPU per node (a replica is
         at most its node's GPUs in the packaged halls; a replica spanning nodes is then named once per node).
