@@ -11,7 +11,8 @@ the per-run figures and actions as JSON; ``--load`` prints the tables from such 
 
 Round 1 is the four halls of ``sweeps/new-user.yaml``, round 2 (``--round 2``) the five of ``sweeps/new-user-2.yaml``,
 round 3 (``--round 3``) five more of ``sweeps/new-user/`` (an H200 hall, two jobs' faults within a minute, a job
-saving once an hour, a hall at its power budget in a heat wave, serving fleets with a lost GPU and a hang).
+saving once an hour, a hall at its power budget in a heat wave, serving fleets with a lost GPU and a hang), round 4
+(``--round 4``) serving-hang with one replica hung instead of the whole fleet.
 
 ``--progress SCENARIO:SEED`` runs only that pair of passes (a hall here, else a packaged scenario by name) and prints,
 every 60 s of the run, loop off and on: each training job's iterations, the cooling power, the facility-water
@@ -40,11 +41,12 @@ from twinloop.twin.scenario import load_scenario
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "new-user"
 #: The halls of each round of the check (round 1: ``sweeps/new-user.yaml``; round 2: ``sweeps/new-user-2.yaml``;
-#: round 3: only here).
+#: rounds 3 and 4: only here).
 ROUNDS = {
     "1": ("quiet-hall", "a100-air-hall", "same-place", "large-hall"),
     "2": ("slow-checkpoint", "serving-fleet", "b200-hall", "slow-telemetry", "sdc-restart"),
     "3": ("h200-pump", "two-jobs", "long-checkpoint", "budget-heatwave", "serving-hang"),
+    "4": ("replica-hang",),
 }
 #: Outcome rows printed per scenario (goodput and ETTR per job are added from the runs).
 FIGURES = (

@@ -55,6 +55,17 @@ def test_twin_refusals_come_back_as_refused() -> None:
     assert a.apply(ActionRequest(ActionKind.CDU_FLOW, "dc1/r01/k01", 1.2)).status == "refused"
     assert a.apply(ActionRequest(ActionKind.REQUEUE, "dc1/jobs/nope")).status == "refused"
     assert a.apply(ActionRequest(ActionKind.EXCLUDE_GPU, "dc1/r01/k01/n01/g0")).status == "refused"
+    # A training job's GPU holds no serving replica to restart.
+    assert a.apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc1/r01/k01/n01/g0")).status == "refused"
+
+
+def test_a_replica_restart_is_refused_where_the_scheduler_cannot_do_it() -> None:
+    # Slurm and Kubernetes (cordon/drain) adapters have no command that restarts one replica: an honest refusal.
+    from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
+
+    for adapter in (SlurmAdapter(), KubernetesAdapter()):
+        reply = adapter.apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc1/r01/k01/n01/g0"))
+        assert reply.status == "refused" and "does not support restart_replica" in reply.detail
 
 
 def test_closed_loop_cooling_rule_changes_the_twin() -> None:

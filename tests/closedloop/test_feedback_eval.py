@@ -33,7 +33,7 @@ C = EventClass
 
 
 def _rules(p: DetectionPipeline) -> dict[str, object]:
-    rules = (*p.hw_rules, p.straggler, p.rank_straggler, p.replica_straggler, *p.job_rules)
+    rules = (*p.hw_rules, p.straggler, p.rank_straggler, p.replica_straggler, p.replica_hang, *p.job_rules)
     out: dict[str, object] = {f"rule:{r.name}": r for r in rules}
     out["rule:facility"] = p.facility_rules
     return out

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 from tests.twin.twin_helpers import make, small
 
-from twinloop.twin.actions import Drain
+from twinloop.twin.actions import Drain, RestartReplica
+from twinloop.twin.jobs import Phase
 
 NODE_1 = "dc1/r01/k01/n02"  # the second node: replica 1 of a 4-replica TP-8 fleet on the 4 nodes
 
@@ -146,3 +147,54 @@ def test_a_requeued_fleets_outage_counts_against_its_ettr() -> None:
     twin.run(200)
     assert job.interruptions == 1
     assert 0.8 < job.ettr(twin.t_s) < 0.95  # about 20 s of 200 s served nothing
+
+
+def _hung_fleet(target: str) -> Any:
+    """The demand-bound fleet with a ``job_hang`` at ``target`` at 100 s (hang timeout 200 s)."""
+    raw = _fleet(2.0, [{"kind": "job_hang", "target": target, "start_s": 100}])
+    raw["jobs"][0]["hang_timeout_s"] = 200
+    return make(raw)
+
+
+def test_a_hang_at_one_gpu_hangs_only_its_replica_and_the_others_serve() -> None:
+    # Before: job_hang took only a job name, and hung every replica of the fleet (it served nothing).
+    twin = _hung_fleet(f"{NODE_1}/g3")
+    job = twin.jobs[0]
+    twin.run(101)
+    assert job.phase == Phase.SUSTAINED  # the fleet is not hung
+    assert job.hung_replicas.tolist() == [False, True, False, False]
+    served0, demanded0 = job.served_tokens, job.demanded_tokens
+    powers, tensor = [], []
+    for _ in range(60):
+        twin.step()
+        powers.append(_power_by_node(twin))
+        tensor.append(twin.slot_activity[job.slot0 : job.slot0 + 4, 0].copy())
+    ratio = (job.served_tokens - served0) / (job.demanded_tokens - demanded0)
+    assert 0.6 < ratio < 0.85  # the router still sends the hung replica its quarter; it serves none of it
+    t = np.asarray(tensor)
+    assert (t[:, 1] == 0.0).all() and (t[:, [0, 2, 3]] > 0.0).mean() > 0.9  # no tensor work on the hung one only
+    assert job.tokens_per_s > 0
+    # Its collective watchdog (hang_timeout_s) restarts that replica alone: it reloads and serves again, and the
+    # requests queued on the hung process are gone with it.
+    twin.run(140)
+    assert not job.hung_replicas.any() and job.interruptions == 0 and job.backlog[1] == 0.0
+    assert job.out_of_service.tolist() == [False, True, False, False]  # loading its model
+    twin.run(int(job.ready_s[1] - twin.t_s) + 2)
+    assert not job.out_of_service.any() and twin.slot_activity[job.slot0 + 1, 0] > 0.0
+
+
+def test_a_hang_named_by_the_fleet_still_hangs_the_whole_fleet() -> None:
+    twin = _hung_fleet("chat")
+    twin.run(110)
+    job = twin.jobs[0]
+    assert job.phase == Phase.HUNG and job.tokens_per_s == 0.0
+
+
+def test_a_restart_command_restarts_only_that_replica() -> None:
+    twin = _hung_fleet(f"{NODE_1}/g3")
+    job = twin.jobs[0]
+    twin.run(120)
+    assert twin.apply(RestartReplica(f"{NODE_1}/g0")).ok
+    assert not job.hung_replicas.any() and job.out_of_service.tolist() == [False, True, False, False]  # reloading
+    assert job.phase == Phase.SUSTAINED and job.interruptions == 0
+    assert not twin.apply(RestartReplica(NODE_1)).ok  # a node is not a replica's GPU

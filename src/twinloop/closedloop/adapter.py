@@ -12,13 +12,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.closedloop.requeue_pace import requeue_pace
-from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, JobTiming, ancestor
+from twinloop.ops import ActionAdapter, ActionKind, ActionRequest, AdapterReply, Incident, JobTiming, ancestor
 from twinloop.ops.respond.adapters.base import RequeuePace, ThermalPath
 from twinloop.twin.actions import (
     Action,
     Drain,
     HoldAdmission,
     RequeueJob,
+    RestartReplica,
     SchedulePrecool,
     SetClocks,
     SetCoolant,
@@ -99,6 +100,18 @@ class TwinAdapter(ActionAdapter):
     def row_index(self, target: str) -> int | None:
         """Index of a row (CDU) id; None for anything else."""
         return self.index_at(target, "row")
+
+    def _replicas_of(self, incident: Incident) -> list[str]:
+        """From the twin's placement: for each serving replica holding a member GPU, its first member GPU."""
+        first: dict[tuple[int, int], str] = {}
+        for e in incident.members:
+            gpu = self.index_at(e, "gpu")
+            job = None if gpu is None else self.twin.job_on_gpu(gpu)
+            if gpu is None or job is None or job.kind != "serving":
+                continue
+            for r in self.twin.replicas_under(job, np.array([gpu], dtype=np.int64)):
+                first.setdefault((job.index, r), e)
+        return [first[k] for k in sorted(first)]
 
     def is_serving(self, job: str) -> bool | None:
         """From the twin's job kind."""
@@ -273,6 +286,8 @@ class TwinAdapter(ActionAdapter):
             if job is None:
                 return f"{r.target!r} is not a job"
             return [TriggerCheckpoint(job) if r.kind == ActionKind.CHECKPOINT else RequeueJob(job)]
+        if r.kind == ActionKind.RESTART_REPLICA:
+            return [RestartReplica(r.target)]
         if r.kind in (ActionKind.DRAIN, ActionKind.UNDRAIN):
             return [Drain(r.target, undrain=r.kind == ActionKind.UNDRAIN)]
         if r.kind in (ActionKind.HOLD_ADMISSION, ActionKind.RELEASE_ADMISSION):

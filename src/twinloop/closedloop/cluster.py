@@ -71,7 +71,7 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
     straggler), before the collectives make every rank wait for the slowest. For a training job the step is its
     iteration; the job's own step time (``TWINLOOP_FI_JOB_STEP_TIME``) is the longest of these. For a serving fleet
     it is the rank's decode step at its replica's decode load (:meth:`~twinloop.twin.jobs.Job.decode_step_s`: a
-    replica's time per output token is its slowest rank's), NaN on a replica out of service (it serves nothing).
+    replica's time per output token is its slowest rank's), NaN on a replica out of service or hung (it serves nothing).
     Exact, no timer noise (a model, not a measurement).
     """
     out = np.full(twin.topo.n_gpus, np.nan)
@@ -90,7 +90,8 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
             out[job.gpus] = p.iteration_s / np.maximum(speed, 1e-6)
             continue
         step = job.decode_step_s(speed)
-        out[job.gpus] = np.where(np.repeat(job.out_of_service, job.spec.gpus_per_replica), np.nan, step)
+        silent = job.out_of_service | job.hung_replicas  # no token comes out of it: no step to report
+        out[job.gpus] = np.where(np.repeat(silent, job.spec.gpus_per_replica), np.nan, step)
     return out
 
 

@@ -169,8 +169,8 @@ def sources_of_class() -> dict[EventClass, tuple[str, ...]]:
     """Event class → the alarm sources that raise it, from the pipeline's own rules (a miss is charged to them)."""
     pipeline = DetectionPipeline(["s/r/k/n/g"])
     out: dict[EventClass, list[str]] = {}
-    stragglers = (pipeline.straggler, pipeline.rank_straggler, pipeline.replica_straggler)
-    for rule in (*pipeline.hw_rules, *stragglers, *pipeline.job_rules):
+    per_gpu = (pipeline.straggler, pipeline.rank_straggler, pipeline.replica_straggler, pipeline.replica_hang)
+    for rule in (*pipeline.hw_rules, *per_gpu, *pipeline.job_rules):
         out.setdefault(rule.event_class, []).append(f"rule:{rule.name}")
     for cls in (EventClass.FACILITY_POWER_EXCURSION, EventClass.COOLING_DEGRADATION):
         out.setdefault(cls, []).append("rule:facility")

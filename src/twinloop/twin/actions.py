@@ -244,6 +244,30 @@ class RequeueJob(Action):
 
 
 @dataclass(frozen=True)
+class RestartReplica(Action):
+    """Restart the serving replica holding GPU ``gpu`` where it is (as deleting its pod does: the Deployment
+    recreates it on its node): it reloads its model and serves again; the rest of its fleet serves on.
+    """
+
+    name: ClassVar[str] = "restart_replica"
+    gpu: str
+
+    def apply(self, twin: ClusterOps) -> str | None:
+        try:
+            level, index = twin.topo.resolve(self.gpu)
+        except KeyError:
+            return f"unknown entity {self.gpu!r}"
+        if level != "gpu":
+            return f"{self.gpu!r} is a {level}; restart_replica takes a GPU of the replica"
+        job = twin.job_on_gpu(index)
+        if job is None or job.kind != "serving" or job.phase != Phase.SUSTAINED:
+            return f"{self.gpu!r} runs no serving fleet in its sustained phase"
+        (replica,) = twin.replicas_under(job, np.array([index], dtype=np.int64))
+        twin.restart_replica(job, replica, "restarted by command: reloading its model")
+        return None
+
+
+@dataclass(frozen=True)
 class HoldAdmission(Action):
     """Hold (``hold=True``) or release admission of queued jobs."""
 
@@ -266,6 +290,7 @@ ACTIONS: dict[str, type[Action]] = {
         TriggerCheckpoint,
         Drain,
         RequeueJob,
+        RestartReplica,
         HoldAdmission,
     )
 }
@@ -279,7 +304,7 @@ def apply_action(twin: ClusterOps, action: Action) -> ActionResult:
         Event(
             twin.t_s,
             "action",
-            getattr(action, "target", twin.topo.site),
+            getattr(action, "target", getattr(action, "gpu", twin.topo.site)),
             f"{action.name}: {'applied' if result.ok else 'refused: ' + result.reason}",
         )
     )

@@ -31,7 +31,9 @@ FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float | None]] = {
     "straggler": (("gpu",), 0.7),
     "sdc": (("gpu", "job"), 0.5),
     "gpu_fall_off_bus": (("gpu",), None),
-    "job_hang": (("job",), None),
+    # A job name hangs the whole job (a serving fleet: every replica); a GPU or node hangs the replica on it (a
+    # training job on it: the whole job, whose collectives wait for that rank). See `_job_hang`.
+    "job_hang": (("job", "gpu", "node"), None),
     "facility_power_cap": (("site",), None),
     # An operator (or a site's demand-response script) lowers the GPUs' power limit, as `nvidia-smi -pl` does:
     # not a fault of the hardware, but an event the loop must tell apart from one (a real H200 run's cap was
@@ -238,14 +240,37 @@ def apply_fault(twin: ClusterOps, fault: ResolvedFault, on: bool) -> None:
         else:
             twin.node_repaired(int(twin.topo.gpu_node[i]))
     elif kind == "job_hang":
-        job = twin.jobs[i]
         if on:
-            twin.hang_job(job)
+            _job_hang(twin, fault)
     elif kind == "facility_power_cap":
         twin.chain.budget_w = m if on else twin.spec.power_chain.facility_power_budget_w
     elif kind == "operator_power_cap":
         _operator_cap(twin, fault, on)
     twin.emit(Event(twin.t_s, "fault_start" if on else "fault_end", fault.label.entity, kind))
+
+
+def _job_hang(twin: ClusterOps, fault: ResolvedFault) -> None:
+    """A hang, at its start (it lasts until the job's hang timeout or a restart, whatever its ``duration_s``).
+
+    * a job name: the whole job hangs, as before (a serving fleet: every replica at once; the loop's answer is a
+      requeue of the fleet);
+    * a GPU or node: on a real serving fleet a hang is almost always one replica's (one tensor-parallel group's
+      collective stuck on a bad link or a wedged GPU process) while the others serve on, so only the replica(s)
+      holding that GPU or a GPU of that node hang; a training job there hangs whole (its collectives wait for
+      that rank). A GPU or node running no job then: nothing hangs.
+    """
+    if fault.level == "job":
+        twin.hang_job(twin.jobs[fault.index])
+        return
+    gpus = twin.topo.gpus_of(fault.level, fault.index)
+    owners = np.unique(twin.job_of_gpu[gpus])
+    for j in owners[owners >= 0].tolist():
+        job = twin.jobs[j]
+        if job.kind != "serving":
+            twin.hang_job(job)
+            continue
+        for r in twin.replicas_under(job, gpus):
+            twin.hang_replica(job, r)
 
 
 def _operator_cap(twin: ClusterOps, fault: ResolvedFault, on: bool) -> None:

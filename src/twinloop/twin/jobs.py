@@ -18,7 +18,10 @@
 A job owns *activity slots* (training one, serving one per replica); the engine maps GPUs to slots so per-GPU
 activity is one gather. A serving fleet's replica (its ``gpus_per_replica`` GPUs, in placement order) is its unit:
 a slow GPU slows only its own replica, and a replica on a drained node is out of service (the router sends it no
-requests; its GPUs idle): the live replicas share the fleet's requests (:func:`shared_demand`).
+requests; its GPUs idle): the live replicas share the fleet's requests (:func:`shared_demand`). A hung replica (one
+tensor-parallel group's collective stuck: ``hung_until_s``) serves nothing while the router, which does not know,
+still sends it its share: its GPUs spin in the collective (:data:`HANG_ACTIVITY`), its requests wait, and the other
+replicas serve on.
 
 Progress uses :func:`twinloop.hardware.power.relative_speed` (roofline); in a hall with a
 GPU model other than the one the job's profile was made for, every GPU runs at its own model's rates
@@ -125,6 +128,8 @@ class Job:
     evict_at_s: dict[int, float] = field(default_factory=dict)
     #: a replica was rescheduled since the job started: its GPUs are no longer in placement order
     moved: bool = False
+    #: serving, per replica: hung until this time (its collective watchdog then restarts it), s; 0: not hung
+    hung_until_s: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     #: serving, per replica, at the last step: work rate (its slowest GPU's clock and straggler factor) and decode
     #: tokens per second asked of it
     replica_speed: NDArray[np.float64] = field(default_factory=lambda: np.ones(0))
@@ -190,7 +195,16 @@ class Job:
         if loading.any():
             act[loading] = high[loading] = low[loading] = _vec(RAMP_ACTIVITY)
             cf[loading] = 0.0
+        hung = self.hung_replicas
+        if hung.any():  # spinning in its stuck collective, as a hung job does
+            act[hung] = high[hung] = low[hung] = _vec(HANG_ACTIVITY)
+            cf[hung] = 0.0
         return act, cf, high, low
+
+    @property
+    def hung_replicas(self) -> NDArray[np.bool_]:
+        """Serving, per replica: hung (its collective stuck; it serves nothing until restarted)."""
+        return np.asarray(self.hung_until_s > 0.0)
 
     def serving_demand(self, t_s: float) -> tuple[NDArray[np.float64], NDArray[np.float32] | NDArray[np.float64]]:
         """Per replica, this second's prefill tokens to serve (the trace's and its backlog) and decode tokens asked,
@@ -299,15 +313,16 @@ class Job:
         prefill, decode_asked = self.load.at(t_s)
         demand, decode = self.serving_demand(t_s)
         rates = relative_speed(min_clock_x, 1.0, slot_cf) if slot_rate is None else slot_rate
-        speed = np.asarray(rates) * straggle
+        hung = self.hung_replicas
+        speed = np.where(hung, 0.0, np.asarray(rates) * straggle)  # a hung replica's requests wait
         served = np.minimum(demand, p.tokens_per_step * speed * dt_s)
         self.backlog = demand - served
         decode_served = np.minimum(decode * dt_s, p.decode_tokens_per_s * speed * dt_s)
         self.served_tokens += float(served.sum() + decode_served.sum())
         self.demanded_tokens += float(prefill.sum() + decode_asked.sum()) * dt_s
         self.tokens_per_s = float(served.sum() + decode_served.sum()) / dt_s
-        out = self.out_of_service
-        self.speed = float(speed[~out].min() if out.any() and not out.all() else speed.min())  # of live replicas
+        live = ~(self.out_of_service | hung)
+        self.speed = float(speed[live].min() if live.any() and not live.all() else speed.min())  # of live replicas
         self.replica_speed = speed
         self.replica_decode_tokens_per_s = decode
 
@@ -399,6 +414,7 @@ def make_jobs(
         job.backlog = np.zeros(n_slots)
         job.out_of_service = np.zeros(n_slots, dtype=bool)
         job.ready_s = np.zeros(n_slots)
+        job.hung_until_s = np.zeros(n_slots)
         job.replica_speed = np.ones(n_slots)
         job.replica_decode_tokens_per_s = np.zeros(n_slots)
         jobs.append(job)

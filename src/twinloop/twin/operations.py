@@ -79,6 +79,7 @@ class ClusterOps(SiteState):
         job.gpus = np.zeros(0, dtype=np.int64)
         job.out_of_service[:] = False
         job.ready_s[:] = 0.0
+        job.hung_until_s[:] = 0.0
         job.evict_at_s.clear()
         job.moved = False
 
@@ -115,11 +116,44 @@ class ClusterOps(SiteState):
 
     def _replica_reload(self, job: Job, pos: NDArray[np.int64]) -> NDArray[np.int64]:
         """The replicas at placement positions ``pos`` reload their model (restart overhead and load, as a restarted
-        job does) before they serve again; returns them.
+        job does) before they serve again; returns them. A reload is a new process: a hang ends, and the requests
+        queued on the old one are lost (their clients see errors and retry as new requests).
         """
         replicas = np.unique(pos // job.spec.gpus_per_replica)
         job.ready_s[replicas] = self.t_s + job.spec.restart_overhead_s + job.profile.load_s
+        job.hung_until_s[replicas] = 0.0
+        job.backlog[replicas] = 0.0
         return replicas
+
+    def replica_gpus(self, job: Job, r: int) -> NDArray[np.int64]:
+        """Placement positions of replica ``r`` of a serving fleet."""
+        size = job.spec.gpus_per_replica
+        return np.arange(r * size, (r + 1) * size, dtype=np.int64)
+
+    def replicas_under(self, job: Job, gpus: NDArray[np.int64]) -> list[int]:
+        """The replicas of serving fleet ``job`` holding any of ``gpus`` (GPU indices), in replica order."""
+        pos = np.flatnonzero(np.isin(job.gpus, gpus))
+        return np.unique(pos // job.spec.gpus_per_replica).tolist() if job.kind == "serving" else []
+
+    def hang_replica(self, job: Job, r: int) -> None:
+        """Replica ``r`` of a serving fleet hangs (one tensor-parallel group's collective never completes) until
+        its hang timeout, when its collective watchdog kills the process and the replica restarts
+        (:meth:`restart_replica`); the other replicas serve on. Only a serving replica that serves now hangs.
+        """
+        if job.phase != Phase.SUSTAINED or job.out_of_service[r] or job.hung_until_s[r] > 0:
+            return
+        job.hung_until_s[r] = self.t_s + job.spec.hang_timeout_s
+        where = self._replica_where(job, r)
+        self.emit(Event(self.t_s, "replica_routing", self._job_entity(job), f"replica {r} on {where}: hung"))
+
+    def restart_replica(self, job: Job, r: int, reason: str) -> None:
+        """Restart replica ``r`` of a serving fleet where it is (its pod recreated on its node): it reloads its
+        model and serves again; the rest of the fleet is untouched.
+        """
+        self._replica_reload(job, self.replica_gpus(job, r))
+        where = self._replica_where(job, r)
+        self.emit(Event(self.t_s, "replica_routing", self._job_entity(job), f"replica {r} on {where}: {reason}"))
+        self.route_replicas(job)
 
     def _reschedule_replicas(self, job: Job) -> None:
         """Recreate a serving fleet's replicas on lost nodes past their eviction time (:data:`EVICT_S`) on a free node
@@ -222,7 +256,9 @@ class ClusterOps(SiteState):
         self.physics.gpus.xid[gpu] = xid
 
     def hang_job(self, job: Job) -> None:
-        """A job hangs (collective never completes) until its hang timeout, then restarts."""
+        """A job hangs (collective never completes) until its hang timeout, then restarts (a serving fleet: every
+        replica at once; :meth:`hang_replica` hangs one).
+        """
         if job.phase in (Phase.SUSTAINED, Phase.CHECKPOINT):
             self._set_phase(job, Phase.HUNG, self.t_s + job.spec.hang_timeout_s)
 
@@ -315,6 +351,9 @@ class ClusterOps(SiteState):
                 self._reschedule_replicas(job)
             if job.ready_s.any():  # a replica reloading its model: back in service once loaded
                 self.route_replicas(job)
+            if job.hung_until_s.any():
+                for r in np.flatnonzero((job.hung_until_s > 0) & (job.hung_until_s <= t)).tolist():
+                    self.restart_replica(job, r, "hang: collective watchdog timeout, restarting")
             if job.phase == Phase.SUSTAINED:
                 if (
                     job.spec.run_s is not None

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import numpy as np
 
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
-from twinloop.ops.detect.rules import POWER_LIMIT, RANK_STEP_TIME, SM_CLOCK
+from twinloop.ops.detect.rules import JOB_LOSS, JOB_TOKENS, POWER_LIMIT, RANK_STEP_TIME, SM_CLOCK, TENSOR
 from twinloop.ops.events import EventClass
+from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_UTIL as UTIL
 from twinloop.twin.jobs import DECODE_STEP_FULL_S, DECODE_WEIGHT_SHARE
 from twinloop.twin.trace import resolve_trace_path, serving_load
 
@@ -97,3 +98,43 @@ def test_a_drained_replicas_incident_closes() -> None:
     stragglers = [u for u in updates if u.event_class == EventClass.STRAGGLER]
     assert {u.root for u in stragglers} == {"dc/r01/k01/n02/g3"}
     assert any(u.status == "closed" for u in stragglers)
+
+
+def _hang_updates(hung: slice, dt_s: float = 1.0, fleet_tokens: bool = True) -> list[tuple[float, str, EventClass]]:
+    """(time, root, class) of the job-hang incidents opened over 10 min of a TP-4 fleet on 4 nodes whose replica(s)
+    at ``hung`` (GPU positions) spin in a stuck collective from 300 s: busy (60 % util), no tensor work, while the
+    others serve (tensor 2-15 %, util 20-60 %); ``fleet_tokens`` False: the fleet as a whole serves nothing.
+    """
+    rng = np.random.default_rng(5)
+    pipe = DetectionPipeline(ENTS, config=PipelineConfig(emit_info=False))
+    pipe.replica_job("chat")
+    opened = []
+    for t in np.arange(0.0, 600.0, dt_s):
+        tensor = rng.uniform(0.02, 0.15, N)
+        util = 200.0 * 9.0 * tensor * rng.uniform(0.8, 1.0, N)  # decode: SM about 9x the tensor activity
+        tokens = 5e4
+        if t >= 300:
+            tensor[hung], util[hung] = 0.0, 60.0
+            tokens = tokens if fleet_tokens else 0.0
+        fields = {TENSOR: tensor, UTIL: np.minimum(util, 100.0)}
+        job = {JOB_TOKENS: np.array([tokens]), JOB_LOSS: np.array([10.0])}
+        for u in pipe.step(float(t), fields, np.zeros(N, dtype=np.int64), ["chat"], job):
+            if u.event_class == EventClass.JOB_HANG and u.status == "open" and u.root not in [o[1] for o in opened]:
+                opened.append((float(t), u.root, u.event_class))
+    return opened
+
+
+def test_a_hung_replica_is_named_at_its_node_while_the_fleet_serves() -> None:
+    # Replica 3 (node 2's GPUs 4-7) hangs: an incident at node 2, within the rule's 15 s (+5 s settling) at 1 s and
+    # at 5 s cadence alike; never the fleet. Before: no rule saw one replica hang (the job's tokens/s stayed > 0).
+    for dt_s in (1.0, 5.0):
+        opened = _hang_updates(slice(12, 16), dt_s)
+        assert [root for _, root, _ in opened] == ["dc/r01/k01/n02"], (dt_s, opened)
+        assert 300.0 + 15.0 <= opened[0][0] <= 300.0 + 15.0 + 5.0 + dt_s, (dt_s, opened)
+
+
+def test_a_whole_fleet_hang_is_the_jobs_not_a_replicas() -> None:
+    # Every replica spins and the fleet serves nothing: the job's own hang rule fires (its incident at the job, the
+    # fleet requeued), the replica rule does not.
+    opened = _hang_updates(slice(0, N), fleet_tokens=False)
+    assert [root for _, root, _ in opened] == ["dc/jobs/chat"], opened

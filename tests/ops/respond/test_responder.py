@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from twinloop.errors import InputError
-from twinloop.ops.events import EventClass
+from twinloop.ops.events import EventClass, Incident, Severity
 from twinloop.ops.respond.actions import ActionKind
 from twinloop.ops.respond.policy import default_policy, load_policy
 from twinloop.ops.respond.responder import Responder
@@ -162,3 +162,33 @@ def test_a_value_the_adapter_cannot_tell_is_refused_not_guessed() -> None:
         [make_incident(EventClass.POWER_DELIVERY_FAULT, root="dc/r1/k2/n1")], 0.0, reader({})
     )
     assert low.settings[(ActionKind.POWER_CAP, "dc/r1/k2/n1")] == 200.0
+
+
+class FleetAdapter(MemoryAdapter):
+    """Its job is a serving fleet."""
+
+    def is_serving(self, job: str) -> bool | None:
+        return True
+
+
+def test_a_hung_replica_is_restarted_alone_and_a_hung_job_requeued() -> None:
+    # A job-hang incident at a node (one serving replica spinning while its fleet serves) restarts that replica;
+    # one at the job (the whole job or fleet hung) requeues it. Before: every hang requeued the job (a node's was
+    # refused for a serving fleet, leaving the hung replica hung until its watchdog).
+    adapter = FleetAdapter()
+    r = Responder(default_policy(), adapter, mode="auto")
+    members = tuple(f"dc/r1/k2/n1/g{i}" for i in range(4))  # a TP-4 replica: half its node
+    node = Incident(1, EventClass.JOB_HANG, "dc/r1/k2/n1", members, 0.0, 0.0, Severity.MAJOR)
+    out = r.handle([node], 0.0, reader({}))
+    assert [(x.request.kind, x.request.target, x.status) for x in out] == [
+        (ActionKind.RESTART_REPLICA, "dc/r1/k2/n1/g0", "applied")
+    ]
+    job = replace(make_incident(EventClass.JOB_HANG, iid=2), root="dc/jobs/train")
+    out = r.handle([job], 10.0, reader({}))
+    assert [(x.request.kind, x.request.target, x.status) for x in out] == [
+        (ActionKind.REQUEUE, "dc/jobs/train", "applied")
+    ]
+    # A training job's rank hung at a GPU stops the whole job: requeued, no replica to restart.
+    rank = replace(node, incident_id=3)
+    out = Responder(default_policy(), MemoryAdapter(), mode="auto").handle([rank], 20.0, reader({}))
+    assert [(x.request.kind, x.status) for x in out] == [(ActionKind.REQUEUE, "applied")]

@@ -15,6 +15,7 @@ How a firing becomes a class:
   under a cap below its peers' or one the loop applied (:meth:`DetectionPipeline.loop_setting`), or that belongs to
   a serving fleet (:meth:`DetectionPipeline.replica_job`) is dropped; a serving fleet's ranks are judged against the
   fleet's instead, by their decode step over a longer window (:mod:`.replica_rules`: its replicas' loads differ);
+  a fleet's GPU spinning in a stuck collective while the fleet serves is a hung replica (``job_hang`` at its node);
 * firings of one class with a different mechanism (a GPU's own thermal path vs its row's coolant or air) group
   apart, so a fault inside an open incident's scope keeps its own incident; throttling spread over a row, or on
   a GPU no warmer for its power than its row's GPUs, is the row's;
@@ -51,7 +52,7 @@ from twinloop.ops.detect.job_rules import (
     StragglerRule,
     group_median,
 )
-from twinloop.ops.detect.replica_rules import ReplicaStragglerRule
+from twinloop.ops.detect.replica_rules import ReplicaHangRule, ReplicaStragglerRule
 from twinloop.ops.detect.rules import (
     POWER,
     POWER_LIMIT,
@@ -127,6 +128,7 @@ RULE_THRESHOLDS: Mapping[str, tuple[str, ...]] = {
     "rule:replica_straggler": ("z_threshold", "min_deficit"),
     "rule:sdc": ("z_threshold",),
     "rule:hang": ("n_steps", "min_stall_s"),
+    "rule:replica_hang": ("min_stall_s",),
     "rule:job_slowdown": ("log_rise",),
     "rule:facility": ("pue_rise", "budget_drop"),
 }
@@ -240,6 +242,7 @@ class DetectionPipeline:
         self.straggler = StragglerRule()
         self.rank_straggler = RankStragglerRule()
         self.replica_straggler = ReplicaStragglerRule()
+        self.replica_hang = ReplicaHangRule()
         self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
         self.facility_rules = FacilityRules()
         self._scale_thresholds(c.threshold_scale)
@@ -339,7 +342,14 @@ class DetectionPipeline:
     def _scale_thresholds(self, scale: Mapping[str, float]) -> None:
         rules: dict[str, object] = {
             f"rule:{r.name}": r
-            for r in (*self.hw_rules, self.straggler, self.rank_straggler, self.replica_straggler, *self.job_rules)
+            for r in (
+                *self.hw_rules,
+                self.straggler,
+                self.rank_straggler,
+                self.replica_straggler,
+                self.replica_hang,
+                *self.job_rules,
+            )
         }
         rules["rule:facility"] = self.facility_rules
         for source, m in scale.items():
@@ -735,7 +745,8 @@ class DetectionPipeline:
 
     def _straggler_stage(self, frame: RuleFrame) -> None:
         """Stragglers, by clock and by the rank's own step time, each against the GPU's same-model job peers
-        (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose).
+        (unless a throttle or cooling fault explains the slow GPU, or the loop slowed it on purpose); a serving
+        fleet's by its ranks' decode steps, and its hung replicas.
         """
         ts = frame.ts
         hw_explained = self._last_explainer >= ts - self.config.window_s
@@ -746,6 +757,8 @@ class DetectionPipeline:
         for rule in (self.straggler, self.rank_straggler):
             fired, score = rule.update(frame)
             self._straggler_onsets(ts, rule.name, fired & ~(hw_explained | fleet), score)
+        if fleet.any():
+            self._replica_hang(frame, fleet)
         rep = self.replica_straggler
         if fleet.any():
             fired, score = rep.update_fleet(frame, fleet)
@@ -757,6 +770,16 @@ class DetectionPipeline:
             )
         elif rep.pace_known.any():  # no fleet now: nothing of the rule's counts toward an incident's impact
             rep.pace_known = np.zeros(self.n_gpus, dtype=bool)
+
+    def _replica_hang(self, frame: RuleFrame, fleet: NDArray[np.bool_]) -> None:
+        """A serving fleet's replica spinning in a stuck collective while the fleet serves on: a job-hang incident
+        over its GPUs (rooted at their node by the grouping), not the fleet's (:class:`.replica_rules.ReplicaHangRule`).
+        """
+        ts = frame.ts
+        fired, score = self.replica_hang.update_fleet(frame, fleet)
+        onsets = self._onsets(ts, "replica_hang", fired, score, EventClass.JOB_HANG, "anomaly", "rule:replica_hang")
+        if fired.any():
+            self.grouper.observe(ts, EventClass.JOB_HANG, np.flatnonzero(fired), onsets)
 
     def _straggler_onsets(self, ts: float, name: str, fired: NDArray[np.bool_], score: F64) -> None:
         """Group one straggler rule's firing GPUs into straggler incidents."""

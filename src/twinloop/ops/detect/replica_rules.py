@@ -19,6 +19,18 @@ step 1.13× the median's); ``min_deficit`` 25 % lies above that: a GPU at 0.8 of
 below its peers') is expected to be slow, and a replica out of service (its node drained) reports no steps: neither
 is flagged, and neither counts as a peer.
 
+A serving fleet's hung replica (:class:`ReplicaHangRule`): one tensor-parallel group's collective stuck (a bad link,
+one GPU's process wedged) while the other replicas serve on. Its GPUs spin in the collective: busy (a kernel always
+resident, ``DCGM_FI_DEV_GPU_UTIL`` high) with no tensor work, where a serving rank that keeps its SMs that busy runs
+matmuls (the twin: tensor activity at least a ninth of SM activity in decode, more in prefill; a healthy TP-8
+replica at 40 % util runs its tensor pipes >= 2 % of the time). A replica out of service (drained, its node down)
+idles, and one loading its model barely runs kernels (the twin: 20 % util): neither spins. The rule fires on a fleet
+GPU that has spun for ``min_stall_s`` (15 s, the job hang rule's floor) of wall time, measured from its last sample
+that did not spin, so a 5 s cadence fires when a 1 s one does, while its fleet reports tokens/s > 0 (others serve).
+Its firing GPUs group into their node's incident (a replica is its node's GPUs, or half of them). When every
+replica hangs the fleet serves nothing: this rule is silent and the job's own hang rule
+(:class:`~twinloop.ops.detect.job_rules.HangRule`) fires for the whole fleet.
+
 Thresholds are guesses, not fitted.
 """
 
@@ -31,7 +43,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.detect.job_rules import StragglerRule, group_median
-from twinloop.ops.detect.rules import F64, RANK_STEP_TIME, BoolArr, RuleFrame
+from twinloop.ops.detect.rules import F64, JOB_TOKENS, RANK_STEP_TIME, TENSOR, BoolArr, Rule, RuleFrame
+from twinloop.ops.events import EventClass
+from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_UTIL
+
+UTIL = DCGM_FI_DEV_GPU_UTIL
 
 
 class ReplicaStragglerRule(StragglerRule):
@@ -77,3 +93,47 @@ class ReplicaStragglerRule(StragglerRule):
             deficit = 1.0 - med[safe] / m
             loss = deficit / np.maximum(count[safe], 1)
         return np.where((group >= 0) & np.isfinite(loss), np.clip(loss, 0.0, 1.0), 0.0)
+
+
+class ReplicaHangRule(Rule):
+    """A serving fleet's GPU spinning (busy, no tensor work) for ``min_stall_s`` while its fleet serves (see the
+    module docstring); per GPU. :meth:`update_fleet` judges only the fleet GPUs.
+    """
+
+    name = "replica_hang"
+    event_class = EventClass.JOB_HANG
+
+    def __init__(self, min_stall_s: float = 15.0, busy_util: float = 40.0, spin_tensor: float = 0.01) -> None:
+        super().__init__()
+        self.min_stall_s = min_stall_s
+        self.busy_util = busy_util
+        self.spin_tensor = spin_tensor
+        self._ok_ts: F64 = np.zeros(0)
+
+    def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
+        """Every GPU in a job judged as a fleet GPU (use :meth:`update_fleet` for a mixed hall)."""
+        return self.update_fleet(frame, frame.job_slot >= 0)
+
+    def update_fleet(self, frame: RuleFrame, fleet: BoolArr) -> tuple[BoolArr, F64]:
+        """Fire on ``fleet`` GPUs spinning for ``min_stall_s`` while their job serves tokens; the score is the time
+        spun over ``min_stall_s``.
+        """
+        n = frame.n_gpus
+        if self._ok_ts.shape[0] != n:
+            self._ok_ts = np.full(n, np.nan)
+        util, tensor = frame.gpu.get(UTIL), frame.gpu.get(TENSOR)
+        tokens = frame.job.get(JOB_TOKENS)
+        if util is None or tensor is None or tokens is None or frame.n_slots == 0:
+            return np.zeros(n, dtype=bool), np.zeros(n)
+        with np.errstate(invalid="ignore"):
+            spinning = fleet & (util >= self.busy_util) & (tensor < self.spin_tensor)
+        seen = np.isfinite(util) & np.isfinite(tensor)
+        # The stall clock: the last sample at which the GPU did not spin (a GPU first seen spinning starts it).
+        self._ok_ts = np.where(seen & (~spinning | np.isnan(self._ok_ts)), frame.ts, self._ok_ts)
+        self._ok_ts[~fleet] = np.nan
+        slot = np.maximum(frame.job_slot, 0)
+        with np.errstate(invalid="ignore"):
+            serving = (frame.job_slot >= 0) & (tokens[np.minimum(slot, tokens.shape[0] - 1)] > 0)
+        spun_s = np.where(spinning, frame.ts - self._ok_ts, 0.0)
+        fired = spinning & serving & (spun_s >= self.min_stall_s)
+        return fired, np.where(np.isfinite(spun_s), spun_s / self.min_stall_s, 0.0)

@@ -21,6 +21,7 @@ class ActionKind(enum.StrEnum):
     DRAIN = "drain"  # no value, on a node
     UNDRAIN = "undrain"  # no value, on a node
     REQUEUE = "requeue"  # no value, on a job
+    RESTART_REPLICA = "restart_replica"  # no value, on a GPU: the serving replica holding it restarts (its pod)
     EXCLUDE_GPU = "exclude_gpu"  # no value, on a gpu (the job continues without it)
     STAGGER_START = "stagger_start"  # seconds of delay between job starts, on the site
     HOLD_ADMISSION = "hold_admission"  # no value, on the site

@@ -25,7 +25,7 @@ POLICY_DIR = Path(__file__).resolve().parent / "policies"
 Mode = Literal["observe", "approve", "auto"]
 #: Modes from the strictest: a rule's own mode can only make the responder's stricter.
 MODE_ORDER: tuple[Mode, ...] = ("observe", "approve", "auto")
-TargetSelector = Literal["root", "gpu", "node", "rack", "row", "cdu", "job", "site", "members"]
+TargetSelector = Literal["root", "gpu", "node", "rack", "row", "cdu", "job", "site", "members", "replica"]
 RootLevel = Literal["gpu", "node", "rack", "row", "site", "job"]
 _LEVEL_BY_DEPTH = {depth: level for level, depth in LEVEL_DEPTH.items()}
 
@@ -120,8 +120,9 @@ class Rule(_Frozen):
     redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler and short-supply
     rules) picks the rule by when moving the job off the incident's node pays (:func:`~.restart_cost.choose_restart`,
     a straggler's measured slowdown or a short supply's cap): ``now``, ``at_checkpoint`` (the job's own next one)
-    or ``never``. ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps
-    a margin to slowdown (:class:`HandOver`).
+    or ``never``. ``serving`` picks it by whether the incident's job is a serving fleet (a hung replica is
+    restarted, a hung rank of a synchronous job stops it whole). ``hand_over`` (coolant rules) leaves the row to
+    the cooling optimizer while its hottest GPU keeps a margin to slowdown (:class:`HandOver`).
     """
 
     name: str
@@ -135,6 +136,11 @@ class Rule(_Frozen):
     supply: SupplyCondition | None = Field(default=None, description="only when the node's supplies are short/carry")
     restart: RestartWhen | None = Field(
         default=None, description="only when the restart cost model picks this option for the incident's job"
+    )
+    serving: bool | None = Field(
+        default=None,
+        description="only when the incident's job is (true) or is not (false) a serving fleet; a cluster that cannot"
+        " tell counts as not",
     )
     hand_over: HandOver | None = Field(
         default=None, description="leave the row to the cooling optimizer while its hottest GPU keeps a margin"

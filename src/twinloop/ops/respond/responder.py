@@ -267,6 +267,8 @@ class Responder:
                     continue
                 if rule.restart is not None and self._restart(incident).when != rule.restart:
                     continue
+                if rule.serving is not None and self._serving(incident) != rule.serving:
+                    continue
                 key = (iid, rule.name)
                 if key in self._fired:
                     continue
@@ -562,6 +564,10 @@ class Responder:
                 keep.append(g)
         self._gates = keep
         return out
+
+    def _serving(self, incident: Incident) -> bool:
+        """Whether the incident's job is a serving fleet (any of its jobs, where it names several); unknown: no."""
+        return any(self.adapter.is_serving(job) is True for job in self.adapter.resolve("job", incident))
 
     def _supply(self, incident: Incident) -> str:
         """``short`` when the incident's node's working supplies carry less than its GPUs' maximum power limit,

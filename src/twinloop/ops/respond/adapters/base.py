@@ -157,6 +157,8 @@ class ActionAdapter(ABC):
             return [incident.root]
         if selector == "members":
             return list(incident.members)
+        if selector == "replica":
+            return self._replicas_of(incident)
         if selector == "job":
             jobs = {self.job_of(e) for e in (incident.root, *incident.members)}
             return sorted(j for j in jobs if j)
@@ -166,6 +168,18 @@ class ActionAdapter(ABC):
         depth = LEVEL_DEPTH[selector]
         found = {ancestor(e, depth) for e in (incident.root, *incident.members)}
         return sorted(f for f in found if f)
+
+    def _replicas_of(self, incident: Incident) -> list[str]:
+        """The serving replicas among ``incident``'s members, each named by one of its member GPUs (what a
+        ``restart_replica`` takes). An adapter that knows no replica boundaries names one GPU per node (a replica is
+        at most its node's GPUs in the packaged halls; a replica spanning nodes is then named once per node).
+        """
+        first: dict[str, str] = {}
+        for e in incident.members:
+            node = ancestor(e, LEVEL_DEPTH["node"])
+            if node is not None and ancestor(e, LEVEL_DEPTH["gpu"]) == e:
+                first.setdefault(node, e)
+        return sorted(first.values())
 
     def job_of(self, entity: str) -> str | None:
         """The job running on ``entity`` (a job id is returned as is); None when unknown."""
