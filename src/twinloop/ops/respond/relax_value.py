@@ -47,7 +47,8 @@ optimizer's rises): in the chiller's blend it is the heat over (blend width x CO
 both ends) reads 0 though the way back to a warmer water the plant ran at saves: so the plant's power per W of heat
 is also kept for each whole degree of facility water it ran at within :data:`MEMORY_S`, and a warming is priced by
 the best chord from now to one of those (what going back there saves per °C), the last move's slope where there is
-none.
+none. With neither (nothing measured, or the slope forgotten as the heat grew) a warming does not pay at the budget:
+its leakage is certain, its saving is not.
 
 None of this is tuned: the slopes come from the catalog's fitted model and the site's telemetry, and a move is
 made when its saving exceeds its cost.
