@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from twinloop.cli.app import plan_app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, progress, stdout
 from twinloop.cli.tables import Cell, Col, print_table
 
 if TYPE_CHECKING:
@@ -104,6 +104,8 @@ def moe(
     from twinloop.model.routing.placement import PLACEMENTS
     from twinloop.plan.moe_study import run_study, study_json
 
+    if out is not None:
+        guarded(lambda: output_dir(out))  # before the study: a bad --out must not cost the whole run
     n_runs = len(router or router_names()) * len(placement or PLACEMENTS)
     drift = DriftSpec(
         tokens_per_step=tokens, drift_period_steps=steps, burst_start_step=steps // 2, burst_steps=max(1, steps // 4)

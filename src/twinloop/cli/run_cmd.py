@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, progress, stdout
 from twinloop.cli.sim_cmd import _duration
 from twinloop.closedloop.passes import PassResult, outcome_metrics
 from twinloop.closedloop.scenario_run import run_scenario
@@ -112,6 +112,7 @@ def run(
         if mode not in _MODES:
             raise InputError("--mode", "", f"unknown mode {mode!r} (allowed: {', '.join(_MODES)})")
         spec = load_scenario(scenario, duration_s=_duration("--duration", duration), seed=seed)
+        output_dir(out)
         src = str(scenario) if scenario else "default scenario"
         n = round(spec.duration_s / spec.step_s)
         with progress("loop off, then loop on", 2 * n, enabled=not json_out) as advance:

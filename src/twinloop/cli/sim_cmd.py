@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, progress, stdout
 from twinloop.cli.tables import energy_wh, power, print_pairs
 from twinloop.errors import InputError
 
@@ -47,6 +47,8 @@ def sim(
         spec = load_scenario(
             scenario, duration_s=_duration("--duration", duration), step_s=_duration("--step", step), seed=seed
         )
+        if out is not None:
+            output_dir(out)
         twin = Twin(spec, source=str(scenario) if scenario else "default scenario")
         writer = TelemetryWriter(twin, out) if out is not None else None
         n = round(spec.duration_s / spec.step_s)

@@ -1,0 +1,55 @@
+"""Walls a new user hit walking the CLI on an 80-column terminal (each test failed before its fix)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_MOE = ["plan", "moe", "--model", "mixtral-8x7b", "--gpus", "64", "--ep", "8", "--steps", "1", "--tokens", "64"]
+
+
+def _one_error_line(result: Any) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return str(lines[0])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["sim", "--duration", "1m"], ["run", "--duration", "1m"], _MOE],
+    ids=["sim", "run", "plan moe"],
+)
+@pytest.mark.parametrize("where", ["file", "under-file"])
+def test_out_that_cannot_be_a_directory_is_one_line_exit_2(
+    cli: Callable[..., Any], tmp_path: Path, command: list[str], where: str
+) -> None:
+    """`--out` naming a file (or a path under one) was a FileExistsError / NotADirectoryError traceback (exit 1),
+    and for `plan moe` only after the whole routing study had run.
+    """
+    afile = tmp_path / "afile"
+    afile.write_text("keep me\n")
+    out = afile if where == "file" else afile / "sub"
+    line = _one_error_line(cli(*command, "--out", str(out)))
+    assert line.startswith("error: --out: ") and str(out) in line
+    assert afile.read_text() == "keep me\n"  # nothing lost
+
+
+def test_sweep_out_is_checked_before_any_run(
+    cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sweep --out FILE` ran the first eight runs (minutes) before its row sink's mkdir raised a traceback."""
+    import twinloop.sweep.runner
+
+    def no_runs(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("runs started before --out was checked")
+
+    monkeypatch.setattr(twinloop.sweep.runner, "run_cells", no_runs)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    spec = Path(__file__).resolve().parents[2] / "sweeps" / "new-user.yaml"
+    line = _one_error_line(cli("sweep", str(spec), "--out", str(afile)))
+    assert line.startswith("error: --out: ")
