@@ -53,3 +53,20 @@ def test_sweep_out_is_checked_before_any_run(
     spec = Path(__file__).resolve().parents[2] / "sweeps" / "new-user.yaml"
     line = _one_error_line(cli("sweep", str(spec), "--out", str(afile)))
     assert line.startswith("error: --out: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--gpus", "64", "--ep", "3"], ["ep", "8 routed experts", "3"]),
+        (["--gpus", "64", "--ep", "16"], ["ep", "8 routed experts", "16"]),
+        (["--gpus", "60", "--ep", "8"], ["60 GPUs", "ep 8"]),
+    ],
+)
+@pytest.mark.parametrize("command", [["plan", "train", "--gpu", "h100-sxm"], ["plan", "moe", "--steps", "1"]])
+def test_expert_parallelism_that_cannot_work_says_why(
+    cli: Callable[..., Any], command: list[str], args: list[str], needles: list[str]
+) -> None:
+    """`--ep 3` for Mixtral's 8 experts said only "no valid configuration ... with {'ep': 3}" (a Python dict)."""
+    line = _one_error_line(cli(*command, "--model", "mixtral-8x7b", *args))
+    assert "{" not in line and all(n in line for n in needles), line
