@@ -70,3 +70,26 @@ def test_expert_parallelism_that_cannot_work_says_why(
     """`--ep 3` for Mixtral's 8 experts said only "no valid configuration ... with {'ep': 3}" (a Python dict)."""
     line = _one_error_line(cli(*command, "--model", "mixtral-8x7b", *args))
     assert "{" not in line and all(n in line for n in needles), line
+
+
+def test_plan_moe_names_the_training_config_in_words(cli: Callable[..., Any]) -> None:
+    """The footer printed the planner's config as a Python dict repr ({'tp': 1, 'pp': 1, ...})."""
+    result = cli(*_MOE, "--router", "topk", "--placement", "contiguous")
+    assert result.exit_code == 0, result.stderr
+    assert "{'" not in result.stdout and "tp1 pp1" in result.stdout.replace("\n", " ")
+
+
+@pytest.mark.parametrize(
+    "command", [["plan", "serve", "--tp", "8"], ["plan", "train", "--gpu", "h100-sxm", "--gpus", "64"]]
+)
+def test_routing_file_of_many_routers_says_to_pick_one(
+    cli: Callable[..., Any], tmp_path: Path, command: list[str]
+) -> None:
+    """`plan moe --out` saves every router by default; `--routing` then said only '6 rows match --router/--placement'
+    though its help says it replaces --router: the error now says which flag picks one row.
+    """
+    assert cli(*_MOE, "--out", str(tmp_path)).exit_code == 0
+    line = _one_error_line(
+        cli(*command, "--model", "mixtral-8x7b", "--ep", "8", "--routing", str(tmp_path / "moe_routing.json"))
+    )
+    assert "--router topk" in line and "rows:" in line, line

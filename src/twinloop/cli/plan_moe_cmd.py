@@ -103,6 +103,7 @@ def moe(
     from twinloop.model.routing import DriftSpec, router_names
     from twinloop.model.routing.placement import PLACEMENTS
     from twinloop.plan.moe_study import run_study, study_json
+    from twinloop.plan.search import describe
 
     if out is not None:
         guarded(lambda: output_dir(out))  # before the study: a bad --out must not cost the whole run
@@ -137,7 +138,8 @@ def moe(
     print_table(stdout, title, _COLS, study_rows(study), keys=2)
     stdout.print(
         "imbalance: hottest EP rank / mean; step s: the training planner's step with the hottest rank's load "
-        f"(config {study.config}); quality: share of each token's true top-k experts that served it."
+        f"(config {describe({'config': study.config})}); quality: share of each token's true top-k experts that "
+        "served it."
     )
     if html:
         stdout.print(f"wrote {html} and {html.parent / 'moe_routing.json'}")

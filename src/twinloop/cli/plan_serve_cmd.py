@@ -164,12 +164,18 @@ def serve(
         1.0, "--moe-imbalance", help="Static MoE factor: hottest EP rank's routed load / balanced (ep > 1)."
     ),
     router: str | None = typer.Option(
-        None, "--router", help="Simulate MoE routing with this router (topk, capacity, bias, adaptive, ...)."
+        None,
+        "--router",
+        help="Simulate MoE routing with this router (topk, capacity, bias, adaptive, ...); with --routing: "
+        "the file's row.",
     ),
     placement: str = typer.Option("contiguous", "--placement", help="Expert placement: contiguous or affinity."),
     routing_steps: int = typer.Option(32, "--routing-steps", help="Routing steps to simulate."),
     routing: str | None = typer.Option(
-        None, "--routing", help="Routing run saved by `plan moe --out` (moe_routing.json) instead of --router."
+        None,
+        "--routing",
+        help="Routing run saved by `plan moe --out` (moe_routing.json) instead of simulating; --router and "
+        "--placement pick its row (needed when it holds several routers).",
     ),
     routing_seed: int = typer.Option(0, "--routing-seed", help="Seed of the routed token stream."),
     routing_burst_share: float = typer.Option(
