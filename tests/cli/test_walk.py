@@ -93,3 +93,14 @@ def test_routing_file_of_many_routers_says_to_pick_one(
         cli(*command, "--model", "mixtral-8x7b", "--ep", "8", "--routing", str(tmp_path / "moe_routing.json"))
     )
     assert "--router topk" in line and "rows:" in line, line
+
+
+def test_sim_says_a_job_that_never_started_is_queued_not_ettr_zero(cli: Callable[..., Any]) -> None:
+    """A 2-minute `sim` of the default hall printed "ETTR 0.000" for the two jobs submitted later, as if they had
+    run and lost all their time; they are queued. (--json keeps ettr 0.0 and gives the phase.)
+    """
+    result = cli("sim", "--duration", "2m")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert "train-llama-8b-sweep (training) │ not started (queued)" in out, out
+    assert "ETTR 0.000" not in out

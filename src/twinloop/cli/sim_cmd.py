@@ -78,6 +78,13 @@ def sim(
     _print_summary(doc)
 
 
+def _job_text(job: dict[str, Any]) -> str:
+    """A job's line: its ETTR, or that it never started (ETTR 0 would read as a job that lost all its time)."""
+    if job["phase"] == "queued" and not job["iterations"] and not job["served_tokens"] and not job["interruptions"]:
+        return "not started (queued)"
+    return f"ETTR {job['ettr']:.3f}, {job['interruptions']} interruptions"
+
+
 def _print_summary(doc: dict[str, Any]) -> None:
     e = doc["energy"]
     kwh = 3.6e6  # J per kWh
@@ -93,10 +100,7 @@ def _print_summary(doc: dict[str, Any]) -> None:
         ("failures", ", ".join(f"{k} {v}" for k, v in doc["failures"].items()) or "none"),
     ]
     rows += [(f"throttled GPU-s: {k}", f"{v:.0f}") for k, v in doc["throttled_gpu_s"].items()]
-    rows += [
-        (escape(f"job {j['name']} ({j['kind']})"), f"ETTR {j['ettr']:.3f}, {j['interruptions']} interruptions")
-        for j in doc["jobs"]
-    ]
+    rows += [(escape(f"job {j['name']} ({j['kind']})"), _job_text(j)) for j in doc["jobs"]]
     if "telemetry" in doc:
         rows.append(("telemetry", escape(f"{doc['telemetry']['rows']} rows → {doc['telemetry']['path']}")))
     if "report" in doc:
