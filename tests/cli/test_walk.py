@@ -104,3 +104,35 @@ def test_sim_says_a_job_that_never_started_is_queued_not_ettr_zero(cli: Callable
     out = " ".join(result.stdout.split())
     assert "train-llama-8b-sweep (training) │ not started (queued)" in out, out
     assert "ETTR 0.000" not in out
+
+
+def _wide_csv(tmp_path: Path, step_c: float) -> Path:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    temp = 55.0 + 0.5 * rng.standard_normal(400)
+    temp[300:] += step_c
+    csv = tmp_path / "w.csv"
+    csv.write_text("t,gpu_temp_c\n" + "".join(f"{1.7e9 + i:.1f},{temp[i]:.3f}\n" for i in range(400)))
+    return csv
+
+
+def test_detect_on_a_wide_file_fits_80_columns_in_one_table(
+    cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wide CSV (nvidia-smi style, the H100 samples) repeated each column name under "entity / column" and
+    "field", which pushed the detections table into three parts at 80 columns.
+    """
+    from twinloop.cli import output
+
+    monkeypatch.setattr(output.stdout, "_width", 80)
+    result = cli("detect", str(_wide_csv(tmp_path, 8.0)))
+    assert result.exit_code == 0, result.stderr
+    assert "(continued)" not in result.stdout and "field" not in result.stdout.split("detections", 1)[1]
+    assert "gpu_temp_c" in result.stdout and "cusum" in result.stdout
+
+
+def test_detect_with_nothing_found_prints_no_empty_table(cli: Callable[..., Any], tmp_path: Path) -> None:
+    result = cli("detect", str(_wide_csv(tmp_path, 0.0)))
+    assert result.exit_code == 0, result.stderr
+    assert "0 detections" in result.stdout and "┏" not in result.stdout
