@@ -136,3 +136,13 @@ def test_detect_with_nothing_found_prints_no_empty_table(cli: Callable[..., Any]
     result = cli("detect", str(_wide_csv(tmp_path, 0.0)))
     assert result.exit_code == 0, result.stderr
     assert "0 detections" in result.stdout and "┏" not in result.stdout
+
+
+def test_run_without_faults_in_its_window_prints_no_empty_detection_table(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`run --duration 1m` (the default hall's faults start at 8 min) printed an empty detection table."""
+    result = cli("run", "--duration", "1m", "--out", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    assert "Detection vs injected faults (loop-on pass): no fault injected within the run" in result.stdout
+    assert result.stdout.count("┏") == 1  # the outcome table only

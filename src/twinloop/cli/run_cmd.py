@@ -82,7 +82,10 @@ def _print(doc: dict[str, Any]) -> None:
         ttd = q["median_time_to_detect_s"]
         rows.append([q["fault"], str(q["faults"]), str(q["detected"]), f"{q['precision']:.2f}", f"{q['recall']:.2f}",
                      "—" if ttd is None else duration(ttd)])  # fmt: skip
-    print_table(stdout, "Detection vs injected faults (loop-on pass)", cols, rows)
+    if rows:
+        print_table(stdout, "Detection vs injected faults (loop-on pass)", cols, rows)
+    else:  # a short run ends before the scenario's first fault: an empty table would read as a broken one
+        stdout.print("Detection vs injected faults (loop-on pass): no fault injected within the run")
     counts: dict[tuple[str, str], int] = {}
     for a in on["actions"]:
         counts[(a["kind"], a["status"])] = counts.get((a["kind"], a["status"]), 0) + 1
