@@ -146,3 +146,30 @@ def test_run_without_faults_in_its_window_prints_no_empty_detection_table(
     assert result.exit_code == 0, result.stderr
     assert "Detection vs injected faults (loop-on pass): no fault injected within the run" in result.stdout
     assert result.stdout.count("┏") == 1  # the outcome table only
+
+
+@pytest.fixture
+def small_store(cli: Callable[..., Any], tmp_path: Path) -> str:
+    csv = tmp_path / "t.csv"
+    rows = [f"{1.7e9 + i},site0/row0/rack0/node0/gpu{g},DCGM_FI_DEV_POWER_USAGE,{300 + g}" for i in range(5)
+            for g in range(2)]  # fmt: skip
+    csv.write_text("ts,entity,field,value\n" + "\n".join(rows) + "\n")
+    db = str(tmp_path / "t.duckdb")
+    assert cli("ingest", "file", str(csv), "--db", db).exit_code == 0
+    return db
+
+
+def test_query_matching_nothing_says_so(cli: Callable[..., Any], small_store: str) -> None:
+    """`query --entity` with a typo printed an empty table and nothing else."""
+    result = cli("query", "--db", small_store, "--field", "DCGM_FI_DEV_POWER_USAGE", "--entity", "site0/row9")
+    assert result.exit_code == 0, result.stderr
+    assert "┏" not in result.stdout
+    assert "no samples of DCGM_FI_DEV_POWER_USAGE under site0/row9" in " ".join(result.stdout.split())
+
+
+def test_query_every_with_aggregate_is_refused(cli: Callable[..., Any], small_store: str) -> None:
+    """`--every 1m --aggregate` printed the aggregate table titled "every 1m": --every was silently dropped."""
+    line = _one_error_line(
+        cli("query", "--db", small_store, "--field", "DCGM_FI_DEV_POWER_USAGE", "--every", "1m", "--aggregate")
+    )
+    assert "--aggregate" in line and "--every" in line

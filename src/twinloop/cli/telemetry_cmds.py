@@ -143,6 +143,15 @@ def query(
             from twinloop.errors import unknown_name
 
             raise unknown_name("query", "--field", "field", field, FIELD_BY_NAME)
+        if aggregate and every is not None:  # the aggregate would be printed under an "every" title
+            from twinloop.errors import InputError
+
+            raise InputError(
+                "query",
+                "--aggregate",
+                "cannot be combined with --every (one row per entity over the whole range, "
+                "or buckets of --every: pick one)",
+            )
         with DuckDBStore(db, read_only=True) as store:
             _, newest = store.time_range(name)
             since_s = None if since is None else parse_time(since, newest, "--since")
@@ -161,6 +170,10 @@ def query(
         if json_out:
             print_json({"field": name, "unit": unit, "entity": entity, "since_s": since_s, "until_s": until_s,
                         "every_s": every_s, "count": len(rows), "rows": rows})  # fmt: skip
+            return
+        if not rows:  # an entity typo or a range outside the data: an empty table would say nothing
+            where = (f" under {entity}" if entity else "") + (" in the range given" if since or until else "")
+            stdout.print(f"no samples of {name}{where} (store {db})", markup=False, highlight=False)
             return
         cols = [Col(c, "left" if c == "entity" else "right") for c in table.column_names]
         cells = [[escape(_cell(k, v)) for k, v in row.items()] for row in rows[:50]]
