@@ -173,3 +173,21 @@ def test_query_every_with_aggregate_is_refused(cli: Callable[..., Any], small_st
         cli("query", "--db", small_store, "--field", "DCGM_FI_DEV_POWER_USAGE", "--every", "1m", "--aggregate")
     )
     assert "--aggregate" in line and "--every" in line
+
+
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        (["--kv-offload-gb", "100"], ["--kv-offload-gb", "--kv-offload"]),
+        (["--acceptance", "0.9"], ["--acceptance", "--draft-model"]),
+        (["--spec-tokens", "6"], ["--spec-tokens", "--draft-model"]),
+    ],
+)
+def test_plan_serve_flag_that_has_no_effect_alone_is_refused(
+    cli: Callable[..., Any], flags: list[str], needles: list[str]
+) -> None:
+    """These were silently ignored (the same plan came back), as if the user's setting had been used; --moe-imbalance
+    on a dense model already was an error.
+    """
+    line = _one_error_line(cli("plan", "serve", "--model", "llama-3-8b", "--gpus", "1", "--tp", "1", *flags))
+    assert all(n in line for n in needles), line
