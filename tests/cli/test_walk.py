@@ -191,3 +191,14 @@ def test_plan_serve_flag_that_has_no_effect_alone_is_refused(
     """
     line = _one_error_line(cli("plan", "serve", "--model", "llama-3-8b", "--gpus", "1", "--tp", "1", *flags))
     assert all(n in line for n in needles), line
+
+
+def test_ingest_twin_takes_samples_and_names_its_options(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """`ingest twin --samples 3` and `--duration 30` said only "the twin source has no such option", with no way
+    named to bound the twin (its option is `steps`); --samples (sweeps) now sets it, and the error lists them.
+    """
+    db = str(tmp_path / "t.duckdb")
+    result = cli("ingest", "twin", "--samples", "3", "--db", db, "--json")
+    assert result.exit_code == 0, result.stderr
+    line = _one_error_line(cli("ingest", "twin", "--duration", "30", "--db", db))
+    assert "--duration" in line and "steps" in line and "--samples" in line, line

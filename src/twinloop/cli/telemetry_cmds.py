@@ -29,6 +29,16 @@ SOURCE_HELP = f"Source kind: {', '.join(SOURCES)}."
 TARGET_HELP = "Path or URL for the source (file path, recording, Prometheus URL, twin scenario)."
 
 
+#: The source option each flag sets, first match wins (--samples is a twin's steps: one sweep per step).
+_FLAG_FIELDS: dict[str, tuple[str, ...]] = {
+    "--query": ("queries",),
+    "--period": ("period_s", "period_ms"),
+    "--duration": ("duration_s",),
+    "--samples": ("samples", "polls", "steps"),
+    "--speed": ("speed",),
+}
+
+
 def _options(
     kind: str,
     sets: list[str] | None,
@@ -57,14 +67,21 @@ def _options(
             if name in fields:
                 opts[name] = round(value * 1000) if name == "period_ms" else value
                 return
-        raise InputError("ingest", flag, f"the {kind} source has no such option")
+        # name what does bound this source (a twin runs its whole scenario unless told its steps)
+        takes = [f for f, opts_of in _FLAG_FIELDS.items() if any(n in fields for n in opts_of)]
+        own = ", ".join(sorted(fields)) or "none"
+        raise InputError(
+            "ingest",
+            flag,
+            f"the {kind} source has no such option (it takes {', '.join(takes) or 'none of these'}; "
+            f"its own options, for --set KEY=VALUE: {own})",
+        )
 
     if query:
         put("--query", tuple(query), "queries")
-    put("--period", period_s, "period_s", "period_ms")
-    put("--duration", duration_s, "duration_s")
-    put("--samples", samples, "samples", "polls")
-    put("--speed", speed, "speed")
+    for flag, value in (("--period", period_s), ("--duration", duration_s), ("--samples", samples),
+                        ("--speed", speed)):  # fmt: skip
+        put(flag, value, *_FLAG_FIELDS[flag])
     return opts
 
 
