@@ -202,3 +202,19 @@ def test_ingest_twin_takes_samples_and_names_its_options(cli: Callable[..., Any]
     assert result.exit_code == 0, result.stderr
     line = _one_error_line(cli("ingest", "twin", "--duration", "30", "--db", db))
     assert "--duration" in line and "steps" in line and "--samples" in line, line
+
+
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        (["--tokens-per-batch", "100"], ["--tokens-per-batch", "8192"]),  # was planned as 8,192 tokens, silently
+        (["--moe-imbalance", "2"], ["--moe-imbalance", "no experts"]),  # was ignored (plan serve refuses it)
+        (["--cp", "2", "--seq-len", "8191"], ["cp", "8191", "divisible"]),  # was "no valid configuration ..."
+        (["--ray"], ["--ray", "--search"]),  # was ignored: Ray runs only a search
+    ],
+)
+def test_plan_train_setting_it_cannot_honour_is_refused(
+    cli: Callable[..., Any], flags: list[str], needles: list[str]
+) -> None:
+    line = _one_error_line(cli("plan", "train", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8", *flags))
+    assert all(n in line for n in needles), line

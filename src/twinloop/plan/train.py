@@ -170,6 +170,9 @@ def _check_fixed(ctx: TrainContext, fixed: dict[str, Any]) -> None:
             raise InputError(src, "tp", f"tp={tp} exceeds gpus_per_node {ctx.gpu.gpus_per_node}")
         if arch.n_heads % tp:
             raise InputError(src, "tp", f"heads {arch.n_heads} not divisible by tp {tp}")
+    cp = fixed.get("cp")
+    if cp is not None and ctx.seq_len % (2 * cp):  # each rank holds two chunks (causal load balance)
+        raise InputError(src, "cp", f"sequence length {ctx.seq_len} not divisible by 2·cp = {2 * cp}")
     if fixed.get("pp") is not None and fixed["pp"] > arch.n_layers:
         raise InputError(src, "pp", f"pp={fixed['pp']} exceeds the {arch.n_layers} layers")
     ep = int(fixed.get("ep", 1))
