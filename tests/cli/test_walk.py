@@ -218,3 +218,11 @@ def test_plan_train_setting_it_cannot_honour_is_refused(
 ) -> None:
     line = _one_error_line(cli("plan", "train", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--gpus", "8", *flags))
     assert all(n in line for n in needles), line
+
+
+def test_watch_alertmanager_url_without_scheme_is_refused_up_front(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """`--alertmanager am:9093` was taken; every alert then failed to send (a warning per alert, exit 0)."""
+    csv = tmp_path / "w.csv"
+    csv.write_text("ts,entity,field,value\n1.7e9,gpu0,DCGM_FI_DEV_POWER_USAGE,300\n")
+    line = _one_error_line(cli("watch", f"replay:{csv}", "--alertmanager", "am:9093"))
+    assert "--alertmanager" in line and "http://" in line
