@@ -52,3 +52,30 @@ def test_watch_stops_promptly_while_waiting_for_a_silent_source() -> None:
     summary = watcher.run(stop=lambda: time.monotonic() - started > 0.5)
     assert summary.stopped == "stop" and summary.samples == 0
     assert time.monotonic() - started < 10.0
+
+
+class _Refused(Source):
+    """A source whose endpoint refuses every request: it counts the error and waits (as the Prometheus one does)."""
+
+    name: ClassVar[str] = "refused"
+    config_type: ClassVar[type[SourceConfig]] = FileConfig
+
+    def frames(self, report: IngestReport) -> Iterator[Frame]:
+        report.add("source_error", "http://prom:9090/api/v1/query", "up", "ConnectError: Connection refused")
+        time.sleep(3600.0)
+        yield from ()
+
+
+def test_silent_source_warning_says_why() -> None:
+    """It said only "source ... silent for 5 s": the connection error the source had counted was not shown."""
+    from twinloop.ops.live.watcher import WatchConfig, Watcher
+
+    said: list[str] = []
+    cluster = SourceCluster(
+        _Refused(FileConfig(path="unused.csv")), NoActuator(), LiveOptions(discover_s=0.1, silence_s=0.3)
+    )
+    watcher = Watcher(cluster, config=WatchConfig(mode="observe"), say=said.append)
+    started = time.monotonic()
+    watcher.run(stop=lambda: time.monotonic() - started > 1.5)
+    silent = [s for s in said if "silent for" in s]
+    assert silent and "Connection refused" in silent[0], said

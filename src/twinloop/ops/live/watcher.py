@@ -374,7 +374,11 @@ class Watcher:
                 if sample is None:
                     if self.cluster.silent_for_s() > self.cluster.silence_s and not silent_warned:
                         silent_warned = True
-                        self._warn(f"source {self.cluster.source.label} silent for {self.cluster.silent_for_s():.0f} s")
+                        errors = self.cluster.report.examples.get("source_error")  # why, when the source knows
+                        why = f" (source error: {errors[-1]})" if errors else ""
+                        self._warn(
+                            f"source {self.cluster.source.label} silent for {self.cluster.silent_for_s():.0f} s{why}"
+                        )
                     continue
                 assert isinstance(sample, Sample)
                 silent_warned = False
