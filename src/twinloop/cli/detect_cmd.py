@@ -211,6 +211,34 @@ def _summary(
     }
 
 
+def _print_detections(detections: list[Detection], report: InputReport) -> None:
+    """The detections table, without columns that repeat one value on every row (said in the title instead).
+
+    On a wide file (the H100 samples, nvidia-smi CSV) entity and field are the same column name, every time is
+    on one date and nothing is classified: shown as columns they split the table into three parts at 80 columns.
+    """
+    times = [_time(d.ts, report) for d in detections]
+    title = f"{len(detections)} detections"
+    dates = {t[:10] for t in times}
+    if len(dates) == 1 and all(len(t) == 19 and t[10] == " " for t in times):
+        title += f" on {dates.pop()} (UTC)"
+        times = [t[11:] for t in times]
+    classes = {d.event_class.value for d in detections}
+    one_class = len(classes) == 1
+    if one_class:
+        title += f", all {classes.pop()}"
+    same = all(d.source == d.entity for d in detections)
+    cols = [Col("time", "left"), Col("column" if same else "entity", "left"), *([] if same else [Col("field", "left")]),
+            Col("score"), Col("kind", "left"), *([] if one_class else [Col("class", "left")]),
+            Col("detector", "left")]  # fmt: skip
+    rows = [
+        [t, escape(d.entity), *([] if same else [escape(d.source)]), f"{d.score:.2f}", d.kind,
+         *([] if one_class else [d.event_class.value]), d.detector]
+        for t, d in zip(times, detections, strict=True)
+    ]  # fmt: skip
+    print_table(stdout, title, cols, rows, keys=2)
+
+
 def _print_text(
     summary: dict[str, Any], report: InputReport, detections: list[Detection], incidents: list[Incident]
 ) -> None:
@@ -241,14 +269,10 @@ def _print_text(
     stdout.print(
         f"profile {prof} ({escape(summary['profile_reason'])}): {', '.join(summary['detectors'])}", highlight=False
     )
-    cols = [Col("time", "left"), Col("entity / column", "left"), Col("field", "left"), Col("score"),
-            Col("kind", "left"), Col("class", "left"), Col("detector", "left")]  # fmt: skip
-    rows = [
-        [_time(d.ts, report), escape(d.entity), escape(d.source), f"{d.score:.2f}", d.kind, d.event_class.value,
-         d.detector]
-        for d in detections
-    ]  # fmt: skip
-    print_table(stdout, f"{len(detections)} detections", cols, rows, keys=2)
+    if not detections:
+        stdout.print("0 detections", highlight=False)
+    else:
+        _print_detections(detections, report)
     if incidents:
         cols = [Col("id"), Col("class", "left"), Col("root", "left"), Col("GPUs"), Col("start", "left"),
                 Col("end", "left"), Col("severity", "left"), Col("status", "left")]  # fmt: skip

@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -59,6 +61,26 @@ def fail(message: str) -> typer.Exit:
     """Print one error line on stderr and return the exit (code 2) for the caller to raise."""
     stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
+
+
+def output_dir(path: Path, option: str = "--out") -> Path:
+    """Create the output directory ``path`` now, before the work that fills it.
+
+    A path that is a file, lies under a file or cannot be created was a traceback (exit 1) raised by the
+    writer's own ``mkdir`` — for ``plan moe`` and ``sweep`` only after the study or the first run had finished.
+
+    Raises:
+        InputError: naming ``option`` and the path (exit code 2 through :func:`guarded`).
+    """
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(option, "", f"{path}: exists and is not a directory") from None
+    except OSError as exc:
+        raise InputError(option, "", f"{path}: cannot create the directory: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(option, "", f"{path}: directory not writable")
+    return path
 
 
 _EPOCH_2001_S = 978_307_200.0  # timestamps from this on are shown as UTC dates, below as seconds

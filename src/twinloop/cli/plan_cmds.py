@@ -150,7 +150,9 @@ def train(
     routing: str | None = typer.Option(
         None, "--routing", help="MoE: routing run saved by `plan moe --out` (moe_routing.json); needs --ep."
     ),
-    router: str | None = typer.Option(None, "--router", help="With --routing: the router's row (default: the one)."),
+    router: str | None = typer.Option(
+        None, "--router", help="With --routing: the router's row (needed when the file holds several)."
+    ),
     placement: str = typer.Option("contiguous", "--placement", help="With --routing: the placement's row."),
     json_out: bool = JSON_OPTION,
 ) -> None:

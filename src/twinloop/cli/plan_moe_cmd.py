@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from twinloop.cli.app import plan_app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, progress, stdout
 from twinloop.cli.tables import Cell, Col, print_table
 
 if TYPE_CHECKING:
@@ -103,7 +103,10 @@ def moe(
     from twinloop.model.routing import DriftSpec, router_names
     from twinloop.model.routing.placement import PLACEMENTS
     from twinloop.plan.moe_study import run_study, study_json
+    from twinloop.plan.search import describe
 
+    if out is not None:
+        guarded(lambda: output_dir(out))  # before the study: a bad --out must not cost the whole run
     n_runs = len(router or router_names()) * len(placement or PLACEMENTS)
     drift = DriftSpec(
         tokens_per_step=tokens, drift_period_steps=steps, burst_start_step=steps // 2, burst_steps=max(1, steps // 4)
@@ -135,7 +138,8 @@ def moe(
     print_table(stdout, title, _COLS, study_rows(study), keys=2)
     stdout.print(
         "imbalance: hottest EP rank / mean; step s: the training planner's step with the hottest rank's load "
-        f"(config {study.config}); quality: share of each token's true top-k experts that served it."
+        f"(config {describe({'config': study.config})}); quality: share of each token's true top-k experts that "
+        "served it."
     )
     if html:
         stdout.print(f"wrote {html} and {html.parent / 'moe_routing.json'}")

@@ -121,6 +121,13 @@ def _checkpoint_dtypes(
     return fmt.weight_dtype, experts
 
 
+_ROUTER_HELP = "Simulate MoE routing with this router (topk, capacity, bias, adaptive, ...); with --routing: its row."
+_ROUTING_HELP = (
+    "Routing run saved by `plan moe --out` (moe_routing.json) instead of simulating; --router and --placement pick "
+    "its row (needed when it holds several routers)."
+)
+
+
 @plan_app.command("serve")
 def serve(
     model: str = typer.Option(
@@ -163,14 +170,10 @@ def serve(
     moe_imbalance: float = typer.Option(
         1.0, "--moe-imbalance", help="Static MoE factor: hottest EP rank's routed load / balanced (ep > 1)."
     ),
-    router: str | None = typer.Option(
-        None, "--router", help="Simulate MoE routing with this router (topk, capacity, bias, adaptive, ...)."
-    ),
+    router: str | None = typer.Option(None, "--router", help=_ROUTER_HELP),
     placement: str = typer.Option("contiguous", "--placement", help="Expert placement: contiguous or affinity."),
     routing_steps: int = typer.Option(32, "--routing-steps", help="Routing steps to simulate."),
-    routing: str | None = typer.Option(
-        None, "--routing", help="Routing run saved by `plan moe --out` (moe_routing.json) instead of --router."
-    ),
+    routing: str | None = typer.Option(None, "--routing", help=_ROUTING_HELP),
     routing_seed: int = typer.Option(0, "--routing-seed", help="Seed of the routed token stream."),
     routing_burst_share: float = typer.Option(
         0.2, "--routing-burst-share", help="Share of tokens in the hot-expert burst, 0..1 (0: none)."

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, progress, stdout
 from twinloop.cli.sim_cmd import _duration
 from twinloop.closedloop.passes import PassResult, outcome_metrics
 from twinloop.closedloop.scenario_run import run_scenario
@@ -82,7 +82,10 @@ def _print(doc: dict[str, Any]) -> None:
         ttd = q["median_time_to_detect_s"]
         rows.append([q["fault"], str(q["faults"]), str(q["detected"]), f"{q['precision']:.2f}", f"{q['recall']:.2f}",
                      "—" if ttd is None else duration(ttd)])  # fmt: skip
-    print_table(stdout, "Detection vs injected faults (loop-on pass)", cols, rows)
+    if rows:
+        print_table(stdout, "Detection vs injected faults (loop-on pass)", cols, rows)
+    else:  # a short run ends before the scenario's first fault: an empty table would read as a broken one
+        stdout.print("Detection vs injected faults (loop-on pass): no fault injected within the run")
     counts: dict[tuple[str, str], int] = {}
     for a in on["actions"]:
         counts[(a["kind"], a["status"])] = counts.get((a["kind"], a["status"]), 0) + 1
@@ -112,6 +115,7 @@ def run(
         if mode not in _MODES:
             raise InputError("--mode", "", f"unknown mode {mode!r} (allowed: {', '.join(_MODES)})")
         spec = load_scenario(scenario, duration_s=_duration("--duration", duration), seed=seed)
+        output_dir(out)
         src = str(scenario) if scenario else "default scenario"
         n = round(spec.duration_s / spec.step_s)
         with progress("loop off, then loop on", 2 * n, enabled=not json_out) as advance:

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, progress, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, progress, stdout
 from twinloop.cli.tables import energy_wh, power, print_pairs
 from twinloop.errors import InputError
 
@@ -47,6 +47,8 @@ def sim(
         spec = load_scenario(
             scenario, duration_s=_duration("--duration", duration), step_s=_duration("--step", step), seed=seed
         )
+        if out is not None:
+            output_dir(out)
         twin = Twin(spec, source=str(scenario) if scenario else "default scenario")
         writer = TelemetryWriter(twin, out) if out is not None else None
         n = round(spec.duration_s / spec.step_s)
@@ -76,6 +78,13 @@ def sim(
     _print_summary(doc)
 
 
+def _job_text(job: dict[str, Any]) -> str:
+    """A job's line: its ETTR, or that it never started (ETTR 0 would read as a job that lost all its time)."""
+    if job["phase"] == "queued" and not job["iterations"] and not job["served_tokens"] and not job["interruptions"]:
+        return "not started (queued)"
+    return f"ETTR {job['ettr']:.3f}, {job['interruptions']} interruptions"
+
+
 def _print_summary(doc: dict[str, Any]) -> None:
     e = doc["energy"]
     kwh = 3.6e6  # J per kWh
@@ -91,10 +100,7 @@ def _print_summary(doc: dict[str, Any]) -> None:
         ("failures", ", ".join(f"{k} {v}" for k, v in doc["failures"].items()) or "none"),
     ]
     rows += [(f"throttled GPU-s: {k}", f"{v:.0f}") for k, v in doc["throttled_gpu_s"].items()]
-    rows += [
-        (escape(f"job {j['name']} ({j['kind']})"), f"ETTR {j['ettr']:.3f}, {j['interruptions']} interruptions")
-        for j in doc["jobs"]
-    ]
+    rows += [(escape(f"job {j['name']} ({j['kind']})"), _job_text(j)) for j in doc["jobs"]]
     if "telemetry" in doc:
         rows.append(("telemetry", escape(f"{doc['telemetry']['rows']} rows → {doc['telemetry']['path']}")))
     if "report" in doc:

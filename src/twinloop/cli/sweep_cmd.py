@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from twinloop.cli.app import app
-from twinloop.cli.output import JSON_OPTION, guarded, print_json, stderr, stdout
+from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, stderr, stdout
 
 
 @contextmanager
@@ -93,6 +93,7 @@ def sweep(
                 raise InputError("--seeds", "", f"{seeds!r} (allowed: integers separated by commas)") from None
             spec = narrowed(spec, seed_list, duration)
         todo = cells(spec, str(spec_path))
+        output_dir(out)  # before any run: the row sink would find a bad --out only after the first one
         with RowSink(out) as sink, _bar(len(todo), not json_out) as seen:
 
             def on_row(r: dict[str, Any]) -> None:

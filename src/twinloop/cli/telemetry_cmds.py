@@ -29,6 +29,16 @@ SOURCE_HELP = f"Source kind: {', '.join(SOURCES)}."
 TARGET_HELP = "Path or URL for the source (file path, recording, Prometheus URL, twin scenario)."
 
 
+#: The source option each flag sets, first match wins (--samples is a twin's steps: one sweep per step).
+_FLAG_FIELDS: dict[str, tuple[str, ...]] = {
+    "--query": ("queries",),
+    "--period": ("period_s", "period_ms"),
+    "--duration": ("duration_s",),
+    "--samples": ("samples", "polls", "steps"),
+    "--speed": ("speed",),
+}
+
+
 def _options(
     kind: str,
     sets: list[str] | None,
@@ -57,14 +67,21 @@ def _options(
             if name in fields:
                 opts[name] = round(value * 1000) if name == "period_ms" else value
                 return
-        raise InputError("ingest", flag, f"the {kind} source has no such option")
+        # name what does bound this source (a twin runs its whole scenario unless told its steps)
+        takes = [f for f, opts_of in _FLAG_FIELDS.items() if any(n in fields for n in opts_of)]
+        own = ", ".join(sorted(fields)) or "none"
+        raise InputError(
+            "ingest",
+            flag,
+            f"the {kind} source has no such option (it takes {', '.join(takes) or 'none of these'}; "
+            f"its own options, for --set KEY=VALUE: {own})",
+        )
 
     if query:
         put("--query", tuple(query), "queries")
-    put("--period", period_s, "period_s", "period_ms")
-    put("--duration", duration_s, "duration_s")
-    put("--samples", samples, "samples", "polls")
-    put("--speed", speed, "speed")
+    for flag, value in (("--period", period_s), ("--duration", duration_s), ("--samples", samples),
+                        ("--speed", speed)):  # fmt: skip
+        put(flag, value, *_FLAG_FIELDS[flag])
     return opts
 
 
@@ -143,6 +160,15 @@ def query(
             from twinloop.errors import unknown_name
 
             raise unknown_name("query", "--field", "field", field, FIELD_BY_NAME)
+        if aggregate and every is not None:  # the aggregate would be printed under an "every" title
+            from twinloop.errors import InputError
+
+            raise InputError(
+                "query",
+                "--aggregate",
+                "cannot be combined with --every (one row per entity over the whole range, "
+                "or buckets of --every: pick one)",
+            )
         with DuckDBStore(db, read_only=True) as store:
             _, newest = store.time_range(name)
             since_s = None if since is None else parse_time(since, newest, "--since")
@@ -161,6 +187,10 @@ def query(
         if json_out:
             print_json({"field": name, "unit": unit, "entity": entity, "since_s": since_s, "until_s": until_s,
                         "every_s": every_s, "count": len(rows), "rows": rows})  # fmt: skip
+            return
+        if not rows:  # an entity typo or a range outside the data: an empty table would say nothing
+            where = (f" under {entity}" if entity else "") + (" in the range given" if since or until else "")
+            stdout.print(f"no samples of {name}{where} (store {db})", markup=False, highlight=False)
             return
         cols = [Col(c, "left" if c == "entity" else "right") for c in table.column_names]
         cells = [[escape(_cell(k, v)) for k, v in row.items()] for row in rows[:50]]

@@ -105,6 +105,9 @@ def _check(args: _WatchArgs) -> None:
         raise InputError("--speed", "", f"{args.speed} (allowed: >= 0)")
     if args.duration_s is not None and args.duration_s <= 0:
         raise InputError("--duration", "", f"{args.duration_s} (allowed: > 0 s)")
+    if args.alertmanager is not None and not args.alertmanager.startswith(("http://", "https://")):
+        # else every alert fails to send, one warning each, and the watch still exits 0
+        raise InputError("--alertmanager", "", f"{args.alertmanager!r} (allowed: an http:// or https:// URL)")
 
 
 def _job_source(jobs: str | None) -> JobSource | None:

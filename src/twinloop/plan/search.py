@@ -160,11 +160,12 @@ def search(
     """
     configs = candidate_configs(ctx, fixed)
     if len(configs) == 0:
+        given = ctx.request.fixed_parallelism() if fixed is None else fixed
         raise InputError(
             "plan train",
             "parallelism",
             f"no valid configuration for {ctx.request.gpus} GPUs, global batch {ctx.global_batch}, "
-            f"sequence {ctx.seq_len} with {ctx.request.fixed_parallelism() if fixed is None else fixed}"
+            f"sequence {ctx.seq_len} with {', '.join(f'{k} {v}' for k, v in given.items()) or 'nothing fixed'}"
             + (
                 " (DualPipe runs only even pp and micro-batch counts, without interleaving)"
                 if ctx.efficiency.pipeline_schedule == "dualpipe"

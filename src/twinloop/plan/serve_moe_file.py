@@ -92,8 +92,16 @@ def read_routing_row(
         if isinstance(r, dict) and r.get("placement") == placement and router in (None, r.get("router"))
     ]  # fmt: skip
     if len(rows) != 1:
-        have = ", ".join(f"{r.get('router')}/{r.get('placement')}" for r in doc["rows"] if isinstance(r, dict))
-        raise InputError(path, "rows", f"{len(rows)} rows match --router/--placement (rows: {have})")
+        named = [r for r in doc["rows"] if isinstance(r, dict)]
+        have = ", ".join(f"{r.get('router')}/{r.get('placement')}" for r in named)
+        # `plan moe --out` saves every router by default: say which flag picks one row, with a real example
+        names = [str(r.get("router")) for _, r in rows]
+        plain = "topk" if "topk" in names else (names[0] if names else "")
+        pick = f"; pick one with --router NAME, e.g. --router {plain}" if names and router is None else ""
+        raise InputError(
+            path, "rows", f"{len(rows)} rows match --router {router or '(any)'} --placement {placement}{pick} "
+            f"(rows: {have})"
+        )  # fmt: skip
     i, row = rows[0]
     m = _metrics(path, row, i)
     if m.rank_load.shape[1] != ep:

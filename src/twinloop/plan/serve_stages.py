@@ -57,6 +57,21 @@ def weight_label(weight_dtype: str, expert_dtype: str | None) -> str:
     return f"{weight_dtype}, experts {expert_dtype}"
 
 
+def _check_unused(req: ServeRequest) -> None:
+    """Refuse a setting that would change nothing without its companion (it was silently ignored before)."""
+    if req.kv_offload == "none" and req.kv_offload_gb > 0:
+        raise InputError(
+            "--kv-offload-gb",
+            "",
+            f"{req.kv_offload_gb:g} GB given, but --kv-offload is none (name a tier: "
+            f"{', '.join(t for t in OFFLOAD_TIERS if t != 'none')})",
+        )
+    if req.draft_model is None:
+        for name, flag in (("spec_tokens", "--spec-tokens"), ("acceptance", "--acceptance")):
+            if getattr(req, name) != type(req).model_fields[name].default:
+                raise InputError(flag, "", "applies to speculative decoding only: give --draft-model too")
+
+
 def _check_dtype(value: str, flag: str) -> None:
     if value not in DTYPES:
         raise InputError(flag, "", f"unknown dtype {value!r} (allowed: {', '.join(DTYPES)})")
@@ -245,6 +260,7 @@ def setup(req: ServeRequest) -> ServeSetup:
     if req.moe_imbalance != 1.0 and (not arch.is_moe or req.ep < 2):
         why = f"{arch.name} has no experts" if not arch.is_moe else "ep=1 leaves no rank hotter than another"
         raise InputError("--moe-imbalance", "", f"{why} (allowed: 1)")
+    _check_unused(req)
     wl, info = _workload(req)
     seq_tokens = wl.prompt_tokens + wl.output_tokens
     # sliding-window layers (Gemma 2/3, Llama 4) hold at most their window: KV per token at the mean length

@@ -170,10 +170,18 @@ def _check_fixed(ctx: TrainContext, fixed: dict[str, Any]) -> None:
             raise InputError(src, "tp", f"tp={tp} exceeds gpus_per_node {ctx.gpu.gpus_per_node}")
         if arch.n_heads % tp:
             raise InputError(src, "tp", f"heads {arch.n_heads} not divisible by tp {tp}")
+    cp = fixed.get("cp")
+    if cp is not None and ctx.seq_len % (2 * cp):  # each rank holds two chunks (causal load balance)
+        raise InputError(src, "cp", f"sequence length {ctx.seq_len} not divisible by 2·cp = {2 * cp}")
     if fixed.get("pp") is not None and fixed["pp"] > arch.n_layers:
         raise InputError(src, "pp", f"pp={fixed['pp']} exceeds the {arch.n_layers} layers")
-    if fixed.get("ep", 1) > 1 and not arch.is_moe:
-        raise InputError(src, "ep", f"ep={fixed['ep']} but {arch.name} has no experts")
+    ep = int(fixed.get("ep", 1))
+    if ep > 1 and not arch.is_moe:
+        raise InputError(src, "ep", f"ep={ep} but {arch.name} has no experts")
+    if arch.is_moe and arch.n_routed_experts % ep:
+        raise InputError(src, "ep", f"ep={ep} does not divide {arch.name}'s {arch.n_routed_experts} routed experts")
+    if gpus % ep:  # ep divides dp·cp, which divides the GPUs
+        raise InputError(src, "gpus", f"{gpus} GPUs not divisible by ep {ep} (expert groups are made of whole GPUs)")
     product = 1
     for name in ("tp", "pp", "dp", "cp"):
         product *= int(fixed.get(name, 1))

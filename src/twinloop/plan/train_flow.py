@@ -105,6 +105,8 @@ def plan_train_flow(
             raise InputError("--search", "", f"unknown objective {search!r} (allowed: {', '.join(OBJECTIVES)})")
     if top < 1:
         raise InputError("--top", "", f"must be >= 1, got {top}")
+    if ray and search is None:  # it would be ignored: one plan is a single evaluation, never sent to Ray
+        raise InputError("--ray", "", "runs a search's evaluation on Ray: give --search throughput|energy|cost too")
     request_fields = dict(fields)
     routed = None
     if routing is not None:

@@ -136,6 +136,14 @@ def resolve(req: TrainRequest) -> TrainContext:
             f"{req.tokens_per_batch} disagrees with --global-batch {req.global_batch} × seq_len {seq_len}; "
             "give one of them",
         )
+    if req.tokens_per_batch is not None and req.tokens_per_batch < seq_len:  # it would be planned as one sequence
+        raise InputError(
+            "--tokens-per-batch",
+            "",
+            f"{req.tokens_per_batch} is less than one sequence (allowed: >= seq_len {seq_len})",
+        )
+    if req.moe_imbalance is not None and not arch.is_moe:  # as `plan serve` says: it would be ignored
+        raise InputError("--moe-imbalance", "", f"{arch.name} has no experts (allowed: leave it out)")
     if req.global_batch is not None:
         global_batch = req.global_batch
     else:

@@ -144,14 +144,18 @@ class SourceCluster:
         """The time of the newest sample (data time: Unix s for live sources and recordings)."""
         return self._now
 
-    def topology(self) -> Topology:
-        """The GPUs seen in the first data (waits up to ``discover_s`` for it)."""
+    def topology(self, stop: Callable[[], bool] | None = None) -> Topology:
+        """The GPUs seen in the first data (waits up to ``discover_s`` for it, or until ``stop()`` says so: a
+        source that never answers must not hold Ctrl-C / SIGTERM for the whole wait).
+        """
         if self._topo is None:
             self._start()
             deadline = time.monotonic() + self.options.discover_s
             while self._topo is None:
-                item = self._next_item(max(0.0, deadline - time.monotonic()))
-                if item is _DONE or (item is None and time.monotonic() >= deadline):
+                wait = max(0.0, deadline - time.monotonic())
+                item = self._next_item(wait if stop is None else min(wait, 0.2))
+                stopped = stop is not None and stop()
+                if item is _DONE or (item is None and (time.monotonic() >= deadline or stopped)):
                     if self._error is not None:
                         raise self._error
                     self._ended = item is _DONE
@@ -221,10 +225,16 @@ class SourceCluster:
             return None
         return float(values.max() if aggregate == "max" else values.mean())
 
-    def close(self) -> None:
-        """Stop the reader thread (the source's generator is closed with it)."""
+    def close(self, wait_s: float = 2.0) -> None:
+        """Stop the reader thread (the source's generator is closed with it), waiting at most ``wait_s`` for it.
+
+        The thread looks at the stop flag only between frames: a source blocked in its own wait (the Prometheus
+        source's back-off while its endpoint is down) would hold `twinloop watch` past Ctrl-C and SIGTERM for good.
+        After ``wait_s`` the thread, a daemon, is left to end with the process.
+        """
         self._stop.set()
-        while self._thread is not None and self._thread.is_alive():
+        deadline = time.monotonic() + wait_s
+        while self._thread is not None and self._thread.is_alive() and time.monotonic() < deadline:
             with contextlib.suppress(queue.Empty):
                 self._queue.get(timeout=0.05)
             self._thread.join(timeout=0.05)

@@ -137,11 +137,11 @@ class Watcher:
         self._deferred: dict[int, Incident] = {}  # updates of held steps, for the responder at the next clean step
 
     # ------------------------------------------------------------------ set-up and restart
-    def start(self) -> None:
-        """Read the topology, restore what a previous run left, build the runner."""
+    def start(self, stop: Callable[[], bool] | None = None) -> None:
+        """Read the topology (until ``stop()`` says so), restore what a previous run left, build the runner."""
         if self.runner is not None:
             return
-        topo = self.cluster.topology()
+        topo = self.cluster.topology(stop)
         if self.config.advisory:
             self.advisor = Advisor(topo.gpu_ids, topo.limits, load_advisory_model())
         scale = self._restore_thresholds()
@@ -356,7 +356,7 @@ class Watcher:
     def run(self, duration_s: float | None = None, stop: Callable[[], bool] | None = None) -> WatchSummary:
         """Watch until the source ends, ``duration_s`` of data time passes, or ``stop()`` says so."""
         started = time.monotonic()
-        self.start()
+        self.start(stop)
         runner = self.loop
         responder = runner.responder
         silent_warned = False
@@ -374,7 +374,11 @@ class Watcher:
                 if sample is None:
                     if self.cluster.silent_for_s() > self.cluster.silence_s and not silent_warned:
                         silent_warned = True
-                        self._warn(f"source {self.cluster.source.label} silent for {self.cluster.silent_for_s():.0f} s")
+                        errors = self.cluster.report.examples.get("source_error")  # why, when the source knows
+                        why = f" (source error: {errors[-1]})" if errors else ""
+                        self._warn(
+                            f"source {self.cluster.source.label} silent for {self.cluster.silent_for_s():.0f} s{why}"
+                        )
                     continue
                 assert isinstance(sample, Sample)
                 silent_warned = False
