@@ -27,6 +27,8 @@ from twinloop.twin.scenario import NodeSpec
         ("NVIDIA H200", "h200-sxm"),
         ("GH200", "gh200"),  # not an H200
         ("NVIDIA H100 SXM5 80GB", "h100-sxm"),  # the catalog's display name
+        ("h100 sxm5", "h100-sxm"),  # the form factor's name without the memory size (a new user's first try)
+        ("H100-SXM5", "h100-sxm"),
         ("mi300x", "mi300x"),
     ],
 )

@@ -28,11 +28,12 @@ DRIVER_NAMES = {
     "l40s": "l40s",
 }
 
-#: Family names people type, normalized → the SXM / OAM part of the family.
+#: Family names people type, normalized → the SXM / OAM part of the family (with the SXM generation where only one
+#: memory size exists in the catalog's part: the H100 SXM5 is 80 GB).
 FAMILY_NAMES = {
-    "a100": "a100-sxm-80gb", "h100": "h100-sxm", "h800": "h800-sxm", "h200": "h200-sxm", "b200": "b200",
-    "b300": "b300", "gh200": "gh200", "gb200": "gb200", "gb300": "gb300", "mi300x": "mi300x", "mi325x": "mi325x",
-    "mi355x": "mi355x", "gaudi3": "gaudi3", "l40s": "l40s",
+    "a100": "a100-sxm-80gb", "h100": "h100-sxm", "h100sxm5": "h100-sxm", "h800": "h800-sxm", "h200": "h200-sxm",
+    "b200": "b200", "b300": "b300", "gh200": "gh200", "gb200": "gb200", "gb300": "gb300", "mi300x": "mi300x",
+    "mi325x": "mi325x", "mi355x": "mi355x", "gaudi3": "gaudi3", "l40s": "l40s",
 }  # fmt: skip
 
 
