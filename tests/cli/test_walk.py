@@ -226,3 +226,16 @@ def test_watch_alertmanager_url_without_scheme_is_refused_up_front(cli: Callable
     csv.write_text("ts,entity,field,value\n1.7e9,gpu0,DCGM_FI_DEV_POWER_USAGE,300\n")
     line = _one_error_line(cli("watch", f"replay:{csv}", "--alertmanager", "am:9093"))
     assert "--alertmanager" in line and "http://" in line
+
+
+def test_query_on_a_csv_given_as_the_store_says_it_is_not_a_duckdb_store(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`query --db samples.csv` reached DuckDB's "Cannot launch in-memory database in read-only mode!"; the file is
+    left as it was."""
+    csv = tmp_path / "samples.csv"
+    csv.write_text("timestamp,gpu,power_w\n2026-11-23T10:00:00Z,0,697.7\n")
+    before = csv.read_bytes()
+    line = _one_error_line(cli("query", "--db", str(csv), "--field", "DCGM_FI_DEV_POWER_USAGE"))
+    assert "not a DuckDB store" in line and "samples.csv" in line
+    assert csv.read_bytes() == before
