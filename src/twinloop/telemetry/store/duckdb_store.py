@@ -109,7 +109,8 @@ class DuckDBStore:
                 config["threads"] = self.threads
             if self.read_only and not Path(self.path).exists():
                 raise FileNotFoundError(2, "no such database", self.path)
-            if not _is_duckdb_or_new(Path(self.path)):
+            path = Path(self.path)
+            if path.is_file() and path.stat().st_size > 0 and not is_duckdb_file(path):  # not a new store either
                 raise InputError(
                     self.path, "", "not a DuckDB store (a store is written by `twinloop ingest`; a CSV or "
                     "Prometheus file is read by `twinloop detect`, or ingested first)"
@@ -605,19 +606,3 @@ class DuckDBStore:
         if not name.isidentifier():
             raise InputError(self.path, name, "bad table name (allowed: an identifier)")
         return self.con.execute(f"SELECT * FROM {name}").to_arrow_table()
-
-
-#: A DuckDB database file carries these bytes at offset 8 (its header's magic).
-_DUCKDB_MAGIC = b"DUCK"
-
-
-def _is_duckdb_or_new(path: Path) -> bool:
-    """Whether ``path`` is a DuckDB file, or nothing yet (missing or empty: a new store); a CSV given as ``--db``
-    otherwise reached DuckDB's own "Cannot launch in-memory database in read-only mode!".
-    """
-    try:
-        with path.open("rb") as f:
-            head = f.read(12)
-    except (FileNotFoundError, IsADirectoryError):
-        return True
-    return not head or head[8:12] == _DUCKDB_MAGIC
