@@ -239,3 +239,20 @@ def test_query_on_a_csv_given_as_the_store_says_it_is_not_a_duckdb_store(
     line = _one_error_line(cli("query", "--db", str(csv), "--field", "DCGM_FI_DEV_POWER_USAGE"))
     assert "not a DuckDB store" in line and "samples.csv" in line
     assert csv.read_bytes() == before
+
+
+def test_ingest_file_reads_the_nvml_samplers_csv_as_detect_and_watch_replay_do(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`ingest file samples_20hz.csv` (shared/data/h100's sampler layout) refused the header that `detect` and `watch
+    replay:` read ("expected 'ts,entity,field,value' ..."); its NVML units are converted (mW -> W)."""
+    import json
+
+    csv = tmp_path / "samples.csv"
+    csv.write_text("t,power_mw,gpu_temp_c,sm_mhz\n1795429872.431,69589,33,345\n1795429872.481,70112,33,1980\n")
+    db = tmp_path / "s.duckdb"
+    result = cli("ingest", "file", str(csv), "--db", str(db), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["rows_stored"] == 6
+    out = cli("query", "--db", str(db), "--field", "DCGM_FI_DEV_POWER_USAGE", "--json")
+    assert [round(r["value"], 3) for r in json.loads(out.stdout)["rows"]] == [69.589, 70.112]

@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinloop.ops.live.sampler_csv import is_sampler_csv
 from twinloop.telemetry.promtext import parse_text
 from twinloop.telemetry.report import IngestReport
+from twinloop.telemetry.sources.sampler_csv import is_sampler_csv
 
 BOM = "\ufeff"
 SMI_HEADER = (

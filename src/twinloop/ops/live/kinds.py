@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import ClassVar
 
 from twinloop.errors import InputError, unknown_name
-from twinloop.ops.live.sampler_csv import SamplerCsvConfig, SamplerCsvSource, is_sampler_csv
 from twinloop.telemetry.fields import (
     DCGM_FI_DEV_CLOCKS_EVENT_REASONS,
     DCGM_FI_DEV_FB_USED,
@@ -43,6 +42,7 @@ from twinloop.telemetry.sources.nvidia_smi import NvidiaSmiConfig, NvidiaSmiSour
 from twinloop.telemetry.sources.nvml import NvmlConfig, NvmlSource
 from twinloop.telemetry.sources.prometheus import PrometheusConfig, PrometheusSource
 from twinloop.telemetry.sources.replay import ReplayConfig, ReplaySource
+from twinloop.telemetry.sources.sampler_csv import SamplerCsvConfig, SamplerCsvSource, is_sampler_csv
 
 #: The DCGM fields the ``prometheus`` kind asks for each tick (what the rules read).
 PROMQL_FIELDS = (

@@ -25,6 +25,7 @@ from twinloop.errors import InputError
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig
+from twinloop.telemetry.sources.sampler_csv import SamplerCsvConfig, SamplerCsvSource, is_sampler_csv
 
 LONG_COLUMNS = ("ts", "entity", "field", "value")
 
@@ -224,7 +225,7 @@ def read_parquet(path: str, report: IngestReport, batch_rows: int) -> Iterator[F
 
 
 class FileSource(Source):
-    """Samples from a CSV or Parquet file (long or wide layout)."""
+    """Samples from a CSV or Parquet file (long or wide layout; the NVML sampler's CSV, ``t,power_mw,...``, too)."""
 
     name: ClassVar[str] = "file"
     config_type: ClassVar[type[SourceConfig]] = FileConfig
@@ -239,5 +240,10 @@ class FileSource(Source):
         fmt = cfg.format
         if fmt == "auto":
             fmt = "parquet" if Path(cfg.path).suffix.lower() in (".parquet", ".pq") else "csv"
+        if fmt == "csv" and is_sampler_csv(cfg.path):  # NVML's raw units, one GPU: its own reader converts them
+            yield from SamplerCsvSource(SamplerCsvConfig(path=cfg.path, batch_rows=max(1, cfg.batch_rows))).frames(
+                report
+            )
+            return
         reader = read_parquet if fmt == "parquet" else read_csv
         yield from reader(cfg.path, report, max(1, cfg.batch_rows))
