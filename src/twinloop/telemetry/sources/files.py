@@ -25,6 +25,7 @@ from twinloop.errors import InputError
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig
+from twinloop.telemetry.sources.rows import Rows
 from twinloop.telemetry.sources.sampler_csv import SamplerCsvConfig, SamplerCsvSource, is_sampler_csv
 
 LONG_COLUMNS = ("ts", "entity", "field", "value")
@@ -62,33 +63,6 @@ def parse_float(text: str) -> float:
     return float(text.strip())
 
 
-class _Rows:
-    """Accumulates parsed samples and cuts them into frames."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.ts: list[float] = []
-        self.entity: list[str] = []
-        self.field: list[str] = []
-        self.value: list[float] = []
-        self.lines: list[int] = []
-
-    def add(self, ts: float, entity: str, field: str, value: float, line: int) -> None:
-        self.ts.append(ts)
-        self.entity.append(entity)
-        self.field.append(field)
-        self.value.append(value)
-        self.lines.append(line)
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    def flush(self) -> Frame:
-        frame = Frame.from_long(self.ts, self.entity, self.field, self.value, source=self.source, lines=self.lines)
-        self.__init__(self.source)  # type: ignore[misc]
-        return frame
-
-
 def _names(header: list[str], most: int = 6, width: int = 40) -> str:
     """A header as an error shows it: the first ``most`` names, each cut at ``width`` characters."""
     shown = [h if len(h) <= width else f"{h[:width]}..." for h in header[:most]]
@@ -98,7 +72,7 @@ def _names(header: list[str], most: int = 6, width: int = 40) -> str:
 
 def read_csv(path: str, report: IngestReport, batch_rows: int) -> Iterator[Frame]:
     """Frames from a long or wide CSV file; bad lines are counted in ``report``."""
-    rows = _Rows(path)
+    rows = Rows(path)
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
         reader = csv.reader(fh)
         try:

@@ -68,6 +68,7 @@ from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig, default_node_prefix
 from twinloop.telemetry.sources.files import parse_ts
 from twinloop.telemetry.sources.nvidia_smi_dmon import DmonParser, is_dmon_header
+from twinloop.telemetry.sources.rows import Rows
 
 #: nvidia-smi query name → field (values are already in the field's unit: W, C, MHz, %, MiB, counts).
 QUERY_FIELDS: dict[str, str] = {
@@ -262,12 +263,8 @@ class NvidiaSmiParser:
         offset = cfg.utc_offset_h
         self.tz = datetime.now().astimezone().tzinfo if offset is None else timezone(timedelta(hours=offset))
         self.header_seen = False
-        self.ts: list[float] = []
-        self.entity: list[str] = []
-        self.field: list[str] = []
-        self.value: list[float] = []
-        self.lines: list[int] = []
-        self.labels: dict[str, dict[str, str]] = {}
+        self.rows = Rows(source)
+        self.labels = self.rows.labels
         self.last_index: int | None = None
         self._ids: dict[str, int] = {}
         self._sweep: tuple[float, int] | None = None  # (first time, last place) of the current sweep
@@ -371,11 +368,7 @@ class NvidiaSmiParser:
                 continue
             v *= factor
             self._sampled = True
-            self.ts.append(ts)
-            self.entity.append(entity)
-            self.field.append(field)
-            self.value.append(v)
-            self.lines.append(lineno)
+            self.rows.add(ts, entity, field, v, lineno)
         return index
 
     def _index(self, row: dict[str, str], ts: float) -> int:
@@ -403,16 +396,11 @@ class NvidiaSmiParser:
 
     def pending(self) -> int:
         """Samples parsed but not yet taken by :meth:`flush`."""
-        return self._dmon.pending() if self._dmon is not None else len(self.ts)
+        return self._dmon.pending() if self._dmon is not None else len(self.rows)
 
     def flush(self) -> Frame:
         """The parsed samples as one frame; resets the buffer."""
-        if self._dmon is not None:
-            return self._dmon.flush()
-        frame = Frame.from_long(self.ts, self.entity, self.field, self.value, labels=self.labels,
-                                source=self.source, lines=self.lines)  # fmt: skip
-        self.ts, self.entity, self.field, self.value, self.lines = [], [], [], [], []
-        return frame
+        return self._dmon.flush() if self._dmon is not None else self.rows.flush()
 
 
 class NvidiaSmiSource(Source):

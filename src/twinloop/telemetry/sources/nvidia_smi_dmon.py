@@ -48,6 +48,7 @@ from twinloop.telemetry.fields import (
 )
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
+from twinloop.telemetry.sources.rows import Rows
 
 #: dmon column → (field, the unit dmon prints for it, factor to the field's unit).
 #: ``sm`` is NVML's GPU utilization (time at least one SM ran a kernel), the CSV's ``utilization.gpu``; ``pclk``
@@ -113,12 +114,8 @@ class DmonParser:
         self._reported: set[tuple[str, ...]] = set()
         self._day: date | None = start_date
         self._last_tod_s: float | None = None
-        self.ts: list[float] = []
-        self.entity: list[str] = []
-        self.field: list[str] = []
-        self.value: list[float] = []
-        self.lines: list[int] = []
-        self.labels: dict[str, dict[str, str]] = {}
+        self.rows = Rows(source)
+        self.labels = self.rows.labels
 
     def _header(self, cols: list[str], lineno: int, report: IngestReport) -> None:
         """Take a name header's columns; refuse a log whose rows have no time of their own."""
@@ -209,11 +206,7 @@ class DmonParser:
             if not math.isfinite(v):
                 report.add("parse_error", self.source, lineno, f"{col}: not a number: {cell[:40]!r}")
                 continue
-            self.ts.append(ts)
-            self.entity.append(entity)
-            self.field.append(spec[0])
-            self.value.append(v * spec[2])
-            self.lines.append(lineno)
+            self.rows.add(ts, entity, spec[0], v * spec[2], lineno)
         return index
 
     def _time(self, row: dict[str, str]) -> float:
@@ -239,11 +232,8 @@ class DmonParser:
 
     def pending(self) -> int:
         """Samples parsed but not yet taken by :meth:`flush`."""
-        return len(self.ts)
+        return len(self.rows)
 
     def flush(self) -> Frame:
         """The parsed samples as one frame; resets the buffer."""
-        frame = Frame.from_long(self.ts, self.entity, self.field, self.value, labels=self.labels,
-                                source=self.source, lines=self.lines)  # fmt: skip
-        self.ts, self.entity, self.field, self.value, self.lines = [], [], [], [], []
-        return frame
+        return self.rows.flush()

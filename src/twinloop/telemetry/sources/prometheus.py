@@ -51,6 +51,7 @@ from twinloop.telemetry.sources.prometheus_follow import (
     sleep_until,
 )
 from twinloop.telemetry.sources.prometheus_saved import is_prometheus_text, load_answer, no_samples
+from twinloop.telemetry.sources.rows import Rows
 
 ALL_FIELDS_QUERY = '{__name__=~"DCGM_FI_.*|TWINLOOP_FI_.*"}'
 #: Prometheus label → twinloop entity label.
@@ -112,17 +113,7 @@ class PrometheusConfig(SourceConfig):
     max_catchup_steps: int = Field(default=300, ge=1)
 
 
-class _Rows:
-    def __init__(self) -> None:
-        self.ts: list[float] = []
-        self.entity: list[str] = []
-        self.field: list[str] = []
-        self.value: list[float] = []
-        self.lines: list[int] = []
-        self.labels: dict[str, dict[str, str]] = {}
-
-
-def _max_of_duplicates(rows: _Rows) -> _Rows:
+def _max_of_duplicates(rows: Rows) -> Rows:
     """``rows`` with one row per ``(entity, field, ts)``, the largest value (NaN only when every one is NaN).
 
     A scrape of a MIG-enabled GPU has one series per GPU instance (``GPU_I_ID``), all mapped to the GPU's entity;
@@ -135,14 +126,10 @@ def _max_of_duplicates(rows: _Rows) -> _Rows:
             rows.value[j] = rows.value[i]
     if len(keep) == len(rows.ts):
         return rows
-    out = _Rows()
+    out = Rows()
     out.labels = rows.labels
     for i in keep.values():
-        out.ts.append(rows.ts[i])
-        out.entity.append(rows.entity[i])
-        out.field.append(rows.field[i])
-        out.value.append(rows.value[i])
-        out.lines.append(rows.lines[i])
+        out.add(rows.ts[i], rows.entity[i], rows.field[i], rows.value[i], rows.lines[i])
     return out
 
 
@@ -167,7 +154,7 @@ class PrometheusSource(Source):
         base = f"{self.cfg.entity_prefix.rstrip('/')}/{host}"
         return f"{base}/gpu{labels['gpu']}" if labels.get("gpu") else base
 
-    def _add(self, rows: _Rows, labels: Mapping[str, str], ts: float, raw: str | float, where: int, src: str,
+    def _add(self, rows: Rows, labels: Mapping[str, str], ts: float, raw: str | float, where: int, src: str,
              report: IngestReport) -> None:  # fmt: skip
         name = self.cfg.field or labels.get("__name__", "")
         try:
@@ -180,11 +167,7 @@ class PrometheusSource(Source):
             value /= FIELD_BY_NAME[canon].dcgm_scale
         entity = self.entity_of(labels)
         rows.labels.setdefault(entity, {}).update(entity_labels_of(labels))
-        rows.ts.append(ts)
-        rows.entity.append(entity)
-        rows.field.append(canon or name or "<unnamed>")
-        rows.value.append(value)
-        rows.lines.append(where)
+        rows.add(ts, entity, canon or name or "<unnamed>", value, where)
 
     def _get(self, client: httpx.Client, url: str, params: dict[str, Any], what: str, report: IngestReport) -> Any:
         try:
@@ -216,7 +199,7 @@ class PrometheusSource(Source):
         mapped to entities and fields as the live modes do; None when it holds no sample. A sample that is not a
         ``[time, "value"]`` pair is counted as ``parse_error``.
         """
-        rows = _Rows()
+        rows = Rows()
         for series in data.get("result", []):
             if not isinstance(series, Mapping):
                 report.add("parse_error", src, where, "a result that is not an object")
@@ -242,7 +225,7 @@ class PrometheusSource(Source):
                 self._add(rows, labels, ts, raw, where, src, report)
         return self._frame(rows, src) if rows.ts else None
 
-    def _frame(self, rows: _Rows, src: str) -> Frame:
+    def _frame(self, rows: Rows, src: str) -> Frame:
         return Frame.from_long(rows.ts, rows.entity, rows.field, rows.value, labels=rows.labels, source=src,
                                lines=rows.lines)  # fmt: skip
 
@@ -270,7 +253,7 @@ class PrometheusSource(Source):
             for poll in range(cfg.polls):
                 if poll:
                     time.sleep(cfg.period_s)
-                rows = _Rows()
+                rows = Rows()
                 if cfg.mode == "scrape":
                     text = self._get(client, cfg.url, {}, "scrape", report)
                     now = time.time()
@@ -284,7 +267,7 @@ class PrometheusSource(Source):
                 if rows.ts:
                     yield self._frame(rows, cfg.url)
 
-    def _instant(self, client: httpx.Client, rows: _Rows, report: IngestReport,
+    def _instant(self, client: httpx.Client, rows: Rows, report: IngestReport,
                  at_s: float | None = None) -> list[Mapping[str, str]]:  # fmt: skip
         """Run the instant queries into ``rows``; the label sets of the series they returned."""
         cfg = self.cfg
@@ -370,7 +353,7 @@ def read_saved_scrape(p: Path, report: IngestReport | None = None) -> tuple[Fram
     report = report if report is not None else IngestReport()
     source = str(p)
     src = PrometheusSource(PrometheusConfig(url=source, mode="scrape"))
-    rows = _Rows()
+    rows = Rows()
     text = read_text(p).removeprefix("\ufeff")
     for s in parse_text(text, source, report):
         if s.ts_ms is None:
