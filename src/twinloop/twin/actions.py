@@ -46,6 +46,17 @@ def _gpus(twin: ClusterOps, target: str) -> tuple[np.ndarray, str | None]:
     return twin.topo.gpus_of(level, index), None
 
 
+def _one(twin: ClusterOps, target: str, level: str, takes: str) -> tuple[int, str | None]:
+    """The index of ``target``, which must be a ``level``; else -1 and why (``takes``: what the command takes)."""
+    try:
+        found, index = twin.topo.resolve(target)
+    except KeyError:
+        return -1, f"unknown entity {target!r}"
+    if found != level:
+        return -1, f"{target!r} is a {found}; {takes}"
+    return index, None
+
+
 def _row(twin: ClusterOps, target: str) -> tuple[int, str | None]:
     try:
         level, index = twin.topo.resolve(target)
@@ -213,12 +224,9 @@ class Drain(Action):
     undrain: bool = False
 
     def apply(self, twin: ClusterOps) -> str | None:
-        try:
-            level, index = twin.topo.resolve(self.node)
-        except KeyError:
-            return f"unknown entity {self.node!r}"
-        if level != "node":
-            return f"{self.node!r} is a {level}; drain takes a node"
+        index, err = _one(twin, self.node, "node", "drain takes a node")
+        if err:
+            return err
         twin.scheduler.node_drained[index] = not self.undrain
         owner = int(twin.scheduler.node_owner[index])
         if owner >= 0:
@@ -253,12 +261,9 @@ class RestartReplica(Action):
     gpu: str
 
     def apply(self, twin: ClusterOps) -> str | None:
-        try:
-            level, index = twin.topo.resolve(self.gpu)
-        except KeyError:
-            return f"unknown entity {self.gpu!r}"
-        if level != "gpu":
-            return f"{self.gpu!r} is a {level}; restart_replica takes a GPU of the replica"
+        index, err = _one(twin, self.gpu, "gpu", "restart_replica takes a GPU of the replica")
+        if err:
+            return err
         job = twin.job_on_gpu(index)
         if job is None or job.kind != "serving" or job.phase != Phase.SUSTAINED:
             return f"{self.gpu!r} runs no serving fleet in its sustained phase"

@@ -126,7 +126,7 @@ def _max_of_duplicates(rows: Rows) -> Rows:
             rows.value[j] = rows.value[i]
     if len(keep) == len(rows.ts):
         return rows
-    out = Rows()
+    out = Rows(rows.source)
     out.labels = rows.labels
     for i in keep.values():
         out.add(rows.ts[i], rows.entity[i], rows.field[i], rows.value[i], rows.lines[i])
@@ -199,7 +199,7 @@ class PrometheusSource(Source):
         mapped to entities and fields as the live modes do; None when it holds no sample. A sample that is not a
         ``[time, "value"]`` pair is counted as ``parse_error``.
         """
-        rows = Rows()
+        rows = Rows(src)
         for series in data.get("result", []):
             if not isinstance(series, Mapping):
                 report.add("parse_error", src, where, "a result that is not an object")
@@ -223,11 +223,7 @@ class PrometheusSource(Source):
                     report.add("parse_error", src, where, f"bad sample {str(sample)[:40]!r}")
                     continue
                 self._add(rows, labels, ts, raw, where, src, report)
-        return self._frame(rows, src) if rows.ts else None
-
-    def _frame(self, rows: Rows, src: str) -> Frame:
-        return Frame.from_long(rows.ts, rows.entity, rows.field, rows.value, labels=rows.labels, source=src,
-                               lines=rows.lines)  # fmt: skip
+        return rows.flush() if rows.ts else None
 
     def frames(self, report: IngestReport) -> Iterator[Frame]:
         """Yield one frame per poll (instant/scrape) or per query (range)."""
@@ -253,7 +249,7 @@ class PrometheusSource(Source):
             for poll in range(cfg.polls):
                 if poll:
                     time.sleep(cfg.period_s)
-                rows = Rows()
+                rows = Rows(cfg.url)
                 if cfg.mode == "scrape":
                     text = self._get(client, cfg.url, {}, "scrape", report)
                     now = time.time()
@@ -265,7 +261,7 @@ class PrometheusSource(Source):
                 else:
                     self._instant(client, rows, report)
                 if rows.ts:
-                    yield self._frame(rows, cfg.url)
+                    yield rows.flush()
 
     def _instant(self, client: httpx.Client, rows: Rows, report: IngestReport,
                  at_s: float | None = None) -> list[Mapping[str, str]]:  # fmt: skip
@@ -353,7 +349,7 @@ def read_saved_scrape(p: Path, report: IngestReport | None = None) -> tuple[Fram
     report = report if report is not None else IngestReport()
     source = str(p)
     src = PrometheusSource(PrometheusConfig(url=source, mode="scrape"))
-    rows = Rows()
+    rows = Rows(source)
     text = read_text(p).removeprefix("\ufeff")
     for s in parse_text(text, source, report):
         if s.ts_ms is None:
@@ -364,7 +360,7 @@ def read_saved_scrape(p: Path, report: IngestReport | None = None) -> tuple[Fram
         src._add(rows, {**s.labels, "__name__": s.name}, s.ts_ms / 1000.0, s.value, 1, source, report)
     if not rows.ts:
         raise InputError(source, "", f"no sample ({next(iter(report.examples.values()), ['no metric line'])[0]})")
-    return src._frame(_max_of_duplicates(rows), source), dict(report.problems)
+    return _max_of_duplicates(rows).flush(), dict(report.problems)
 
 
 def read_saved_answer(p: Path, report: IngestReport | None = None) -> tuple[Frame, dict[str, int]]:

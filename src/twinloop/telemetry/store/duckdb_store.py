@@ -107,9 +107,9 @@ class DuckDBStore:
             config: dict[str, Any] = {}
             if self.threads is not None:
                 config["threads"] = self.threads
-            if self.read_only and not Path(self.path).exists():
-                raise FileNotFoundError(2, "no such database", self.path)
             path = Path(self.path)
+            if self.read_only and not path.exists():
+                raise FileNotFoundError(2, "no such database", self.path)
             if path.is_file() and path.stat().st_size > 0 and not is_duckdb_file(path):  # not a new store either
                 raise InputError(
                     self.path, "", "not a DuckDB store (a store is written by `twinloop ingest`; a CSV or "
