@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from tests.twin.twin_helpers import make, small
 
 from twinloop.hardware.power import LAUNCH_OVERSHOOT
+from twinloop.twin.cooling import BLEND_C
 from twinloop.twin.engine import Twin
 from twinloop.twin.jobs import Phase
 
@@ -230,3 +231,22 @@ def test_lost_cooling_ends_in_thermal_shutdown() -> None:
     assert twin.accounts.throttled_gpu_s["sw_thermal"] > 0
     assert twin.accounts.thermal_shutdowns == len(shutdowns)
     assert twin.jobs[0].interruptions >= 1
+
+
+def test_warmer_facility_water_lowers_the_chillers_lift() -> None:
+    """The chiller's COP follows its lift: 2 °C warmer facility water is worth 2 °C cooler wet-bulb."""
+    cooling = make(small()).cooling
+    heat_w, hot_wetbulb_c = 1.0e6, 32.0  # tower water 36 °C: the chiller carries all the heat at 24-28 °C water
+
+    def plant_w(facility_water_c: float, wetbulb_c: float = hot_wetbulb_c) -> float:
+        cooling.state.facility_water_setpoint_c = facility_water_c
+        assert cooling.chiller_share(wetbulb_c) == 1.0
+        return cooling.plant_power_w(heat_w, wetbulb_c)
+
+    cold, warm = plant_w(24.0), plant_w(26.0)
+    assert warm < cold
+    assert warm == pytest.approx(plant_w(24.0, hot_wetbulb_c - 2.0))
+    plant = cooling.plant
+    at_reference = plant_w(plant.chiller_ref_facility_water_c, plant.chiller_ref_wetbulb_c + 4.0 + BLEND_C)
+    cop_at_reference = plant.chiller_cop_ref - plant.chiller_cop_slope_per_c * (4.0 + BLEND_C)
+    assert at_reference == pytest.approx(heat_w * (plant.economizer_power_fraction + 1.0 / cop_at_reference))

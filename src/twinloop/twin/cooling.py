@@ -14,7 +14,8 @@ Per row, vectorized over rows (small arrays):
   return is ``T_sup + Q_row/(ṁ·c_p)``. Air rows add recirculated hot air to the inlet.
 * Pump and fan power follow the affinity law, ``P = P_nom·(ṁ/ṁ_nom)³``.
 * Plant: heat goes to a water-side economizer when the wet-bulb plus approach is below the facility water
-  setpoint; above it a chiller with ``COP = COP_ref − slope·(T_wb − T_ref)`` (≥ COP_min) takes over, blended over
+  setpoint; above it a chiller with ``COP = COP_ref − slope·(lift − lift_ref)`` (≥ COP_min), ``lift = T_wb − T_fw``
+  (wet-bulb minus the facility water it makes), takes over, blended over
   ``BLEND_C`` degrees. Tower fans/pumps always draw ``economizer_power_fraction`` of the heat. Without a chiller
   (``chiller: false``, warm-water cooling) the facility water follows the wet-bulb plus approach when that is
   warmer than the setpoint, so GPU temperatures — and, through leakage power under a cap, clocks — follow the
@@ -194,10 +195,16 @@ class Cooling:
         return max(setpoint_c, wetbulb_c + p.economizer_approach_c)
 
     def cop(self, wetbulb_c: float) -> float:
-        """Chiller coefficient of performance at ``wetbulb_c``."""
+        """Chiller coefficient of performance at ``wetbulb_c`` making the facility water at its setpoint.
+
+        A chiller's work per unit of heat grows with its lift, condensing minus evaporating temperature, which
+        follow the tower water (wet-bulb + approach) and the chilled water it makes: warmer facility water lowers the
+        lift as much as a cooler wet-bulb does (Carnot's ``T_evap/(T_cond − T_evap)`` to first order).
+        """
         p = self.plant
-        lost = p.chiller_cop_slope_per_c * (wetbulb_c - p.chiller_ref_wetbulb_c)
-        return max(p.chiller_cop_min, p.chiller_cop_ref - lost)
+        lift_c = wetbulb_c - self.state.facility_water_setpoint_c
+        ref_lift_c = p.chiller_ref_wetbulb_c - p.chiller_ref_facility_water_c
+        return max(p.chiller_cop_min, p.chiller_cop_ref - p.chiller_cop_slope_per_c * (lift_c - ref_lift_c))
 
     def chiller_share(self, wetbulb_c: float) -> float:
         """Fraction of the heat the chiller carries (0: full economizer, 1: full chiller)."""

@@ -218,9 +218,12 @@ class CoolingPlantSpec(_Frozen):
     facility_water_min_c: float = Field(10.0, ge=5, le=50, description="lowest setpoint a command may set")
     facility_water_max_c: float = Field(32.0, ge=5, le=50, description="highest (ASHRAE W32 class by default)")
     chiller: bool = Field(True, description="False: towers only, facility water follows wet-bulb + approach")
-    chiller_cop_ref: float = Field(6.0, gt=1, le=20, description="COP at the reference wet-bulb")
+    chiller_cop_ref: float = Field(6.0, gt=1, le=20, description="COP at the reference wet-bulb and facility water")
     chiller_ref_wetbulb_c: float = Field(18.0, ge=-20, le=40)
-    chiller_cop_slope_per_c: float = Field(0.15, ge=0, le=2, description="COP lost per C of wet-bulb (guess)")
+    chiller_ref_facility_water_c: float = Field(25.0, ge=5, le=50, description="the facility water COP_ref is at")
+    chiller_cop_slope_per_c: float = Field(
+        0.15, ge=0, le=2, description="COP lost per C of lift: wet-bulb up or facility water down (guess)"
+    )
     chiller_cop_min: float = Field(2.0, gt=0.5, le=10)
     economizer_approach_c: float = Field(4.0, ge=0, le=20, description="tower water above wet-bulb")
     economizer_power_fraction: float = Field(0.02, ge=0, le=0.2, description="tower fans+pumps per W of heat")
