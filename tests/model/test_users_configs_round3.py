@@ -81,23 +81,12 @@ def test_no_quantization_config_is_none() -> None:
     assert checkpoint_format({"model_type": "llama"}, "c.json") is None
 
 
-def _deepseek_fp8(tmp_path: Path) -> Path:
-    catalog = Path(__file__).parents[2] / "src" / "twinloop" / "catalog" / "models" / "deepseek-v3.json"
-    cfg = {k: v for k, v in json.loads(catalog.read_text()).items() if not k.startswith("_")}
-    cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-                                  "weight_block_size": [128, 128]}  # fmt: skip
-    path = tmp_path / "DeepSeek-V3" / "config.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(cfg))
-    return path
-
-
-def test_plan_serve_weighs_an_fp8_checkpoint_in_fp8(tmp_path: Path, cli_json: Callable[..., Any]) -> None:
-    path = _deepseek_fp8(tmp_path)
-    out = cli_json("plan", "serve", "--model", str(path.parent), "--gpu", "h200", "--gpus", "8")
+def test_plan_serve_weighs_an_fp8_checkpoint_in_fp8(cli_json: Callable[..., Any]) -> None:
+    # The catalog's DeepSeek-V3 is its released config.json, quantization_config included (FP8 e4m3, 128x128 blocks).
+    out = cli_json("plan", "serve", "--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8")
     # Before: 1,342 GB of BF16 weights, refused on 8 H200 (or planned in BF16 on more GPUs).
     assert out["weight_dtype"] == "fp8" and out["weight_bytes_total"] == pytest.approx(671e9 * 1.0, rel=0.01)
-    bf16 = cli_json("plan", "serve", "--model", str(path), "--gpu", "h200", "--gpus", "16", "--tp", "16",
+    bf16 = cli_json("plan", "serve", "--model", "deepseek-v3", "--gpu", "h200", "--gpus", "16", "--tp", "16",
                     "--weight-dtype", "bf16")  # fmt: skip
     # Twice the bytes, less the embeddings and norms that stay in BF16 either way.
     assert bf16["weight_dtype"] == "bf16" and 1.98 < bf16["weight_bytes_total"] / out["weight_bytes_total"] < 2
