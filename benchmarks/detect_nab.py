@@ -149,7 +149,29 @@ SERIES: dict[str, tuple[str, str]] = {
 #: 0.0 + 8.8 - 2.8 = 6.0 < 33.2: ``c0d644`` (the only held-out burst counter) lost the window generic had (1/3, 2 false
 #: alarms, 27.2 -> 0/3, 0, 0.0); ``grok_asg_anomaly`` and the iio series are not burst counters and did not move; the
 #: other 27 packaged series did not move either.
-DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {}
+#:
+#: Fresh held-out round (nabfresh, 2026-11-28), declared and committed before any of these files was copied, read or
+#: scored (the old held-out set has been scored under many designs and is no longer a clean test). Chosen by name
+#: alone: the NAB series with labels in ``labels/combined_windows.json`` (at ``07b379d``) not packaged yet and stored
+#: in the code-search index at a size that can be copied page by page. The kind recorded is what ``auto`` picks for
+#: each name today (``select_profile("auto", [file name, "value"])``). Split rule, fixed here: the first new file of
+#: each NAB folder, alphabetically, is fitted on (a design may look at it); all others are "held out (fresh)": scored
+#: once with the shipped code, then once with the final design. ``rogue_agent_key_*`` are stored in the index only as
+#: ``realKnownCause/mole_key_*`` (an older name); they are used only if their md5 equals NAB-1.1's
+#: ``rogue_agent_key_*``. ``nyc_taxi`` is stored only in a third-party copy; used only if its md5 equals NAB-1.1's.
+#: A declared file that cannot be copied in time stays here, not scored, and is named in the write-up.
+DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {
+    "realAdExchange/exchange-2_cpm_results.csv": ("generic", "fitted"),
+    "realAdExchange/exchange-3_cpm_results.csv": ("generic", "held out (fresh)"),
+    "realAdExchange/exchange-4_cpc_results.csv": ("generic", "held out (fresh)"),
+    "realAdExchange/exchange-4_cpm_results.csv": ("generic", "held out (fresh)"),
+    "realKnownCause/nyc_taxi.csv": ("generic", "fitted"),
+    "realKnownCause/rogue_agent_key_hold.csv": ("generic", "held out (fresh)"),
+    "realKnownCause/rogue_agent_key_updown.csv": ("generic", "held out (fresh)"),
+    "realRogueAgent/rogue_agent_cpu_usage.csv": ("utilisation", "fitted"),
+    "realRogueAgent/rogue_agent_memory_percent.csv": ("utilisation", "held out (fresh)"),
+    "realRogueAgent/rogue_agent_network_percent.csv": ("utilisation", "held out (fresh)"),
+}
 
 
 def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfile:
