@@ -9,6 +9,7 @@ mean of the per-series scores and the pooled score (raw scores summed and normal
 
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py                 # default vs per-kind profile
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --profile auto  # one profile for all series
+    PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --profile auto --only 'held out (fresh)'  # one set
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --skip-default --series \
         realAWSCloudwatch/ec2_cpu_utilization_fe7f93.csv:utilisation --set novelty_z.record_window_s=259200
     PYTHONPATH=src .venv/bin/python benchmarks/detect_nab.py --data NAB/data \\
@@ -84,6 +85,14 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAWSCloudwatch/ec2_disk_write_bytes_c0d644.csv": ("generic", "held out"),
     "realAWSCloudwatch/grok_asg_anomaly.csv": ("generic", "held out"),
     "realAWSCloudwatch/iio_us-east-1_i-a2eb1cd9_NetworkIn.csv": ("generic", "held out"),
+    # Fresh held-out round (nabfresh), declared in DECLARED_NOT_COPIED and committed (97adfcd) before any was copied,
+    # read or scored; the six copied (byte-exact, md5 = NAB-1.1's) moved here. Kind = what ``auto`` picks from the name.
+    "realAdExchange/exchange-2_cpm_results.csv": ("generic", "fitted"),
+    "realAdExchange/exchange-3_cpm_results.csv": ("generic", "held out (fresh)"),
+    "realAdExchange/exchange-4_cpc_results.csv": ("generic", "held out (fresh)"),
+    "realAdExchange/exchange-4_cpm_results.csv": ("generic", "held out (fresh)"),
+    "realKnownCause/rogue_agent_key_hold.csv": ("generic", "held out (fresh)"),
+    "realKnownCause/rogue_agent_key_updown.csv": ("generic", "held out (fresh)"),
 }
 
 #: Declared in the same commit as AAPL, held out: GOOG and IBM, the next two of the same layout (both since packaged
@@ -149,7 +158,23 @@ SERIES: dict[str, tuple[str, str]] = {
 #: 0.0 + 8.8 - 2.8 = 6.0 < 33.2: ``c0d644`` (the only held-out burst counter) lost the window generic had (1/3, 2 false
 #: alarms, 27.2 -> 0/3, 0, 0.0); ``grok_asg_anomaly`` and the iio series are not burst counters and did not move; the
 #: other 27 packaged series did not move either.
-DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {}
+#:
+#: Fresh held-out round (nabfresh, 2026-11-28), declared and committed before any of these files was copied, read or
+#: scored (the old held-out set has been scored under many designs and is no longer a clean test). Chosen by name
+#: alone: the NAB series with labels in ``labels/combined_windows.json`` (at ``07b379d``) not packaged yet and stored
+#: in the code-search index at a size that can be copied page by page. The kind recorded is what ``auto`` picks for
+#: each name today (``select_profile("auto", [file name, "value"])``). Split rule, fixed here: the first new file of
+#: each NAB folder, alphabetically, is fitted on (a design may look at it); all others are "held out (fresh)": scored
+#: once with the shipped code, then once with the final design. ``rogue_agent_key_*`` are stored in the index only as
+#: ``realKnownCause/mole_key_*`` (an older name); they are used only if their md5 equals NAB-1.1's
+#: ``rogue_agent_key_*``. ``nyc_taxi`` is stored only in a third-party copy; used only if its md5 equals NAB-1.1's.
+#: A declared file that cannot be copied in time stays here, not scored, and is named in the write-up.
+DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {
+    "realKnownCause/nyc_taxi.csv": ("generic", "fitted"),
+    "realRogueAgent/rogue_agent_cpu_usage.csv": ("utilisation", "fitted"),
+    "realRogueAgent/rogue_agent_memory_percent.csv": ("utilisation", "held out (fresh)"),
+    "realRogueAgent/rogue_agent_network_percent.csv": ("utilisation", "held out (fresh)"),
+}
 
 
 def override(profile: DetectorProfile, settings: Sequence[str]) -> DetectorProfile:
@@ -263,14 +288,17 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], help="DETECTOR.PARAM=VALUE overrides of the profile (not default)")
     ap.add_argument("--skip-default", action="store_true", help="do not run the default detectors for comparison")
     ap.add_argument("--explain", action="store_true", help="list each window (found when, by what) and false alarm")
+    ap.add_argument("--only", nargs="*", help="score only the packaged series of these sets (e.g. 'held out (fresh)')")
     ap.add_argument("--gap-s", type=float, default=0.0, help="re-warm after a hole longer than this, s (1: 5 samples)")
     args = ap.parse_args()
     load_variants()
     series = dict(SERIES)
     if args.series:
         series = {s.split(":")[0]: ([*s.split(":"), "auto"][1], "given") for s in args.series}
+    if args.only:
+        series = {k: v for k, v in series.items() if v[1] in args.only}
     print(
-        f"{'series':52s} {'kind':12s} {'set':9s} {'profile':17s} {'found':>7s} {'FA':>4s} {'FA/day':>7s} {'NAB':>7s} "
+        f"{'series':52s} {'kind':12s} {'set':16s} {'profile':17s} {'found':>7s} {'FA':>4s} {'FA/day':>7s} {'NAB':>7s} "
         f"{'prob':>4s}"
     )
     totals: dict[tuple[str, str, str], list[WindowScore]] = {}
@@ -283,7 +311,7 @@ def main() -> None:
             if args.explain and name != "default":
                 explain_series(_csv(key, args.data), args.labels, key, name, *tweaks)
             print(
-                f"{Path(key).name[:52]:52s} {kind:12s} {role:9s} {label:17s} {s.found:>3d}/{s.windows:<3d} "
+                f"{Path(key).name[:52]:52s} {kind:12s} {role:16s} {label:17s} {s.found:>3d}/{s.windows:<3d} "
                 f"{s.false_alarms:4d} {s.false_alarms_per_day:7.3f} {s.nab_score:7.1f} {s.probation_alarms:4d}"
             )
     print_totals(totals)
@@ -297,14 +325,14 @@ def print_totals(totals: dict[tuple[str, str, str], list[WindowScore]]) -> None:
         rows.append(
             (("all", role, prof), [s for (_, r, p), ss in totals.items() if (r, p) == (role, prof) for s in ss])
         )
-    head = f"{'kind':12s} {'set':9s} {'profile':9s} {'series':>6s} {'found':>7s} {'FA':>4s}"
+    head = f"{'kind':12s} {'set':16s} {'profile':9s} {'series':>6s} {'found':>7s} {'FA':>4s}"
     print(f"\n{head} {'mean NAB':>9s} {'pooled':>7s}")
     for (kind, role, prof), scores in rows:
         found, windows = sum(s.found for s in scores), sum(s.windows for s in scores)
         fa = sum(s.false_alarms for s in scores)
         mean = sum(s.nab_score for s in scores) / len(scores)
         pooled = pooled_nab_score(scores)
-        counts = f"{kind:12s} {role:9s} {prof:9s} {len(scores):6d} {found:>3d}/{windows:<3d} {fa:4d}"
+        counts = f"{kind:12s} {role:16s} {prof:9s} {len(scores):6d} {found:>3d}/{windows:<3d} {fa:4d}"
         print(f"{counts} {mean:9.1f} {pooled:7.1f}")
 
 

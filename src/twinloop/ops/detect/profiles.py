@@ -30,7 +30,9 @@ The profiles are chosen from the signal's physics, not fitted to the windows of 
   (:mod:`~twinloop.ops.detect.novelty_z`): an instance that runs a 20 min job to 60 % several times a day is
   not paged for it, but is for a job that runs twice as long, goes higher, or a level it never held.
 * **generic** — ``auto``'s choice when no name says what the signal is: the utilisation detectors with the
-  unit-free step floor only (no floor in percentage points, which would be meaningless for a count or a price).
+  unit-free step floor only (no floor in percentage points, which would be meaningless for a count or a price). On a
+  series with a strong daily or weekly cycle (found from the data) it judges each sample against the same time of
+  earlier days instead, as ``count`` does, but without a floor that assumes counts.
 * **temperature** — smooth, strongly autocorrelated, with routine dips of a few hours (load changes, idle
   periods); failures are excursions that *last* (a machine cooling down or overheating for half a day or
   more). Robust (median/MAD) z against about a week, so the baseline does not follow a failure that lasts a
@@ -173,6 +175,19 @@ _PHASE_Z = DetectorSpec(
      "persistence_s": (3600.0, 2, 288), **_HOLE},
 )  # fmt: skip
 
+#: ``generic``'s detector for a series with a strong daily or weekly cycle: the count profile's same-phase robust z
+#: without the Poisson floor. ``generic`` does not know a signal is a count, and ``sqrt`` of the baseline is no scale
+#: for a price or a ratio (0.55 for a cost of 0.3, wider than its whole daily swing). On such a series a z against
+#: the last days has the daily swing as its scale and misses an hour that is normal for the night but not for noon
+#: (NAB's hourly ad-exchange prices; docs/sections/calibration-detect.md, "generic judges a cyclic series").
+#: Its hour of persistence is counted in time down to one sample: an hourly sample is already an hour's aggregate
+#: (the count profile asks for two samples, two hours on hourly data).
+_PHASE_Z_ANY_UNIT = DetectorSpec(
+    _PHASE_Z.name,
+    {**_PHASE_Z.params, "poisson_floor": 0.0, "min_persistence": 1},
+    {**_PHASE_Z.spans, "persistence_s": (3600.0, 1, 288)},
+)
+
 PROFILES: dict[str, DetectorProfile] = {
     p.name: p
     for p in (
@@ -229,7 +244,10 @@ PROFILES: dict[str, DetectorProfile] = {
             "generic",
             _level_shift_detectors(0.0),
             (DAY_S / 4, 30, 2000),
-            "unknown signal: the utilisation detectors (novelty-gated robust z + CUSUM), unit-free step floor only",
+            "unknown signal: the utilisation detectors (novelty-gated robust z + CUSUM), unit-free step floor only; "
+            "with a strong daily or weekly cycle, a robust z against the same time of earlier days (no count floor) "
+            "with the novelty z",
+            periodic=(_PHASE_Z_ANY_UNIT, _level_shift_detectors(0.0)[0]),
         ),
     )
 }  # fmt: skip
