@@ -139,11 +139,10 @@ def _prepare(args: _WatchArgs) -> _Parts:
     site = load_site(args.topology) if args.topology is not None else None
     pol = load_policy(args.policy) if args.policy is not None else None
     job_source = _job_source(args.jobs)
-    if args.job_heartbeats is None:
-        return _Parts(built, site, pol, job_source, make_actuator(args.actuator, _say))
-    # The actuator needs each GPU's job to confirm its checkpoint: it shares the cluster's job source.
+    # The actuator names each GPU's job (to checkpoint or requeue it, and confirm its checkpoint): it shares the
+    # cluster's job source.
     jobs = JobLookup(job_source) if job_source is not None else None
-    beats = open_heartbeats(args.job_heartbeats, _say)
+    beats = open_heartbeats(args.job_heartbeats, _say) if args.job_heartbeats is not None else None
     return _Parts(built, site, pol, jobs, make_actuator(args.actuator, _say, beats, jobs))
 
 

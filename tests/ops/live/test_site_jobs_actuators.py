@@ -168,6 +168,29 @@ def test_the_dry_run_wrapper_names_the_jobs_on_a_node_from_the_job_source() -> N
     assert wrapped.jobs_on("dc/r/k/node02") == ()
 
 
+def test_k8s_requeues_a_hung_pod_named_by_the_job_source_without_heartbeats() -> None:
+    """`--jobs k8s` names each GPU's pod; the k8s actuator requeues "the incident's job" by deleting that pod (its
+    controller recreates it). Before, the job source reached the actuator only with `--job-heartbeats`, and a k8s
+    requeue was refused as unsupported: a wedged pod stayed wedged until a person came."""
+    jobs = JobLookup(k8s_jobs)
+    jobs(("dc/r/k/n1/g0", "dc/r/k/n2/g0"), {"dc/r/k/n1/g0": {"pod": "vllm-7f9c-2", "namespace": "serving"}})
+    shown: list[str] = []
+    k8s = make_actuator("k8s", shown.append, jobs=jobs)
+    hang = Incident(1, EventClass.JOB_HANG, "dc/r/k/n1/g0", (), 0.0, 0.0, Severity.MAJOR)
+    (job,) = k8s.resolve("job", hang)
+    assert job == "dc/jobs/serving.vllm-7f9c-2"
+    ran: list[list[str]] = []
+
+    def kubectl(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        ran.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, "ReplicaSet" if argv[1] == "get" else "", "")
+
+    k8s.real._runner = kubectl  # type: ignore[attr-defined]
+    assert k8s.apply(ActionRequest(ActionKind.REQUEUE, job)).status == "applied"
+    assert shown == ["dry run: kubectl delete pod --namespace serving vllm-7f9c-2 --wait=false"]
+    assert ran[-1] == ["kubectl", "delete", "pod", "--namespace", "serving", "vllm-7f9c-2", "--wait=false"]
+
+
 def test_learned_thresholds_resume_after_a_restart(tmp_path: Path) -> None:
     from twinloop.ops.live.actuators import NoActuator
     from twinloop.ops.live.cluster import LiveOptions, SourceCluster

@@ -83,3 +83,38 @@ def test_nvml_adapter_speaks_watts_and_sets_milliwatts() -> None:
     reply = a.apply(ActionRequest(ActionKind.POWER_CAP, "n1/g0", 300.0))
     assert reply.status == "failed" and "Insufficient Permissions" in reply.detail
     assert NvmlAdapter(nvml).apply(ActionRequest(ActionKind.POWER_CAP, "n1/g0", 300.0)).status == "dry_run"
+
+
+def test_k8s_requeue_deletes_the_jobs_pod_for_its_controller_to_recreate() -> None:
+    # Before: a requeue was refused as unsupported on Kubernetes, so a hung pod stayed hung until someone came.
+    shown = KubernetesAdapter().apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/serving.vllm-7f9c-2"))
+    assert shown.status == "dry_run"
+    assert shown.detail == "kubectl delete pod --namespace serving vllm-7f9c-2 --wait=false"
+    calls: list[list[str]] = []
+
+    def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        owners = "ReplicaSet" if argv[1] == "get" else ""
+        return subprocess.CompletedProcess(list(argv), 0, owners, "")
+
+    reply = KubernetesAdapter(dry_run=False, runner=runner).apply(
+        ActionRequest(ActionKind.REQUEUE, "dc/jobs/serving.vllm-7f9c-2")
+    )
+    assert reply.status == "applied"
+    assert calls[0][:6] == ["kubectl", "get", "pod", "--namespace", "serving", "vllm-7f9c-2"]
+    assert calls[1] == ["kubectl", "delete", "pod", "--namespace", "serving", "vllm-7f9c-2", "--wait=false"]
+
+
+def test_k8s_requeue_refuses_a_bare_pod_and_a_job_that_names_no_pod() -> None:
+    calls: list[list[str]] = []
+
+    def bare(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(list(argv), 0, "", "")
+
+    k8s = KubernetesAdapter(dry_run=False, runner=bare)
+    reply = k8s.apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/default.debug-shell"))
+    assert reply.status == "refused" and "no controller" in reply.detail
+    assert [c[1] for c in calls] == ["get"]  # asked, never deleted
+    reply = k8s.apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/4242"))
+    assert reply.status == "refused" and "not a pod" in reply.detail

@@ -52,7 +52,9 @@ class CordonAdapter(KubernetesAdapter):
     """
 
     def argv(self, request: ActionRequest) -> list[str]:
-        """``kubectl cordon|uncordon NODE``."""
+        """``kubectl cordon|uncordon NODE``; a requeue as :class:`KubernetesAdapter` does it (its pod deleted)."""
+        if request.kind == ActionKind.REQUEUE:
+            return super().argv(request)
         node = leaf(request.target)
         return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]
 
@@ -182,9 +184,10 @@ def make_actuator(
     heartbeats: JobHeartbeats | None = None,
     jobs: JobLookup | None = None,
 ) -> ActionAdapter:
-    """The adapter for ``--actuator NAME``. With ``heartbeats`` (``--job-heartbeats DIR``) the scheduler's adapter
-    confirms checkpoints and prices restarts from what the jobs record there, and names a GPU's job from ``jobs``
-    (the watcher's ``--jobs``, also given to the cluster).
+    """The adapter for ``--actuator NAME``. The scheduler's adapter names a GPU's job from ``jobs`` (the watcher's
+    ``--jobs``, also given to the cluster), so a checkpoint or requeue of "the incident's job" reaches it; with
+    ``heartbeats`` (``--job-heartbeats DIR``) it also confirms checkpoints and prices restarts from what the jobs
+    record there.
 
     Raises:
         InputError: an unknown name, NVML not available for ``nvml``, or heartbeats for an actuator with no jobs
@@ -198,10 +201,10 @@ def make_actuator(
         return NoActuator()
     if name == "slurm":
         real = SlurmAdapter(dry_run=False, heartbeats=heartbeats)
-        return DryRunFirst(SlurmAdapter(dry_run=True), real, show, jobs if heartbeats else None)
+        return DryRunFirst(SlurmAdapter(dry_run=True), real, show, jobs)
     if name == "k8s":
         cordon = CordonAdapter(dry_run=False, heartbeats=heartbeats)
-        return DryRunFirst(CordonAdapter(dry_run=True), cordon, show, jobs if heartbeats else None)
+        return DryRunFirst(CordonAdapter(dry_run=True), cordon, show, jobs)
     if name == "nvml":
         try:
             import pynvml

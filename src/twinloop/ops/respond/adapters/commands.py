@@ -136,15 +136,53 @@ class SlurmAdapter(CommandAdapter):
         return ["scancel", "--signal=USR1", "--batch", target]
 
 
+def pod_of(job: str) -> tuple[str, str] | None:
+    """``(namespace, pod)`` of a job named ``namespace.pod`` (what ``--jobs k8s`` names a GPU's pod); None otherwise.
+
+    A namespace is a DNS label (no dots), so the first dot splits it from the pod's name, which may hold dots.
+    """
+    ns, dot, pod = leaf(job).partition(".")
+    return (ns, pod) if dot and ns and pod else None
+
+
 class KubernetesAdapter(CommandAdapter):
-    """Kubernetes: cordon/drain and uncordon nodes."""
+    """Kubernetes: cordon/drain and uncordon nodes; a job's requeue deletes its pod, for its controller to recreate.
+
+    A job is a pod here (``--jobs k8s`` names each GPU's job ``namespace.pod`` from dcgm-exporter's labels). Deleting
+    the pod of a Deployment, StatefulSet or JobSet is how an SRE restarts a wedged replica or worker: the controller
+    makes a new one. A pod without a controller would be gone for good, so the requeue first asks for the pod's
+    owners and refuses a bare pod.
+    """
 
     name: ClassVar[str] = "k8s"
-    supported: ClassVar[frozenset[ActionKind]] = frozenset({ActionKind.DRAIN, ActionKind.UNDRAIN})
+    supported: ClassVar[frozenset[ActionKind]] = frozenset({ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE})
 
     def argv(self, request: ActionRequest) -> list[str]:
-        """``kubectl`` command line for ``request``."""
+        """``kubectl`` command line for ``request`` (a requeue's target must name a pod: :meth:`_apply` checks)."""
+        if request.kind == ActionKind.REQUEUE:
+            ns, pod = pod_of(request.target) or ("", "")
+            return ["kubectl", "delete", "pod", "--namespace", ns, pod, "--wait=false"]
         node = leaf(request.target)
         if request.kind == ActionKind.DRAIN:
             return ["kubectl", "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"]
         return ["kubectl", "uncordon", node]
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        if request.kind != ActionKind.REQUEUE:
+            return super()._apply(request)
+        found = pod_of(request.target)
+        if found is None:
+            return AdapterReply("refused", f"{request.target}: not a pod (namespace.pod, as --jobs k8s names them)")
+        if self.dry_run:
+            return super()._apply(request)
+        ns, pod = found
+        ask = ["kubectl", "get", "pod", "--namespace", ns, pod, "-o", "jsonpath={.metadata.ownerReferences[*].kind}"]
+        try:
+            owners = self._runner(ask)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return AdapterReply("failed", f"{shlex.join(ask)}: {exc}")
+        if owners.returncode != 0:
+            return AdapterReply("failed", f"{shlex.join(ask)}: exit {owners.returncode}: {owners.stderr.strip()[:200]}")
+        if not owners.stdout.strip():
+            return AdapterReply("refused", f"{ns}/{pod} has no controller: deleting it would end it for good")
+        return super()._apply(request)
