@@ -79,18 +79,26 @@ class CommandAdapter(ActionAdapter):
     def argv(self, request: ActionRequest) -> list[str]:
         """The command line for a supported request."""
 
-    def _apply(self, request: ActionRequest) -> AdapterReply:
-        argv = self.argv(request)
+    def _checked(self, argv: list[str]) -> subprocess.CompletedProcess[str] | AdapterReply:
+        """Run ``argv``; a ``failed`` reply (with its stderr) where it could not run or exited non-zero."""
         line = shlex.join(argv)
-        if self.dry_run:
-            return AdapterReply("dry_run", line)
-        self.issued.append(argv)
         try:
             done = self._runner(argv)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return AdapterReply("failed", f"{line}: {exc}")
         if done.returncode != 0:
             return AdapterReply("failed", f"{line}: exit {done.returncode}: {done.stderr.strip()[:200]}")
+        return done
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        argv = self.argv(request)
+        line = shlex.join(argv)
+        if self.dry_run:
+            return AdapterReply("dry_run", line)
+        self.issued.append(argv)
+        done = self._checked(argv)
+        if isinstance(done, AdapterReply):
+            return done
         if request.kind == ActionKind.REQUEUE and self.heartbeats is not None:
             # The job's restart time is measured from here to the `restarted` it records.
             note = self.heartbeats.note_requeue(request.target)
@@ -176,13 +184,11 @@ class KubernetesAdapter(CommandAdapter):
         if self.dry_run:
             return super()._apply(request)
         ns, pod = found
-        ask = ["kubectl", "get", "pod", "--namespace", ns, pod, "-o", "jsonpath={.metadata.ownerReferences[*].kind}"]
-        try:
-            owners = self._runner(ask)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return AdapterReply("failed", f"{shlex.join(ask)}: {exc}")
-        if owners.returncode != 0:
-            return AdapterReply("failed", f"{shlex.join(ask)}: exit {owners.returncode}: {owners.stderr.strip()[:200]}")
+        owners = self._checked(
+            ["kubectl", "get", "pod", "--namespace", ns, pod, "-o", "jsonpath={.metadata.ownerReferences[*].kind}"]
+        )
+        if isinstance(owners, AdapterReply):
+            return owners
         if not owners.stdout.strip():
             return AdapterReply("refused", f"{ns}/{pod} has no controller: deleting it would end it for good")
         return super()._apply(request)
