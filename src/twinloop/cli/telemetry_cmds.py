@@ -60,10 +60,10 @@ def _options(
         except ValueError:
             opts[key] = raw
 
-    def put(flag: str, value: Any, *names: str) -> None:
+    def put(flag: str, value: Any) -> None:
         if value is None:
             return
-        for name in names:
+        for name in _FLAG_FIELDS[flag]:
             if name in fields:
                 opts[name] = round(value * 1000) if name == "period_ms" else value
                 return
@@ -77,11 +77,9 @@ def _options(
             f"its own options, for --set KEY=VALUE: {own})",
         )
 
-    if query:
-        put("--query", tuple(query), "queries")
-    for flag, value in (("--period", period_s), ("--duration", duration_s), ("--samples", samples),
-                        ("--speed", speed)):  # fmt: skip
-        put(flag, value, *_FLAG_FIELDS[flag])
+    for flag, value in (("--query", tuple(query) if query else None), ("--period", period_s),
+                        ("--duration", duration_s), ("--samples", samples), ("--speed", speed)):  # fmt: skip
+        put(flag, value)
     return opts
 
 
