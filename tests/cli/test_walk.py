@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,20 @@ def test_run_without_faults_in_its_window_prints_no_empty_detection_table(
     assert result.exit_code == 0, result.stderr
     assert "Detection vs injected faults (loop-on pass): no fault injected within the run" in result.stdout
     assert result.stdout.count("┏") == 1  # the outcome table only
+
+
+def test_run_gives_no_ettr_for_a_job_that_never_started(cli: Callable[..., Any], tmp_path: Path) -> None:
+    """`run --duration 1m` printed `ettr[train-llama-8b-sweep]` 0 for loop off and on, as if the job had run and lost
+    all its time; it is submitted later and never started. Its goodput (0 tokens/s) stays a figure.
+    """
+    result = cli("run", "--duration", "1m", "--out", str(tmp_path), "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    for side in ("loop_off", "loop_on"):
+        outcome = doc[side]["outcome"]
+        assert outcome["ettr[train-llama-8b-sweep]"] is None
+        assert outcome["goodput_tokens_per_s[train-llama-8b-sweep]"] == 0.0
+        assert outcome["ettr[train-llama-70b]"] > 0
 
 
 @pytest.fixture

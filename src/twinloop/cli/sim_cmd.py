@@ -12,6 +12,7 @@ from twinloop.cli.app import app
 from twinloop.cli.output import JSON_OPTION, guarded, output_dir, print_json, progress, stdout
 from twinloop.cli.tables import energy_wh, power, print_pairs
 from twinloop.errors import InputError
+from twinloop.twin.summary import never_started
 
 if TYPE_CHECKING:
     from twinloop.twin.events import StepResult
@@ -80,7 +81,7 @@ def sim(
 
 def _job_text(job: dict[str, Any]) -> str:
     """A job's line: its ETTR, or that it never started (ETTR 0 would read as a job that lost all its time)."""
-    if job["phase"] == "queued" and not job["iterations"] and not job["served_tokens"] and not job["interruptions"]:
+    if never_started(job):
         return "not started (queued)"
     return f"ETTR {job['ettr']:.3f}, {job['interruptions']} interruptions"
 

@@ -37,6 +37,7 @@ from twinloop.ops import (
 from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
 from twinloop.twin.scenario import ScenarioSpec
+from twinloop.twin.summary import never_started
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def outcome_metrics(r: PassResult) -> dict[str, float | None]:
     }
     for j in s["jobs"]:
         out[f"goodput_tokens_per_s[{j['name']}]"] = j["goodput_tokens_per_s"]
-        out[f"ettr[{j['name']}]"] = j["ettr"]
+        out[f"ettr[{j['name']}]"] = None if never_started(j) else j["ettr"]
     return out
 
 

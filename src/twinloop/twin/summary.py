@@ -11,6 +11,13 @@ from twinloop.twin.site import SiteState
 J_PER_KWH = 3.6e6
 
 
+def never_started(job: dict[str, Any]) -> bool:
+    """Whether a job of :func:`summarize`'s ``jobs`` never ran: still queued, with no work, tokens or interruption. Its
+    ETTR reads 0.0 in the summary (kept for JSON readers), which is no figure: it lost no time, it had none.
+    """
+    return job["phase"] == "queued" and not job["iterations"] and not job["served_tokens"] and not job["interruptions"]
+
+
 def summarize(twin: SiteState, action_log: Sequence[ActionResult], faults_injected: int) -> dict[str, Any]:
     """A JSON-ready summary of the run so far (``action_log``: the results of the commands applied so far).
 
