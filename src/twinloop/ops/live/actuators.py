@@ -20,6 +20,7 @@ from typing import ClassVar
 from twinloop.errors import InputError, unknown_name
 from twinloop.ops.events import Incident
 from twinloop.ops.live.jobs import JobMap
+from twinloop.ops.live.k8s_fleet import KubernetesJobs
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import (
     ActionAdapter,
@@ -52,8 +53,10 @@ class CordonAdapter(KubernetesAdapter):
     """
 
     def argv(self, request: ActionRequest) -> list[str]:
-        """``kubectl cordon|uncordon NODE``; a requeue as :class:`KubernetesAdapter` does it (its pod deleted)."""
-        if request.kind == ActionKind.REQUEUE:
+        """``kubectl cordon|uncordon NODE``; a requeue or a replica's restart as :class:`KubernetesAdapter` does it
+        (pods deleted).
+        """
+        if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             return super().argv(request)
         node = leaf(request.target)
         return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]
@@ -203,8 +206,10 @@ def make_actuator(
         real = SlurmAdapter(dry_run=False, heartbeats=heartbeats)
         return DryRunFirst(SlurmAdapter(dry_run=True), real, show, jobs)
     if name == "k8s":
-        cordon = CordonAdapter(dry_run=False, heartbeats=heartbeats)
-        return DryRunFirst(CordonAdapter(dry_run=True), cordon, show, jobs)
+        # With `--jobs k8s` the adapter learns the pods of each controller's job: which to delete, and which serve.
+        fleet = jobs.source if jobs is not None and isinstance(jobs.source, KubernetesJobs) else None
+        cordon = CordonAdapter(dry_run=False, heartbeats=heartbeats, fleet=fleet)
+        return DryRunFirst(CordonAdapter(dry_run=True, fleet=fleet), cordon, show, jobs)
     if name == "nvml":
         try:
             import pynvml
