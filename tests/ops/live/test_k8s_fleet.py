@@ -294,3 +294,38 @@ def test_a_bare_pod_is_never_restarted_as_a_replica() -> None:
     assert not [c for c in k.calls if c[1] == "delete"]
     reply = act.apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc/r/k/node11/gpu0"))
     assert reply.status == "refused" and "no pod known" in reply.detail
+
+
+def test_a_static_pod_and_a_bad_workload_annotation() -> None:
+    """A static pod's mirror is "owned" by its Node: no controller recreates it, so it stays its own job. An
+    annotation value other than serving|training is said once (file: the pod, field: the annotation, allowed values)
+    and the controller's kind decides."""
+    answers = dict(ANSWERS)
+    pods = json.loads(json.dumps(answers["get pods --namespace serving -o json"]))
+    pods["items"][0]["metadata"]["annotations"] = {"twinloop.io/workload": "inference"}
+    answers["get pods --namespace serving -o json"] = pods
+    node = {"apiVersion": "v1", "kind": "Node", "name": "node11", "controller": True}
+    static = {"metadata": {"name": "etcd-node11", "namespace": "kube-system", "ownerReferences": [node]}}
+    answers["get pods --namespace kube-system -o json"] = {"kind": "List", "items": [static]}
+    told: list[str] = []
+    jobs = KubernetesJobs(runner=Kubectl(answers), warn=told.append)
+    labels = {**LABELS, "dc/r/k/node11/gpu0": {"pod": "etcd-node11", "namespace": "kube-system"}}
+    for _ in range(2):
+        found = jobs(GPUS, labels)
+    assert "kube-system.etcd-node11" in found.job_ids
+    assert jobs.is_serving("serving.Deployment.vllm-llama") is True
+    assert told == [
+        "--jobs k8s: pod serving/vllm-llama-7f9c6d8b5-2xkqp: annotation twinloop.io/workload='inference' ignored"
+        " (allowed: serving, training); its controller's kind decides whether it serves"
+    ]
+
+
+def test_heartbeats_are_written_and_read_under_the_controllers_name(tmp_path: Path) -> None:
+    """The job's name survives its pods' restarts: a job writes `twinloop job-event` under it, the loop reads it."""
+    from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats, record
+
+    jobs, _ = fleet()
+    (job,) = [j for j in jobs._fleets if "PyTorchJob" in j]
+    path = record(tmp_path, job, "checkpoint-done", ts=50.0)
+    assert path.name == "ml.PyTorchJob.finetune.jsonl"
+    assert JobHeartbeats(tmp_path, clock=lambda: 60.0).checkpoint_done(f"dc/jobs/{job}", 40.0) is True

@@ -117,7 +117,7 @@ def _pod(item: Any) -> PodInfo | None:
         _text(meta.get("namespace")) or "default",
         meta["name"],
         controller_of(meta),
-        workload if workload in WORKLOAD_VALUES else None,  # another value is ignored: the kind decides
+        _text(workload),
         _text(group),
     )
 
@@ -199,21 +199,21 @@ class KubernetesJobs:
         listed = {ns: self._list(ns) for ns in sorted({ns for ns, _ in pod_on.values()})}
         used: dict[tuple[str, str, str], OwnerRef | None] = {}
         job_of_pod: dict[tuple[str, str], str] = {}
-        infos: dict[str, list[PodInfo | None]] = {}
+        members: dict[str, list[tuple[str, str]]] = {}
         for ns, pod in sorted(set(pod_on.values())):
             info = listed[ns].get(pod)
             top = None if info is None else self._top(info, listed[ns], used)
             job = f"{ns}.{top.kind}.{top.name}" if top else f"{ns}.{pod}"
             job_of_pod[(ns, pod)] = job
-            infos.setdefault(job, []).append(info)
+            members.setdefault(job, []).append((ns, pod))
         self._owners = used  # forget owners no pod names any more (a Deployment's old ReplicaSets)
         self._pod_on = pod_on
         self._fleets = {
-            job: _Fleet(tuple(sorted(p for p, j in job_of_pod.items() if j == job)), _serving(job, pods))
-            for job, pods in infos.items()
+            job: _Fleet(tuple(pods), _serving(job, [listed[ns].get(pod) for ns, pod in pods]))
+            for job, pods in members.items()
         }
         self._job_on = {g: job_of_pod[p] for g, p in pod_on.items()}
-        self._replica_on = {g: self._replica_key(job_of_pod[p], p, listed[p[0]].get(p[1])) for g, p in pod_on.items()}
+        self._replica_on = {g: _replica_key(job_of_pod[p], p, listed[p[0]].get(p[1])) for g, p in pod_on.items()}
         job_ids = tuple(sorted(self._fleets))
         index = {j: i for i, j in enumerate(job_ids)}
         found = [index[self._job_on[g]] if g in self._job_on else -1 for g in gpu_ids]
@@ -240,25 +240,24 @@ class KubernetesJobs:
         job = self._job_on.get(gpu)
         return self._replica_on.get(gpu) if job is not None and self._fleets[job].serving is True else None
 
-    @staticmethod
-    def _replica_key(job: str, pod: tuple[str, str], info: PodInfo | None) -> str:
-        # A LeaderWorkerSet's group (leader and workers) is one replica: deleting any of its pods restarts the group
-        # (its default RecreateGroupOnPodRestart), so two of its GPUs must not restart it twice.
-        if info is not None and info.group is not None and job.split(".")[1:2] == ["LeaderWorkerSet"]:
-            return f"{job}#{info.group}"
-        return "/".join(pod)
-
     def _list(self, ns: str) -> dict[str, PodInfo]:
         """The namespace's pods; empty (each of its GPU pods then its own job) where kubectl cannot tell."""
         argv = ["kubectl", "get", "pods", "--namespace", ns, "-o", "json"]
-        done = self._ask(argv)
+        done = self._ask(argv, "the namespace's pods are named one job each")
         if done is None:
             return {}
         try:
-            return parse_pods(done, " ".join(argv))
+            pods = parse_pods(done, " ".join(argv))
         except InputError as exc:
             self._say(f"--jobs k8s: {exc}; the namespace's pods are named one job each")
             return {}
+        for p in pods.values():
+            if p.workload is not None and p.workload not in WORKLOAD_VALUES:
+                self._say(
+                    f"--jobs k8s: pod {ns}/{p.name}: annotation {WORKLOAD_ANNOTATION}={p.workload!r} ignored (allowed:"
+                    f" {', '.join(WORKLOAD_VALUES)}); its controller's kind decides whether it serves"
+                )
+        return pods
 
     def _top(
         self, info: PodInfo, pods: Mapping[str, PodInfo], used: dict[tuple[str, str, str], OwnerRef | None]
@@ -266,8 +265,8 @@ class KubernetesJobs:
         """The pod's top controller, following owners up; the last one reached where kubectl cannot say more."""
         ref, top = info.owner, None
         for _ in range(MAX_OWNER_DEPTH):  # a bound, not a count: a cycle of owners must not hang the watch
-            if ref is None:
-                break
+            if ref is None or (ref.kind == "Node" and ref.api_version == "v1"):
+                break  # a static pod's mirror is "owned" by its node: only its kubelet restarts it, no controller
             top = ref
             if ref.kind == "Pod" and ref.api_version == "v1":  # LeaderWorkerSet: a worker set owned by its leader pod
                 owner = pods[ref.name].owner if ref.name in pods else None
@@ -282,33 +281,50 @@ class KubernetesJobs:
             if key in self._owners:
                 used[key] = self._owners[key]
             else:
-                done = self._ask(["kubectl", "get", ref.resource, ref.name, "--namespace", ns, "-o", "json"])
+                argv = ["kubectl", "get", ref.resource, ref.name, "--namespace", ns, "-o", "json"]
+                done = self._ask(argv, f"its pods' job is named after the {ref.kind}")
                 if done is None:
                     return None  # not remembered: asked again at the next refresh
                 used[key] = parse_owner(done)
         return used[key]
 
-    def _ask(self, argv: list[str]) -> str | None:
-        """The stdout of kubectl; None (reported once) where it could not run or failed."""
+    def _ask(self, argv: list[str], otherwise: str) -> str | None:
+        """The stdout of kubectl; None where it could not run or failed, said once per command and namespace (not
+        per object: one missing RBAC rule must not flood the stream) with ``otherwise``, what the job source does then.
+        """
         try:
             done = self._runner(argv)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self._say(f"--jobs k8s: {' '.join(argv)}: {exc}; pods are named one job each")
-            return None
-        if done.returncode != 0:
-            self._say(f"--jobs k8s: {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[:200]}")
-            return None
-        return done.stdout
+            why = str(exc)
+        else:
+            if done.returncode == 0:
+                return done.stdout
+            why = f"exit {done.returncode}: {done.stderr.strip()[:200]}"
+        what = " ".join(argv[:3])  # kubectl get TYPE
+        self._say(f"--jobs k8s: {' '.join(argv)}: {why}; {otherwise}", key=f"{what} {argv[-3]}")
+        return None
 
-    def _say(self, message: str) -> None:
-        if message not in self._warned:
-            self._warned.add(message)
+    def _say(self, message: str, key: str | None = None) -> None:
+        once = message if key is None else key
+        if once not in self._warned:
+            self._warned.add(once)
             self._warn(message)
+
+
+def _replica_key(job: str, pod: tuple[str, str], info: PodInfo | None) -> str:
+    """The serving replica ``pod`` belongs to: the pod itself, or its LeaderWorkerSet group (a leader and its workers:
+    deleting any of them restarts the group, by LWS's default RecreateGroupOnPodRestart, so two of its GPUs must not
+    restart it twice).
+    """
+    found = controller_job(job)
+    if info is not None and info.group is not None and found is not None and found[1] == "LeaderWorkerSet":
+        return f"{job}#{info.group}"
+    return "/".join(pod)
 
 
 def _serving(job: str, pods: Sequence[PodInfo | None]) -> bool | None:
     """The pods' workload annotation where they agree on one, else by the controller's kind; None when unknown."""
-    said = {p.workload for p in pods if p is not None and p.workload is not None}
+    said = {p.workload for p in pods if p is not None and p.workload in WORKLOAD_VALUES}
     if len(said) == 1:
         return WORKLOAD_VALUES[said.pop()]
     if said:
