@@ -329,3 +329,13 @@ def test_heartbeats_are_written_and_read_under_the_controllers_name(tmp_path: Pa
     path = record(tmp_path, job, "checkpoint-done", ts=50.0)
     assert path.name == "ml.PyTorchJob.finetune.jsonl"
     assert JobHeartbeats(tmp_path, clock=lambda: 60.0).checkpoint_done(f"dc/jobs/{job}", 40.0) is True
+
+
+def test_observe_mode_sees_the_same_serving_fleets() -> None:
+    """`--actuator none --jobs k8s` (observe, the default actuator) tells a serving fleet as `--actuator k8s` does:
+    the loop's detection and its recorded decisions must not change with the actuator."""
+    jobs, _ = fleet()
+    none = make_actuator("none", jobs=JobLookup(jobs))
+    assert none.is_serving("dc/jobs/serving.Deployment.vllm-llama") is True
+    assert none.is_serving("dc/jobs/ml.JobSet.pretrain") is False
+    assert make_actuator("none").is_serving("dc/jobs/serving.Deployment.vllm-llama") is None

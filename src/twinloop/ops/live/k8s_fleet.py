@@ -313,8 +313,8 @@ class KubernetesJobs:
 
 def _replica_key(job: str, pod: tuple[str, str], info: PodInfo | None) -> str:
     """The serving replica ``pod`` belongs to: the pod itself, or its LeaderWorkerSet group (a leader and its workers:
-    deleting any of them restarts the group, by LWS's default RecreateGroupOnPodRestart, so two of its GPUs must not
-    restart it twice).
+    deleting any of them recreates the whole group under LWS's default ``restartPolicy: RecreateGroupOnPodRestart``,
+    kubernetes-sigs/lws ``api/leaderworkerset/v1`` types; so two of its GPUs must not restart it twice).
     """
     found = controller_job(job)
     if info is not None and info.group is not None and found is not None and found[1] == "LeaderWorkerSet":
