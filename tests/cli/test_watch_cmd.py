@@ -136,3 +136,16 @@ def test_speed_paces_a_recording() -> None:
     doc = json.loads(res.stdout)
     assert doc["stopped"] == "duration" and doc["samples"] == 50
     assert doc["wall_s"] >= 49 / 50  # 49 s of recorded time between the first and the last sample, at 50x
+
+
+def test_jobs_k8s_groups_pods_by_controller_and_reaches_the_k8s_actuator() -> None:
+    """`--jobs k8s` is the controller-grouping job source, and the k8s actuator asks it which pods to delete and which
+    jobs serve (before: one job per pod, and the actuator knew no pods)."""
+    from twinloop.cli.watch_cmd import _job_source
+    from twinloop.ops.live.actuators import JobLookup, make_actuator
+    from twinloop.ops.live.k8s_fleet import KubernetesJobs
+
+    source = _job_source("k8s")
+    assert isinstance(source, KubernetesJobs)
+    act = make_actuator("k8s", jobs=JobLookup(source))
+    assert act.real.fleet is source and act.dry.fleet is source  # type: ignore[attr-defined]

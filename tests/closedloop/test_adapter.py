@@ -60,12 +60,14 @@ def test_twin_refusals_come_back_as_refused() -> None:
 
 
 def test_a_replica_restart_is_refused_where_the_scheduler_cannot_do_it() -> None:
-    # Slurm and Kubernetes (cordon/drain) adapters have no command that restarts one replica: an honest refusal.
+    # Slurm has no command that restarts one replica of a job: an honest refusal. Kubernetes deletes the replica's pod
+    # (tests/ops/respond/test_adapters.py), but only knows which pod from `--jobs k8s`: without it, refused too.
     from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
 
-    for adapter in (SlurmAdapter(), KubernetesAdapter()):
-        reply = adapter.apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc1/r01/k01/n01/g0"))
-        assert reply.status == "refused" and "does not support restart_replica" in reply.detail
+    reply = SlurmAdapter().apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc1/r01/k01/n01/g0"))
+    assert reply.status == "refused" and "does not support restart_replica" in reply.detail
+    reply = KubernetesAdapter().apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc1/r01/k01/n01/g0"))
+    assert reply.status == "refused" and "needs --jobs k8s" in reply.detail
 
 
 def test_closed_loop_cooling_rule_changes_the_twin() -> None:

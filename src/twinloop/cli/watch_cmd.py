@@ -112,14 +112,16 @@ def _check(args: _WatchArgs) -> None:
 
 def _job_source(jobs: str | None) -> JobSource | None:
     """Where the watcher learns which job runs on which GPU: Slurm, Kubernetes, a file, or nowhere."""
-    from twinloop.ops import k8s_jobs, load_job_file, slurm_jobs
+    from twinloop.ops import load_job_file, slurm_jobs
+    from twinloop.ops.live.k8s_fleet import KubernetesJobs
 
     if jobs is None:
         return None
     if jobs == "slurm":
         return lambda gpus, _labels: slurm_jobs(gpus)
     if jobs == "k8s":
-        return k8s_jobs
+        # Pods grouped by their controller (a serving fleet is one job); one job per pod where kubectl cannot tell.
+        return KubernetesJobs(warn=_say)
     path = Path(jobs)
     if not path.is_file():
         raise InputError("--jobs", "", f"{jobs}: not slurm, k8s or a file")

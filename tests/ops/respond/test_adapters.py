@@ -1,6 +1,7 @@
 import pickle
 import subprocess
 from collections.abc import Sequence
+from typing import ClassVar
 
 import pytest
 
@@ -118,3 +119,93 @@ def test_k8s_requeue_refuses_a_bare_pod_and_a_job_that_names_no_pod() -> None:
     assert [c[1] for c in calls] == ["get"]  # asked, never deleted
     reply = k8s.apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/4242"))
     assert reply.status == "refused" and "not a pod" in reply.detail
+
+
+class Fleet:
+    """What `--jobs k8s` tells the Kubernetes adapter: a two-pod vLLM Deployment and a bare pod."""
+
+    pods: ClassVar[dict[str, tuple[tuple[str, str], ...]]] = {
+        "serving.Deployment.vllm": (("serving", "vllm-7f9c-a"), ("serving", "vllm-7f9c-b"))
+    }
+    on: ClassVar[dict[str, tuple[str, str]]] = {
+        "dc/r/k/n1/g0": ("serving", "vllm-7f9c-a"),
+        "dc/r/k/n1/g1": ("serving", "vllm-7f9c-a"),
+        "dc/r/k/n2/g0": ("serving", "vllm-7f9c-b"),
+        "dc/r/k/n3/g0": ("default", "shell"),
+    }
+
+    def pod_on(self, gpu: str) -> tuple[str, str] | None:
+        return self.on.get(gpu)
+
+    def pods_of(self, job: str) -> tuple[tuple[str, str], ...]:
+        return self.pods.get(job.rsplit("/", 1)[-1], ())
+
+    def is_serving(self, job: str) -> bool | None:
+        return True if job.endswith("Deployment.vllm") else None
+
+    def replica_of(self, gpu: str) -> str | None:
+        pod = self.on.get(gpu)
+        return "/".join(pod) if pod is not None and pod[0] == "serving" else None
+
+
+def _kubectl(calls: list[list[str]], owners: str = "ReplicaSet"):  # type: ignore[no-untyped-def]
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(list(argv), 0, owners if argv[1] == "get" else "", "")
+
+    return run
+
+
+def test_k8s_restarts_one_replica_by_deleting_the_pod_on_its_gpu() -> None:
+    # Before: restart_replica was refused as unsupported on Kubernetes; a hung vLLM replica stayed hung.
+    shown = KubernetesAdapter(fleet=Fleet()).apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc/r/k/n2/g0"))
+    assert shown.status == "dry_run"
+    assert shown.detail == "kubectl delete pod --namespace serving vllm-7f9c-b --wait=false"
+    calls: list[list[str]] = []
+    k8s = KubernetesAdapter(dry_run=False, runner=_kubectl(calls), fleet=Fleet())
+    assert k8s.apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc/r/k/n2/g0")).status == "applied"
+    assert calls[0][:6] == ["kubectl", "get", "pod", "--namespace", "serving", "vllm-7f9c-b"]
+    assert calls[1] == ["kubectl", "delete", "pod", "--namespace", "serving", "vllm-7f9c-b", "--wait=false"]
+
+
+def test_k8s_refuses_to_restart_a_bare_pod_or_a_gpu_with_no_known_pod() -> None:
+    calls: list[list[str]] = []
+    k8s = KubernetesAdapter(dry_run=False, runner=_kubectl(calls, owners=""), fleet=Fleet())
+    reply = k8s.apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc/r/k/n3/g0"))
+    assert reply.status == "refused" and "default/shell has no controller" in reply.detail
+    assert [c[1] for c in calls] == ["get"]  # asked, never deleted
+    reply = k8s.apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc/r/k/n9/g0"))
+    assert reply.status == "refused" and "no pod known" in reply.detail
+    reply = KubernetesAdapter().apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc/r/k/n2/g0"))
+    assert reply.status == "refused" and "needs --jobs k8s" in reply.detail
+
+
+def test_slurm_still_refuses_a_replica_restart() -> None:
+    reply = SlurmAdapter().apply(ActionRequest(ActionKind.RESTART_REPLICA, "dc/r/k/n2/g0"))
+    assert reply.status == "refused" and "does not support restart_replica" in reply.detail
+
+
+def test_k8s_requeue_of_a_controllers_job_deletes_all_its_gpu_pods() -> None:
+    calls: list[list[str]] = []
+    k8s = KubernetesAdapter(dry_run=False, runner=_kubectl(calls), fleet=Fleet())
+    reply = k8s.apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/serving.Deployment.vllm"))
+    assert reply.status == "applied"
+    # One command; no owner check (the job was named from its pods' controller); a pod already replaced is no error.
+    assert calls == [["kubectl", "delete", "pod", "--namespace", "serving", "vllm-7f9c-a", "vllm-7f9c-b",
+                      "--wait=false", "--ignore-not-found"]]  # fmt: skip
+    reply = k8s.apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/ml.JobSet.gone"))
+    assert reply.status == "refused" and "job source saw" in reply.detail
+    reply = KubernetesAdapter().apply(ActionRequest(ActionKind.REQUEUE, "dc/jobs/serving.Deployment.vllm"))
+    assert reply.status == "refused"  # without --jobs k8s nobody knows its pods
+
+
+def test_k8s_tells_a_serving_fleet_and_its_replicas_from_the_job_source() -> None:
+    from twinloop.ops.events import EventClass, Incident, Severity
+
+    k8s = KubernetesAdapter(fleet=Fleet())
+    assert k8s.is_serving("dc/jobs/serving.Deployment.vllm") is True
+    assert k8s.is_serving("dc/jobs/default.shell") is None
+    assert KubernetesAdapter().is_serving("dc/jobs/serving.Deployment.vllm") is None
+    members = ("dc/r/k/n1/g0", "dc/r/k/n1/g1", "dc/r/k/n2/g0", "dc/r/k/n3/g0")
+    incident = Incident(1, EventClass.JOB_HANG, "dc/r/k", members, 0.0, 0.0, Severity.MAJOR)
+    assert k8s.resolve("replica", incident) == ["dc/r/k/n1/g0", "dc/r/k/n2/g0"]  # one GPU per serving pod

@@ -20,6 +20,7 @@ from typing import ClassVar
 from twinloop.errors import InputError, unknown_name
 from twinloop.ops.events import Incident
 from twinloop.ops.live.jobs import JobMap
+from twinloop.ops.live.k8s_fleet import KubernetesJobs
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import (
     ActionAdapter,
@@ -37,10 +38,20 @@ ACTUATORS = ("none", "nvml", "slurm", "k8s")
 
 
 class NoActuator(ActionAdapter):
-    """Records every action as a dry run and touches nothing (``--actuator none``)."""
+    """Records every action as a dry run and touches nothing (``--actuator none``). With ``fleet`` (``--jobs k8s``)
+    it still says which jobs are serving fleets: what the loop detects and decides in observe mode must be what it
+    would with ``--actuator k8s`` (a fleet's replicas are not compared as one job's ranks, nor the fleet requeued).
+    """
 
     name: ClassVar[str] = "none"
     supported: ClassVar[frozenset[ActionKind]] = frozenset(ActionKind)
+
+    def __init__(self, fleet: KubernetesJobs | None = None) -> None:
+        self.fleet = fleet
+
+    def is_serving(self, job: str) -> bool | None:
+        """From ``--jobs k8s`` where given; else unknown."""
+        return None if self.fleet is None else self.fleet.is_serving(job)
 
     def _apply(self, request: ActionRequest) -> AdapterReply:
         return AdapterReply("dry_run", f"actuator none: {request.kind} on {request.target} not carried out")
@@ -52,8 +63,10 @@ class CordonAdapter(KubernetesAdapter):
     """
 
     def argv(self, request: ActionRequest) -> list[str]:
-        """``kubectl cordon|uncordon NODE``; a requeue as :class:`KubernetesAdapter` does it (its pod deleted)."""
-        if request.kind == ActionKind.REQUEUE:
+        """``kubectl cordon|uncordon NODE``; a requeue or a replica's restart as :class:`KubernetesAdapter` does it
+        (pods deleted).
+        """
+        if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             return super().argv(request)
         node = leaf(request.target)
         return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]
@@ -197,14 +210,16 @@ def make_actuator(
         raise InputError("--job-heartbeats", "", f"needs --actuator slurm or k8s (the scheduler's), not {name!r}")
     if heartbeats is not None and jobs is None:
         raise InputError("--job-heartbeats", "", "needs --jobs (slurm, k8s or FILE): which job runs on which GPU")
+    # With `--jobs k8s` the adapter learns the pods of each controller's job: which to delete, and which serve.
+    fleet = jobs.source if jobs is not None and isinstance(jobs.source, KubernetesJobs) else None
     if name == "none":
-        return NoActuator()
+        return NoActuator(fleet)
     if name == "slurm":
         real = SlurmAdapter(dry_run=False, heartbeats=heartbeats)
         return DryRunFirst(SlurmAdapter(dry_run=True), real, show, jobs)
     if name == "k8s":
-        cordon = CordonAdapter(dry_run=False, heartbeats=heartbeats)
-        return DryRunFirst(CordonAdapter(dry_run=True), cordon, show, jobs)
+        cordon = CordonAdapter(dry_run=False, heartbeats=heartbeats, fleet=fleet)
+        return DryRunFirst(CordonAdapter(dry_run=True, fleet=fleet), cordon, show, jobs)
     if name == "nvml":
         try:
             import pynvml

@@ -1,5 +1,5 @@
 """Which job runs on which GPU, where a scheduler says: Slurm (``squeue --json``), Kubernetes pod labels (as
-dcgm-exporter attaches them: ``pod``, ``namespace``), or a file.
+dcgm-exporter attaches them: ``pod``, ``namespace``; grouped by controller in :mod:`.k8s_fleet`), or a file.
 
 A job file (YAML or JSON) maps job ids to hosts or GPUs::
 
@@ -146,14 +146,22 @@ def slurm_jobs(gpu_ids: Sequence[str], runner: Callable[[list[str]], str] | None
     return JobMap.from_hosts(gpu_ids, parse_squeue_json((runner or run)(["squeue", "--json"])))
 
 
+def pod_labelled(labels: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(namespace, pod)`` from the labels dcgm-exporter puts on a GPU's series (``exported_*`` where Prometheus
+    renamed them); the namespace ``default`` where none is given; None without a pod.
+    """
+    pod = labels.get("pod") or labels.get("exported_pod")
+    ns = labels.get("namespace") or labels.get("exported_namespace") or "default"
+    return (str(ns), str(pod)) if pod else None
+
+
 def k8s_jobs(gpu_ids: Sequence[str], labels: Mapping[str, Mapping[str, Any]]) -> JobMap:
-    """Jobs from the Kubernetes labels dcgm-exporter puts on each GPU's series: ``namespace/pod``."""
-    names = []
-    for g in gpu_ids:
-        lab = labels.get(g, {})
-        pod = lab.get("pod") or lab.get("exported_pod")
-        ns = lab.get("namespace") or lab.get("exported_namespace") or "default"
-        names.append(f"{ns}.{pod}" if pod else "")
+    """Jobs from the Kubernetes labels dcgm-exporter puts on each GPU's series, one per pod: ``namespace.pod``
+    (what ``--jobs k8s`` falls back to where kubectl cannot group pods by their controller:
+    :mod:`twinloop.ops.live.k8s_fleet`).
+    """
+    found = [pod_labelled(labels.get(g, {})) for g in gpu_ids]
+    names = [f"{p[0]}.{p[1]}" if p else "" for p in found]
     job_ids = tuple(sorted({n for n in names if n}))
     pos = {j: i for i, j in enumerate(job_ids)}
     return JobMap(job_ids, np.array([pos.get(n, -1) for n in names], dtype=np.int64))

@@ -11,8 +11,9 @@ import subprocess
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
+from twinloop.ops.events import Incident
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, JobTiming, leaf
 from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats
@@ -145,50 +146,128 @@ class SlurmAdapter(CommandAdapter):
 
 
 def pod_of(job: str) -> tuple[str, str] | None:
-    """``(namespace, pod)`` of a job named ``namespace.pod`` (what ``--jobs k8s`` names a GPU's pod); None otherwise.
+    """``(namespace, pod)`` of a job named ``namespace.pod`` (what ``--jobs k8s`` names a pod without a controller);
+    None otherwise (a controller's ``namespace.Kind.name`` included: its pods come from the job source).
 
-    A namespace is a DNS label (no dots), so the first dot splits it from the pod's name, which may hold dots.
+    A namespace is a DNS label (no dots), so the first dot splits it from the pod's name, which may hold dots; a pod's
+    name is lower-case, a kind CamelCase.
     """
     ns, dot, pod = leaf(job).partition(".")
-    return (ns, pod) if dot and ns and pod else None
+    return (ns, pod) if dot and ns and pod and not pod[:1].isupper() else None
+
+
+class PodFleet(Protocol):
+    """What the Kubernetes adapter asks the ``--jobs k8s`` job source (``ops/live/k8s_fleet.KubernetesJobs``)."""
+
+    def pod_on(self, gpu: str) -> tuple[str, str] | None:
+        """``(namespace, pod)`` holding ``gpu``; None when unknown."""
+
+    def pods_of(self, job: str) -> tuple[tuple[str, str], ...]:
+        """The GPU pods of ``job``; empty when unknown."""
+
+    def is_serving(self, job: str) -> bool | None:
+        """Whether ``job`` is a serving fleet; None when unknown."""
+
+    def replica_of(self, gpu: str) -> str | None:
+        """A key equal for the GPUs of one serving replica; None when ``gpu``'s job is not a serving fleet."""
+
+
+def _delete_pods(ns: str, pods: Sequence[str]) -> list[str]:
+    # --wait=false: the loop's step does not block on the pod's grace period; its controller recreates it.
+    return ["kubectl", "delete", "pod", "--namespace", ns, *pods, "--wait=false"]
 
 
 class KubernetesAdapter(CommandAdapter):
-    """Kubernetes: cordon/drain and uncordon nodes; a job's requeue deletes its pod, for its controller to recreate.
+    """Kubernetes: cordon/drain and uncordon nodes; a job's requeue deletes its pods and a replica's restart deletes
+    its one pod, for their controller to recreate.
 
-    A job is a pod here (``--jobs k8s`` names each GPU's job ``namespace.pod`` from dcgm-exporter's labels). Deleting
-    the pod of a Deployment, StatefulSet or JobSet is how an SRE restarts a wedged replica or worker: the controller
-    makes a new one. A pod without a controller would be gone for good, so the requeue first asks for the pod's
-    owners and refuses a bare pod.
+    With ``fleet`` (``--jobs k8s``) a job is a controller's pods (``namespace.Kind.name``, each pod a replica):
+    :meth:`is_serving` answers from the controller's kind, a requeue deletes every GPU pod of the job (each of a batch
+    job's ranks must restart; a serving fleet is requeued only when it hangs whole: the responder refuses a whole-fleet
+    requeue for one GPU's or node's fault) and ``restart_replica`` deletes the one pod holding the incident's GPU. A
+    job named ``namespace.pod`` (a pod with no controller, or a job file) is that pod. Deleting the pod of a
+    Deployment, StatefulSet or JobSet is how an SRE restarts a wedged replica or worker: the controller makes a new
+    one. A pod without a controller would be gone for good, so deleting a single pod first asks for its owners and
+    refuses a bare pod.
     """
 
     name: ClassVar[str] = "k8s"
-    supported: ClassVar[frozenset[ActionKind]] = frozenset({ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE})
+    supported: ClassVar[frozenset[ActionKind]] = frozenset(
+        {ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE, ActionKind.RESTART_REPLICA}
+    )
+
+    def __init__(
+        self,
+        dry_run: bool = True,
+        runner: Runner | None = None,
+        job_timing: Callable[[str], JobTiming | None] | None = None,
+        heartbeats: JobHeartbeats | None = None,
+        fleet: PodFleet | None = None,
+    ) -> None:
+        super().__init__(dry_run, runner, job_timing, heartbeats)
+        self.fleet = fleet
+
+    def is_serving(self, job: str) -> bool | None:
+        """From the job source's view of the job's controller; None without ``--jobs k8s``."""
+        return None if self.fleet is None else self.fleet.is_serving(job)
+
+    def _replicas_of(self, incident: Incident) -> list[str]:
+        """One member GPU per serving replica (its pod; a LeaderWorkerSet's group) the job source knows; without
+        it, the base class's one GPU per node.
+        """
+        if self.fleet is None:
+            return super()._replicas_of(incident)
+        first: dict[str, str] = {}
+        for gpu in incident.members:
+            key = self.fleet.replica_of(gpu)
+            if key is not None:
+                first.setdefault(key, gpu)
+        return sorted(first.values())
+
+    def _pods(self, request: ActionRequest) -> tuple[str, list[str]] | str:
+        """The namespace and pods ``request`` deletes (a requeue: the job's; a restart: the GPU's), or why none."""
+        if request.kind == ActionKind.RESTART_REPLICA:
+            found = None if self.fleet is None else self.fleet.pod_on(request.target)
+            if found is None:
+                return f"{request.target}: no pod known on this GPU (needs --jobs k8s)"
+            return found[0], [found[1]]
+        single = pod_of(request.target)
+        if single is not None:
+            return single[0], [single[1]]
+        pods = () if self.fleet is None else self.fleet.pods_of(request.target)
+        if not pods:
+            return f"{request.target}: not a pod or a controller's job the job source saw (--jobs k8s names them)"
+        return pods[0][0], [p for _, p in pods]  # a controller's pods share its namespace
 
     def argv(self, request: ActionRequest) -> list[str]:
-        """``kubectl`` command line for ``request`` (a requeue's target must name a pod: :meth:`_apply` checks)."""
-        if request.kind == ActionKind.REQUEUE:
-            ns, pod = pod_of(request.target) or ("", "")
-            return ["kubectl", "delete", "pod", "--namespace", ns, pod, "--wait=false"]
+        """``kubectl`` command line for ``request`` (a deletion's pods must be known: :meth:`_apply` checks)."""
+        if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
+            found = self._pods(request)
+            ns, pods = found if not isinstance(found, str) else ("", [""])
+            if request.kind == ActionKind.REQUEUE and pod_of(request.target) is None:
+                # A pod replaced since the job source's last look is gone already: not a failure of the requeue.
+                return [*_delete_pods(ns, pods), "--ignore-not-found"]
+            return _delete_pods(ns, pods)
         node = leaf(request.target)
         if request.kind == ActionKind.DRAIN:
             return ["kubectl", "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"]
         return ["kubectl", "uncordon", node]
 
     def _apply(self, request: ActionRequest) -> AdapterReply:
-        if request.kind != ActionKind.REQUEUE:
+        if request.kind not in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             return super()._apply(request)
-        found = pod_of(request.target)
-        if found is None:
-            return AdapterReply("refused", f"{request.target}: not a pod (namespace.pod, as --jobs k8s names them)")
-        if self.dry_run:
+        found = self._pods(request)
+        if isinstance(found, str):
+            return AdapterReply("refused", found)
+        ns, pods = found
+        # A controller's job was named from its pods' controller references: only a lone pod is asked again.
+        if self.dry_run or (request.kind == ActionKind.REQUEUE and pod_of(request.target) is None):
             return super()._apply(request)
-        ns, pod = found
         owners = self._checked(
-            ["kubectl", "get", "pod", "--namespace", ns, pod, "-o", "jsonpath={.metadata.ownerReferences[*].kind}"]
+            ["kubectl", "get", "pod", "--namespace", ns, pods[0], "-o", "jsonpath={.metadata.ownerReferences[*].kind}"]
         )
         if isinstance(owners, AdapterReply):
             return owners
         if not owners.stdout.strip():
-            return AdapterReply("refused", f"{ns}/{pod} has no controller: deleting it would end it for good")
+            return AdapterReply("refused", f"{ns}/{pods[0]} has no controller: deleting it would end it for good")
         return super()._apply(request)
