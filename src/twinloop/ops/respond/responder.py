@@ -33,6 +33,7 @@ from twinloop.ops.respond.thermal_cap import (
     NotSettled,
     ThermalPathCap,
     followed_cap_w,
+    own_control_holds,
     thermal_path_cap,
 )
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP
@@ -685,22 +686,27 @@ class Responder:
         """The power cap ``request.target``'s own thermal path carries (:mod:`.thermal_cap`), never above its present
         limit, with the figure and its inputs in the reason; the fallback factor where the cluster cannot tell. A
         cap from the path then follows the GPU's coolant (:meth:`_follow_path_caps`), from after the rule's verify
-        window. A die not settled yet is read again by the follower (no cap now); a GPU whose cap already follows
+        window. A die its GPU's own thermal control holds under its slowdown (:func:`~.thermal_cap.own_control_holds`)
+        or not settled yet is read again by the follower (no cap now); a GPU whose cap already follows
         its coolant is left to it (a fallback factor on a capped GPU compounded: mixed_hall seed 2, 450 -> 315 W
         for the rest of the run).
         """
         path = self.adapter.thermal_path(request.target)
         limits = self.adapter.limits(ActionKind.POWER_CAP, request.target)
         current = self.adapter.current(ActionKind.POWER_CAP, request.target)
-        followed = any(gpu == request.target for _, gpu in self._path_caps)
+        watched = [state for (_, gpu), state in self._path_caps.items() if gpu == request.target]
+        followed = bool(watched)
+        held = None
         if path is None or limits is None:
             found: ThermalPathCap | str = f"no slowdown threshold or coolant reading for {request.target}"
         elif followed:
-            found = "its thermal-path cap already follows its coolant"
+            capped = _differs(watched[0].last_w, watched[0].ceiling_w)
+            found = "its thermal-path cap already follows its coolant" if capped else "its thermal path is watched"
         else:
-            found = thermal_path_cap(read, request.target, path.coolant_temp_c, path.slowdown_temp_c, limits)
+            held = own_control_holds(read, request.target, path.slowdown_temp_c)
+            found = held or thermal_path_cap(read, request.target, path.coolant_temp_c, path.slowdown_temp_c, limits)
         value: float | None
-        if (followed or isinstance(found, NotSettled)) and current is not None:
+        if (followed or held is not None or isinstance(found, NotSettled)) and current is not None:
             value, why = current, found if followed else f"{found}: read again in {FOLLOW_EVERY_S:g} s"
             if not followed:
                 self._path_caps[(request.incident_id, request.target)] = _PathCap(now, request.reason, current, current)
@@ -732,6 +738,8 @@ class Responder:
         A die that bursty work keeps moving is read over the longer window (:data:`~.thermal_cap.BURSTY_WINDOW_S`)
         only until its path has a first ``R``: then it follows with that, as a training GPU's moving die always did
         (reading a training GPU's iterations over it too moved mixed_hall seed 0's cap later, -0.5 % `pretrain`).
+        A GPU not capped yet is capped only once its die reaches its slowdown threshold: till then its own thermal
+        control holds it, at a faster pace than a cap would.
         """
         out: list[ActionResult] = []
         for (iid, gpu), state in list(self._path_caps.items()):
@@ -753,6 +761,8 @@ class Responder:
                 found = state.path_cap(path.coolant_temp_c, now)
             elif state.known is not None:  # a die still moving: its path's R so far at the coolant of now
                 found = state.path_cap(path.coolant_temp_c, now)
+            if not _differs(state.last_w, state.ceiling_w) and own_control_holds(read, gpu, path.slowdown_temp_c):
+                continue
             value = followed_cap_w(found, current, state.ceiling_w)
             if value is None or not isinstance(found, ThermalPathCap):
                 continue
