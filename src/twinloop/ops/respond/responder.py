@@ -701,7 +701,11 @@ class Responder:
             found: ThermalPathCap | str = f"no slowdown threshold or coolant reading for {request.target}"
         elif followed:
             capped = _differs(watched[0].last_w, watched[0].ceiling_w)
-            found = "its thermal-path cap already follows its coolant" if capped else "its thermal path is watched"
+            found = (
+                "its thermal-path cap already follows its coolant"
+                if capped
+                else "its thermal path is watched: capped once its die reaches its slowdown"
+            )
         else:
             held = own_control_holds(read, request.target, path.slowdown_temp_c)
             found = held or thermal_path_cap(read, request.target, path.coolant_temp_c, path.slowdown_temp_c, limits)
