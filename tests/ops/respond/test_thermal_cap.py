@@ -208,6 +208,25 @@ def test_a_die_its_own_thermal_control_holds_under_its_slowdown_is_not_capped_un
     assert capped.request.value == pytest.approx((89.0 - MARGIN_C - 35.0) / ((87.0 - 35.0) / 480.0))
 
 
+def test_without_a_coolant_reading_a_held_die_is_not_capped_and_one_that_reaches_its_slowdown_gets_the_factor() -> None:
+    """`twinloop watch --actuator nvml`: NVML names the GPU (so its slowdown threshold) but no coolant. Before, the
+    rule's 0.7 factor capped a die its own thermal control held under its slowdown, at 60 s."""
+    adapter = PathAdapter(ThermalPath(89.0, None))
+    incident = Incident(1, EventClass.THERMAL_THROTTLE, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    r = Responder(default_policy(), adapter, mode="auto")
+    for t in range(0, 200, 5):
+        r.handle([incident], float(t), _steady_reader(87.0, 480.0, hottest_c=88.0))
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == 700.0
+    for t in range(200, 400, 5):
+        r.handle([incident], float(t), _steady_reader(87.0, 480.0, hottest_c=89.0))
+    (capped,) = [a for a in r.log if a.request.kind == ActionKind.POWER_CAP and a.status == "applied"]
+    assert capped.request.value == pytest.approx(0.7 * 700.0) and 200.0 <= capped.ts <= 260.0
+    assert f"its die reached its 89 C slowdown: no coolant reading for {GPU}: fell back to 0.7 x" in (
+        capped.request.reason
+    )
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == pytest.approx(490.0)  # once: the factor does not compound
+
+
 @pytest.mark.parametrize(
     ("path", "read", "why"),
     [

@@ -24,7 +24,7 @@ from twinloop.ops.respond.actions import (
     ActionStatus,
     Expectation,
 )
-from twinloop.ops.respond.adapters.base import ActionAdapter
+from twinloop.ops.respond.adapters.base import ActionAdapter, ThermalPath
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
 from twinloop.ops.respond.restart_cost import SERVING_STAYS, RestartChoice, choose_restart, write_pays
@@ -147,6 +147,7 @@ class _PathCap:
     reason: str
     ceiling_w: float
     last_w: float
+    fallback_scale: float | None = None
     known: ThermalPathCap | None = None
     known_at_s: float = 0.0
     r_sum_c_per_w: float = 0.0
@@ -170,6 +171,27 @@ class _PathCap:
         assert self.known is not None
         r_mean = self.r_sum_c_per_w / max(self.r_reads, 1)
         return replace(self.known, resistance_c_per_w=r_mean).at_coolant(coolant_c, now - self.known_at_s)
+
+
+def _read_path(
+    state: _PathCap,
+    read: Reader,
+    gpu: str,
+    slowdown_c: float,
+    coolant_c: float,
+    limits: tuple[float, float],
+    now: float,
+) -> tuple[_PathCap, ThermalPathCap | str]:
+    """``state`` with the path read once more where its die has settled, and the cap at ``coolant_c`` from the mean
+    ``R`` of its readings so far (a die still moving follows with the ``R`` it has), or why there is none yet.
+    """
+    known = state.known is not None  # then a bursty die is not read over the longer window
+    found = thermal_path_cap(read, gpu, coolant_c, slowdown_c, limits, bursty=not known)
+    if isinstance(found, ThermalPathCap):
+        state = state.read(found, now)
+    if state.known is not None:
+        return state, state.path_cap(coolant_c, now)
+    return state, found
 
 
 @dataclass(frozen=True)
@@ -708,12 +730,14 @@ class Responder:
             )
         else:
             held = own_control_holds(read, request.target, path.slowdown_temp_c)
-            found = held or thermal_path_cap(read, request.target, path.coolant_temp_c, path.slowdown_temp_c, limits)
+            found = held or self._path_figure(read, request.target, path, limits)
         value: float | None
         if (followed or held is not None or isinstance(found, NotSettled)) and current is not None:
             value, why = current, found if followed else f"{found}: read again in {FOLLOW_EVERY_S:g} s"
             if not followed:
-                self._path_caps[(request.incident_id, request.target)] = _PathCap(now, request.reason, current, current)
+                self._path_caps[(request.incident_id, request.target)] = _PathCap(
+                    now, request.reason, current, current, fallback_scale=request.fallback_scale
+                )
         elif isinstance(found, ThermalPathCap):
             value, why = found.cap_w, found.why()
             if current is not None and value > current:
@@ -729,6 +753,13 @@ class Responder:
             why = f"{found}: fell back to {scale:g} x the present limit" if scale is not None else found
         base = ActionRequest(request.kind, request.target, value, request.duration_s, incident_id=request.incident_id)
         return replace(base, reason=f"{request.reason}: {why}", expect=request.expect)
+
+    @staticmethod
+    def _path_figure(read: Reader, gpu: str, path: ThermalPath, limits: tuple[float, float]) -> ThermalPathCap | str:
+        """The cap ``gpu``'s path carries at its coolant now, or why there is none (no coolant reading included)."""
+        if path.coolant_temp_c is None:
+            return f"no coolant reading for {gpu}"
+        return thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits)
 
     def _follow_path_caps(self, now: float, read: Reader) -> list[ActionResult]:
         """Every :data:`~.thermal_cap.FOLLOW_EVERY_S`, each thermal-path cap is read again off its GPU (under the cap
@@ -756,24 +787,25 @@ class Responder:
             if now < state.due_s or path is None or limits is None:
                 continue
             state = replace(state, due_s=now + FOLLOW_EVERY_S)
+            found: ThermalPathCap | str = f"no coolant reading for {gpu}"
+            if path.coolant_temp_c is not None:
+                state, found = _read_path(state, read, gpu, path.slowdown_temp_c, path.coolant_temp_c, limits, now)
             self._path_caps[(iid, gpu)] = state
-            known = state.known is not None  # then a bursty die is not read over the longer window (see docstring)
-            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits, bursty=not known)
+            capped = _differs(state.last_w, state.ceiling_w)
+            if not capped and own_control_holds(read, gpu, path.slowdown_temp_c):
+                continue
             if isinstance(found, ThermalPathCap):
-                state = state.read(found, now)
-                self._path_caps[(iid, gpu)] = state
-                found = state.path_cap(path.coolant_temp_c, now)
-            elif state.known is not None:  # a die still moving: its path's R so far at the coolant of now
-                found = state.path_cap(path.coolant_temp_c, now)
-            if not _differs(state.last_w, state.ceiling_w) and own_control_holds(read, gpu, path.slowdown_temp_c):
+                value = followed_cap_w(found, current, state.ceiling_w)
+                why = f"follows its coolant: {found.why()}; at most {state.ceiling_w:g} W, its limit before the cap"
+            elif path.coolant_temp_c is None and not capped and state.fallback_scale is not None:
+                value = current * state.fallback_scale
+                why = f"its die reached its {path.slowdown_temp_c:g} C slowdown: {found}: fell back to"
+                why += f" {state.fallback_scale:g} x the present limit"
+            else:
                 continue
-            value = followed_cap_w(found, current, state.ceiling_w)
-            if value is None or not isinstance(found, ThermalPathCap):
+            if value is None:
                 continue
-            why = (
-                f"{state.reason}: follows its coolant: {found.why()}; at most {state.ceiling_w:g} W, its limit before"
-                " the cap"
-            )
+            why = f"{state.reason}: {why}"
             result = self.submit(ActionRequest(ActionKind.POWER_CAP, gpu, value, 0.0, why, iid), now, read)
             out.append(result)
             if result.status == "applied" and result.request.value is not None:
