@@ -6,6 +6,7 @@ from typing import ClassVar
 import pytest
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
+from twinloop.ops.respond.adapters.base import ThermalPath
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
 
@@ -70,6 +71,18 @@ class FakeNvml:
     def nvmlDeviceSetGpuLockedClocks(self, h: int, lo: int, hi: int) -> None:
         pass
 
+    def nvmlDeviceGetName(self, h: int) -> str:
+        return ["NVIDIA H100 80GB HBM3", "NVIDIA Quadro K420"][h]
+
+
+def test_nvml_adapter_gives_the_catalog_slowdown_of_the_model_nvml_names_and_no_coolant() -> None:
+    """Before, the NVML adapter gave no thermal path: a GPU cooling fault under `watch --actuator nvml` was capped
+    at the rule's fixed factor even while the GPU's own thermal control held its die under its slowdown."""
+    a = NvmlAdapter(FakeNvml())
+    assert a.thermal_path("site/r0/k0/n0/g0") == ThermalPath(89.0, None)  # h100-sxm in the catalog
+    assert a.thermal_path("site/r0/k0/n0/g1") is None  # a model the catalog does not know
+    assert a.thermal_path("site/r0/k0/n0") is None  # not a GPU
+
 
 def test_nvml_adapter_speaks_watts_and_sets_milliwatts() -> None:
     nvml = FakeNvml()
@@ -84,6 +97,16 @@ def test_nvml_adapter_speaks_watts_and_sets_milliwatts() -> None:
     reply = a.apply(ActionRequest(ActionKind.POWER_CAP, "n1/g0", 300.0))
     assert reply.status == "failed" and "Insufficient Permissions" in reply.detail
     assert NvmlAdapter(nvml).apply(ActionRequest(ActionKind.POWER_CAP, "n1/g0", 300.0)).status == "dry_run"
+
+
+def test_nvml_adapter_caps_only_the_gpu_named_as_the_nvml_source_names_it() -> None:
+    """`twinloop watch nvml --actuator nvml` names GPUs `<prefix>/gpuN` (the NVML source, a site file): the adapter
+    read no index from `gpu1` and capped every GPU of the node for an action on one."""
+    nvml = FakeNvml()
+    a = NvmlAdapter(nvml, dry_run=False)
+    assert a.apply(ActionRequest(ActionKind.POWER_CAP, "site0/row0/rack0/vm/gpu1", 450.0)).status == "applied"
+    assert nvml.limits_mw == [700_000, 450_000]
+    assert a.current(ActionKind.POWER_CAP, "site0/row0/rack0/vm/gpu0") == 700.0
 
 
 def test_k8s_requeue_deletes_the_jobs_pod_for_its_controller_to_recreate() -> None:

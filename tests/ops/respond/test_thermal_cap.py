@@ -69,14 +69,16 @@ def test_readings_that_show_no_path_give_no_resistance(temp_c: float, power_w: f
     assert own_resistance_c_per_w(temp_c, power_w, 35.0) is None
 
 
-def _steady_reader(temp_c: float, power_w: float, swing_w: float = 0.0):  # type: ignore[no-untyped-def]
-    """GPU readings every 10 s: ``power_w`` ± ``swing_w`` alternating (a job's iterations), temperature steady."""
+def _steady_reader(temp_c: float, power_w: float, swing_w: float = 0.0, hottest_c: float | None = None):  # type: ignore[no-untyped-def]
+    """GPU readings every 10 s: ``power_w`` ± ``swing_w`` alternating (a job's iterations), temperature steady (its
+    hottest moment in each reading ``hottest_c``: 89 C is an H100's slowdown threshold, reached).
+    """
 
     def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
         if entity != GPU:
             return None
         if field == DCGM_FI_DEV_GPU_TEMP:
-            return temp_c
+            return hottest_c if aggregate == "max" and hottest_c is not None else temp_c
         if field == DCGM_FI_DEV_POWER_USAGE:
             return power_w + (swing_w if int(ago_s / 10) % 2 else -swing_w)
         return None
@@ -109,13 +111,16 @@ def test_the_cap_is_read_off_the_gpus_own_window() -> None:
     assert "86.6 C at 480 W" in found.why()
 
 
-def _bursty_reader(heating_c_per_s: float = 0.0):  # type: ignore[no-untyped-def]
+def _bursty_reader(heating_c_per_s: float = 0.0, hottest_c: float | None = None):  # type: ignore[no-untyped-def]
     """A serving GPU's readings every 10 s: prefill bursts swing it 170-670 W and its die 67-83 C from one reading to
-    the next around a settled mean (75 C at 420 W), or a mean still rising ``heating_c_per_s``.
+    the next around a settled mean (75 C at 420 W), or a mean still rising ``heating_c_per_s``; the hottest moment of
+    each reading ``hottest_c`` where given.
     """
 
     def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
         burst = 1.0 if int(ago_s / 10) % 2 == 0 else -1.0
+        if field == DCGM_FI_DEV_GPU_TEMP and aggregate == "max" and hottest_c is not None:
+            return hottest_c
         if field == DCGM_FI_DEV_GPU_TEMP:
             return 75.0 + 8.0 * burst - heating_c_per_s * ago_s
         return 420.0 + 250.0 * burst if field == DCGM_FI_DEV_POWER_USAGE else None
@@ -175,13 +180,51 @@ def _cap(adapter: PathAdapter, read, until_s: float = 90.0):  # type: ignore[no-
 
 
 def test_the_responder_caps_at_what_the_gpus_own_path_carries() -> None:
-    cap = _cap(PathAdapter(ThermalPath(89.0, 35.0)), _steady_reader(86.6, 480.0, swing_w=100.0))
+    cap = _cap(PathAdapter(ThermalPath(89.0, 35.0)), _steady_reader(86.6, 480.0, swing_w=100.0, hottest_c=89.0))
     assert cap.status == "applied"
     assert cap.request.value == pytest.approx((89.0 - MARGIN_C - 35.0) / ((86.6 - 35.0) / 480.0))
     assert cap.request.value != pytest.approx(0.7 * 700.0)
     assert cap.ts == 60.0  # once the die's readings have settled after the fault
     assert "gpu-cooling-fault" in cap.request.reason
     assert "thermal-path cap 474 W = (89 slowdown - 3 margin - 35.0 coolant)" in cap.request.reason
+
+
+def test_a_die_its_own_thermal_control_holds_under_its_slowdown_is_not_capped_until_it_reaches_it() -> None:
+    """mixed_hall: the faulty H100 of a 192-GPU job that cannot move, held by its own thermal control at 87 C (89 C
+    slowdown), was capped to hold it at 84 C: the job ran 0.2-0.8 % slower (target: up), while the GPU's own control
+    never let the die reach its slowdown. Before: capped at 60 s."""
+    adapter = PathAdapter(ThermalPath(89.0, 35.0))
+    incident = Incident(1, EventClass.THERMAL_THROTTLE, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    r = Responder(default_policy(), adapter, mode="auto")
+    for t in range(0, 200, 5):
+        r.handle([incident], float(t), _steady_reader(87.0, 480.0, swing_w=100.0, hottest_c=88.0))
+    (cap,) = [a for a in r.log if a.request.kind == ActionKind.POWER_CAP]
+    assert cap.status == "refused" and adapter.current(ActionKind.POWER_CAP, GPU) == 700.0
+    assert "no cap: its own thermal control holds the die under its 89 C slowdown (at most 88 C" in cap.request.reason
+    # The die reaches its slowdown (its own control no longer holds it): the watch caps it at the next look.
+    for t in range(200, 300, 5):
+        r.handle([incident], float(t), _steady_reader(87.0, 480.0, swing_w=100.0, hottest_c=89.0))
+    (capped,) = [a for a in r.log if a.request.kind == ActionKind.POWER_CAP and a.status == "applied"]
+    assert capped.request.value == pytest.approx((89.0 - MARGIN_C - 35.0) / ((87.0 - 35.0) / 480.0))
+
+
+def test_without_a_coolant_reading_a_held_die_is_not_capped_and_one_that_reaches_its_slowdown_gets_the_factor() -> None:
+    """`twinloop watch --actuator nvml`: NVML names the GPU (so its slowdown threshold) but no coolant. Before, the
+    rule's 0.7 factor capped a die its own thermal control held under its slowdown, at 60 s."""
+    adapter = PathAdapter(ThermalPath(89.0, None))
+    incident = Incident(1, EventClass.THERMAL_THROTTLE, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
+    r = Responder(default_policy(), adapter, mode="auto")
+    for t in range(0, 200, 5):
+        r.handle([incident], float(t), _steady_reader(87.0, 480.0, hottest_c=88.0))
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == 700.0
+    for t in range(200, 400, 5):
+        r.handle([incident], float(t), _steady_reader(87.0, 480.0, hottest_c=89.0))
+    (capped,) = [a for a in r.log if a.request.kind == ActionKind.POWER_CAP and a.status == "applied"]
+    assert capped.request.value == pytest.approx(0.7 * 700.0) and 200.0 <= capped.ts <= 260.0
+    assert f"its die reached its 89 C slowdown: no coolant reading for {GPU}: fell back to 0.7 x" in (
+        capped.request.reason
+    )
+    assert adapter.current(ActionKind.POWER_CAP, GPU) == pytest.approx(490.0)  # once: the factor does not compound
 
 
 @pytest.mark.parametrize(
@@ -202,7 +245,7 @@ def test_without_a_coolant_reading_or_readings_the_cap_falls_back_to_the_rules_f
 def test_a_path_that_carries_the_present_limit_is_not_capped() -> None:
     adapter = PathAdapter(ThermalPath(89.0, 30.0))
     adapter.settings[(ActionKind.POWER_CAP, GPU)] = 500.0  # an operator's limit: a cooling fault never raises it
-    cap = _cap(adapter, _steady_reader(50.0, 450.0))  # R 0.044: carries 1300 W, clamped to 700
+    cap = _cap(adapter, _steady_reader(50.0, 450.0, hottest_c=89.0))  # R 0.044: carries 1300 W, clamped to 700
     assert cap.status == "refused"
     assert cap.detail == f"no action: power_cap of {GPU} is already 500"
     assert "cap 700 W (clamped to 200-700 W)" in cap.request.reason
@@ -347,10 +390,10 @@ def test_a_bursty_die_is_read_over_the_longer_window_only_until_its_path_has_an_
     incident = Incident(1, EventClass.COOLING_DEGRADATION, GPU, (GPU,), 0.0, 0.0, Severity.MAJOR)
     r = Responder(default_policy(), adapter, mode="auto")
     for t in range(0, 100, 5):
-        r.handle([incident], float(t), _bursty_reader())
+        r.handle([incident], float(t), _bursty_reader(hottest_c=89.0))
     first = adapter.current(ActionKind.POWER_CAP, GPU)
     assert first is not None and first < 700.0 and "over the last 120 s" in r.log[-1].request.reason
-    hotter = _bursty_reader()
+    hotter = _bursty_reader(hottest_c=89.0)
 
     def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
         value = hotter(field, entity, aggregate, ago_s)

@@ -24,7 +24,7 @@ from twinloop.ops.respond.actions import (
     ActionStatus,
     Expectation,
 )
-from twinloop.ops.respond.adapters.base import ActionAdapter
+from twinloop.ops.respond.adapters.base import ActionAdapter, ThermalPath
 from twinloop.ops.respond.guards import SAFE_DIRECTION, GuardDecision, GuardRails
 from twinloop.ops.respond.policy import MODE_ORDER, ActionTemplate, Mode, Policy, Rule, root_level
 from twinloop.ops.respond.restart_cost import SERVING_STAYS, RestartChoice, choose_restart, write_pays
@@ -33,6 +33,7 @@ from twinloop.ops.respond.thermal_cap import (
     NotSettled,
     ThermalPathCap,
     followed_cap_w,
+    own_control_holds,
     thermal_path_cap,
 )
 from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP
@@ -146,6 +147,7 @@ class _PathCap:
     reason: str
     ceiling_w: float
     last_w: float
+    fallback_scale: float | None = None
     known: ThermalPathCap | None = None
     known_at_s: float = 0.0
     r_sum_c_per_w: float = 0.0
@@ -169,6 +171,27 @@ class _PathCap:
         assert self.known is not None
         r_mean = self.r_sum_c_per_w / max(self.r_reads, 1)
         return replace(self.known, resistance_c_per_w=r_mean).at_coolant(coolant_c, now - self.known_at_s)
+
+
+def _read_path(
+    state: _PathCap,
+    read: Reader,
+    gpu: str,
+    slowdown_c: float,
+    coolant_c: float,
+    limits: tuple[float, float],
+    now: float,
+) -> tuple[_PathCap, ThermalPathCap | str]:
+    """``state`` with the path read once more where its die has settled, and the cap at ``coolant_c`` from the mean
+    ``R`` of its readings so far (a die still moving follows with the ``R`` it has), or why there is none yet.
+    """
+    known = state.known is not None  # then a bursty die is not read over the longer window
+    found = thermal_path_cap(read, gpu, coolant_c, slowdown_c, limits, bursty=not known)
+    if isinstance(found, ThermalPathCap):
+        state = state.read(found, now)
+    if state.known is not None:
+        return state, state.path_cap(coolant_c, now)
+    return state, found
 
 
 @dataclass(frozen=True)
@@ -685,25 +708,36 @@ class Responder:
         """The power cap ``request.target``'s own thermal path carries (:mod:`.thermal_cap`), never above its present
         limit, with the figure and its inputs in the reason; the fallback factor where the cluster cannot tell. A
         cap from the path then follows the GPU's coolant (:meth:`_follow_path_caps`), from after the rule's verify
-        window. A die not settled yet is read again by the follower (no cap now); a GPU whose cap already follows
+        window. A die its GPU's own thermal control holds under its slowdown (:func:`~.thermal_cap.own_control_holds`)
+        or not settled yet is read again by the follower (no cap now); a GPU whose cap already follows
         its coolant is left to it (a fallback factor on a capped GPU compounded: mixed_hall seed 2, 450 -> 315 W
         for the rest of the run).
         """
         path = self.adapter.thermal_path(request.target)
         limits = self.adapter.limits(ActionKind.POWER_CAP, request.target)
         current = self.adapter.current(ActionKind.POWER_CAP, request.target)
-        followed = any(gpu == request.target for _, gpu in self._path_caps)
+        watched = [state for (_, gpu), state in self._path_caps.items() if gpu == request.target]
+        followed = bool(watched)
+        held = None
         if path is None or limits is None:
             found: ThermalPathCap | str = f"no slowdown threshold or coolant reading for {request.target}"
         elif followed:
-            found = "its thermal-path cap already follows its coolant"
+            capped = _differs(watched[0].last_w, watched[0].ceiling_w)
+            found = (
+                "its thermal-path cap already follows its coolant"
+                if capped
+                else "its thermal path is watched: capped once its die reaches its slowdown"
+            )
         else:
-            found = thermal_path_cap(read, request.target, path.coolant_temp_c, path.slowdown_temp_c, limits)
+            held = own_control_holds(read, request.target, path.slowdown_temp_c)
+            found = held or self._path_figure(read, request.target, path, limits)
         value: float | None
-        if (followed or isinstance(found, NotSettled)) and current is not None:
+        if (followed or held is not None or isinstance(found, NotSettled)) and current is not None:
             value, why = current, found if followed else f"{found}: read again in {FOLLOW_EVERY_S:g} s"
             if not followed:
-                self._path_caps[(request.incident_id, request.target)] = _PathCap(now, request.reason, current, current)
+                self._path_caps[(request.incident_id, request.target)] = _PathCap(
+                    now, request.reason, current, current, fallback_scale=request.fallback_scale
+                )
         elif isinstance(found, ThermalPathCap):
             value, why = found.cap_w, found.why()
             if current is not None and value > current:
@@ -720,6 +754,13 @@ class Responder:
         base = ActionRequest(request.kind, request.target, value, request.duration_s, incident_id=request.incident_id)
         return replace(base, reason=f"{request.reason}: {why}", expect=request.expect)
 
+    @staticmethod
+    def _path_figure(read: Reader, gpu: str, path: ThermalPath, limits: tuple[float, float]) -> ThermalPathCap | str:
+        """The cap ``gpu``'s path carries at its coolant now, or why there is none (no coolant reading included)."""
+        if path.coolant_temp_c is None:
+            return f"no coolant reading for {gpu}"
+        return thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits)
+
     def _follow_path_caps(self, now: float, read: Reader) -> list[ActionResult]:
         """Every :data:`~.thermal_cap.FOLLOW_EVERY_S`, each thermal-path cap is read again off its GPU (under the cap
         its readings still give its own R) at the coolant it sees now, and moved where that differs by more than
@@ -732,6 +773,8 @@ class Responder:
         A die that bursty work keeps moving is read over the longer window (:data:`~.thermal_cap.BURSTY_WINDOW_S`)
         only until its path has a first ``R``: then it follows with that, as a training GPU's moving die always did
         (reading a training GPU's iterations over it too moved mixed_hall seed 0's cap later, -0.5 % `pretrain`).
+        A GPU not capped yet is capped only once its die reaches its slowdown threshold: till then its own thermal
+        control holds it, at a faster pace than a cap would.
         """
         out: list[ActionResult] = []
         for (iid, gpu), state in list(self._path_caps.items()):
@@ -744,22 +787,25 @@ class Responder:
             if now < state.due_s or path is None or limits is None:
                 continue
             state = replace(state, due_s=now + FOLLOW_EVERY_S)
+            found: ThermalPathCap | str = f"no coolant reading for {gpu}"
+            if path.coolant_temp_c is not None:
+                state, found = _read_path(state, read, gpu, path.slowdown_temp_c, path.coolant_temp_c, limits, now)
             self._path_caps[(iid, gpu)] = state
-            known = state.known is not None  # then a bursty die is not read over the longer window (see docstring)
-            found = thermal_path_cap(read, gpu, path.coolant_temp_c, path.slowdown_temp_c, limits, bursty=not known)
-            if isinstance(found, ThermalPathCap):
-                state = state.read(found, now)
-                self._path_caps[(iid, gpu)] = state
-                found = state.path_cap(path.coolant_temp_c, now)
-            elif state.known is not None:  # a die still moving: its path's R so far at the coolant of now
-                found = state.path_cap(path.coolant_temp_c, now)
-            value = followed_cap_w(found, current, state.ceiling_w)
-            if value is None or not isinstance(found, ThermalPathCap):
+            capped = _differs(state.last_w, state.ceiling_w)
+            if not capped and own_control_holds(read, gpu, path.slowdown_temp_c):
                 continue
-            why = (
-                f"{state.reason}: follows its coolant: {found.why()}; at most {state.ceiling_w:g} W, its limit before"
-                " the cap"
-            )
+            if isinstance(found, ThermalPathCap):
+                value = followed_cap_w(found, current, state.ceiling_w)
+                why = f"follows its coolant: {found.why()}; at most {state.ceiling_w:g} W, its limit before the cap"
+            elif path.coolant_temp_c is None and not capped and state.fallback_scale is not None:
+                value = current * state.fallback_scale
+                why = f"its die reached its {path.slowdown_temp_c:g} C slowdown: {found}: fell back to"
+                why += f" {state.fallback_scale:g} x the present limit"
+            else:
+                continue
+            if value is None:
+                continue
+            why = f"{state.reason}: {why}"
             result = self.submit(ActionRequest(ActionKind.POWER_CAP, gpu, value, 0.0, why, iid), now, read)
             out.append(result)
             if result.status == "applied" and result.request.value is not None:

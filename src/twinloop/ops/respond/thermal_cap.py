@@ -207,6 +207,29 @@ def thermal_path_cap(
     return ThermalPathCap(cap, raw, r, temp_c, power_w, coolant_c, slowdown_c, margin_c, limits_w, window_s=window_s)
 
 
+def own_control_holds(read: ReadFn, gpu: str, slowdown_c: float, window_s: float = FOLLOW_EVERY_S) -> str | None:
+    """Why ``gpu`` needs no cap: its die stayed under its slowdown threshold over the last ``window_s`` (the follower's
+    period, so every moment between two looks), held there by the GPU's own software thermal slowdown, which clocks
+    the die down to its target as it heats; None where the die reached the threshold (the GPU's own control did not
+    hold it) or no reading says.
+
+    A cap from the path holds the die lower than that control does (the margin, and a power limit bounds the
+    job's power peaks where the die's own control lets them through and holds their mean): on mixed_hall the faulty
+    H100 capped sat at 84 C where loop off held it at 87 C, and the 192-GPU job it paces ran 0.2-0.8 % slower for
+    it, while the GPU's own control never let it reach its slowdown.
+    """
+    temps = read_back(read, DCGM_FI_DEV_GPU_TEMP, gpu, "max", window_s)
+    if not temps:
+        return None
+    hottest = max(t for _, t in temps)
+    if hottest >= slowdown_c:
+        return None
+    return (
+        f"no cap: its own thermal control holds the die under its {slowdown_c:g} C slowdown (at most {hottest:.0f} C"
+        f" over the last {window_s:g} s); a cap would hold it lower and only slow its job"
+    )
+
+
 def followed_cap_w(found: ThermalPathCap | str, current_w: float, ceiling_w: float) -> float | None:
     """The new limit for a cap that follows its coolant, or None to leave it: no figure now, or a move worth no
     more than :data:`READING_RESOLUTION_C` of die temperature (``|ΔP|·R``). Never above ``ceiling_w`` (the limit

@@ -82,11 +82,13 @@ class ThermalPath:
 
     Attributes:
         slowdown_temp_c: the GPU's slowdown threshold (NVML ``NVML_TEMPERATURE_THRESHOLD_SLOWDOWN``), °C.
-        coolant_temp_c: the liquid coolant at its cold plate, or the inlet air at its heat sink, now, °C.
+        coolant_temp_c: the liquid coolant at its cold plate, or the inlet air at its heat sink, now, °C; None where
+            the cluster reports no coolant (a node's NVML alone): then whether the GPU's own thermal control holds
+            its die can still be told, but not what its path carries.
     """
 
     slowdown_temp_c: float
-    coolant_temp_c: float
+    coolant_temp_c: float | None
 
 
 def leaf(entity: str) -> str:
@@ -139,9 +141,9 @@ class ActionAdapter(ABC):
         return None
 
     def thermal_path(self, gpu: str) -> ThermalPath | None:
-        """``gpu``'s slowdown threshold and the coolant (or inlet air) temperature it sees now; None when the adapter
-        cannot tell both (NVML gives the threshold but no coolant reading: then a cap taken from the thermal path
-        falls back to the rule's fixed factor).
+        """``gpu``'s slowdown threshold and the coolant (or inlet air) temperature it sees now (None: no coolant
+        reading, as on a node's NVML alone; then a cap taken from the thermal path falls back to the rule's fixed
+        factor); None when the adapter cannot tell the threshold either.
         """
         return None
 

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from twinloop.hardware.gpu import get_gpu, gpu_key
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, leaf
+from twinloop.ops.respond.adapters.base import ActionAdapter, AdapterReply, ThermalPath, leaf
 
 
 def _gpu_index(entity: str) -> int | None:
-    """GPU index from an entity id's last component (``.../g3`` or ``.../3``); None for non-GPU ids."""
+    """GPU index from an entity id's last component (``.../gpu3`` as the NVML source and a site file name GPUs,
+    ``.../g3`` as the twin does, or ``.../3``); None for non-GPU ids.
+    """
     name = leaf(entity)
-    digits = name[1:] if name[:1] == "g" else name
+    digits = name.removeprefix("gpu") if name.startswith("gpu") else name.removeprefix("g")
     return int(digits) if digits.isdigit() else None
 
 
@@ -55,6 +58,20 @@ class NvmlAdapter(ActionAdapter):
             top = min(self.nvml.nvmlDeviceGetMaxClockInfo(h, self.nvml.NVML_CLOCK_SM) for h in handles)
             return 0.3 * top, float(top)
         return None
+
+    def thermal_path(self, gpu: str) -> ThermalPath | None:
+        """The GPU's slowdown threshold from the catalog entry of the model NVML names (``NVIDIA H100 80GB HBM3`` ->
+        ``h100-sxm``, 89 C), no coolant reading; None for a model the catalog does not know. The catalog, not
+        ``nvmlDeviceGetTemperatureThreshold``: H100 and H200 drivers report their thresholds against T.Limit (the
+        recorded H200's ``nvidia-smi -q``: "GPU Slowdown T.Limit Temp: -2 C"), and no reading here says what the
+        absolute query returns there.
+        """
+        index = _gpu_index(gpu)
+        if index is None:
+            return None
+        name = self.nvml.nvmlDeviceGetName(self.nvml.nvmlDeviceGetHandleByIndex(index))
+        key = gpu_key(name.decode() if isinstance(name, bytes) else str(name))
+        return None if key is None else ThermalPath(get_gpu(key).slowdown_temp_c, None)
 
     def current(self, kind: ActionKind, target: str) -> float | None:
         """The current power limit in W (mean over the target's GPUs)."""
