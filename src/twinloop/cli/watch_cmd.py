@@ -112,13 +112,15 @@ def _check(args: _WatchArgs) -> None:
 
 def _job_source(jobs: str | None) -> JobSource | None:
     """Where the watcher learns which job runs on which GPU: Slurm, Kubernetes, a file, or nowhere."""
-    from twinloop.ops import load_job_file, slurm_jobs
+    from twinloop.ops import load_job_file
+    from twinloop.ops.live.jobs import SlurmJobs
     from twinloop.ops.live.k8s_fleet import KubernetesJobs
 
     if jobs is None:
         return None
     if jobs == "slurm":
-        return lambda gpus, _labels: slurm_jobs(gpus)
+        # Each job on the GPUs Slurm names (gres_detail); two jobs claiming one GPU said once on this stream.
+        return SlurmJobs(warn=_say)
     if jobs == "k8s":
         # Pods grouped by their controller (a serving fleet is one job); one job per pod where kubectl cannot tell.
         return KubernetesJobs(warn=_say)

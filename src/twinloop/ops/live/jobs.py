@@ -7,6 +7,27 @@ A job file (YAML or JSON) maps job ids to hosts or GPUs::
     eval-7: [node03/gpu0, node03/gpu1]  # these GPUs
 
 All three give a :class:`JobMap`: per GPU (in topology order), an index into ``job_ids`` (-1 = none).
+
+Slurm (``--jobs slurm``): each RUNNING job's ``nodes`` host list, and its ``gres_detail`` list, one string per
+allocated node in node-list order, e.g. ``["gpu:h100:4(IDX:0-3)", "gpu:h100:2(IDX:0,2)"]``: the GPU indices the job
+holds on each node, so two jobs sharing an 8-GPU node each get their own GPUs. Sources (SchedMD/slurm on GitHub):
+
+- ``src/slurmctld/gres_ctld.c`` ``gres_ctld_job_build_details`` (``gres_stepmgr_job_build_details`` in later
+  releases) writes one entry per node: ``name[:type]:count(IDX:bit_fmt)`` per GRES, comma-joined; ``name(CNT:n)`` for a
+  GRES with no device bitmap; nothing for a node the GRES is not on.
+- ``src/plugins/openapi/v0.0.37/jobs.c`` (``squeue --json`` in 21.08 runs this plugin's jobs handler,
+  ``src/squeue/data.c``; jobs loaded with ``SHOW_ALL|SHOW_DETAIL``) dumps ``gres_detail`` as that list;
+  ``job_resources.allocated_nodes`` there holds sockets, cores, memory and CPUs per node, no GPU. (22.05's
+  v0.0.38 plugin was not checked.)
+- ``src/plugins/data_parser/v0.0.39``-``v0.0.4x/parsers.c`` ``DUMP_FUNC(JOB_INFO_GRES_DETAIL)`` (23.02+) dumps the same
+  list; ``src/squeue/opts.c`` sets ``detail_flag`` (``SHOW_DETAIL``) for ``--json``/``--yaml``, without which
+  slurmctld sends no ``gres_detail``.
+- A recorded Slurm 23.02.6 ``squeue --json`` (data_parser v0.0.39), quoted in a public repository's mock
+  (``fake_squeue``): ``"show_flags": ["DETAIL", "LOCAL"]``, ``"gres_detail": ["gpu:8(IDX:0-7)"]``, and
+  ``job_resources.allocated_nodes`` with ``nodename``, cores and memory, no GPU.
+- ``doc/html/gres.shtml`` (slurm.schedmd.com/gres.html, "GPU Management"): with ``AutoDetect=nvml`` Slurm numbers GPUs
+  as NVML does (by PCI bus id), the ``gpu<i>`` the NVML source and dcgm-exporter's ``gpu`` label use; with
+  ``File=/dev/nvidiaN`` lines the index follows the File order, which the page says to keep in increasing order.
 """
 
 from __future__ import annotations
@@ -101,8 +122,81 @@ def expand_hostlist(text: str) -> list[str]:
     return out
 
 
-def parse_squeue_json(text: str, source: str = "squeue --json") -> dict[str, list[str]]:
-    """Running jobs and their hosts from ``squeue --json`` output (Slurm 21.08+ layout).
+#: What a job holds on one of its hosts: the GPU indices Slurm names (an empty set: none), or None where Slurm names
+#: no index (no ``gres_detail``, a count without indices): then the job may hold the whole host.
+HostGpus = frozenset[int] | None
+
+#: A bound on one IDX range, so a garbled ``0-999999999`` costs a clear error, not gigabytes; far above any node.
+_MAX_GRES_INDEX = 65535
+
+_GRES_ENTRY = re.compile(r"^(?P<spec>[^()]*)(?:\((?P<kind>IDX|CNT):(?P<body>[^()]*)\))?$")
+
+
+def parse_gres_gpus(text: str | None) -> HostGpus:
+    """The GPU indices one ``gres_detail`` entry names (one entry per allocated node, e.g. ``gpu:h100:4(IDX:0-3)``).
+
+    Slurm's slurmctld writes each node's entry as ``name[:type]:count(IDX:indices)`` per GRES, joined by commas
+    (``gres_ctld_job_build_details``), the indices in bit_fmt form (``0-3``, ``0,2,4-5``); only ``gpu`` counts
+    (``nic``, ``mps``, ``shard`` do not hold a GPU of their own). ``""``, None or ``IDX:N/A``: no GPU on that node.
+
+    Returns:
+        The indices; None where a ``gpu`` entry gives no indices (``gpu(CNT:2)``, ``gpu:2``).
+
+    Raises:
+        ValueError: an entry not of that form, or a bad index range.
+    """
+    found: set[int] = set()
+    unknown = False
+    for entry in _split_top(text or ""):
+        m = _GRES_ENTRY.match(entry.strip())
+        if m is None:
+            raise ValueError(f"{entry!r} is not NAME[:TYPE]:COUNT(IDX:LIST)")
+        if m["spec"].split(":", 1)[0].strip() != "gpu":
+            continue
+        if m["kind"] != "IDX":
+            unknown = True  # a GPU count without indices
+            continue
+        found |= _index_list(m["body"])
+    return None if unknown and not found else frozenset(found)
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at commas outside parentheses (``gpu:2(IDX:0,2),nic:1(IDX:0)`` → two entries)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0 or depth > 1:
+            raise ValueError(f"unbalanced parentheses in {text!r}")
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError(f"unbalanced parentheses in {text!r}")
+    out.append(text[start:])
+    return [e for e in out if e.strip()]
+
+
+def _index_list(body: str) -> set[int]:
+    """``0-3,5`` → {0, 1, 2, 3, 5}; ``""`` and ``N/A`` (no index) → empty."""
+    body = body.strip()
+    if body in ("", "N/A"):
+        return set()
+    out: set[int] = set()
+    for part in body.split(","):
+        lo, _, hi = part.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"bad index {part!r} in IDX:{body}")
+        first, last = int(lo), int(hi or lo)
+        if first > last or last > _MAX_GRES_INDEX:
+            raise ValueError(
+                f"bad index range {part!r} in IDX:{body} (allowed: 0 <= first <= last <= {_MAX_GRES_INDEX})"
+            )
+        out.update(range(first, last + 1))
+    return out
+
+
+def _running_jobs(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
+    """``(position, job)`` for each RUNNING job of ``squeue --json`` output.
 
     Raises:
         InputError: not JSON or not the squeue layout.
@@ -114,36 +208,167 @@ def parse_squeue_json(text: str, source: str = "squeue --json") -> dict[str, lis
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list):
         raise InputError(source, "jobs", "missing (expected squeue --json output)")
-    out: dict[str, list[str]] = {}
+    out = []
     for i, job in enumerate(jobs):
         if not isinstance(job, dict):
             raise InputError(source, f"jobs[{i}]", "not an object")
-        state = job.get("job_state", "RUNNING")
-        states = state if isinstance(state, list) else [state]
-        if "RUNNING" not in states:
-            continue
-        try:
-            hosts = expand_hostlist(str(job.get("nodes", "")))
-        except ValueError as exc:
-            raise InputError(source, f"jobs[{i}].nodes", str(exc)) from None
-        if hosts:
+        state = job.get("job_state", "RUNNING")  # a string up to 23.02, a list of flags from 23.11
+        if "RUNNING" in (state if isinstance(state, list) else [state]):
+            out.append((i, job))
+    return out
+
+
+def _hosts(job: dict[str, Any], i: int, source: str) -> list[str]:
+    try:
+        return expand_hostlist(str(job.get("nodes", "")))
+    except ValueError as exc:
+        raise InputError(source, f"jobs[{i}].nodes", str(exc)) from None
+
+
+def parse_squeue_json(text: str, source: str = "squeue --json") -> dict[str, list[str]]:
+    """Running jobs and their hosts from ``squeue --json`` output (Slurm 21.08+ layout).
+
+    Raises:
+        InputError: not JSON or not the squeue layout.
+    """
+    out: dict[str, list[str]] = {}
+    for i, job in _running_jobs(text, source):
+        if hosts := _hosts(job, i, source):
             out[str(job.get("job_id", i))] = hosts
     return out
 
 
-def slurm_jobs(gpu_ids: Sequence[str], runner: Callable[[list[str]], str] | None = None) -> JobMap:
-    """Ask Slurm which jobs run where (``squeue --json``)."""
+def parse_squeue_gpus(
+    text: str, source: str = "squeue --json", note: Callable[[str], None] | None = None
+) -> dict[str, dict[str, HostGpus]]:
+    """Running jobs → host → the GPU indices the job holds there (:data:`HostGpus`), from ``squeue --json``.
 
-    def run(argv: list[str]) -> str:
+    ``gres_detail`` has one entry per allocated node, in the order of the job's node list (slurmctld builds both from
+    the job's node bitmap); a job without it (no GRES, or a Slurm that did not send it) names no index on any host.
+    An entry that cannot be read, or a list whose length differs from the node list, is told to ``note`` and that
+    job's hosts are left unindexed (what ``--jobs slurm`` did before it read indices).
+
+    Raises:
+        InputError: not JSON or not the squeue layout, or a bad host list.
+    """
+    say = note or (lambda _m: None)
+    out: dict[str, dict[str, HostGpus]] = {}
+    for i, job in _running_jobs(text, source):
+        if hosts := _hosts(job, i, source):
+            where = f"{source}: jobs[{i}].gres_detail"
+            out[str(job.get("job_id", i))] = dict(
+                zip(hosts, _held(job.get("gres_detail"), hosts, where, say), strict=True)
+            )
+    return out
+
+
+def _held(detail: Any, hosts: list[str], where: str, say: Callable[[str], None]) -> list[HostGpus]:
+    """Per host of a job, the GPU indices its ``gres_detail`` names (None: none named, or not readable)."""
+    held: list[HostGpus] = [None] * len(hosts)
+    if not isinstance(detail, list) or not detail:
+        return held
+    if len(detail) != len(hosts):
+        # Entries pair with nodes by position: with a count off, any pairing could give a job another's GPUs.
+        say(f"{where} has {len(detail)} entries for {len(hosts)} nodes; its GPU indices are not read")
+        return held
+    for k, entry in enumerate(detail):
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InputError("--jobs slurm", "", f"cannot run squeue: {exc}") from None
-        if done.returncode != 0:
-            raise InputError("--jobs slurm", "", f"squeue exited {done.returncode}: {done.stderr.strip()[:200]}")
-        return done.stdout
+            held[k] = parse_gres_gpus(None if entry is None else str(entry))
+        except ValueError as exc:
+            say(f"{where}[{k}]: {exc}; GPU indices on {hosts[k]} not read")
+    return held
 
-    return JobMap.from_hosts(gpu_ids, parse_squeue_json((runner or run)(["squeue", "--json"])))
+
+def assign_gpus(held: Mapping[str, Mapping[str, HostGpus]], say: Callable[[str], None]) -> dict[str, list[str]]:
+    """Job → the ``host/gpuN`` (or whole ``host``) names it holds, for :meth:`JobMap.from_hosts`; never a GPU twice.
+
+    On a host where any job's GPU indices are known, only named indices count: a job naming none there holds none
+    (Slurm sends indices for every job holding GPUs, so its silence means no GPU). A host no job names indices on
+    goes whole to its one job (Slurm without GRES, as before). Two jobs claiming one GPU, or two unindexed jobs on
+    one host, is inconsistent: those GPUs go to no job (a job-level action there is refused as unresolved, never
+    sent to the wrong job) and ``say`` is told.
+    """
+    indexed = {h for hosts in held.values() for h, gpus in hosts.items() if gpus is not None}
+    owners: dict[tuple[str, int], list[str]] = {}
+    whole: dict[str, list[str]] = {}
+    for job in sorted(held):
+        for host, gpus in held[job].items():
+            if gpus is not None:
+                for g in gpus:
+                    owners.setdefault((host, g), []).append(job)
+            elif host not in indexed:
+                whole.setdefault(host, []).append(job)
+    out: dict[str, list[str]] = {job: [] for job in held}
+    clash: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    for (host, g), jobs in sorted(owners.items()):
+        if len(jobs) == 1:
+            out[jobs[0]].append(f"{host}/gpu{g}")
+        else:
+            clash.setdefault((host, tuple(jobs)), []).append(g)
+    for (host, claimants), lost in sorted(clash.items()):
+        say(f"--jobs slurm: jobs {', '.join(claimants)} all claim GPU {_ranges(lost)} of {host}; left to no job")
+    for host, jobs in sorted(whole.items()):
+        if len(jobs) == 1:
+            out[jobs[0]].append(host)
+        else:
+            say(f"--jobs slurm: jobs {', '.join(jobs)} share {host}, no GPU index named; its GPUs left to no job")
+    return {job: names for job, names in out.items() if names}
+
+
+def _ranges(indices: Sequence[int]) -> str:
+    """[0, 1, 2, 5] → ``0-2,5`` (how Slurm writes them)."""
+    out: list[str] = []
+    for g in sorted(indices):
+        if out and out[-1].split("-")[-1] == str(g - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{g}"
+        else:
+            out.append(str(g))
+    return ",".join(out)
+
+
+Runner = Callable[[list[str]], str]
+
+
+def _run_squeue(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InputError("--jobs slurm", "", f"cannot run squeue: {exc}") from None
+    if done.returncode != 0:
+        raise InputError("--jobs slurm", "", f"squeue exited {done.returncode}: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+class SlurmJobs:
+    """``--jobs slurm``: each running job on the GPUs Slurm allocated it (``squeue --json``), asked each refresh.
+
+    Args:
+        runner: runs a command line, returns its stdout (tests give a recorded one).
+        warn: told once per distinct inconsistency (the watcher's progress stream).
+    """
+
+    def __init__(self, runner: Runner | None = None, warn: Callable[[str], None] | None = None) -> None:
+        self._runner = runner or _run_squeue
+        self._warn = warn or (lambda _m: None)
+        self._warned: set[str] = set()
+
+    def __call__(self, gpu_ids: Sequence[str], _labels: Mapping[str, Mapping[str, Any]] | None = None) -> JobMap:
+        """Jobs per GPU; a GPU no job holds (or two claim) is -1."""
+        held = parse_squeue_gpus(self._runner(["squeue", "--json"]), note=self._say)
+        return JobMap.from_hosts(gpu_ids, assign_gpus(held, self._say))
+
+    def _say(self, message: str) -> None:
+        # Asked every refresh: the same inconsistency would otherwise flood the stream once a minute.
+        if message not in self._warned:
+            self._warned.add(message)
+            self._warn(message)
+
+
+def slurm_jobs(
+    gpu_ids: Sequence[str], runner: Runner | None = None, warn: Callable[[str], None] | None = None
+) -> JobMap:
+    """Ask Slurm which jobs run where (``squeue --json``), once; see :class:`SlurmJobs`."""
+    return SlurmJobs(runner, warn)(gpu_ids)
 
 
 def pod_labelled(labels: Mapping[str, Any]) -> tuple[str, str] | None:
