@@ -62,10 +62,19 @@ def test_idx_forms(text: str | None, expected: set[int] | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["gpu:4(IDX:3-1)", "gpu:4(IDX:a-b)", "gpu:4(IDX:0-3", "gpu:4(IDX:0-999999999)", "gpu:4(S:0)", "gpu:4)("]
+    "text",
+    [
+        "gpu:4(IDX:3-1)",
+        "gpu:1(IDX:²)",
+        "gpu:4(IDX:a-b)",
+        "gpu:4(IDX:0-3",
+        "gpu:4(IDX:0-999999999)",
+        "gpu:4(S:0)",
+        "gpu:4)(",
+    ],
 )
 def test_bad_idx_is_a_clear_error(text: str) -> None:
-    with pytest.raises(ValueError, match="IDX|parenthes|NAME"):
+    with pytest.raises(ValueError, match=r"IDX|parenthes|NAME"):
         parse_gres_gpus(text)
 
 

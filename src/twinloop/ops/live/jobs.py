@@ -20,14 +20,15 @@ holds on each node, so two jobs sharing an 8-GPU node each get their own GPUs. S
   ``job_resources.allocated_nodes`` there holds sockets, cores, memory and CPUs per node, no GPU. (22.05's
   v0.0.38 plugin was not checked.)
 - ``src/plugins/data_parser/v0.0.39``-``v0.0.4x/parsers.c`` ``DUMP_FUNC(JOB_INFO_GRES_DETAIL)`` (23.02+) dumps the same
-  list; ``src/squeue/opts.c`` sets ``detail_flag`` (``SHOW_DETAIL``) for ``--json``/``--yaml``, without which
-  slurmctld sends no ``gres_detail``.
+  list; the current ``src/squeue/opts.c`` sets ``detail_flag`` for ``--json``/``--yaml``, so ``squeue.c`` loads
+  jobs with ``SHOW_DETAIL``.
 - A recorded Slurm 23.02.6 ``squeue --json`` (data_parser v0.0.39), quoted in a public repository's mock
   (``fake_squeue``): ``"show_flags": ["DETAIL", "LOCAL"]``, ``"gres_detail": ["gpu:8(IDX:0-7)"]``, and
   ``job_resources.allocated_nodes`` with ``nodename``, cores and memory, no GPU.
 - ``doc/html/gres.shtml`` (slurm.schedmd.com/gres.html, "GPU Management"): with ``AutoDetect=nvml`` Slurm numbers GPUs
-  as NVML does (by PCI bus id), the ``gpu<i>`` the NVML source and dcgm-exporter's ``gpu`` label use; with
-  ``File=/dev/nvidiaN`` lines the index follows the File order, which the page says to keep in increasing order.
+  as NVML does (by PCI bus id), the ``gpu<i>`` the NVML source and dcgm-exporter's ``gpu`` label use; hand-written
+  ``File=/dev/nvidiaN`` lines (to be listed in increasing order, the page says) follow device minor numbers, whose
+  mapping to NVML's numbering the page calls system dependent.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def expand_hostlist(text: str) -> list[str]:
             continue
         for part in m["body"].split(","):
             lo, _, hi = part.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
+            if not _DIGITS.fullmatch(lo) or (hi and not _DIGITS.fullmatch(hi)):
                 raise ValueError(f"bad range {part!r} in host list {text!r}")
             width = len(lo)
             for k in range(int(lo), int(hi or lo) + 1):
@@ -129,6 +130,7 @@ HostGpus = frozenset[int] | None
 #: A bound on one IDX range, so a garbled ``0-999999999`` costs a clear error, not gigabytes; far above any node.
 _MAX_GRES_INDEX = 65535
 
+_DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() passes "²", which int() then rejects
 _GRES_ENTRY = re.compile(r"^(?P<spec>[^()]*)(?:\((?P<kind>IDX|CNT):(?P<body>[^()]*)\))?$")
 
 
@@ -184,7 +186,7 @@ def _index_list(body: str) -> set[int]:
     out: set[int] = set()
     for part in body.split(","):
         lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
+        if not _DIGITS.fullmatch(lo) or (hi and not _DIGITS.fullmatch(hi)):
             raise ValueError(f"bad index {part!r} in IDX:{body}")
         first, last = int(lo), int(hi or lo)
         if first > last or last > _MAX_GRES_INDEX:
