@@ -88,6 +88,44 @@ def load_job_file(path: str | Path, gpu_ids: Sequence[str]) -> JobMap:
 _RANGE = re.compile(r"^(?P<prefix>[^\[]*)\[(?P<body>[^\]]+)\](?P<suffix>.*)$")
 
 
+def split_outside(text: str, brackets: str, what: str, max_depth: int | None = None) -> list[str]:
+    """``text`` split at the commas outside ``brackets`` (an open and a close character: ``node[01-03,07],gpu-a1``
+    or ``gpu:2(IDX:0,2),nic:1(IDX:0)`` → two items each); ``what`` names them in an error.
+
+    Raises:
+        ValueError: an unbalanced bracket, or one nested deeper than ``max_depth``.
+    """
+    opening, closing = brackets[0], brackets[1]
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == opening) - (ch == closing)
+        if depth < 0 or (max_depth is not None and depth > max_depth):
+            raise ValueError(f"unbalanced {what} {text!r}")
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError(f"unbalanced {what} {text!r}")
+    out.append(text[start:])
+    return out
+
+
+def json_list(text: str, key: str, source: str, expected: str) -> list[Any]:
+    """The list under ``key`` of a JSON object (a command's ``--json`` / ``-o json`` output).
+
+    Raises:
+        InputError: not JSON, or no list under ``key`` (naming ``expected``, what the output should have been).
+    """
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise InputError(source, "", f"not JSON: {exc}") from None
+    found = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(found, list):
+        raise InputError(source, key, f"missing (expected {expected} output)")
+    return found
+
+
 def expand_hostlist(text: str) -> list[str]:
     """Slurm's compressed host list (``node[01-03,07],gpu-a1``) → host names.
 
@@ -95,20 +133,7 @@ def expand_hostlist(text: str) -> list[str]:
         ValueError: an unbalanced bracket or a bad range.
     """
     out: list[str] = []
-    depth, start = 0, 0
-    items = []
-    for i, ch in enumerate(text):
-        depth += ch == "["
-        depth -= ch == "]"
-        if depth < 0:
-            raise ValueError(f"unbalanced ']' in host list {text!r}")
-        if ch == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise ValueError(f"unbalanced '[' in host list {text!r}")
-    items.append(text[start:])
-    for item in filter(None, (s.strip() for s in items)):
+    for item in filter(None, (s.strip() for s in split_outside(text, "[]", "brackets in host list"))):
         m = _RANGE.match(item)
         if not m:
             out.append(item)
@@ -149,7 +174,7 @@ def parse_gres_gpus(text: str | None) -> HostGpus:
     """
     found: set[int] = set()
     unknown = False
-    for entry in _split_top(text or ""):
+    for entry in filter(str.strip, split_outside(text or "", "()", "parentheses in gres entry", max_depth=1)):
         m = _GRES_ENTRY.match(entry.strip())
         if m is None:
             raise ValueError(f"{entry!r} is not NAME[:TYPE]:COUNT(IDX:LIST)")
@@ -160,22 +185,6 @@ def parse_gres_gpus(text: str | None) -> HostGpus:
             continue
         found |= _index_list(m["body"])
     return None if unknown and not found else frozenset(found)
-
-
-def _split_top(text: str) -> list[str]:
-    """``text`` split at commas outside parentheses (``gpu:2(IDX:0,2),nic:1(IDX:0)`` → two entries)."""
-    out, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
-        if depth < 0 or depth > 1:
-            raise ValueError(f"unbalanced parentheses in {text!r}")
-        if ch == "," and depth == 0:
-            out.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise ValueError(f"unbalanced parentheses in {text!r}")
-    out.append(text[start:])
-    return [e for e in out if e.strip()]
 
 
 def _index_list(body: str) -> set[int]:
@@ -203,13 +212,7 @@ def _running_jobs(text: str, source: str) -> list[tuple[int, dict[str, Any]]]:
     Raises:
         InputError: not JSON or not the squeue layout.
     """
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InputError(source, "", f"not JSON: {exc}") from None
-    jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    if not isinstance(jobs, list):
-        raise InputError(source, "jobs", "missing (expected squeue --json output)")
+    jobs = json_list(text, "jobs", source, "squeue --json")
     out = []
     for i, job in enumerate(jobs):
         if not isinstance(job, dict):

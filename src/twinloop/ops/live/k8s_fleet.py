@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from twinloop.errors import InputError
-from twinloop.ops.live.jobs import JobMap, pod_labelled
+from twinloop.ops.live.jobs import JobMap, json_list, pod_labelled
 from twinloop.ops.respond.adapters.base import leaf
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
@@ -128,14 +128,7 @@ def parse_pods(text: str, source: str = "kubectl get pods -o json") -> dict[str,
     Raises:
         InputError: not JSON, or no ``items`` list.
     """
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise InputError(source, "", f"not JSON: {exc}") from None
-    items = doc.get("items") if isinstance(doc, dict) else None
-    if not isinstance(items, list):
-        raise InputError(source, "items", "missing (expected kubectl get pods -o json output)")
-    pods = (_pod(item) for item in items)
+    pods = (_pod(item) for item in json_list(text, "items", source, "kubectl get pods -o json"))
     return {p.name: p for p in pods if p is not None}
 
 
