@@ -33,6 +33,7 @@ def test_the_twin_is_a_cluster_with_its_layout() -> None:
     topo = cluster.topology()
     assert len(topo.gpu_ids) == 48 and topo.gpu_ids[0] == "dc1/r01/k01/n01/g0" and topo.site == "dc1"
     assert topo.liquid_rows == ("dc1/r01",) and topo.cdu_approach_c is not None
+    assert topo.air_rows == ("dc1/r02",)  # on the same facility water: the optimizer must keep it supplied
     assert topo.cdu_of_rack["dc1/r01/k02"] == "dc1/r01"
     assert topo.limits.tdp_w.shape == (48,)
     # Air-cooled GPUs run hotter per watt: their limits say so.

@@ -242,7 +242,7 @@ class TwinCluster:
         return self._adapter
 
     def topology(self) -> Topology:
-        """The twin's GPUs, their limits, one CDU per row, and its liquid-cooled rows."""
+        """The twin's GPUs, their limits, one CDU per row, its liquid-cooled rows and its air-cooled ones."""
         if self._topology is None:
             twin, topo = self.twin, self.twin.topo
             liquid = [(rid, r) for rid, r in zip(topo.ids("row"), topo.rows, strict=True) if r.cooling == "liquid"]
@@ -251,6 +251,7 @@ class TwinCluster:
                 limits=gpu_limits(twin),
                 cdu_of_rack={rid: rid.rsplit("/", 1)[0] for rid in topo.ids("rack")},
                 liquid_rows=tuple(rid for rid, _ in liquid),
+                air_rows=tuple(rid for rid, r in zip(topo.ids("row"), topo.rows, strict=True) if r.cooling == "air"),
                 cdu_approach_c=min((r.cdu.approach_c for _, r in liquid), default=None),
             )
         return self._topology

@@ -45,6 +45,8 @@ class Topology:
         cdu_of_rack: rack id → CDU id, where the site file or the simulation says (cooling incidents group by it).
         pdu_of_node: node id → PDU id, where known.
         liquid_rows: row ids cooled by a CDU the loop may steer (the cooling optimizer's rows); empty for air.
+        air_rows: row ids cooled by air handlers on the same facility water: the loop does not steer them, but the
+            facility water it sets must still let them reach their supply setpoint.
         cdu_approach_c: the CDUs' design approach to facility water, °C (None when unknown).
     """
 
@@ -53,6 +55,7 @@ class Topology:
     cdu_of_rack: Mapping[str, str] = field(default_factory=dict)
     pdu_of_node: Mapping[str, str] = field(default_factory=dict)
     liquid_rows: tuple[str, ...] = ()
+    air_rows: tuple[str, ...] = ()
     cdu_approach_c: float | None = None
 
     @property

@@ -187,6 +187,7 @@ class LoopRunner:
                 local=self._local_thermal_fault,
                 arrival=ArrivalTemperature(topo.gpu_ids, topo.limits) if heat else None,
                 value=RelaxValue(topo.gpu_ids, topo.limits),
+                shared=topo.air_rows,
             )
             # A coolant rule with `hand_over` leaves the rows to the optimizer while their GPUs keep a margin.
             self.responder.cooling = self.optimizer

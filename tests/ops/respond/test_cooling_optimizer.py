@@ -32,6 +32,21 @@ def test_relaxes_with_margin_and_facility_water_follows_the_coldest_setpoint() -
     assert opt.step(30.0, _reader(60.0)) == []  # one move per period
 
 
+def test_facility_water_keeps_an_air_row_on_the_same_water_at_its_supply_setpoint() -> None:
+    """sweeps/new-user/mixed-shifted.yaml: the facility water followed the (relaxed) CDU setpoints alone, up to 32 C,
+    over an air row whose air handlers supply 22 C; its A100s throttled. Before: up toward 31 - 3 = 28 C here."""
+    adapter = MemoryAdapter()
+    adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r2")] = 22.0  # the air row's supply setpoint
+    responder = Responder(default_policy(), adapter, mode="auto")
+    config = CoolingOptimizerConfig(warmup_s=0.0, approach_c=3.0)
+    opt = CoolingOptimizer(responder, "dc", ["dc/r1"], config, shared=["dc/r2"])
+    opt.step(0.0, _reader(60.0))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 31.0  # the liquid row still relaxes
+    assert adapter.settings[(ActionKind.FACILITY_WATER, "dc")] == 23.0  # 25 - the guard's 2 C step toward 22 - 3
+    moved = [a for a in opt.responder.log if a.request.kind == ActionKind.FACILITY_WATER]
+    assert "follow the coldest supply setpoint 22.0 C minus 3.0 C approach" in moved[-1].request.reason
+
+
 def test_tightens_the_setpoint_first_and_flow_only_when_the_setpoint_no_longer_helps() -> None:
     adapter = MemoryAdapter()
     _optimizer(adapter).step(0.0, _reader(80.0))

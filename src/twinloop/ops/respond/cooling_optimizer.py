@@ -141,10 +141,14 @@ class CoolingOptimizer:
         local: LocalFault | None = None,
         arrival: ArrivalTemperature | None = None,
         value: RelaxValue | None = None,
+        shared: Sequence[str] = (),
     ) -> None:
         self.responder = responder
         self.site = site
         self.rows = tuple(rows)
+        #: Rows on the same facility water the optimizer does not steer (air handlers): the facility water it sets
+        #: must still let them reach their supply setpoint.
+        self.shared = tuple(shared)
         self.config = config or CoolingOptimizerConfig()
         self.forecast = forecast
         self.load = load
@@ -458,12 +462,17 @@ class CoolingOptimizer:
         return mine is not None and bool(known) and mine <= min(known) + 1e-9
 
     def _facility_water(self, now: float, read: Reader) -> list[ActionResult]:
-        """Facility water at the coldest CDU setpoint minus the approach (no CDU floored above its setpoint)."""
+        """Facility water at the coldest supply setpoint minus the approach (no CDU or air handler floored above its
+        setpoint), the air-cooled rows on the same water included: following the CDUs alone raised it to 32 C over
+        an air row set for 22 C on sweeps/new-user/mixed-shifted.yaml (the reactive CDUs had relaxed to 36 C), while
+        that row's own cooling incident was open and its A100s throttled (thermal-throttled GPU-s about 6x loop off).
+        """
         setpoints = [self._current(ActionKind.CDU_SETPOINT, row) for row in self.rows]
         fw = self._current(ActionKind.FACILITY_WATER, self.site)
         known = [s for s in setpoints if s is not None]
         if fw is None or not known:
             return []
+        known += [s for s in (self._current(ActionKind.CDU_SETPOINT, row) for row in self.shared) if s is not None]
         want = min(known) - self.config.approach_c
         limits = self.responder.adapter.limits(ActionKind.FACILITY_WATER, self.site)
         if limits is not None:
@@ -474,5 +483,5 @@ class CoolingOptimizer:
             return []  # a warmer facility water relaxes every row: not while an incident holds one tightened
         if want > fw and self.pricing is not None:
             self.pricing.facility_water_rise()  # the plant before the rise: its saving is measured next period
-        why = f"follow the coldest CDU setpoint {min(known):.1f} C minus {self.config.approach_c:.1f} C approach"
+        why = f"follow the coldest supply setpoint {min(known):.1f} C minus {self.config.approach_c:.1f} C approach"
         return [self._move(ActionKind.FACILITY_WATER, self.site, want, why, now, read)]
