@@ -12,7 +12,10 @@ the per-run figures and actions as JSON; ``--load`` prints the tables from such 
 Round 1 is the four halls of ``sweeps/new-user.yaml``, round 2 (``--round 2``) the five of ``sweeps/new-user-2.yaml``,
 round 3 (``--round 3``) five more of ``sweeps/new-user/`` (an H200 hall, two jobs' faults within a minute, a job
 saving once an hour, a hall at its power budget in a heat wave, serving fleets with a lost GPU and a hang), round 4
-(``--round 4``) serving-hang with one replica hung instead of the whole fleet.
+(``--round 4``) serving-hang with one replica hung instead of the whole fleet, round 5 (``--round 5``) four more (a
+thermal-interface fault on a job that can move to a free node of its model beside one that cannot, the packaged
+mixed_hall with its faults moved, checkpoints every 3 min with slow GPUs from the start and a PSU loss, a serving hall
+in a utility demand-response event).
 
 ``--progress SCENARIO:SEED`` runs only that pair of passes (a hall here, else a packaged scenario by name) and prints,
 every 60 s of the run, loop off and on: each training job's iterations, the cooling power, the facility-water
@@ -41,12 +44,13 @@ from twinloop.twin.scenario import load_scenario
 
 SCENARIO_DIR = Path(__file__).resolve().parent.parent / "sweeps" / "new-user"
 #: The halls of each round of the check (round 1: ``sweeps/new-user.yaml``; round 2: ``sweeps/new-user-2.yaml``;
-#: rounds 3 and 4: only here).
+#: rounds 3 to 5: only here).
 ROUNDS = {
     "1": ("quiet-hall", "a100-air-hall", "same-place", "large-hall"),
     "2": ("slow-checkpoint", "serving-fleet", "b200-hall", "slow-telemetry", "sdc-restart"),
     "3": ("h200-pump", "two-jobs", "long-checkpoint", "budget-heatwave", "serving-hang"),
     "4": ("replica-hang",),
+    "5": ("thermal-move", "mixed-shifted", "frequent-checkpoint", "demand-response"),
 }
 #: Outcome rows printed per scenario (goodput and ETTR per job are added from the runs).
 FIGURES = (
