@@ -74,6 +74,11 @@ def test_site_file_places_hosts_and_validates(tmp_path: Path) -> None:
     assert topo.cdu_of_rack == {"dc1/row1/r1": "cdu-a"} and topo.pdu_of_node == {"dc1/row1/r1/node01": "p3"}
     assert topo.liquid_rows == ("dc1/row1",)
     assert topo.limits.tdp_w.shape == (2,)
+    site.write_text("site: dc1\nliquid_rows: [row1]\nair_rows: [row2]\n")  # the optimizer keeps row2's air supplied
+    assert place_gpus([GPUS[0]], labels, load_site(site))[0].air_rows == ("dc1/row2",)
+    site.write_text("site: dc1\nliquid_rows: [row1]\nair_rows: [row1]\n")
+    with pytest.raises(InputError, match=r"air_rows.*row1 also in liquid_rows"):
+        load_site(site)
     site.write_text("site: dc1\nhosts:\n  node01: {rack: r1, colour: blue}\n")
     with pytest.raises(InputError, match=r"hosts\.node01\.colour"):
         load_site(site)

@@ -7,6 +7,7 @@ file says where each host is::
     site: dc1
     gpu: h100-sxm            # catalog GPU of hosts that do not say (optional; else from modelName, else H100 SXM)
     liquid_rows: [row1]      # rows cooled by a CDU the loop may steer (optional)
+    air_rows: [row2]         # rows cooled by air handlers on the same facility water (optional)
     hosts:
       node01: {row: row1, rack: r1, cdu: cdu-a, pdu: pdu-3}
       node02: {row: row1, rack: r1}
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from twinloop.errors import InputError, pydantic_error
 from twinloop.hardware.gpu import get_gpu, gpu_family_key, gpu_key
@@ -62,9 +63,18 @@ class SiteFile(BaseModel):
     site: str = "site0"
     gpu: str | None = None
     liquid_rows: tuple[str, ...] = ()
+    air_rows: tuple[str, ...] = ()
     hosts: Mapping[str, HostPlace] = Field(default_factory=dict)
 
     _site = field_validator("site")(_check_name)
+
+    @field_validator("air_rows")
+    @classmethod
+    def _air_not_liquid(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        both = sorted(set(value) & set(info.data.get("liquid_rows", ())))
+        if both:
+            raise ValueError(f"{', '.join(both)} also in liquid_rows (a row is cooled one way)")
+        return value
 
     @field_validator("hosts")
     @classmethod
@@ -153,5 +163,6 @@ def place_gpus(
     kind_index = np.array([specs.index(kind_of[g]) for g in gpu_ids], dtype=np.int64)
     limits = GpuLimits.from_kinds([get_gpu(s) for s in specs], kind_index)
     liquid = tuple(f"{site.site}/{r}" for r in site.liquid_rows) if site else ()
-    topo = Topology(tuple(gpu_ids), limits, cdu_of_rack, pdu_of_node, liquid)
+    air = tuple(f"{site.site}/{r}" for r in site.air_rows) if site else ()
+    topo = Topology(tuple(gpu_ids), limits, cdu_of_rack, pdu_of_node, liquid, air)
     return topo, mapping
