@@ -56,27 +56,6 @@ def test_a_requeue_onto_slower_gpus_is_predicted_as_the_twin_then_places_it() ->
     assert kinds.tolist() == [16, 8]
 
 
-def test_a_power_bound_job_requeued_partly_onto_another_model_is_priced_at_its_own_clock_there() -> None:
-    """sweeps/new-user/thermal-move.yaml: an H200 job at its power limit was requeued onto one H100 node (H100s at
-    their full clock read as fast as the H200s at their power-limited one) and ran 2 % slower there. Before: not
-    slower."""
-    hall = copy.deepcopy(MIXED)
-    hall["rows"] = [
-        {"racks": 1, "nodes_per_rack": 3, "node": {"gpu": "h200-sxm"}, "cdu": _CDU},
-        {"racks": 1, "nodes_per_rack": 2, "node": {"gpu": "h100-sxm"}, "cdu": _CDU},
-    ]
-    twin = Twin(scenario_from_dict(hall, "t.yaml"), "t.yaml")
-    twin.run(60.0)
-    job = twin.job_by_name("train")
-    assert job is not None
-    ph = twin.physics
-    assert float(np.median(ph.x_of_g(ph.gpus.g[job.gpus]))) < 0.99  # held by its power limit, below full clock
-    assert twin.apply(Drain("dc1/r01/k01/n01")).ok  # the requeue gets two H200 nodes and one H100 node
-    pace = TwinAdapter(twin).requeue_pace(JOB)
-    assert pace is not None and pace.gpus == "16 h200-sxm + 8 h100-sxm"
-    assert pace.slower, pace
-
-
 def test_a_requeue_onto_the_jobs_own_gpu_model_is_not_slower() -> None:
     twin = twin_running()  # a hall of one GPU model: a requeue is never slower than now
     before = copy.deepcopy(twin.scheduler.node_owner)

@@ -8,13 +8,10 @@ fault is still faster than the A100s the requeue gives the job).
 
 Both paces use each GPU model's own rates (:mod:`twinloop.twin.gpu_rates`) and every GPU's straggle factor. The
 present pace takes each GPU at its clock now (a faulty GPU under its cap or thermal limit); the predicted one
-takes the new GPUs of a model the job runs on now at their full clock, the most a requeue can give: the prediction
-is never worse than the requeue would be for clock reasons, so a requeue is kept back only when even that is slower
-than staying. Clocks count up to each GPU's ``f_max`` only, so a requeue onto GPUs of the job's own model with no
-fault reads exactly 1 (equal, not slower). A GPU of a model the job does not run on now is taken at the clock
-fraction the job's GPUs run at now (their median): the same work under the same limits. At its full clock it read
-faster than a power-bound job would run on it: on ``sweeps/new-user/thermal-move.yaml`` an H200 job at its power
-limit was requeued onto one H100 node for a thermal-interface GPU that did not slow it (-6.6 % on 5 of 5 seeds).
+takes the new GPUs at their full clock, the most a requeue can give: the prediction is never worse than the
+requeue would be for clock reasons, so a requeue is kept back only when even that is slower than staying.
+Clocks count up to each GPU's ``f_max`` only, so a requeue onto GPUs of the job's own model with no fault reads
+exactly 1 (equal, not slower).
 
 A requeued job starts again only through the scheduler's admission under the facility power budget. Where that
 would not let it back in now (:func:`admission_wait`), its pace after the requeue is 0: at a site held at its budget
@@ -54,15 +51,6 @@ def _slowest_rate(twin: Twin, job: Job, gpus: NDArray[np.int64], clock_x: NDArra
     """The slowest of ``gpus``' work rates for ``job`` at relative clocks ``clock_x`` (straggle factors in)."""
     rate = gpu_work_rates(clock_x, job.profile.compute_fraction, twin.topo.gpu_kind[gpus], job.rates)
     return float((rate * twin.straggle_factors()[gpus]).min())
-
-
-def _predicted_x(twin: Twin, job: Job, new: NDArray[np.int64], now_x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The relative clock the new GPUs are priced at: 1 (full clock) for a model the job runs on now, else the
-    median of its GPUs' clocks now (see the module docstring).
-    """
-    kinds = twin.topo.gpu_kind
-    own = np.isin(kinds[new], kinds[job.gpus])
-    return np.where(own, 1.0, float(np.median(now_x)))
 
 
 def _in_words(twin: Twin, gpus: NDArray[np.int64]) -> str:
@@ -119,5 +107,5 @@ def requeue_pace(twin: Twin, job: Job, without: NDArray[np.int64] | None = None)
     ph = twin.physics
     now_x = np.minimum(ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64), 1.0)
     present = _slowest_rate(twin, job, job.gpus, now_x)
-    predicted = _slowest_rate(twin, job, new, _predicted_x(twin, job, new, now_x))
+    predicted = _slowest_rate(twin, job, new, np.ones(new.size))
     return RequeuePace(predicted / max(present, 1e-9), _in_words(twin, new))
