@@ -45,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.errors import InputError
+from twinloop.ops.respond.adapters.commands import run_command
 from twinloop.safeio import load_yaml
 
 I64 = NDArray[np.int64]
@@ -336,12 +337,29 @@ Runner = Callable[[list[str]], str]
 
 def _run_squeue(argv: list[str]) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        done = run_command(argv)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InputError("--jobs slurm", "", f"cannot run squeue: {exc}") from None
     if done.returncode != 0:
         raise InputError("--jobs slurm", "", f"squeue exited {done.returncode}: {done.stderr.strip()[:200]}")
     return done.stdout
+
+
+class SayOnce:
+    """Tells ``warn`` each message once (or once per ``key``): a job source is asked every refresh, and the same
+    inconsistency or failure would otherwise flood the watcher's stream once a minute.
+    """
+
+    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
+        self._warn = warn or (lambda _m: None)
+        self._said: set[str] = set()
+
+    def __call__(self, message: str, key: str | None = None) -> None:
+        """Say ``message`` unless it (or ``key``) was said before."""
+        once = message if key is None else key
+        if once not in self._said:
+            self._said.add(once)
+            self._warn(message)
 
 
 class SlurmJobs:
@@ -354,19 +372,12 @@ class SlurmJobs:
 
     def __init__(self, runner: Runner | None = None, warn: Callable[[str], None] | None = None) -> None:
         self._runner = runner or _run_squeue
-        self._warn = warn or (lambda _m: None)
-        self._warned: set[str] = set()
+        self._say = SayOnce(warn)
 
     def __call__(self, gpu_ids: Sequence[str], _labels: Mapping[str, Mapping[str, Any]] | None = None) -> JobMap:
         """Jobs per GPU; a GPU no job holds (or two claim) is -1."""
         held = parse_squeue_gpus(self._runner(["squeue", "--json"]), note=self._say)
         return JobMap.from_hosts(gpu_ids, assign_gpus(held, self._say))
-
-    def _say(self, message: str) -> None:
-        # Asked every refresh: the same inconsistency would otherwise flood the stream once a minute.
-        if message not in self._warned:
-            self._warned.add(message)
-            self._warn(message)
 
 
 def slurm_jobs(

@@ -31,10 +31,9 @@ from typing import Any
 import numpy as np
 
 from twinloop.errors import InputError
-from twinloop.ops.live.jobs import JobMap, json_list, pod_labelled
+from twinloop.ops.live.jobs import JobMap, SayOnce, json_list, pod_labelled
 from twinloop.ops.respond.adapters.base import leaf
-
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+from twinloop.ops.respond.adapters.commands import Runner, run_command
 
 #: The pod annotation that says what a workload is, overriding its controller's kind.
 WORKLOAD_ANNOTATION = "twinloop.io/workload"
@@ -150,10 +149,6 @@ def controller_job(job: str) -> tuple[str, str, str] | None:
     return (ns, kind, name) if ns and dot and name and kind[:1].isupper() else None
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
-
-
 @dataclass(frozen=True)
 class _Fleet:
     """One job's pods (``(namespace, pod)``, sorted) and whether it serves."""
@@ -177,9 +172,8 @@ class KubernetesJobs:
     """
 
     def __init__(self, runner: Runner | None = None, warn: Callable[[str], None] | None = None) -> None:
-        self._runner = runner or _run
-        self._warn = warn or (lambda _m: None)
-        self._warned: set[str] = set()
+        self._runner = runner or run_command
+        self._say = SayOnce(warn)
         self._owners: dict[tuple[str, str, str], OwnerRef | None] = {}  # (ns, TYPE, name) -> its controller
         self._pod_on: dict[str, tuple[str, str]] = {}
         self._job_on: dict[str, str] = {}
@@ -296,12 +290,6 @@ class KubernetesJobs:
         what = " ".join(argv[:3])  # kubectl get TYPE
         self._say(f"--jobs k8s: {' '.join(argv)}: {why}; {otherwise}", key=f"{what} {argv[-3]}")
         return None
-
-    def _say(self, message: str, key: str | None = None) -> None:
-        once = message if key is None else key
-        if once not in self._warned:
-            self._warned.add(once)
-            self._warn(message)
 
 
 def _replica_key(job: str, pod: tuple[str, str], info: PodInfo | None) -> str:

@@ -41,7 +41,8 @@ def slurm_end_time_s(text: str, job: str) -> float | None:
     return None
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+def run_command(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """Run a scheduler command line (``kubectl``, ``scontrol``, ``squeue``...): its output captured, 30 s at most."""
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
 
 
@@ -56,7 +57,7 @@ class CommandAdapter(ActionAdapter):
         heartbeats: JobHeartbeats | None = None,
     ) -> None:
         self.dry_run = dry_run
-        self._runner = runner or _run
+        self._runner = runner or run_command
         self._job_timing = job_timing
         self.heartbeats = heartbeats
         self.issued: list[list[str]] = []
