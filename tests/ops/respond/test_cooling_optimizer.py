@@ -47,6 +47,30 @@ def test_facility_water_keeps_an_air_row_on_the_same_water_at_its_supply_setpoin
     assert "follow the coldest supply setpoint 22.0 C minus 3.0 C approach" in moved[-1].request.reason
 
 
+def test_facility_water_is_not_warmed_while_an_air_row_on_it_has_its_cooling_incident_open() -> None:
+    """mixed_hall seed 0: the cooling-degradation rule set the facility water 11 C for the A100 air row's throttling
+    (incident open); 65 s later the optimizer warmed it to 13 C, following the air handler's setpoint, because only
+    the liquid rows' incidents held the follow. Before: 11 -> 13 C here."""
+    adapter = MemoryAdapter()
+    adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] = 22.0  # the liquid row
+    adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r2")] = 16.0  # the air row's handlers
+    adapter.settings[(ActionKind.FACILITY_WATER, "dc")] = 11.0  # the rule's move for the air row
+    responder = Responder(default_policy(), adapter, mode="auto")
+    config = CoolingOptimizerConfig(warmup_s=0.0, approach_c=3.0)
+
+    def hold(row: str) -> str | None:
+        return "incident 29 (thermal_throttle at dc/r2) open" if row == "dc/r2" else None
+
+    opt = CoolingOptimizer(responder, "dc", ["dc/r1"], config, hold=hold, shared=["dc/r2"])
+    opt.step(0.0, _reader(74.0, supply_c=22.0))
+    assert adapter.settings[(ActionKind.FACILITY_WATER, "dc")] == 11.0
+    closed = CoolingOptimizer(
+        Responder(default_policy(), adapter, mode="auto"), "dc", ["dc/r1"], config, shared=["dc/r2"]
+    )
+    closed.step(0.0, _reader(74.0, supply_c=22.0))  # the incident closed: the follow goes on
+    assert adapter.settings[(ActionKind.FACILITY_WATER, "dc")] == 13.0
+
+
 def test_tightens_the_setpoint_first_and_flow_only_when_the_setpoint_no_longer_helps() -> None:
     adapter = MemoryAdapter()
     _optimizer(adapter).step(0.0, _reader(80.0))

@@ -40,6 +40,27 @@ def test_missing_effect_rolls_back_to_previous_setting(adapter: MemoryAdapter) -
     assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1/cdu")] == pytest.approx(30.0)
 
 
+def test_a_cooling_move_is_judged_on_the_mean_too_while_the_hottest_gpu_is_pinned_at_its_slowdown(
+    adapter: MemoryAdapter,
+) -> None:
+    """mixed_hall seed 0: a colder facility water for the throttling A100 air row was rolled back 300 s later
+    ("moved only +0.03"): the hottest GPU's own thermal control held its die at 87 C, so the max could not fall while
+    every other GPU cooled; the optimizer set the water cold again 80 s after. Before: rolled back."""
+    r = Responder(default_policy(), adapter, mode="auto")
+
+    def temps(mean_c: float):  # type: ignore[no-untyped-def]
+        return lambda field, entity, aggregate="mean", ago_s=0.0: 87.0 if aggregate == "max" else mean_c
+
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, temps(70.0))
+    verdicts = r.verify(300.0, temps(67.0))
+    assert {v.status for v in verdicts} == {"verified"}
+    assert all("mean DCGM_FI_DEV_GPU_TEMP +3.00 down" in v.detail for v in verdicts)
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1/cdu")] == pytest.approx(26.0)
+    flat = Responder(default_policy(), MemoryAdapter(), mode="auto")
+    flat.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, temps(70.0))
+    assert {v.status for v in flat.verify(300.0, temps(70.0))} == {"rolled_back"}  # neither moved: no effect
+
+
 def test_each_rule_fires_once_per_incident(adapter: MemoryAdapter) -> None:
     r = Responder(default_policy(), adapter, mode="auto")
     inc = make_incident(EventClass.GPU_HARDWARE_ERROR, root="dc/r1/k2/n1/g3")

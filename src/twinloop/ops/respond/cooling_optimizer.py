@@ -365,7 +365,7 @@ class CoolingOptimizer:
         known = {row: sp for row, sp in setpoints.items() if sp is not None}
         fw = self._current(ActionKind.FACILITY_WATER, self.site)
         limits = self.responder.adapter.limits(ActionKind.FACILITY_WATER, self.site)
-        if not known or any(self._held(row) for row in self.rows):
+        if not known or self._any_held():
             return {}
         if fw is not None and limits is not None and fw >= limits[1] - 1e-9:
             return {}
@@ -403,6 +403,13 @@ class CoolingOptimizer:
 
     def _held(self, row: str) -> str | None:
         return self.hold(row) if self.hold is not None else None
+
+    def _any_held(self) -> bool:
+        """Whether an open incident holds any row on the facility water tightened, the air rows the optimizer does not
+        steer included: a warmer water warms them all (mixed_hall seed 0: 11 C set by the rule for the A100 air row's
+        throttling, warmed to 13 C by the follow 65 s later while that row's incident was open).
+        """
+        return any(self._held(row) for row in (*self.rows, *self.shared))
 
     def _at_budget(self) -> str | None:
         """Why the coolant is priced in GPU watts this period: the site at its power budget and a warmer facility water
@@ -479,7 +486,7 @@ class CoolingOptimizer:
             want = min(max(want, limits[0]), limits[1])
         if abs(want - fw) < 1e-6:
             return []
-        if want > fw and self._budget is None and any(self._held(row) for row in self.rows):
+        if want > fw and self._budget is None and self._any_held():
             return []  # a warmer facility water relaxes every row: not while an incident holds one tightened
         if want > fw and self.pricing is not None:
             self.pricing.facility_water_rise()  # the plant before the rise: its saving is measured next period

@@ -92,6 +92,19 @@ class CoolingTaker(Protocol):
         """
 
 
+def _start(read: Reader, target: str, expect: Expectation, aggregate: str) -> tuple[float, float] | None:
+    """The watched field's value over ``target`` at the action (``aggregate``) and, for a ``trend`` expectation, its
+    slope over the :data:`TREND_WINDOW_S` before, per s (0 otherwise); None when the field is not read there.
+    """
+    baseline = read(expect.field, target, aggregate)
+    if baseline is None:
+        return None
+    if expect.relative_to != "trend":
+        return baseline, 0.0
+    past = read(expect.field, target, aggregate, TREND_WINDOW_S)
+    return baseline, 0.0 if past is None else (baseline - past) / TREND_WINDOW_S
+
+
 @dataclass(frozen=True)
 class _Watch:
     action_id: int
@@ -101,30 +114,45 @@ class _Watch:
     slope_per_s: float
     start_ts: float
     previous_value: float | None
+    #: The mean's baseline and pre-action slope, for an expectation on the maximum (None otherwise).
+    mean_start: tuple[float, float] | None = None
 
     @property
     def due_ts(self) -> float:
         return self.start_ts + self.expect.within_s
 
-    def moved(self, read: Reader, now: float) -> float | None:
-        """Change in the expected direction: of the level since the action, or (``trend``) the larger of that
-        and how much the field's rate in the second half of the window fell short of its pre-action rate, times
-        the window (a capacity-limited coolant loop keeps warming after a good action, only slower).
+    def moved(self, read: Reader, now: float) -> tuple[float, str] | None:
+        """Change in the expected direction, and the aggregate it was read on: of the level since the action, or
+        (``trend``) the larger of that and how much the field's rate in the second half of the window fell short of
+        its pre-action rate, times the window (a capacity-limited coolant loop keeps warming after a good action, only
+        slower). An expectation on the maximum is met by the mean as well (``mean_start``: its baseline and slope): a
+        GPU its own thermal control holds at its slowdown pins the maximum while a colder coolant cools every other
+        GPU (mixed_hall seed 0: a colder facility water for a throttling air row was rolled back, "moved only +0.03",
+        and set again by the optimizer 80 s later).
         """
+        starts = [(self.expect.aggregate, self.baseline, self.slope_per_s)]
+        if self.mean_start is not None:
+            starts.append(("mean", *self.mean_start))
+        moves = [
+            (m, agg) for agg, base, slope in starts if (m := self._moved_on(read, now, agg, base, slope)) is not None
+        ]
+        return max(moves) if moves else None
+
+    def _moved_on(self, read: Reader, now: float, aggregate: str, baseline: float, slope: float) -> float | None:
         e = self.expect
-        value = read(e.field, self.request.target, e.aggregate)
+        value = read(e.field, self.request.target, aggregate)
         if value is None:
             return None
         sign = -1.0 if e.direction == "down" else 1.0
-        level = sign * (value - self.baseline)
+        level = sign * (value - baseline)
         if e.relative_to == "level":
             return level
         half = 0.5 * (now - self.start_ts)
-        mid = read(e.field, self.request.target, e.aggregate, half)
+        mid = read(e.field, self.request.target, aggregate, half)
         if mid is None or half <= 0:
             return level
         rate_after = (value - mid) / half
-        return max(level, sign * (rate_after - self.slope_per_s) * e.within_s)
+        return max(level, sign * (rate_after - slope) * e.within_s)
 
 
 @dataclass(frozen=True)
@@ -897,13 +925,11 @@ class Responder:
         result = self._record(request, reply.status, now, reply.detail, current, clamped)
         expect = request.expect
         if reply.status == "applied" and expect is not None:
-            baseline = read(expect.field, request.target, expect.aggregate)
-            slope = 0.0
-            if expect.relative_to == "trend" and baseline is not None:
-                past = read(expect.field, request.target, expect.aggregate, TREND_WINDOW_S)
-                slope = 0.0 if past is None else (baseline - past) / TREND_WINDOW_S
-            if baseline is not None:
-                self._watches.append(_Watch(result.action_id, request, expect, baseline, slope, now, current))
+            start = _start(read, request.target, expect, expect.aggregate)
+            if start is not None:
+                mean = _start(read, request.target, expect, "mean") if expect.aggregate == "max" else None
+                watch = _Watch(result.action_id, request, expect, *start, now, current, mean_start=mean)
+                self._watches.append(watch)
         return result
 
     # ------------------------------------------------------------------ approvals
@@ -939,10 +965,11 @@ class Responder:
             if now < w.due_ts:
                 keep.append(w)
                 continue
-            moved = w.moved(read, now)
-            if moved is not None and moved >= w.expect.min_change:
+            best = w.moved(read, now)
+            moved = None if best is None else best[0]
+            if best is not None and best[0] >= w.expect.min_change:
                 against = "its pre-action trend" if w.expect.relative_to == "trend" else "the action"
-                detail = f"{w.expect.aggregate} {w.expect.field} {moved:+.2f} {w.expect.direction} against {against}"
+                detail = f"{best[1]} {w.expect.field} {best[0]:+.2f} {w.expect.direction} against {against}"
                 out.append(self._record(w.request, "verified", now, detail, extra={"of_action": w.action_id}))
                 continue
             why = "no effect" if moved is None else f"{w.expect.field} moved only {moved:+.2f}"
