@@ -56,6 +56,23 @@ def test_a_requeue_onto_slower_gpus_is_predicted_as_the_twin_then_places_it() ->
     assert kinds.tolist() == [16, 8]
 
 
+def test_a_power_bound_jobs_requeue_onto_another_model_is_priced_at_the_clock_the_job_runs_at() -> None:
+    """sweeps/new-user/thermal-move.yaml: an H200 job at its power limit (0.7 of its clock) was requeued onto an H100
+    node: the H100s priced at their full clock read the move 1.33 x faster; it ran 2.1 % slower. Before: 1.25 here."""
+    spec = copy.deepcopy(MIXED)
+    spec["rows"][0]["node"] = {"gpu": "h200-sxm"}
+    spec["rows"][1] = {"racks": 1, "nodes_per_rack": 2, "node": {"gpu": "h100-sxm"}, "cdu": _CDU}
+    twin = Twin(scenario_from_dict(spec, "t.yaml"), "t.yaml")
+    twin.run(120.0)
+    job = twin.job_by_name("train")
+    assert job is not None
+    assert float(np.median(twin.physics.x_of_g(twin.physics.gpus.g[job.gpus]))) < 0.8  # at its power limit
+    assert twin.apply(Drain("dc1/r01/k01/n01")).ok
+    pace = TwinAdapter(twin).requeue_pace(JOB)
+    assert pace is not None and pace.gpus == "16 h200-sxm + 8 h100-sxm"
+    assert pace.slower and 0.9 < pace.relative < 1.0
+
+
 def test_a_requeue_onto_the_jobs_own_gpu_model_is_not_slower() -> None:
     twin = twin_running()  # a hall of one GPU model: a requeue is never slower than now
     before = copy.deepcopy(twin.scheduler.node_owner)

@@ -8,10 +8,12 @@ fault is still faster than the A100s the requeue gives the job).
 
 Both paces use each GPU model's own rates (:mod:`twinloop.twin.gpu_rates`) and every GPU's straggle factor. The
 present pace takes each GPU at its clock now (a faulty GPU under its cap or thermal limit); the predicted one
-takes the new GPUs at their full clock, the most a requeue can give: the prediction is never worse than the
-requeue would be for clock reasons, so a requeue is kept back only when even that is slower than staying.
-Clocks count up to each GPU's ``f_max`` only, so a requeue onto GPUs of the job's own model with no fault reads
-exactly 1 (equal, not slower).
+takes the new GPUs at the clock the job's GPUs run at now (their median, up to ``f_max``: a job at its power limit
+stays there on new GPUs, and the median is not moved by the one slow GPU it would leave). The new GPUs at their
+full clock instead, the most a requeue could give, read a power-bound job's requeue as a third faster than staying
+wherever it landed: on ``sweeps/new-user/thermal-move.yaml`` an H200 job at 0.73 of its clock was requeued onto an H100
+node for a GPU 2.5 % under the rest (pace 1.33) and ran 2.1 % slower there (−6.6 % goodput over 5 seeds). A
+requeue onto GPUs of the job's own model with no fault reads 1 or more (equal, or the slow GPU left behind).
 
 A requeued job starts again only through the scheduler's admission under the facility power budget. Where that
 would not let it back in now (:func:`admission_wait`), its pace after the requeue is 0: at a site held at its budget
@@ -107,5 +109,5 @@ def requeue_pace(twin: Twin, job: Job, without: NDArray[np.int64] | None = None)
     ph = twin.physics
     now_x = np.minimum(ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64), 1.0)
     present = _slowest_rate(twin, job, job.gpus, now_x)
-    predicted = _slowest_rate(twin, job, new, np.ones(new.size))
+    predicted = _slowest_rate(twin, job, new, np.full(new.size, float(np.median(now_x))))
     return RequeuePace(predicted / max(present, 1e-9), _in_words(twin, new))
