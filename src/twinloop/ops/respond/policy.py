@@ -64,6 +64,11 @@ class ActionTemplate(_Frozen):
         " no work away; with no confirmation by checkpoint_timeout_s the action goes to a person",
     )
     checkpoint_timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    unless_kept_back: bool = Field(
+        default=False,
+        description="not done where the job's requeue would run it slower (as a kept-back requeue's drain is not):"
+        " the job stays, and a restart for another cause must find its node again",
+    )
 
     @model_validator(mode="after")
     def _one_value(self) -> ActionTemplate:
