@@ -122,12 +122,13 @@ class Rule(_Frozen):
     actions, once per incident; with ``until_closed`` the settings are restored when the incident closes.
     ``supply`` (power-delivery rules) picks the rule by what the root node's working power supplies carry:
     ``short`` when they carry less than its GPUs' maximum power limit, ``carried`` when they carry it all (lost
-    redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler and short-supply
-    rules) picks the rule by when moving the job off the incident's node pays (:func:`~.restart_cost.choose_restart`,
-    a straggler's measured slowdown or a short supply's cap): ``now``, ``at_checkpoint`` (the job's own next one)
-    or ``never``. ``serving`` picks it by whether the incident's job is a serving fleet (a hung replica is
-    restarted, a hung rank of a synchronous job stops it whole). ``hand_over`` (coolant rules) leaves the row to
-    the cooling optimizer while its hottest GPU keeps a margin to slowdown (:class:`HandOver`).
+    redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler, short-supply and
+    GPU cooling-fault rules) picks the rule by when moving the job off the incident's node pays
+    (:func:`~.restart_cost.choose_restart`, a straggler's or a hot GPU's measured slowdown, or a short supply's cap):
+    ``now``, ``at_checkpoint`` (the job's own next one) or ``never``. ``serving`` picks it by whether the incident's
+    job is a serving fleet (a hung replica is restarted, a hung rank of a synchronous job stops it whole).
+    ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps a margin to
+    slowdown (:class:`HandOver`).
     """
 
     name: str

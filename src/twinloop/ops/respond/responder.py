@@ -229,7 +229,7 @@ class Responder:
         self._held: dict[int, list[ActionResult]] = {}  # incident id -> applied actions to restore on closing
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
-        self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
+        self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (`restart` rules)
         # Cooling faults whose job stays (restart `never`): incident -> the slowdown that choice priced; incident -> the
         # most its GPU's thermal-path cap costs the job (1 - cap/limit before); incidents to price again at the next
         # poll (capped since); incident -> the rule fired before a costlier slowdown moved the job (its actions done).
@@ -624,11 +624,12 @@ class Responder:
 
     def _restart(self, incident: Incident) -> RestartChoice:
         """When moving the incident's job(s) off its node pays (:func:`choose_restart`), decided once per incident
-        (a later step must not pick a second option and fire its rule too); the most urgent over its jobs. A
-        straggler costs its job the slowdown the detector measured; a short supply the cap's shortfall. A serving fleet
-        is never restarted (:data:`SERVING_STAYS`): draining the node takes out its replica there. The move's
-        pace is asked without the incident's nodes: the job leaves them, so a placement that would put it back
-        there is not the one it gets.
+        (a later step must not pick a second option and fire its rule too; a cooling fault's kept job is priced again,
+        :meth:`_reprice_cooling`); the most urgent over its jobs. A straggler costs its job the slowdown the detector
+        measured; a short supply the cap's shortfall; a GPU whose thermal path fails what :meth:`_cooling_slowdown`
+        says (unmeasured: checkpoint and restart now, as before the pricing). A serving fleet is never restarted
+        (:data:`SERVING_STAYS`): draining the node takes out its replica there. The move's pace is asked without the
+        incident's nodes: the job leaves them, so a placement that would put it back there is not the one it gets.
         """
         known = self._restarts.get(incident.incident_id)
         if known is not None:
