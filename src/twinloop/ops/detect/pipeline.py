@@ -140,6 +140,10 @@ DETECTOR_THRESHOLDS: Mapping[str, str] = {
     "page_hinkley": "lambda_",
 }
 
+#: Incident classes whose impact carries ``job_slowdown`` (what the respond stage prices a restart with): a straggler,
+#: and a GPU running hot, whose failing thermal path may or may not slow its job (a GPU its own thermal control holds
+#: under slowdown in a power-bound job costs it nothing: round 5's `thermal-move` requeued such a job onto slower GPUs).
+_PRICED_SLOWDOWN = frozenset({EventClass.STRAGGLER, EventClass.COOLING_DEGRADATION, EventClass.THERMAL_THROTTLE})
 _FOLLOWS_POWER = frozenset({DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_MEMORY_TEMP})
 _COOLING_RULES = frozenset({"cooling", "coolant", "cdu_setpoint", "cdu_pump", "cdu_capacity"})
 #: Rules on the CDU's own reports: no signal of the GPUs' own hardware changed, so they do not veto an SDC.
@@ -498,13 +502,13 @@ class DetectionPipeline:
             temp_margin_c=float(np.nanmin(t_margin)) if np.isfinite(t_margin).any() else float("inf"),
             power_margin_w=power_margin,
             n_gpus=int(members.size),
-            job_slowdown=self._job_slowdown(members) if cls == EventClass.STRAGGLER else None,
+            job_slowdown=self._job_slowdown(members) if cls in _PRICED_SLOWDOWN else None,
         )
 
     def _job_slowdown(self, members: I64) -> float | None:
-        """The largest fraction of its job's throughput a member straggler costs (the respond stage weighs it
-        against a restart): by the ranks' step times where the job reports them (the job waits for its slowest
-        rank, whatever its GPU model), else by clock against its same-model peers.
+        """The largest fraction of its job's throughput a member straggler (or a GPU with a failing thermal path)
+        costs (the respond stage weighs it against a restart): by the ranks' step times where the job reports them
+        (the job waits for its slowest rank, whatever its GPU model), else by clock against its same-model peers.
         """
         for rule in (self.replica_straggler, self.rank_straggler, self.straggler):
             known = rule.pace_known

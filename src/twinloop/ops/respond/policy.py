@@ -64,6 +64,11 @@ class ActionTemplate(_Frozen):
         " no work away; with no confirmation by checkpoint_timeout_s the action goes to a person",
     )
     checkpoint_timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    unless_kept_back: bool = Field(
+        default=False,
+        description="not done where the job's requeue would run it slower (as a kept-back requeue's drain is not):"
+        " the job stays, and a restart for another cause must find its node again",
+    )
 
     @model_validator(mode="after")
     def _one_value(self) -> ActionTemplate:
@@ -117,12 +122,13 @@ class Rule(_Frozen):
     actions, once per incident; with ``until_closed`` the settings are restored when the incident closes.
     ``supply`` (power-delivery rules) picks the rule by what the root node's working power supplies carry:
     ``short`` when they carry less than its GPUs' maximum power limit, ``carried`` when they carry it all (lost
-    redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler and short-supply
-    rules) picks the rule by when moving the job off the incident's node pays (:func:`~.restart_cost.choose_restart`,
-    a straggler's measured slowdown or a short supply's cap): ``now``, ``at_checkpoint`` (the job's own next one)
-    or ``never``. ``serving`` picks it by whether the incident's job is a serving fleet (a hung replica is
-    restarted, a hung rank of a synchronous job stops it whole). ``hand_over`` (coolant rules) leaves the row to
-    the cooling optimizer while its hottest GPU keeps a margin to slowdown (:class:`HandOver`).
+    redundancy only: no cap binds, so no urgent action is proportionate). ``restart`` (straggler, short-supply and
+    GPU cooling-fault rules) picks the rule by when moving the job off the incident's node pays
+    (:func:`~.restart_cost.choose_restart`, a straggler's or a hot GPU's measured slowdown, or a short supply's cap):
+    ``now``, ``at_checkpoint`` (the job's own next one) or ``never``. ``serving`` picks it by whether the incident's
+    job is a serving fleet (a hung replica is restarted, a hung rank of a synchronous job stops it whole).
+    ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps a margin to
+    slowdown (:class:`HandOver`).
     """
 
     name: str

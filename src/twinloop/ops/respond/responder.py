@@ -61,6 +61,10 @@ _SLOWING = frozenset(
     {EventClass.COOLING_DEGRADATION, EventClass.THERMAL_THROTTLE, EventClass.POWER_DELIVERY_FAULT, EventClass.STRAGGLER}
 )
 
+#: A GPU's own thermal path failing (the `gpu-cooling-fault` rules): its requeue is priced like a straggler's, by what
+#: the GPU costs its job (:meth:`Responder._cooling_slowdown`).
+_COOLING_FAULT = frozenset({EventClass.COOLING_DEGRADATION, EventClass.THERMAL_THROTTLE})
+
 #: Seconds of history before an action from which a ``trend`` expectation takes the pre-action slope.
 TREND_WINDOW_S = 60.0
 
@@ -253,7 +257,14 @@ class Responder:
         self._held: dict[int, list[ActionResult]] = {}  # incident id -> applied actions to restore on closing
         self._delayed: list[tuple[float, ActionRequest, bool, Mode]] = []  # (due, request, until_closed, mode)
         self._gates: list[_Gate] = []  # waiting for a confirmed checkpoint
-        self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (straggler rules)
+        self._restarts: dict[int, RestartChoice] = {}  # incident id -> when its job is moved off (`restart` rules)
+        # Cooling faults whose job stays (restart `never`): incident -> the slowdown that choice priced; incident -> the
+        # most its GPU's thermal-path cap costs the job (1 - cap/limit before); incidents to price again at the next
+        # poll (capped since); incident -> the rule fired before a costlier slowdown moved the job (its actions done).
+        self._priced: dict[int, float] = {}
+        self._cap_costs: dict[int, float] = {}
+        self._reask: set[int] = set()
+        self._escalated: dict[int, Rule] = {}
         self._admission_waits: set[int] = set()  # incidents kept with their job only while admission would hold it
         self._slowing: set[int] = set()  # incidents whose requeue is weighed by the job's pace after it
         self._open: dict[int, Incident] = {}  # every open incident as last seen
@@ -303,6 +314,9 @@ class Responder:
                 ]
             if incident.status != "open":  # its delayed and gated actions went in _drop_waiting_of_closed
                 self._restarts.pop(iid, None)
+                for priced in (self._priced, self._cap_costs, self._escalated):
+                    priced.pop(iid, None)
+                self._reask.discard(iid)
                 self._admission_waits.discard(iid)
                 self._slowing.discard(iid)
                 out.extend(self._restore(iid, now))
@@ -312,6 +326,7 @@ class Responder:
             if iid in self._admission_waits:  # asked again each poll: the wait ends when admission reopens
                 self._admission_waits.discard(iid)
                 self._restarts.pop(iid, None)
+            self._reprice_cooling(incident)
             explained = self._explained_by(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
                 if rule.supply is not None and self._supply(incident) != rule.supply:
@@ -344,7 +359,11 @@ class Responder:
         mode = self._mode_for(rule)
         kept_back = self._requeue_kept_back(rule, incident)
         no_write = self._redo_cheaper(rule, incident)
+        earlier = self._escalated.pop(iid, None)
+        done = {(t.kind, t.target) for t in earlier.actions} if earlier is not None else set()
         for template in rule.actions:
+            if (template.kind, template.target) in done:
+                continue  # done by the rule that kept the job (its cap, its drain)
             if kept_back is not None and template.kind in _KEPT_BACK_DETAIL:
                 detail = _KEPT_BACK_DETAIL[template.kind].format(kept_back)
                 out.extend(self._refuse_all(rule, template, incident, detail, now))
@@ -433,7 +452,7 @@ class Responder:
         gone = {i.incident_id for i in batch if i.status != "open"}
         self._handed = {key: inc for key, inc in self._handed.items() if key[0] not in gone}
         again = {inc.incident_id: inc for inc in self._handed.values() if inc.incident_id not in seen}
-        for iid in sorted(self._admission_waits):
+        for iid in sorted(self._admission_waits | self._reask):
             if iid in self._open and iid not in seen:
                 again.setdefault(iid, self._open[iid])
         return list(again.values())
@@ -542,7 +561,7 @@ class Responder:
         """
         if incident.incident_id not in self._slowing:
             return None
-        if not any(t.kind == ActionKind.REQUEUE for t in rule.actions):
+        if not any(t.kind == ActionKind.REQUEUE or t.unless_kept_back for t in rule.actions):
             return None
         drains = [t for t in rule.actions if t.kind == ActionKind.DRAIN]
         drained = tuple(node for t in drains for node in self.adapter.resolve(t.target, incident))
@@ -633,11 +652,12 @@ class Responder:
 
     def _restart(self, incident: Incident) -> RestartChoice:
         """When moving the incident's job(s) off its node pays (:func:`choose_restart`), decided once per incident
-        (a later step must not pick a second option and fire its rule too); the most urgent over its jobs. A
-        straggler costs its job the slowdown the detector measured; a short supply the cap's shortfall. A serving fleet
-        is never restarted (:data:`SERVING_STAYS`): draining the node takes out its replica there. The move's
-        pace is asked without the incident's nodes: the job leaves them, so a placement that would put it back
-        there is not the one it gets.
+        (a later step must not pick a second option and fire its rule too; a cooling fault's kept job is priced again,
+        :meth:`_reprice_cooling`); the most urgent over its jobs. A straggler costs its job the slowdown the detector
+        measured; a short supply the cap's shortfall; a GPU whose thermal path fails what :meth:`_cooling_slowdown`
+        says (unmeasured: checkpoint and restart now, as before the pricing). A serving fleet is never restarted
+        (:data:`SERVING_STAYS`): draining the node takes out its replica there. The move's pace is asked without the
+        incident's nodes: the job leaves them, so a placement that would put it back there is not the one it gets.
         """
         known = self._restarts.get(incident.incident_id)
         if known is not None:
@@ -645,6 +665,14 @@ class Responder:
         slowdown, cause = incident.impact.job_slowdown, "straggler costs the job"
         if incident.event_class == EventClass.POWER_DELIVERY_FAULT:
             slowdown, cause = self._supply_shortfall(incident), "the supply cap costs the job at most"
+        if incident.event_class in _COOLING_FAULT:
+            slowdown, cause = self._cooling_slowdown(incident)
+            if slowdown is None:
+                # Not measured: checkpoint and requeue as before, the requeue's pace judged when the rule fires.
+                choice = RestartChoice("now", f"{cause}: not measured: checkpoint and restart now, as before")
+                self._restarts[incident.incident_id] = choice
+                return choice
+            self._priced[incident.incident_id] = slowdown
         jobs = self.adapter.resolve("job", incident)
         away = tuple(self.adapter.resolve("node", incident))
         choices, waits = [], False
@@ -665,6 +693,56 @@ class Responder:
             # capped at 200 W for the 700 s of its repair), so the choice is asked again until it changes.
             self._admission_waits.add(incident.incident_id)
         return choice
+
+    def _cooling_slowdown(self, incident: Incident) -> tuple[float | None, str]:
+        """What a GPU with a failing thermal path costs its job, as a fraction of its throughput, and the audit's
+        words for it: the slowdown the detector measured (its rank against the job's slowest other, 0 when the job
+        waits for a slower rank anyway: a GPU its own thermal control holds under slowdown in a power-bound job), or,
+        once the rule's own thermal-path cap is applied, the cap's shortfall below the GPU's limit before it
+        (``1 - cap/limit``, an upper bound as for a short supply) where that is more. The cap comes only once the die
+        reaches its slowdown (:func:`~.thermal_cap.own_control_holds`), after the choice was first made, so a job kept
+        is priced again then (:meth:`_reprice_cooling`). None where the detector measured nothing (no pace of the
+        job's ranks): then the job is checkpointed and requeued as before.
+        """
+        measured = incident.impact.job_slowdown
+        capped = self._cap_costs.get(incident.incident_id)
+        if measured is None:
+            return None, "what the faulty GPU costs the job"
+        if capped is not None and capped > measured:
+            return capped, "the faulty GPU's thermal-path cap costs the job at most"
+        return measured, "the faulty GPU costs the job"
+
+    def _reprice_cooling(self, incident: Incident) -> None:
+        """A cooling fault whose job stays (restart ``never``) is priced again when it would cost the job more than the
+        choice priced: the detector measured a larger slowdown (a new update of the incident), or the rule's own cap
+        was applied since (the die reached its slowdown; :meth:`_note_cap`). Then moving may pay: the choice is made
+        afresh, and a costlier one fires its rule, less the actions the rule that kept the job did (its cap, its
+        drain). Only from ``never``: a move decided stands, as a straggler's does.
+        """
+        iid = incident.incident_id
+        self._reask.discard(iid)
+        known, priced = self._restarts.get(iid), self._priced.get(iid)
+        if incident.event_class not in _COOLING_FAULT or known is None or known.when != "never" or priced is None:
+            return
+        slowdown, _ = self._cooling_slowdown(incident)
+        if slowdown is None or slowdown <= priced:
+            return
+        del self._restarts[iid]
+        kept = [r for r in self.policy.rules if r.restart == "never" and (iid, r.name) in self._fired]
+        if kept:
+            self._escalated[iid] = kept[0]
+
+    def _note_cap(self, incident_id: int, cap_w: float, ceiling_w: float) -> None:
+        """Record a thermal-path cap applied on an incident's GPU: what it costs the job at most (``1 - cap/limit``
+        before), and, for a job kept with it, a new price at the next poll.
+        """
+        if ceiling_w <= 0 or not cap_w < ceiling_w:
+            return
+        cost = 1.0 - cap_w / ceiling_w
+        if cost > self._cap_costs.get(incident_id, 0.0):
+            self._cap_costs[incident_id] = cost
+            if incident_id in self._priced and incident_id in self._open:
+                self._reask.add(incident_id)
 
     def _supply_shortfall(self, incident: Incident) -> float | None:
         """The most a cap at what the incident's nodes' working supplies carry can cost the job: ``1 - cap/max`` on
@@ -705,6 +783,10 @@ class Responder:
             if pace is not None and pace.slower:
                 return self._record(request, "refused", now, pace.kept_back(), guard=False)
         result = self.submit(request, now, read, mode)
+        path = self._path_caps.get((request.incident_id, request.target))
+        if request.kind == ActionKind.POWER_CAP and result.status == "applied" and path is not None:
+            cap_w = result.request.value if result.request.value is not None else path.last_w
+            self._note_cap(request.incident_id, cap_w, path.ceiling_w)
         retry_at_s = result.extra.get("retry_at_s")
         if result.status == "refused" and retry_at_s is not None and request.incident_id >= 0:
             # The budget was spent (by an earlier action or the cooling optimizer): try again once it frees,
@@ -838,6 +920,7 @@ class Responder:
             out.append(result)
             if result.status == "applied" and result.request.value is not None:
                 self._path_caps[(iid, gpu)] = replace(state, last_w=result.request.value)
+                self._note_cap(iid, result.request.value, state.ceiling_w)
         return out
 
     def _rule_reason(self, rule: Rule, incident: Incident, note: str = "") -> str:

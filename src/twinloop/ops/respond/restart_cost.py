@@ -29,13 +29,22 @@ The same pricing answers a node whose power supplies carry less than its GPUs' m
 it at what they carry): ``s`` is then the cap's shortfall, ``1 - cap/max`` (an upper bound near the maximum, where
 dynamic power grows faster than the clock), and a node that cannot carry its GPUs' lowest limit has ``s`` = 1.
 
+And a GPU whose own thermal path fails (the ``gpu-cooling-fault`` rules): ``s`` is what that GPU costs its job now,
+measured as for a straggler (its rank against the job's slowest other; 0 when the job waits for a slower rank anyway,
+as a GPU its own thermal control holds under slowdown in a power-bound job does: round 5's `thermal-move` requeued
+such an H200 job onto an H100 node, -6.6 % goodput, because only a slower requeue was kept back). The rule's own cap
+comes later, only once the die reaches its slowdown; a job kept then is priced again with ``s`` the larger of the
+measured slowdown and the cap's shortfall below the GPU's limit before it (``1 - cap/limit``, an upper bound as for a
+short supply). Where the detector measures no slowdown the job is checkpointed and requeued at once, as before.
+
 The cheapest wins; a tie goes to the less disruptive option. ``R`` is common to the first two, so choosing
 between them needs only ``W``, ``t`` and ``s``: ``now`` exactly when ``s·t > W``. A GPU at half speed with the next
 checkpoint more than ``2·W`` away is restarted at once; a 5 % straggler waits for a checkpoint up to ``20·W``
 away. A straggler that costs its job nothing (``s`` = 0) is never worth a restart, whatever the cluster can tell. What
 it cannot tell otherwise (no ``W``, no ``t``, no measured slowdown) gets ``now``, the response every
 straggler had before this model (see docs/results.md, "Decisions (issue 14)"). The choice is made once per
-incident, with the slowdown measured when the incident opened.
+incident, with the slowdown measured when the incident opened; only a cooling fault's job kept (``never``) is priced
+again, when its GPU comes to cost it more (a larger measured slowdown, or the cap), so a move decided stands.
 """
 
 from __future__ import annotations
