@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from twinloop.hardware.gpu import get_gpu
@@ -124,3 +126,46 @@ def test_wrong_thermal_resistance_with_a_workload_change_is_no_cooling_fault() -
             if u.event_class in FAULT_CLASSES:
                 roots.add((u.event_class, u.root))
     assert roots == {(EventClass.COOLING_DEGRADATION, entities[5])}
+
+
+def _power_bound_step_s(t: int) -> float:
+    """A power-bound job's reported step time (the twin's: the step at its clock this second), as round 5's
+    ``thermal-move`` had ``train-h100`` after its requeue: its steady pace, 18.67 s, the same value second after
+    second (a hair different from one step to the next), and once per ~18 s step two samples near full clock
+    between its compute phases (13.45 s, then 16.5 s): counted by *new* values, two of every three are dips. A
+    checkpoint write at 600-620 s (no step reported), after which the pace creeps back from 18.50 s second by
+    second as the dies warm again.
+    """
+    if 600 <= t < 620:
+        return 0.0
+    if 620 <= t < 640:
+        return 18.50 + 0.0085 * (t - 620)
+    k = t % 18
+    return 13.45 if k == 0 else 16.5 if k == 1 else 18.67 + 0.002 * ((t // 18) % 3)
+
+
+def test_brief_fast_steps_do_not_drag_the_job_slowdown_baseline_below_the_jobs_pace() -> None:
+    """A job at a steady pace whose reported step dips briefly once a step is no job slowdown, however long it runs:
+    the dips are no more the job's usual step than a brief slow one would be. Loop on, the baseline sank to the
+    dips (only steps below it counted as calm) and the job's own pace read as a 24 % rise, held back only by its
+    clock sitting 3 % under a reference the same dips raised: a zero-length straggler false alarm on train-h100."""
+    rule = JobSlowdownRule()
+    fired = [bool(rule.update(_job_frame(t, _power_bound_step_s(t), 1980.0))[0][0]) for t in range(900)]
+    assert not any(fired)
+
+
+def test_a_slowdown_after_brief_fast_steps_and_after_a_lasting_speedup_is_still_found() -> None:
+    """The same job slowing by 20 % (a new step time each second from 700 s) is found; so is a job that first ran
+    lastingly faster (a lifted cap: its new pace becomes the baseline) and then slowed back to its old pace."""
+
+    def first_fire(step_s: Callable[[int], float]) -> int | None:
+        rule = JobSlowdownRule()
+        for t in range(900):
+            if rule.update(_job_frame(t, step_s(t), 1980.0))[0][0]:
+                return t
+        return None
+
+    slowed = first_fire(lambda t: 1.2 * 18.67 + 0.002 * (t % 4) if t >= 700 else _power_bound_step_s(t))
+    assert slowed is not None and 700 <= slowed <= 705
+    faster_then_back = first_fire(lambda t: (14.0 if 200 <= t < 600 else 18.67) + 0.002 * (t % 4))
+    assert faster_then_back is not None and 600 <= faster_then_back <= 610

@@ -542,9 +542,19 @@ class JobSlowdownRule(Rule):
 
     When per-GPU telemetry does not show which GPU is slow (a slow NIC or host, a degraded GPU that the
     counters do not show), the job's own step time still does: all ranks wait for the slowest one. The rise
-    is the log step time against its EWMA baseline (updated only on new steps and only while calm); it must
-    last ``min_steps`` new steps; a drop of the job's mean SM clock by ``clock_drop`` (throttling) or a recent
-    hardware detection on any of its GPUs explains it instead. The incident is rooted at the job.
+    is the log step time against its baseline; it must last ``min_steps`` new steps; a drop of the job's mean SM
+    clock by ``clock_drop`` (throttling) or a recent hardware detection on any of its GPUs explains it instead.
+    The incident is rooted at the job.
+
+    The baseline is the job's usual step time: an EWMA of the log step time over every sample that reports one
+    (weighted by time: a value reported for 15 s counts 15 times, so a step time that changes only at brief dips
+    is not outvoted by them), taking only *calm* samples, within half the rise of it *either way*. A brief step
+    much faster than usual is no more the job's pace than a brief slow one: with faster steps taken as calm, a
+    power-bound job whose reported step dips to its full-clock value between compute phases (two new values of
+    three, round 5's ``thermal-move``) dragged the baseline 22 % under its pace, which then read as a lasting rise
+    (a straggler false alarm whenever its clock sat less than ``clock_drop`` under its reference). A faster pace
+    that lasts ``warmup_steps`` new steps in a row (a lifted cap) is the job's new pace: the baseline is learned
+    afresh from it.
     """
 
     name = "job_slowdown"
@@ -574,12 +584,16 @@ class JobSlowdownRule(Rule):
             self._count = np.zeros(n)
             self._run = np.zeros(n)
             self._clock_ref = np.full(n, np.nan)
+            self._samples = np.zeros(n)
+            self._fast = np.zeros(n)
         else:
             self._base = np.concatenate([self._base, np.full(k, np.nan)])
             self._prev = np.concatenate([self._prev, np.full(k, np.nan)])
             self._count = np.concatenate([self._count, np.zeros(k)])
             self._run = np.concatenate([self._run, np.zeros(k)])
             self._clock_ref = np.concatenate([self._clock_ref, np.full(k, np.nan)])
+            self._samples = np.concatenate([self._samples, np.zeros(k)])
+            self._fast = np.concatenate([self._fast, np.zeros(k)])
         self._n = n
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
@@ -590,8 +604,10 @@ class JobSlowdownRule(Rule):
             return np.zeros(n, dtype=bool), np.zeros(n)
         self._grow(n)
         base, prev, count, run = self._base[:n], self._prev[:n], self._count[:n], self._run[:n]
+        samples, fast = self._samples[:n], self._fast[:n]
         restarted = self._restarts(frame)
         base[restarted], prev[restarted], count[restarted], run[restarted] = np.nan, np.nan, 0.0, 0.0
+        samples[restarted], fast[restarted] = 0.0, 0.0
         clock_ref = self._clock_ref[:n]
         with np.errstate(invalid="ignore", divide="ignore"):
             lx = np.log(np.where(st > 0, st, np.nan))
@@ -617,11 +633,18 @@ class JobSlowdownRule(Rule):
                 hw = np.bincount(frame.job_slot[in_job], weights=flags[in_job], minlength=n)[:n]
                 explained |= hw > 0
         run[:] = np.where(new, np.where(slow & ~explained, run + 1, 0.0), run)
-        calm = new & ~(rise >= 0.5 * self.log_rise)
-        a = np.maximum(self.alpha, 1.0 / (count + 1.0))
-        base[:] = np.where(new & np.isnan(base), lx, np.where(calm | (new & (count < self.warmup_steps)),
-                                                               base + a * (lx - base), base))  # fmt: skip
+        # The baseline, over every sample reporting a step (time-weighted), calm ones only once warmed up.
+        have = np.isfinite(lx)
+        calm = have & (np.abs(rise) < 0.5 * self.log_rise)
+        a = np.maximum(self.alpha, 1.0 / (samples + 1.0))
+        learn = calm | (have & (count < self.warmup_steps))
+        base[:] = np.where(have & np.isnan(base), lx, np.where(learn, base + a * (lx - base), base))
+        samples += have
         count += new
+        # A faster pace lasting warmup_steps new steps in a row is the job's new pace: learn it afresh.
+        fast[:] = np.where(new, np.where(rise <= -0.5 * self.log_rise, fast + 1.0, 0.0), fast)
+        anew = fast >= self.warmup_steps
+        base[anew], count[anew], samples[anew], fast[anew] = np.nan, 0.0, 0.0, 0.0
         return run >= self.min_steps, np.where(np.isfinite(rise), rise, 0.0)
 
 
