@@ -8,12 +8,13 @@ fault is still faster than the A100s the requeue gives the job).
 
 Both paces use each GPU model's own rates (:mod:`twinloop.twin.gpu_rates`) and every GPU's straggle factor. The
 present pace takes each GPU at its clock now (a faulty GPU under its cap or thermal limit); the predicted one
-takes the new GPUs at the clock the job's GPUs run at now (their median, up to ``f_max``: a job at its power limit
-stays there on new GPUs, and the median is not moved by the one slow GPU it would leave). The new GPUs at their
+takes a GPU the job keeps at its clock now and a new one at the clock the job's GPUs run at now (their median, up to
+``f_max``: a job at its power limit stays there on new GPUs, and the median is not moved by the one slow GPU it would
+leave; a slow GPU at the power limit runs a higher clock than the median, so a kept GPU keeps its own). The new GPUs at their
 full clock instead, the most a requeue could give, read a power-bound job's requeue as a third faster than staying
 wherever it landed: on ``sweeps/new-user/thermal-move.yaml`` an H200 job at 0.73 of its clock was requeued onto an H100
 node for a GPU 2.5 % under the rest (pace 1.33) and ran 2.1 % slower there (−6.6 % goodput over 5 seeds). A
-requeue onto GPUs of the job's own model with no fault reads 1 or more (equal, or the slow GPU left behind).
+requeue onto the job's own GPUs reads exactly 1.
 
 A requeued job starts again only through the scheduler's admission under the facility power budget. Where that
 would not let it back in now (:func:`admission_wait`), its pace after the requeue is 0: at a site held at its budget
@@ -90,6 +91,18 @@ def admission_wait(twin: Twin, job: Job) -> str | None:
     )
 
 
+def _clocks_after(gpus: NDArray[np.int64], now_x: NDArray[np.float64], new: NDArray[np.int64]) -> NDArray[np.float64]:
+    """The clock each of ``new`` would run the job at: a GPU the job keeps at its clock now (``now_x`` over ``gpus``),
+    any other at the median of the job's clocks now (the median: the one slow GPU the job may leave does not move it).
+    """
+    x = np.full(new.size, float(np.median(now_x)))
+    order = np.argsort(gpus)
+    at = np.searchsorted(gpus, new, sorter=order).clip(0, gpus.size - 1)
+    kept = gpus[order[at]] == new
+    x[kept] = now_x[order[at[kept]]]
+    return x
+
+
 def requeue_pace(twin: Twin, job: Job, without: NDArray[np.int64] | None = None) -> RequeuePace | None:
     """``job``'s pace if requeued now (``without`` those nodes) over its pace now: 0 where admission would hold it
     in the queue (:func:`admission_wait`); None for a job not computing (nothing to compare) or one that would wait
@@ -109,5 +122,5 @@ def requeue_pace(twin: Twin, job: Job, without: NDArray[np.int64] | None = None)
     ph = twin.physics
     now_x = np.minimum(ph.x_of_g(ph.gpus.g[job.gpus]).astype(np.float64), 1.0)
     present = _slowest_rate(twin, job, job.gpus, now_x)
-    predicted = _slowest_rate(twin, job, new, np.full(new.size, float(np.median(now_x))))
+    predicted = _slowest_rate(twin, job, new, _clocks_after(job.gpus, now_x, new))
     return RequeuePace(predicted / max(present, 1e-9), _in_words(twin, new))
