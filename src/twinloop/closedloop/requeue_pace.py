@@ -10,11 +10,11 @@ Both paces use each GPU model's own rates (:mod:`twinloop.twin.gpu_rates`) and e
 present pace takes each GPU at its clock now (a faulty GPU under its cap or thermal limit); the predicted one
 takes a GPU the job keeps at its clock now and a new one at the clock the job's GPUs run at now (their median, up to
 ``f_max``: a job at its power limit stays there on new GPUs, and the median is not moved by the one slow GPU it would
-leave; a slow GPU at the power limit runs a higher clock than the median, so a kept GPU keeps its own). The new GPUs at their
-full clock instead, the most a requeue could give, read a power-bound job's requeue as a third faster than staying
-wherever it landed: on ``sweeps/new-user/thermal-move.yaml`` an H200 job at 0.73 of its clock was requeued onto an H100
-node for a GPU 2.5 % under the rest (pace 1.33) and ran 2.1 % slower there (−6.6 % goodput over 5 seeds). A
-requeue onto the job's own GPUs reads exactly 1.
+leave; a slow GPU at the power limit runs a higher clock than the median, so a kept GPU keeps its own). The new GPUs
+at their full clock instead, the most a requeue could give, read a power-bound job's requeue as a third faster than
+staying wherever it landed: on ``sweeps/new-user/thermal-move.yaml`` an H200 job at 0.73 of its clock was requeued
+onto an H100 node for a GPU 2.5 % under the rest (pace 1.33) and ran 2.1 % slower there (−6.6 % goodput over 5
+seeds). A requeue onto the job's own GPUs reads exactly 1.
 
 A requeued job starts again only through the scheduler's admission under the facility power budget. Where that
 would not let it back in now (:func:`admission_wait`), its pace after the requeue is 0: at a site held at its budget
