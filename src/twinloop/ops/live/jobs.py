@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from twinloop.errors import InputError
 from twinloop.ops.respond.adapters.commands import run_command
+from twinloop.ops.say_once import SayOnce
 from twinloop.safeio import load_yaml
 
 I64 = NDArray[np.int64]
@@ -343,23 +344,6 @@ def _run_squeue(argv: list[str]) -> str:
     if done.returncode != 0:
         raise InputError("--jobs slurm", "", f"squeue exited {done.returncode}: {done.stderr.strip()[:200]}")
     return done.stdout
-
-
-class SayOnce:
-    """Tells ``warn`` each message once (or once per ``key``): a job source is asked every refresh, and the same
-    inconsistency or failure would otherwise flood the watcher's stream once a minute.
-    """
-
-    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
-        self._warn = warn or (lambda _m: None)
-        self._said: set[str] = set()
-
-    def __call__(self, message: str, key: str | None = None) -> None:
-        """Say ``message`` unless it (or ``key``) was said before."""
-        once = message if key is None else key
-        if once not in self._said:
-            self._said.add(once)
-            self._warn(message)
 
 
 class SlurmJobs:

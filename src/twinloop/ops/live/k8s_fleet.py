@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from twinloop.errors import InputError
-from twinloop.ops.live.jobs import JobMap, SayOnce, json_list, pod_labelled
+from twinloop.ops.live.jobs import JobMap, json_list, pod_labelled
 from twinloop.ops.respond.adapters.base import leaf
 from twinloop.ops.respond.adapters.commands import Runner, run_command
+from twinloop.ops.say_once import SayOnce
 
 #: The pod annotation that says what a workload is, overriding its controller's kind.
 WORKLOAD_ANNOTATION = "twinloop.io/workload"

@@ -52,6 +52,7 @@ from typing import Any
 
 from twinloop.errors import InputError
 from twinloop.ops.respond.adapters.base import JobTiming, leaf
+from twinloop.ops.say_once import SayOnce
 
 EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
 #: Medians are over a job's last 20 checkpoints or restarts: a job that changed its cadence is judged by its new one.
@@ -236,9 +237,8 @@ class JobHeartbeats:
     ) -> None:
         self.directory = Path(directory)
         self.clock = clock
-        self.warn = warn
+        self._say = SayOnce(warn)
         self._cache: dict[str, tuple[tuple[int, int], JobEvents]] = {}
-        self._warned: set[str] = set()
 
     @property
     def bad_lines(self) -> int:
@@ -265,10 +265,10 @@ class JobHeartbeats:
         except OSError:
             return None
         self._cache[str(path)] = (key, events)
-        if events.bad and str(path) not in self._warned and self.warn is not None:
-            self._warned.add(str(path))
+        if events.bad:
             number, why = events.bad[0]
-            self.warn(f"job heartbeats: {path}: line {number}: {why} (skipped; {len(events.bad)} bad line(s))")
+            bad = f"{why} (skipped; {len(events.bad)} bad line(s))"
+            self._say(f"job heartbeats: {path}: line {number}: {bad}", key=str(path))
         return events
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
