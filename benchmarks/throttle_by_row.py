@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +39,7 @@ class Window:
     facility_water_c: list[float] = field(default_factory=list)
     wetbulb_c: list[float] = field(default_factory=list)
     cooling_w: list[float] = field(default_factory=list)
-    gpus: Counter[str] = field(default_factory=Counter)
+    gpu_s: np.ndarray = field(default_factory=lambda: np.zeros(0))  # per GPU
 
 
 class RowThrottle:
@@ -49,7 +48,7 @@ class RowThrottle:
     def __init__(self, window_s: float) -> None:
         self.window_s = window_s
         self.windows: dict[int, Window] = {}
-        self.per_gpu: Counter[str] = Counter()
+        self.gpu_ids: list[str] = []
 
     def __call__(self, twin: Twin, result: StepResult) -> None:
         topo, gpus, cs = twin.topo, twin.physics.gpus, twin.cooling.state
@@ -58,6 +57,8 @@ class RowThrottle:
         w = self.windows.get(k)
         if w is None:
             w = self.windows[k] = Window(np.zeros(topo.n_rows), np.full(topo.n_rows, -np.inf))
+            w.gpu_s = np.zeros(throttled.size)
+            self.gpu_ids = self.gpu_ids or [topo.gpu_id(g) for g in range(throttled.size)]
         rows = topo.gpu_row
         w.throttled_gpu_s += np.bincount(rows[throttled], minlength=topo.n_rows) * twin.dt_s
         hottest = np.full(topo.n_rows, -np.inf)
@@ -68,10 +69,12 @@ class RowThrottle:
         w.facility_water_c.append(float(cs.facility_water_setpoint_c))
         w.wetbulb_c.append(float(twin.ambient.wetbulb_c))
         w.cooling_w.append(float(twin.cooling_w))
-        for g in np.flatnonzero(throttled).tolist():
-            gpu = topo.gpu_id(g)
-            w.gpus[gpu] += twin.dt_s
-            self.per_gpu[gpu] += twin.dt_s
+        w.gpu_s += throttled * twin.dt_s
+
+    def most(self, gpu_s: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """The ``n`` GPUs with the most of ``gpu_s`` (none with 0), most first; ties in topology order."""
+        top = np.argsort(-gpu_s, kind="stable")[:n]
+        return [(self.gpu_ids[g], float(gpu_s[g])) for g in top if gpu_s[g] > 0]
 
 
 def _slash(values: np.ndarray) -> str:
@@ -100,16 +103,17 @@ def main() -> None:
     print("|---" * len(head) + "|")
     for k in sorted(hook.windows):
         w = hook.windows[k]
-        top = ", ".join(f"`{gpu}` {s:.0f}" for gpu, s in w.gpus.most_common(2)) or "—"
+        top = ", ".join(f"`{gpu}` {s:.0f}" for gpu, s in hook.most(w.gpu_s, 2)) or "—"
         print(
             f"| {k * args.window_s:.0f} | {_slash(w.throttled_gpu_s)} | {_slash(w.hottest_c)} "
             f"| {_slash(np.mean(w.setpoint_c, axis=0))} | {_slash(np.mean(w.supply_c, axis=0))} "
             f"| {np.mean(w.facility_water_c):.1f} | {np.mean(w.wetbulb_c):.1f} | {np.mean(w.cooling_w) / 1e3:.1f} "
             f"| {top} |"
         )
-    total = sum(hook.per_gpu.values())
+    per_gpu = sum(w.gpu_s for w in hook.windows.values())
+    total = float(per_gpu.sum())
     print(f"\nthermal-throttled GPU-s over the pass: {total:.0f}; the GPUs that carried the most:")
-    for gpu, s in hook.per_gpu.most_common(args.top):
+    for gpu, s in hook.most(per_gpu, args.top):
         print(f"- `{gpu}`: {s:.0f} ({s / total:.0%})")
 
 
