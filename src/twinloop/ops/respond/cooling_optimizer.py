@@ -172,6 +172,13 @@ class CoolingOptimizer:
         """
         return self.config.precool_margin_c
 
+    @property
+    def approach_c(self) -> float:
+        """Supply minus facility water the CDUs reach at best (its configuration), °C: it keeps the facility water
+        this far under the coldest supply setpoint, and a coolant rule's colder water goes no further.
+        """
+        return self.config.approach_c
+
     def slowdown_c(self, entity: str) -> float | None:
         """The lowest slowdown temperature among the GPUs of ``entity``'s row, °C, from the arrival model's limits;
         None for a row it does not steer, or without an arrival model (then a coolant rule acts as before).

@@ -50,11 +50,14 @@ class ActionTemplate(_Frozen):
     value: float | None = None
     change: float | None = None
     scale: float | None = Field(default=None, gt=0)
-    value_from: Literal["supply_limit", "thermal_path"] | None = Field(
+    value_from: Literal["supply_limit", "thermal_path", "supply_need"] | None = Field(
         default=None,
         description="take the value from the adapter: supply_limit = what a node's working PSUs carry;"
         " thermal_path = the power cap a GPU's own thermal path carries below its slowdown temperature"
-        " (ops/respond/thermal_cap.py), with ``scale`` as the fallback where the cluster cannot tell",
+        " (ops/respond/thermal_cap.py), with ``scale`` as the fallback where the cluster cannot tell;"
+        " supply_need = facility water only as cold as the rule's own CDU setpoints need (their lowest minus the"
+        " CDUs' approach), never warmer than now, stepping at most ``change``, its fallback where the approach or"
+        " the setpoints are not known",
     )
     duration_s: float = Field(default=0.0, ge=0)
     after_s: float = Field(default=0.0, ge=0, le=86400, description="delay after the incident's first action")
@@ -72,13 +75,21 @@ class ActionTemplate(_Frozen):
 
     @model_validator(mode="after")
     def _one_value(self) -> ActionTemplate:
-        # A thermal-path cap may name its fallback factor (a cluster without a coolant reading).
-        fallback = self.value_from == "thermal_path" and self.scale is not None
+        # A thermal-path cap may name its fallback factor (a cluster without a coolant reading), the water a supply
+        # need steps to its largest step (a cluster without a known approach).
+        fallback = (self.value_from == "thermal_path" and self.scale is not None) or (
+            self.value_from == "supply_need" and self.change is not None
+        )
         given = sum(v is not None for v in (self.value, self.change, self.scale, self.value_from)) - fallback
         if given > 1:
-            raise ValueError("give at most one of value, change, scale, value_from (thermal_path may add a scale)")
+            raise ValueError(
+                "give at most one of value, change, scale, value_from (thermal_path may add a scale, supply_need a"
+                " change)"
+            )
         if self.value_from == "thermal_path" and self.kind != ActionKind.POWER_CAP:
             raise ValueError("value_from: thermal_path is a power limit: only for kind power_cap")
+        if self.value_from == "supply_need" and self.kind != ActionKind.FACILITY_WATER:
+            raise ValueError("value_from: supply_need is a facility water temperature: only for kind facility_water")
         return self
 
 

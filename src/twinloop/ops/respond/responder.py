@@ -10,6 +10,7 @@ value (a recorded restore), drains are lifted and admission released.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -94,6 +95,10 @@ class CoolingTaker(Protocol):
         """Whether the CDU of ``entity``'s row cannot hold its setpoint (capacity-limited): its coolant keeps
         warming with the heat.
         """
+
+    @property
+    def approach_c(self) -> float:
+        """Supply minus facility water the CDUs reach at best, °C: the facility water it keeps under their setpoints."""
 
 
 def _start(read: Reader, target: str, expect: Expectation, aggregate: str) -> tuple[float, float] | None:
@@ -361,6 +366,7 @@ class Responder:
         no_write = self._redo_cheaper(rule, incident)
         earlier = self._escalated.pop(iid, None)
         done = {(t.kind, t.target) for t in earlier.actions} if earlier is not None else set()
+        supply: dict[str, float] = {}  # CDU -> the setpoint it has after this firing (a `supply_need` reads it)
         for template in rule.actions:
             if (template.kind, template.target) in done:
                 continue  # done by the rule that kept the job (its cap, its drain)
@@ -368,7 +374,7 @@ class Responder:
                 detail = _KEPT_BACK_DETAIL[template.kind].format(kept_back)
                 out.extend(self._refuse_all(rule, template, incident, detail, now))
                 continue
-            requests = self._requests(rule, template, incident, note)
+            requests = self._requests(rule, template, incident, note, supply)
             if not requests:
                 reason = self._rule_reason(rule, incident, note)
                 unresolved = ActionRequest(template.kind, incident.root, reason=reason, incident_id=iid)
@@ -405,7 +411,19 @@ class Responder:
                     self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
                 else:
                     out.append(self._submit_for(request, rule.until_closed, now, read, mode))
+                    if template.kind == ActionKind.CDU_SETPOINT:
+                        supply[request.target] = self._setpoint_after(out[-1])
         return out
+
+    def _setpoint_after(self, result: ActionResult) -> float:
+        """The CDU setpoint ``result`` leaves: the value it set or recommends; where it was refused (a CDU whose own
+        controller owns its setpoint, a step awaiting its verdict) the setpoint it has.
+        """
+        request = result.request
+        current = self.adapter.current(request.kind, request.target)
+        if result.status == "refused" or request.value is None:
+            return current if current is not None else math.nan
+        return request.value
 
     def _held_back(self, rule: Rule, incident: Incident, read: Reader) -> tuple[str | None, str]:
         """Whether ``rule`` waits now, asked again every poll while ``incident`` is open: (the audit line of its
@@ -933,7 +951,12 @@ class Responder:
         return f"{reason}: {note}" if note else reason
 
     def _requests(
-        self, rule: Rule, template: ActionTemplate, incident: Incident, note: str = ""
+        self,
+        rule: Rule,
+        template: ActionTemplate,
+        incident: Incident,
+        note: str = "",
+        supply: dict[str, float] | None = None,
     ) -> list[ActionRequest]:
         expect = None
         if rule.expect is not None:
@@ -943,6 +966,7 @@ class Responder:
         requests: list[ActionRequest] = []
         for target in self.adapter.resolve(template.target, incident):
             value: float | None = template.value
+            need = ""
             if template.value_from == "thermal_path":  # read off the GPU when submitted (_thermal_path_value)
                 expects = expect if template.kind in SETTING_KINDS else None
                 later = _FromThermalPath(template.kind, target, None, template.duration_s, reason, incident.incident_id)
@@ -950,6 +974,8 @@ class Responder:
                 continue
             if template.value_from == "supply_limit":
                 value = self.adapter.supply_limit_w(target)  # None: the guard refuses an unknown value
+            elif template.value_from == "supply_need":
+                value, need = self._water_for(template, target, supply or {})
             elif template.change is not None or template.scale is not None:
                 current = self.adapter.current(template.kind, target)
                 if current is None:
@@ -964,12 +990,32 @@ class Responder:
                     target=target,
                     value=value,
                     duration_s=template.duration_s,
-                    reason=reason,
+                    reason=f"{reason}; {need}" if need else reason,
                     incident_id=incident.incident_id,
                     expect=expect if template.kind in SETTING_KINDS else None,
                 )
             )
         return requests
+
+    def _water_for(self, template: ActionTemplate, site: str, supply: dict[str, float]) -> tuple[float | None, str]:
+        """Facility water for a ``supply_need`` action and why: no colder than the rule's CDU setpoints need (their
+        lowest minus the CDUs' approach, the cooling optimizer's), never warmer than now, at most ``change`` colder.
+        A flat -4 C on every `cooling-degradation` firing took the water colder than its CDU could use (hot-afternoon:
+        a CDU set to 34 C on 27 C water with a 3 C approach, the water to 25 C and held there for 21 min). Without a
+        known approach or setpoint the step is ``change``, as before.
+        """
+        current = self.adapter.current(template.kind, site)
+        if current is None:
+            return None, ""  # the guard refuses an unknown setting
+        step = current + template.change if template.change is not None else -math.inf
+        setpoints = [v for v in supply.values() if math.isfinite(v)]
+        approach = self.cooling.approach_c if self.cooling is not None else None
+        if approach is None or not setpoints:
+            return (step if template.change is not None else None), ""
+        lowest = min(setpoints)
+        need = lowest - approach
+        why = f"supply setpoint {lowest:.1f} C needs facility water at most {need:.1f} C ({approach:.1f} C approach)"
+        return min(current, max(need, step)), why
 
     def submit(self, request: ActionRequest, now: float, read: Reader, mode: Mode | None = None) -> ActionResult:
         """Guard, then (by ``mode``, default the responder's) record, queue or apply one request; also for
