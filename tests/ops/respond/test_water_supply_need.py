@@ -85,3 +85,13 @@ def test_supply_need_is_only_for_facility_water() -> None:
     with pytest.raises(ValidationError, match="at most one"):
         ActionTemplate(kind=ActionKind.FACILITY_WATER, value_from="supply_need", value=20.0)
     assert ActionTemplate(kind=ActionKind.FACILITY_WATER, value_from="supply_need", change=-4.0).change == -4.0
+
+
+def test_a_rule_left_to_the_optimizer_records_the_water_it_would_have_asked_for() -> None:
+    adapter = MemoryAdapter()
+    adapter.settings[WATER] = 20.0
+    incident = make_incident(EventClass.COOLING_DEGRADATION, root="dc/r1")
+    out = _responder(adapter).handle([incident], 0.0, _reader(SLOWDOWN_C - 14.0))  # margin: no action
+    water = [r for r in out if r.request.kind == ActionKind.FACILITY_WATER]
+    assert [r.request.value for r in water] == [20.0]  # not the flat step's 16 C
+    assert adapter.applied == []

@@ -975,7 +975,8 @@ class Responder:
             if template.value_from == "supply_limit":
                 value = self.adapter.supply_limit_w(target)  # None: the guard refuses an unknown value
             elif template.value_from == "supply_need":
-                value, need = self._water_for(template, target, supply or {})
+                planned = supply if supply is not None else self._planned_setpoints(rule, incident)
+                value, need = self._water_for(template, target, planned)
             elif template.change is not None or template.scale is not None:
                 current = self.adapter.current(template.kind, target)
                 if current is None:
@@ -996,6 +997,16 @@ class Responder:
                 )
             )
         return requests
+
+    def _planned_setpoints(self, rule: Rule, incident: Incident) -> dict[str, float]:
+        """CDU -> the setpoint ``rule`` would ask for ``incident`` (for its actions recorded as not taken)."""
+        return {
+            r.target: r.value
+            for t in rule.actions
+            if t.kind == ActionKind.CDU_SETPOINT
+            for r in self._requests(rule, t, incident)
+            if r.value is not None
+        }
 
     def _water_for(self, template: ActionTemplate, site: str, supply: dict[str, float]) -> tuple[float | None, str]:
         """Facility water for a ``supply_need`` action and why: no colder than the rule's CDU setpoints need (their
