@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from twinloop.ops.detect.pipeline import DetectionPipeline, PipelineConfig
@@ -185,6 +185,7 @@ class LoopRunner:
                 load=heat.load_w if heat else None,
                 hold=self._cooling_hold,
                 local=self._local_thermal_fault,
+                pace=self._pace_setting_fault,
                 arrival=ArrivalTemperature(topo.gpu_ids, topo.limits) if heat else None,
                 value=RelaxValue(topo.gpu_ids, topo.limits),
                 shared=topo.air_rows,
@@ -336,14 +337,29 @@ class LoopRunner:
                 return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
         return None
 
-    def _local_thermal_fault(self, row: str) -> str | None:
-        """An open cooling or thermal incident rooted at one GPU or node of ``row`` (a thermal-interface fault):
-        its own rule acts on that GPU, so the optimizer does not chill the whole row for it.
-        """
+    def _local_thermal_faults(self, row: str) -> Iterator[Incident]:
+        """The open cooling or thermal incidents rooted at one GPU or node of ``row`` (a thermal-interface fault)."""
         for inc in self.pipeline.open_incidents:
             local = inc.event_class in _HOLDING_CLASSES and root_level(inc.root) in ("gpu", "node")
             if local and ancestor(inc.root, 2) == ancestor(row, 2):
-                return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
+                yield inc
+
+    def _local_thermal_fault(self, row: str) -> str | None:
+        """An open local thermal fault of ``row``: its own rule acts on that GPU, so the optimizer does not chill the
+        whole row for it.
+        """
+        for inc in self._local_thermal_faults(row):
+            return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) open"
+        return None
+
+    def _pace_setting_fault(self, row: str) -> str | None:
+        """An open local thermal fault of ``row`` that slows its job now (the detector's measured ``job_slowdown``):
+        the optimizer does not keep the row relaxed above its design point for it.
+        """
+        for inc in self._local_thermal_faults(row):
+            slows = inc.impact.job_slowdown
+            if slows is not None and slows > 0:
+                return f"incident {inc.incident_id} ({inc.event_class} at {inc.root}) costs its job {slows:.1%}"
         return None
 
     def _tell_replica_jobs(self, job_ids: Sequence[str] | None) -> None:

@@ -274,3 +274,58 @@ def test_a_pushed_setpoint_is_not_given_back_while_the_step_would_bring_the_hott
     mine.step(0.0, _reader(80.0))
     mine.step(60.0, _reader(72.0, supply_c=29.0))
     assert own.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 29.0
+
+
+def _faulted_row(slows: bool) -> tuple[MemoryAdapter, CoolingOptimizer]:
+    """Row dc/r1 relaxed 30 -> 33 C by the optimizer; then one GPU's thermal interface fails: its die held at 87 C by
+    its own thermal control, the row's other GPUs cool (its mean far under the band), and its incident slows its job
+    (``slows``) or not.
+    """
+    adapter = MemoryAdapter()
+    responder = Responder(default_policy(), adapter, mode="auto")
+    config = CoolingOptimizerConfig(warmup_s=0.0, approach_c=3.0)
+    fault = "incident 7 (thermal_throttle at dc/r1/k1/n1/g3) open"
+    cost = "incident 7 (thermal_throttle at dc/r1/k1/n1/g3) costs its job 6.5%"
+    faulted = {"on": False}
+    opt = CoolingOptimizer(
+        responder,
+        "dc",
+        ["dc/r1"],
+        config,
+        local=lambda row: fault if faulted["on"] else None,
+        pace=lambda row: cost if faulted["on"] and slows else None,
+    )
+    for t in (0.0, 60.0, 120.0):
+        opt.step(t, _reader(60.0))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 33.0
+    faulted["on"] = True
+    return adapter, opt
+
+
+def _mean_and_max(adapter: MemoryAdapter, hottest_c: float, mean_c: float):  # type: ignore[no-untyped-def]
+    """The row's hottest and mean GPU; its CDU holding its setpoint."""
+
+    def read(field, entity, aggregate="mean", ago_s=0.0):  # type: ignore[no-untyped-def]
+        if field == "TWINLOOP_FI_CDU_SUPPLY_TEMP":
+            return adapter.current(ActionKind.CDU_SETPOINT, "dc/r1")
+        return hottest_c if aggregate == "max" else mean_c
+
+    return read
+
+
+def test_a_row_relaxed_before_a_thermal_fault_that_slows_its_job_goes_back_to_its_design_point() -> None:
+    """sweeps/new-user/thermal-move.yaml seed 0: r02 relaxed 30 -> 37 C at 660 s; a thermal-interface fault then set
+    the H200 job's pace, its clock following its coolant (0.683 at 30 C, 0.637 at 37 C); the row stayed at 37 C."""
+    adapter, opt = _faulted_row(slows=True)
+    for t in (180.0, 240.0, 300.0, 360.0, 420.0):
+        opt.step(t, _mean_and_max(adapter, 87.0, 55.0))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 30.0  # back to the design point, no further
+    moves = [a for a in opt.responder.log if a.request.kind == ActionKind.CDU_SETPOINT]
+    assert "costs its job 6.5%: its GPU's clock follows its coolant" in moves[-1].request.reason
+
+
+def test_a_thermal_fault_that_does_not_slow_its_job_leaves_the_row_relaxed() -> None:
+    adapter, opt = _faulted_row(slows=False)
+    for t in (180.0, 240.0, 300.0):
+        opt.step(t, _mean_and_max(adapter, 87.0, 55.0))
+    assert adapter.settings[(ActionKind.CDU_SETPOINT, "dc/r1")] == 33.0  # one hot GPU never drives a row's coolant

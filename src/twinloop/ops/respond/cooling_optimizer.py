@@ -10,7 +10,11 @@ relaxes those pushes once the trouble has passed. Every ``period_s`` it looks at
   lowers only the rack's coolant rise (``Q/(ṁ·c_p)``, a degree or two at design flow, shrinking as 1/flow) for
   pump power that grows as flow cubed. While a GPU or node of the row has its own open thermal fault (``local``;
   its rule caps it), only if the row's mean GPU is within ``band_c`` of the target: one hot GPU never drives a
-  row's coolant;
+  row's coolant; but where that fault slows its job now (``pace``: the GPU sets the job's pace, and its clock, held
+  by its own thermal control, follows its coolant), the row goes back to its design point and no further, as for
+  precooling: relaxing was a saving on GPUs with margin, and that GPU has none (sweeps/new-user/thermal-move.yaml:
+  a row relaxed 30 -> 37 C before a thermal-interface fault stayed there, the faulty GPU's clock 0.683 -> 0.637 of
+  a 256-GPU job's pace);
 * not above the target, no precooling (below), and no open heat-wave or cooling incident holding the row (``hold``:
   relaxing would undo its rule's move): flow above the design point (an incident rule's push, or a capacity-limited
   minute) comes back one notch while the CDU holds its setpoint, even inside the band, since otherwise a row whose
@@ -85,7 +89,8 @@ HeatForecast = Callable[[str], float]
 #: ``hold(row) -> reason``: why the row's cooling must not be relaxed now (an open heat-wave or cooling incident
 #: whose rule tightened it), or None.
 RelaxHold = Callable[[str], str | None]
-#: ``local(row) -> reason``: an open thermal fault of one GPU or node in the row (its own rule caps that GPU), or None.
+#: ``local(row) -> reason``: an open thermal fault of one GPU or node in the row (its own rule caps that GPU), or None;
+#: as ``pace``: one that slows its job now (the detector's measured ``job_slowdown``), or None.
 LocalFault = Callable[[str], str | None]
 
 
@@ -142,6 +147,7 @@ class CoolingOptimizer:
         arrival: ArrivalTemperature | None = None,
         value: RelaxValue | None = None,
         shared: Sequence[str] = (),
+        pace: LocalFault | None = None,
     ) -> None:
         self.responder = responder
         self.site = site
@@ -154,6 +160,8 @@ class CoolingOptimizer:
         self.load = load
         self.hold = hold
         self.local = local
+        #: A local thermal fault that sets its job's pace: its GPU's clock follows the coolant it sees.
+        self.pace = pace
         self.arrival = arrival
         self.value = value if self.config.referee else None
         #: Prices the coolant in GPU watts while the site is at its power budget (referee or not).
@@ -257,8 +265,11 @@ class CoolingOptimizer:
             mean = read(GPU_TEMP, row, "mean")
             hot = mean is not None and mean > c.target_gpu_temp_c - c.band_c
         holding = _holds(read(CDU_SUPPLY, row), setpoint)
-        if hot or buys is not None:
+        slowing = self.pace(row) if local and self.pace is not None else None
+        if hot or buys is not None or slowing is not None:
             why = f"hottest GPU {hottest:.1f} C" if buys is None else f"{rise_w / 1e3:.0f} kW forecast to arrive{buys}"
+            if not hot and buys is None:
+                why = f"{slowing}: its GPU's clock follows its coolant, back to the design point"
             return self._tighten(row, setpoint, flow, hot, holding, f"tighten: {why}", now, read)
         if self._held(row) and not self._sets_facility_water(row):
             return []
