@@ -51,7 +51,12 @@ class Segment:
 
 
 def _spec(seed: int, duration_s: float | None, scenario: str = "mixed_hall") -> ScenarioSpec:
-    path = Path(twinloop.__file__).parent / "scenarios" / f"{scenario}.yaml"
+    """A packaged scenario by name, or a scenario file by its path (a new-user hall: sweeps/new-user/*.yaml)."""
+    path = (
+        Path(scenario)
+        if scenario.endswith(".yaml")
+        else Path(twinloop.__file__).parent / "scenarios" / f"{scenario}.yaml"
+    )
     raw = yaml.safe_load(path.read_text())
     raw["seed"] = seed
     if duration_s is not None:
@@ -169,7 +174,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--job", default="finetune")
-    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario (e.g. default, with --job)")
+    ap.add_argument(
+        "--scenario", default="mixed_hall", help="a packaged scenario (e.g. default, with --job) or a scenario file"
+    )
     ap.add_argument("--duration-s", type=float, default=None, help="override the scenario's 2 h")
     ap.add_argument("--loop-off", action="store_true", help="trace the loop-off pass instead")
     ap.add_argument(

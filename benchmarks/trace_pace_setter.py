@@ -81,7 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--job", default="pretrain")
-    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario")
+    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario or a scenario file")
     ap.add_argument("--loop-off", action="store_true", help="trace the loop-off pass instead")
     ap.add_argument("--window-s", type=float, default=600.0)
     args = ap.parse_args()
