@@ -116,7 +116,7 @@ def _start(
 
 def _trend_per_s(read: Reader, target: str, field: str, cooling: CoolingTaker | None) -> float:
     """The pre-action slope a ``trend`` expectation extrapolates past the action, per s: the part of the field's rise
-    over the :data:`TREND_WINDOW_S` before it that goes on by itself.
+    over the :data:`TREND_WINDOW_S` before it that goes on by itself (0 where none can be told).
 
     A die temperature follows its power within seconds (its RC: 0.45 s to 4.5 s in the catalog, under the 10 s
     between readings), so a die's rise over a minute is its coolant's warming plus ``R`` times its power's rise; only
@@ -129,28 +129,45 @@ def _trend_per_s(read: Reader, target: str, field: str, cooling: CoolingTaker | 
     A row whose CDU holds its setpoint (``cooling``: the optimizer that steers it says it is not losing ground) has no
     trend of its own: its supply sits where its setpoint is (hot-afternoon seed 0: the dies' rise of a minute of
     setpoint relaxing, +0.14 C/s on the hottest, credited "+41.48"). Without a power reading, or with a rising power
-    and no supply reading, the coolant's part cannot be told and no trend is taken (the move is judged on the level).
-    Another field's trend is its mean's slope.
+    and no supply reading, the coolant's part cannot be told. Another field's trend is its mean's own.
+
+    A trend is what held over the whole window: the slower of its two halves' rates, 0 where they disagree in sign.
+    A capacity-limited loop warms at the rate its heat exceeds its capacity over its thermal mass, the same in both
+    halves; a step (a pump losing flow lifts every die of its row at once: default seed 1, 4.2 C in one reading,
+    extrapolated at 0.07 C/s) or an approach that is ending shows in one half only and does not go on.
     """
-    now, past = read(field, target, "mean"), read(field, target, "mean", TREND_WINDOW_S)
-    if now is None or past is None:
+    half_s = 0.5 * TREND_WINDOW_S
+    temps = [read(field, target, "mean", ago) for ago in (0.0, half_s, TREND_WINDOW_S)]
+    if any(t is None for t in temps):
         return 0.0
-    rise = now - past
-    if field != DCGM_FI_DEV_GPU_TEMP:
-        return rise / TREND_WINDOW_S
-    if cooling is not None and cooling.slowdown_c(target) is not None and not cooling.losing_ground(target, read):
+    if field == DCGM_FI_DEV_GPU_TEMP:
+        if cooling is not None and cooling.slowdown_c(target) is not None and not cooling.losing_ground(target, read):
+            return 0.0
+        powers = [read(DCGM_FI_DEV_POWER_USAGE, target, "mean", ago) for ago in (0.0, half_s, TREND_WINDOW_S)]
+        halves = _coolant_halves(temps, powers, read(TWINLOOP_FI_CDU_SUPPLY_TEMP, target))
+    else:
+        halves = _coolant_halves(temps, [0.0, 0.0, 0.0], None)
+    if halves is None or halves[0] * halves[1] <= 0:
         return 0.0
-    power_w, past_w = (
-        read(DCGM_FI_DEV_POWER_USAGE, target, "mean"),
-        read(DCGM_FI_DEV_POWER_USAGE, target, "mean", TREND_WINDOW_S),
-    )
-    if power_w is None or past_w is None:
-        return 0.0
-    supply = read(TWINLOOP_FI_CDU_SUPPLY_TEMP, target)
-    if supply is not None and power_w > 0:
-        r_c_per_w = max(0.0, (now - supply) / power_w)
-        return (rise - r_c_per_w * (power_w - past_w)) / TREND_WINDOW_S
-    return rise / TREND_WINDOW_S if power_w <= past_w else 0.0
+    return min(halves, key=abs) / half_s
+
+
+def _coolant_halves(
+    temps: list[float | None], powers: list[float | None], supply_c: float | None
+) -> tuple[float, float] | None:
+    """The rise of ``temps`` (now, half a window ago, a window ago) in each half of the window, less ``R`` times the
+    rise of ``powers`` then (``R``: the die over ``supply_c`` per watt now), newer half first; None when a half's part
+    cannot be told (a power unknown, or rising with no supply reading).
+    """
+    if any(t is None for t in temps) or any(p is None for p in powers):
+        return None
+    t, p = [float(x) for x in temps if x is not None], [float(x) for x in powers if x is not None]
+    if supply_c is not None and p[0] > 0:
+        r_c_per_w = max(0.0, (t[0] - supply_c) / p[0])
+        return (t[0] - t[1]) - r_c_per_w * (p[0] - p[1]), (t[1] - t[2]) - r_c_per_w * (p[1] - p[2])
+    if p[0] > p[1] or p[1] > p[2]:
+        return None
+    return t[0] - t[1], t[1] - t[2]
 
 
 @dataclass(frozen=True)
