@@ -1169,8 +1169,10 @@ class Responder:
             moved = None if best is None else best[0]
             if best is not None and best[0] >= w.expect.min_change:
                 against = "the action"
-                if w.expect.relative_to == "trend":
+                if w.expect.relative_to == "trend" and w.slope_per_s != 0:
                     against = f"its pre-action trend ({w.slope_per_s:+.3f}/s)"
+                elif w.expect.relative_to == "trend":  # no steady coolant trend before it (_trend_per_s)
+                    against = "the action (no steady pre-action trend)"
                 detail = f"{best[1]} {w.expect.field} {best[0]:+.2f} {w.expect.direction} against {against}"
                 out.append(self._record(w.request, "verified", now, detail, extra={"of_action": w.action_id}))
                 continue
