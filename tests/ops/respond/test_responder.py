@@ -195,6 +195,8 @@ def test_a_cdu_holding_its_setpoint_has_no_trend_to_beat(losing: bool) -> None:
     assert r.submit(step, 0.0, _die_reader(_RISING, _STEADY_W)).status == "applied"
     verdicts = r.verify(300.0, _die_reader({0.0: 80.0, 150.0: 80.0}, _STEADY_W))
     assert [v.status for v in verdicts] == (["verified"] if losing else ["rolled_back"])
+    # Credited only up to its slowdown, 89 C: its own clock control holds a die there whatever its trend (+15 before).
+    assert all("+9.00 down" in v.detail for v in verdicts if v.status == "verified")
 
 
 def test_a_step_is_not_a_trend(adapter: MemoryAdapter) -> None:

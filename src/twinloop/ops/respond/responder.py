@@ -181,6 +181,9 @@ class _Watch:
     previous_value: float | None
     #: The mean's baseline and pre-action slope, for an expectation on the maximum (None otherwise).
     mean_start: tuple[float, float] | None = None
+    #: The highest the watched die temperature can go, °C (its row's slowdown: its GPU's own clock control holds it
+    #: there), past which no trend is extrapolated; None when unknown (``trend`` die expectations only).
+    ceiling_c: float | None = None
 
     @property
     def due_ts(self) -> float:
@@ -217,7 +220,12 @@ class _Watch:
         if mid is None or half <= 0:
             return level
         rate_after = (value - mid) / half
-        return max(level, sign * (rate_after - slope) * e.within_s)
+        credit = sign * (rate_after - slope) * e.within_s
+        if self.ceiling_c is not None and e.direction == "down":
+            # No credit for holding a die below a temperature its trend could not take it past (b200-hall: a
+            # die held at its slowdown read as "+41.75 below its pre-action trend").
+            credit = min(credit, self.ceiling_c - value)
+        return max(level, credit)
 
 
 @dataclass(frozen=True)
@@ -1128,7 +1136,10 @@ class Responder:
             start = _start(read, request.target, expect, expect.aggregate, trend)
             if start is not None:
                 mean = _start(read, request.target, expect, "mean", trend) if expect.aggregate == "max" else None
-                watch = _Watch(result.action_id, request, expect, *start, now, current, mean_start=mean)
+                ceiling = None
+                if expect.relative_to == "trend" and expect.field == DCGM_FI_DEV_GPU_TEMP and self.cooling is not None:
+                    ceiling = self.cooling.slowdown_c(request.target)
+                watch = _Watch(result.action_id, request, expect, *start, now, current, mean, ceiling)
                 self._watches.append(watch)
         return result
 
@@ -1205,6 +1216,8 @@ class Responder:
         if value is None:
             return True  # blind: do not cut cooling on no evidence
         expected = w.baseline + (w.slope_per_s * (now - w.start_ts) if w.expect.relative_to == "trend" else 0.0)
+        if w.ceiling_c is not None and w.expect.direction == "down":
+            expected = min(expected, max(w.ceiling_c, w.baseline))
         worse = value - expected if w.expect.direction == "down" else expected - value
         return worse > max(w.expect.min_change, 1.0)
 
