@@ -5,7 +5,7 @@ import pytest
 
 from twinloop.errors import InputError
 from twinloop.ops.events import EventClass, Incident, Severity
-from twinloop.ops.respond.actions import ActionKind
+from twinloop.ops.respond.actions import ActionKind, ActionRequest, Expectation
 from twinloop.ops.respond.policy import default_policy, load_policy
 from twinloop.ops.respond.responder import Responder
 
@@ -118,20 +118,104 @@ def test_bad_policy_files_name_file_and_field(tmp_path: Path) -> None:
         load_policy(p)
 
 
-def _trend_reader(now_c: float, ago: dict[float, float]):  # type: ignore[no-untyped-def]
-    return lambda field, entity, aggregate="mean", ago_s=0.0: now_c if ago_s <= 0 else ago.get(ago_s)
+def _die_reader(temp_c: dict[float, float], power_w: dict[float, float], supply_c: float | None = 35.0):  # type: ignore[no-untyped-def]
+    """Die temperature and power (every aggregate alike) by seconds ago (0: now); the CDU's supply now."""
+
+    def read(field: str, entity: str, aggregate: str = "mean", ago_s: float = 0.0) -> float | None:
+        if field == "TWINLOOP_FI_CDU_SUPPLY_TEMP":
+            return supply_c if ago_s <= 0 else None
+        return {"DCGM_FI_DEV_GPU_TEMP": temp_c, "DCGM_FI_DEV_POWER_USAGE": power_w}.get(field, {}).get(ago_s)
+
+    return read
+
+
+_STEADY_W = {0.0: 500.0, 30.0: 500.0, 60.0: 500.0, 150.0: 500.0}
+_RISING = {0.0: 80.0, 30.0: 78.5, 60.0: 77.0}  # 0.05 C/s over the minute before an action
 
 
 def test_trend_expectation_credits_a_slower_rise(adapter: MemoryAdapter) -> None:
-    # Rising 0.05 C/s before the action (60 s earlier: 77 C), only 0.005 C/s in the second half after it.
+    # A capacity-limited loop: rising 0.05 C/s at a steady power before the action, only 0.005 C/s in the second half
+    # after it.
     r = Responder(default_policy(), adapter, mode="auto")
-    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _trend_reader(80.0, {60.0: 77.0}))
-    verdicts = r.verify(300.0, _trend_reader(81.5, {150.0: 80.75}))
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _die_reader(_RISING, _STEADY_W))
+    verdicts = r.verify(300.0, _die_reader({0.0: 81.5, 150.0: 80.75}, _STEADY_W))
     assert {v.status for v in verdicts} == {"verified"}
+    assert all("+13.50 down against its pre-action trend (+0.050/s)" in v.detail for v in verdicts)
     # The same rise as before the action: no effect, rolled back.
     r2 = Responder(default_policy(), MemoryAdapter(), mode="auto")
-    r2.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _trend_reader(80.0, {60.0: 77.0}))
-    assert {v.status for v in r2.verify(300.0, _trend_reader(95.0, {150.0: 87.5}))} == {"rolled_back"}
+    r2.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _die_reader(_RISING, _STEADY_W))
+    assert {v.status for v in r2.verify(300.0, _die_reader({0.0: 95.0, 150.0: 87.5}, _STEADY_W))} == {"rolled_back"}
+
+
+def test_the_end_of_a_power_ramp_is_not_credited_to_a_cooling_move(adapter: MemoryAdapter) -> None:
+    """hot-afternoon seed 2: the dies climbing back with their jobs' power in the minute before a CDU step were
+    extrapolated 300 s on; the die level at the power reached read "+44.91 down against its pre-action trend". A die
+    follows its power within seconds: a rise of R times its power's rise ends with the ramp. Before: verified."""
+    r = Responder(default_policy(), adapter, mode="auto")
+    ramp = _die_reader({0.0: 60.0, 30.0: 52.5, 60.0: 45.0}, {0.0: 500.0, 30.0: 350.0, 60.0: 200.0})  # R 0.05 C/W
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, ramp)
+    verdicts = r.verify(300.0, _die_reader({0.0: 60.0, 150.0: 60.0}, _STEADY_W))  # the die holds where it got to
+    assert {v.status for v in verdicts} == {"rolled_back"}
+    assert all("moved only +0.00" in v.detail or "moved only -0.00" in v.detail for v in verdicts)
+    # A ramp on top of a warming coolant: only the coolant's part is extrapolated (+0.6 C of 15.6 C over the minute).
+    r2 = Responder(default_policy(), MemoryAdapter(), mode="auto")
+    warming = _die_reader({0.0: 60.6, 30.0: 52.8, 60.0: 45.0}, {0.0: 500.0, 30.0: 350.0, 60.0: 200.0}, supply_c=35.6)
+    r2.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, warming)
+    verdicts = r2.verify(300.0, _die_reader({0.0: 60.6, 150.0: 60.6}, _STEADY_W))
+    assert {v.status for v in verdicts} == {"verified"}
+    assert all("+3.00 down against its pre-action trend (+0.010/s)" in v.detail for v in verdicts)
+
+
+class _Taker:
+    """A cooling optimizer that steers the row and says whether its CDU is losing ground."""
+
+    margin_c = 5.0
+    approach_c = 3.0
+
+    def __init__(self, losing: bool) -> None:
+        self.losing = losing
+
+    def slowdown_c(self, entity: str) -> float | None:
+        return 89.0
+
+    def losing_ground(self, entity: str, read: object) -> bool:
+        return self.losing
+
+
+@pytest.mark.parametrize("losing", [False, True])
+def test_a_cdu_holding_its_setpoint_has_no_trend_to_beat(losing: bool) -> None:
+    """hot-afternoon seed 0: a minute of the optimizer relaxing the setpoint (its CDU holding it) lifted the hottest
+    die 0.14 C/s; a CDU step on it was credited "+41.48 down against its pre-action trend". A CDU holding its
+    setpoint does not keep warming: the move is judged on the level (a flat die: rolled back); a capacity-limited
+    one (losing ground) does, and a die that stops rising there is a move that worked. Before: verified both."""
+    r = Responder(default_policy(), MemoryAdapter(), mode="auto")
+    r.cooling = _Taker(losing)
+    expect = Expectation("DCGM_FI_DEV_GPU_TEMP", "down", 300.0, 0.5, "max", "trend")
+    step = ActionRequest(ActionKind.CDU_SETPOINT, "dc/r1/cdu", 26.0, expect=expect)
+    assert r.submit(step, 0.0, _die_reader(_RISING, _STEADY_W)).status == "applied"
+    verdicts = r.verify(300.0, _die_reader({0.0: 80.0, 150.0: 80.0}, _STEADY_W))
+    assert [v.status for v in verdicts] == (["verified"] if losing else ["rolled_back"])
+    # Credited only up to its slowdown, 89 C: its own clock control holds a die there whatever its trend (+15 before).
+    assert all("+9.00 down" in v.detail for v in verdicts if v.status == "verified")
+
+
+def test_a_step_is_not_a_trend(adapter: MemoryAdapter) -> None:
+    """default seed 1: a pump losing flow lifted its row's dies 4.2 C in one reading just before the CDU step, and the
+    step was extrapolated at 0.07 C/s: "+15.30 down against its pre-action trend" while the dies kept warming. A trend
+    is what held over the whole minute (both halves): a step holds in one. Before: verified."""
+    r = Responder(default_policy(), adapter, mode="auto")
+    step = _die_reader({0.0: 71.9, 30.0: 67.7, 60.0: 67.7}, _STEADY_W)
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, step)
+    verdicts = r.verify(300.0, _die_reader({0.0: 73.0, 150.0: 72.5}, _STEADY_W))  # still warming, slowly
+    assert "verified" not in {v.status for v in verdicts}
+    assert all("moved only -1.00" in v.detail and "kept" in v.detail for v in verdicts)  # a cooling move stays
+
+
+def test_no_power_reading_no_trend(adapter: MemoryAdapter) -> None:
+    """Without the power the die's rise cannot be split into its coolant's and its power's: judged on the level."""
+    r = Responder(default_policy(), adapter, mode="auto")
+    r.handle([make_incident(EventClass.COOLING_DEGRADATION)], 0.0, _die_reader(_RISING, {}))
+    assert {v.status for v in r.verify(300.0, _die_reader({0.0: 80.0, 150.0: 80.0}, {}))} == {"rolled_back"}
 
 
 def test_until_closed_restores_settings_and_lifts_the_drain(adapter: MemoryAdapter) -> None:

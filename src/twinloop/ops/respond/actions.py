@@ -61,7 +61,8 @@ class Expectation:
         aggregate: how the field is taken over the target's GPUs: ``mean`` or ``max`` (the hottest GPU).
         relative_to: ``level`` compares with the value at the action; ``trend`` with where the value's trend over
             the minute before the action would have taken it (a capacity-limited coolant loop keeps warming after
-            a good action, only slower).
+            a good action, only slower); for a die temperature only its coolant's part of that trend, not its
+            power's (``responder._trend_per_s``).
     """
 
     field: str

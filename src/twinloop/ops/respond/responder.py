@@ -37,7 +37,7 @@ from twinloop.ops.respond.thermal_cap import (
     own_control_holds,
     thermal_path_cap,
 )
-from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP
+from twinloop.telemetry.fields import DCGM_FI_DEV_GPU_TEMP, DCGM_FI_DEV_POWER_USAGE, TWINLOOP_FI_CDU_SUPPLY_TEMP
 
 #: What a kept-back requeue's rule records for the actions that only served the requeue ({} = why it is kept back).
 _KEPT_BACK_DETAIL = {
@@ -101,17 +101,73 @@ class CoolingTaker(Protocol):
         """Supply minus facility water the CDUs reach at best, °C: the facility water it keeps under their setpoints."""
 
 
-def _start(read: Reader, target: str, expect: Expectation, aggregate: str) -> tuple[float, float] | None:
-    """The watched field's value over ``target`` at the action (``aggregate``) and, for a ``trend`` expectation, its
-    slope over the :data:`TREND_WINDOW_S` before, per s (0 otherwise); None when the field is not read there.
+def _start(
+    read: Reader, target: str, expect: Expectation, aggregate: str, trend_per_s: float
+) -> tuple[float, float] | None:
+    """The watched field's value over ``target`` at the action (``aggregate``) and the slope a ``trend`` expectation
+    extrapolates from it, per s (``trend_per_s``, from :func:`_trend_per_s`; 0 for ``level``); None when the field is
+    not read there.
     """
     baseline = read(expect.field, target, aggregate)
     if baseline is None:
         return None
-    if expect.relative_to != "trend":
-        return baseline, 0.0
-    past = read(expect.field, target, aggregate, TREND_WINDOW_S)
-    return baseline, 0.0 if past is None else (baseline - past) / TREND_WINDOW_S
+    return baseline, trend_per_s if expect.relative_to == "trend" else 0.0
+
+
+def _trend_per_s(read: Reader, target: str, field: str, cooling: CoolingTaker | None) -> float:
+    """The pre-action slope a ``trend`` expectation extrapolates past the action, per s: the part of the field's rise
+    over the :data:`TREND_WINDOW_S` before it that goes on by itself (0 where none can be told).
+
+    A die temperature follows its power within seconds (its RC: 0.45 s to 4.5 s in the catalog, under the 10 s
+    between readings), so a die's rise over a minute is its coolant's warming plus ``R`` times its power's rise; only
+    the coolant's goes on after the action (a capacity-limited loop keeps warming with the heat), a power ramp ends
+    when the job reaches its power (hot-afternoon seed 2: the dies back from a dip, 120 -> 163 W mean in the minute
+    before a CDU step, were credited "+44.91 down against its pre-action trend" 300 s later). It is read on the mean,
+    the common mode a shared coolant moves (the hottest GPU jumps by degrees between readings at a steady 700 W), and
+    serves an expectation on the maximum too: a coolant's warming lifts every die alike. ``R`` is the die's rise over
+    its CDU's supply per watt at the action (the coolant's own rise through the cold plates follows power as fast).
+    A row whose CDU holds its setpoint (``cooling``: the optimizer that steers it says it is not losing ground) has no
+    trend of its own: its supply sits where its setpoint is (hot-afternoon seed 0: the dies' rise of a minute of
+    setpoint relaxing, +0.14 C/s on the hottest, credited "+41.48"). Without a power reading, or with a rising power
+    and no supply reading, the coolant's part cannot be told. Another field's trend is its mean's own.
+
+    A trend is what held over the whole window: the slower of its two halves' rates, 0 where they disagree in sign.
+    A capacity-limited loop warms at the rate its heat exceeds its capacity over its thermal mass, the same in both
+    halves; a step (a pump losing flow lifts every die of its row at once: default seed 1, 4.2 C in one reading,
+    extrapolated at 0.07 C/s) or an approach that is ending shows in one half only and does not go on.
+    """
+    half_s = 0.5 * TREND_WINDOW_S
+    temps = [read(field, target, "mean", ago) for ago in (0.0, half_s, TREND_WINDOW_S)]
+    if any(t is None for t in temps):
+        return 0.0
+    if field == DCGM_FI_DEV_GPU_TEMP:
+        if cooling is not None and cooling.slowdown_c(target) is not None and not cooling.losing_ground(target, read):
+            return 0.0
+        powers = [read(DCGM_FI_DEV_POWER_USAGE, target, "mean", ago) for ago in (0.0, half_s, TREND_WINDOW_S)]
+        halves = _coolant_halves(temps, powers, read(TWINLOOP_FI_CDU_SUPPLY_TEMP, target))
+    else:
+        halves = _coolant_halves(temps, [0.0, 0.0, 0.0], None)
+    if halves is None or halves[0] * halves[1] <= 0:
+        return 0.0
+    return min(halves, key=abs) / half_s
+
+
+def _coolant_halves(
+    temps: list[float | None], powers: list[float | None], supply_c: float | None
+) -> tuple[float, float] | None:
+    """The rise of ``temps`` (now, half a window ago, a window ago) in each half of the window, less ``R`` times the
+    rise of ``powers`` then (``R``: the die over ``supply_c`` per watt now), newer half first; None when a half's part
+    cannot be told (a power unknown, or rising with no supply reading).
+    """
+    if any(t is None for t in temps) or any(p is None for p in powers):
+        return None
+    t, p = [float(x) for x in temps if x is not None], [float(x) for x in powers if x is not None]
+    if supply_c is not None and p[0] > 0:
+        r_c_per_w = max(0.0, (t[0] - supply_c) / p[0])
+        return (t[0] - t[1]) - r_c_per_w * (p[0] - p[1]), (t[1] - t[2]) - r_c_per_w * (p[1] - p[2])
+    if p[0] > p[1] or p[1] > p[2]:
+        return None
+    return t[0] - t[1], t[1] - t[2]
 
 
 @dataclass(frozen=True)
@@ -125,6 +181,9 @@ class _Watch:
     previous_value: float | None
     #: The mean's baseline and pre-action slope, for an expectation on the maximum (None otherwise).
     mean_start: tuple[float, float] | None = None
+    #: The highest the watched die temperature can go, °C (its row's slowdown: its GPU's own clock control holds it
+    #: there), past which no trend is extrapolated; None when unknown (``trend`` die expectations only).
+    ceiling_c: float | None = None
 
     @property
     def due_ts(self) -> float:
@@ -133,11 +192,11 @@ class _Watch:
     def moved(self, read: Reader, now: float) -> tuple[float, str] | None:
         """Change in the expected direction, and the aggregate it was read on: of the level since the action, or
         (``trend``) the larger of that and how much the field's rate in the second half of the window fell short of
-        its pre-action rate, times the window (a capacity-limited coolant loop keeps warming after a good action, only
-        slower). An expectation on the maximum is met by the mean as well (``mean_start``: its baseline and slope): a
-        GPU its own thermal control holds at its slowdown pins the maximum while a colder coolant cools every other
-        GPU (mixed_hall seed 0: a colder facility water for a throttling air row was rolled back, "moved only +0.03",
-        and set again by the optimizer 80 s later).
+        its pre-action trend (:func:`_trend_per_s`: its coolant's warming, not its power's), times the window (a
+        capacity-limited coolant loop keeps warming after a good action, only slower). An expectation on the maximum
+        is met by the mean as well (``mean_start``: its baseline and slope): a GPU its own thermal control holds at its
+        slowdown pins the maximum while a colder coolant cools every other GPU (mixed_hall seed 0: a colder facility
+        water for a throttling air row was rolled back, "moved only +0.03", and set again by the optimizer 80 s later).
         """
         starts = [(self.expect.aggregate, self.baseline, self.slope_per_s)]
         if self.mean_start is not None:
@@ -161,7 +220,12 @@ class _Watch:
         if mid is None or half <= 0:
             return level
         rate_after = (value - mid) / half
-        return max(level, sign * (rate_after - slope) * e.within_s)
+        credit = sign * (rate_after - slope) * e.within_s
+        if self.ceiling_c is not None and e.direction == "down":
+            # No credit for holding a die below a temperature its trend could not take it past (b200-hall: a
+            # die held at its slowdown read as "+41.75 below its pre-action trend").
+            credit = min(credit, self.ceiling_c - value)
+        return max(level, credit)
 
 
 @dataclass(frozen=True)
@@ -1061,14 +1125,21 @@ class Responder:
     def _execute(
         self, request: ActionRequest, now: float, read: Reader, current: float | None, clamped: bool = False
     ) -> ActionResult:
+        expect = request.expect
+        # Before the move: whether its row's CDU holds its setpoint is judged at the setpoint it had.
+        trend = 0.0
+        if expect is not None and expect.relative_to == "trend":
+            trend = _trend_per_s(read, request.target, expect.field, self.cooling)
         reply = self.adapter.apply(request)
         result = self._record(request, reply.status, now, reply.detail, current, clamped)
-        expect = request.expect
         if reply.status == "applied" and expect is not None:
-            start = _start(read, request.target, expect, expect.aggregate)
+            start = _start(read, request.target, expect, expect.aggregate, trend)
             if start is not None:
-                mean = _start(read, request.target, expect, "mean") if expect.aggregate == "max" else None
-                watch = _Watch(result.action_id, request, expect, *start, now, current, mean_start=mean)
+                mean = _start(read, request.target, expect, "mean", trend) if expect.aggregate == "max" else None
+                ceiling = None
+                if expect.relative_to == "trend" and expect.field == DCGM_FI_DEV_GPU_TEMP and self.cooling is not None:
+                    ceiling = self.cooling.slowdown_c(request.target)
+                watch = _Watch(result.action_id, request, expect, *start, now, current, mean, ceiling)
                 self._watches.append(watch)
         return result
 
@@ -1108,7 +1179,11 @@ class Responder:
             best = w.moved(read, now)
             moved = None if best is None else best[0]
             if best is not None and best[0] >= w.expect.min_change:
-                against = "its pre-action trend" if w.expect.relative_to == "trend" else "the action"
+                against = "the action"
+                if w.expect.relative_to == "trend" and w.slope_per_s != 0:
+                    against = f"its pre-action trend ({w.slope_per_s:+.3f}/s)"
+                elif w.expect.relative_to == "trend":  # no steady coolant trend before it (_trend_per_s)
+                    against = "the action (no steady pre-action trend)"
                 detail = f"{best[1]} {w.expect.field} {best[0]:+.2f} {w.expect.direction} against {against}"
                 out.append(self._record(w.request, "verified", now, detail, extra={"of_action": w.action_id}))
                 continue
@@ -1141,6 +1216,8 @@ class Responder:
         if value is None:
             return True  # blind: do not cut cooling on no evidence
         expected = w.baseline + (w.slope_per_s * (now - w.start_ts) if w.expect.relative_to == "trend" else 0.0)
+        if w.ceiling_c is not None and w.expect.direction == "down":
+            expected = min(expected, max(w.ceiling_c, w.baseline))
         worse = value - expected if w.expect.direction == "down" else expected - value
         return worse > max(w.expect.min_change, 1.0)
 
