@@ -13,7 +13,6 @@ Run (one 2 h pass of the packaged mixed_hall, about 2.5 min on a shared core):
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
 
 sys.path.insert(0, str(Path(__file__).parent))
-from trace_job_mixed_hall import _spec  # the same packaged-scenario loader
+from trace_job_mixed_hall import _spec, pass_parser  # the same scenario loader and options
 
 
 @dataclass
@@ -82,11 +81,7 @@ def _slash(values: np.ndarray) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario")
-    ap.add_argument("--loop-off", action="store_true", help="the loop-off pass instead")
-    ap.add_argument("--window-s", type=float, default=600.0)
+    ap = pass_parser(__doc__)
     ap.add_argument("--top", type=int, default=5, help="GPUs listed with their pass totals")
     ap.add_argument("--duration-s", type=float, default=None, help="shorter than the scenario's (default: its own)")
     args = ap.parse_args()
@@ -110,7 +105,7 @@ def main() -> None:
             f"| {np.mean(w.facility_water_c):.1f} | {np.mean(w.wetbulb_c):.1f} | {np.mean(w.cooling_w) / 1e3:.1f} "
             f"| {top} |"
         )
-    per_gpu = sum(w.gpu_s for w in hook.windows.values())
+    per_gpu = np.sum([w.gpu_s for w in hook.windows.values()], axis=0)
     total = float(per_gpu.sum())
     print(f"\nthermal-throttled GPU-s over the pass: {total:.0f}; the GPUs that carried the most:")
     for gpu, s in hook.most(per_gpu, args.top):

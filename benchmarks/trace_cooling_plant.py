@@ -14,7 +14,6 @@ Run (one 2 h pass of the packaged mixed_hall, about 1 min on a shared core):
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -26,7 +25,7 @@ from twinloop.twin.engine import Twin
 from twinloop.twin.events import StepResult
 
 sys.path.insert(0, str(Path(__file__).parent))
-from trace_job_mixed_hall import _spec  # the same scenario loader
+from trace_job_mixed_hall import _spec, pass_parser  # the same scenario loader and options
 
 
 class PlantTrace:
@@ -89,12 +88,7 @@ class PlantTrace:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario or a scenario file")
-    ap.add_argument("--loop-off", action="store_true", help="trace the loop-off pass instead")
-    ap.add_argument("--window-s", type=float, default=600.0)
-    args = ap.parse_args()
+    args = pass_parser(__doc__).parse_args()
     hook = PlantTrace(args.window_s)
     run_pass(_spec(args.seed, None, args.scenario), not args.loop_off, on_step=hook)
     hook.print(f"{args.scenario} seed {args.seed}, loop {'off' if args.loop_off else 'on'}")

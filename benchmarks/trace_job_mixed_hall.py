@@ -64,6 +64,16 @@ def _spec(seed: int, duration_s: float | None, scenario: str = "mixed_hall") -> 
     return scenario_from_dict(raw, str(path), str(path.parent))
 
 
+def pass_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options every one-pass trace takes: the seed, the scenario, loop off, the window."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario or a scenario file")
+    ap.add_argument("--loop-off", action="store_true", help="trace the loop-off pass instead")
+    ap.add_argument("--window-s", type=float, default=600.0)
+    return ap
+
+
 class Tracer:
     """An ``on_step`` hook recording one job's placements and, each sustained second, its GPUs' state by model."""
 

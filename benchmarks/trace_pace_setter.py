@@ -14,7 +14,6 @@ Run (one 2 h pass of the packaged mixed_hall, about 2.5 min on a shared core):
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from twinloop.twin.gpu_rates import work_rate
 from twinloop.twin.jobs import Phase
 
 sys.path.insert(0, str(Path(__file__).parent))
-from trace_job_mixed_hall import _spec  # the same packaged-scenario loader
+from trace_job_mixed_hall import _spec, pass_parser  # the same scenario loader and options
 
 
 @dataclass
@@ -78,12 +77,8 @@ class PaceSetter:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seed", type=int, default=0)
+    ap = pass_parser(__doc__)
     ap.add_argument("--job", default="pretrain")
-    ap.add_argument("--scenario", default="mixed_hall", help="a packaged scenario or a scenario file")
-    ap.add_argument("--loop-off", action="store_true", help="trace the loop-off pass instead")
-    ap.add_argument("--window-s", type=float, default=600.0)
     args = ap.parse_args()
     hook = PaceSetter(args.job, args.window_s)
     run_pass(_spec(args.seed, None, args.scenario), not args.loop_off, on_step=hook)
