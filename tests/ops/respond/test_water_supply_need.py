@@ -82,6 +82,10 @@ def test_without_an_optimizer_the_approach_is_unknown_and_the_step_is_the_change
 def test_supply_need_is_only_for_facility_water() -> None:
     with pytest.raises(ValidationError, match="only for kind facility_water"):
         ActionTemplate(kind=ActionKind.CDU_SETPOINT, value_from="supply_need")
+    with pytest.raises(ValidationError, match="needs change"):
+        ActionTemplate(kind=ActionKind.FACILITY_WATER, value_from="supply_need")
+    with pytest.raises(ValidationError, match="needs change"):
+        ActionTemplate(kind=ActionKind.FACILITY_WATER, value_from="supply_need", change=2.0)
     with pytest.raises(ValidationError, match="at most one"):
         ActionTemplate(kind=ActionKind.FACILITY_WATER, value_from="supply_need", value=20.0)
     assert ActionTemplate(kind=ActionKind.FACILITY_WATER, value_from="supply_need", change=-4.0).change == -4.0

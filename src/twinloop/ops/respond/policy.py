@@ -56,8 +56,8 @@ class ActionTemplate(_Frozen):
         " thermal_path = the power cap a GPU's own thermal path carries below its slowdown temperature"
         " (ops/respond/thermal_cap.py), with ``scale`` as the fallback where the cluster cannot tell;"
         " supply_need = facility water only as cold as the rule's own CDU setpoints need (their lowest minus the"
-        " CDUs' approach), never warmer than now, stepping at most ``change``, its fallback where the approach or"
-        " the setpoints are not known",
+        " CDUs' approach), never warmer than now, stepping at most ``change`` (required, < 0), its fallback where"
+        " the approach or the setpoints are not known",
     )
     duration_s: float = Field(default=0.0, ge=0)
     after_s: float = Field(default=0.0, ge=0, le=86400, description="delay after the incident's first action")
@@ -90,6 +90,11 @@ class ActionTemplate(_Frozen):
             raise ValueError("value_from: thermal_path is a power limit: only for kind power_cap")
         if self.value_from == "supply_need" and self.kind != ActionKind.FACILITY_WATER:
             raise ValueError("value_from: supply_need is a facility water temperature: only for kind facility_water")
+        if self.value_from == "supply_need" and (self.change is None or self.change >= 0):
+            raise ValueError(
+                "value_from: supply_need needs change (< 0: the largest step colder, and the step where no approach"
+                " is known)"
+            )
         return self
 
 

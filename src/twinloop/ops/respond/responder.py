@@ -1082,11 +1082,11 @@ class Responder:
         current = self.adapter.current(template.kind, site)
         if current is None:
             return None, ""  # the guard refuses an unknown setting
-        step = current + template.change if template.change is not None else -math.inf
+        step = current + (template.change or 0.0)  # the policy requires a negative change with supply_need
         setpoints = [v for v in supply.values() if math.isfinite(v)]
         approach = self.cooling.approach_c if self.cooling is not None else None
         if approach is None or not setpoints:
-            return (step if template.change is not None else None), ""
+            return step, ""
         lowest = min(setpoints)
         need = lowest - approach
         why = f"supply setpoint {lowest:.1f} C needs facility water at most {need:.1f} C ({approach:.1f} C approach)"
