@@ -136,32 +136,33 @@ def _trend_per_s(read: Reader, target: str, field: str, cooling: CoolingTaker | 
     halves; a step (a pump losing flow lifts every die of its row at once: default seed 1, 4.2 C in one reading,
     extrapolated at 0.07 C/s) or an approach that is ending shows in one half only and does not go on.
     """
-    half_s = 0.5 * TREND_WINDOW_S
-    temps = [read(field, target, "mean", ago) for ago in (0.0, half_s, TREND_WINDOW_S)]
-    if any(t is None for t in temps):
+    temps = _window_means(read, field, target)
+    if temps is None:
         return 0.0
     if field == DCGM_FI_DEV_GPU_TEMP:
         if cooling is not None and cooling.slowdown_c(target) is not None and not cooling.losing_ground(target, read):
             return 0.0
-        powers = [read(DCGM_FI_DEV_POWER_USAGE, target, "mean", ago) for ago in (0.0, half_s, TREND_WINDOW_S)]
-        halves = _coolant_halves(temps, powers, read(TWINLOOP_FI_CDU_SUPPLY_TEMP, target))
+        powers = _window_means(read, DCGM_FI_DEV_POWER_USAGE, target)
+        halves = None if powers is None else _coolant_halves(temps, powers, read(TWINLOOP_FI_CDU_SUPPLY_TEMP, target))
     else:
         halves = _coolant_halves(temps, [0.0, 0.0, 0.0], None)
     if halves is None or halves[0] * halves[1] <= 0:
         return 0.0
-    return min(halves, key=abs) / half_s
+    return min(halves, key=abs) / (0.5 * TREND_WINDOW_S)
 
 
-def _coolant_halves(
-    temps: list[float | None], powers: list[float | None], supply_c: float | None
-) -> tuple[float, float] | None:
-    """The rise of ``temps`` (now, half a window ago, a window ago) in each half of the window, less ``R`` times the
-    rise of ``powers`` then (``R``: the die over ``supply_c`` per watt now), newer half first; None when a half's part
-    cannot be told (a power unknown, or rising with no supply reading).
+def _window_means(read: Reader, field: str, target: str) -> list[float] | None:
+    """``field``'s mean over ``target`` now, half a trend window ago and a window ago; None if any is unknown."""
+    values = [read(field, target, "mean", ago) for ago in (0.0, 0.5 * TREND_WINDOW_S, TREND_WINDOW_S)]
+    known = [v for v in values if v is not None]
+    return known if len(known) == len(values) else None
+
+
+def _coolant_halves(t: list[float], p: list[float], supply_c: float | None) -> tuple[float, float] | None:
+    """The rise of die temperatures ``t`` (now, half a window ago, a window ago) in each half of the window, less
+    ``R`` times the rise of powers ``p`` then (``R``: the die over ``supply_c`` per watt now), newer half first; None
+    when a half's part cannot be told (power rising with no supply reading).
     """
-    if any(t is None for t in temps) or any(p is None for p in powers):
-        return None
-    t, p = [float(x) for x in temps if x is not None], [float(x) for x in powers if x is not None]
     if supply_c is not None and p[0] > 0:
         r_c_per_w = max(0.0, (t[0] - supply_c) / p[0])
         return (t[0] - t[1]) - r_c_per_w * (p[0] - p[1]), (t[1] - t[2]) - r_c_per_w * (p[1] - p[2])
