@@ -431,7 +431,9 @@ class Responder:
         no_write = self._redo_cheaper(rule, incident)
         earlier = self._escalated.pop(iid, None)
         done = {(t.kind, t.target) for t in earlier.actions} if earlier is not None else set()
-        supply: dict[str, float] = {}  # CDU -> the setpoint it has after this firing (a `supply_need` reads it)
+        # CDU -> the setpoint it has after this firing, for a `supply_need` action of the rule (read only then).
+        supply: dict[str, float] = {}
+        reads_supply = any(t.value_from == "supply_need" for t in rule.actions)
         for template in rule.actions:
             if (template.kind, template.target) in done:
                 continue  # done by the rule that kept the job (its cap, its drain)
@@ -476,7 +478,7 @@ class Responder:
                     self._delayed.append((now + template.after_s, request, rule.until_closed, mode))
                 else:
                     out.append(self._submit_for(request, rule.until_closed, now, read, mode))
-                    if template.kind == ActionKind.CDU_SETPOINT:
+                    if reads_supply and template.kind == ActionKind.CDU_SETPOINT:
                         supply[request.target] = self._setpoint_after(out[-1])
         return out
 
