@@ -179,8 +179,8 @@ def _delete_pods(ns: str, pods: Sequence[str]) -> list[str]:
 
 
 #: What ``kubectl exec`` runs in a pod to ask its trainer to checkpoint: SIGUSR1 to the container's PID 1. Through
-#: the shell's own ``kill``: a ``kill`` executable is missing from many slim images (Debian's and Ubuntu's is in
-#: procps, which their base images leave out), a POSIX ``sh`` is not.
+#: the shell's own ``kill``: a ``kill`` program is not in every image (Debian's comes with procps, which its slim
+#: images leave out); a POSIX ``sh`` is.
 SIGNAL_CHECKPOINT = ("sh", "-c", "kill -s USR1 1")
 
 
@@ -206,11 +206,13 @@ class KubernetesAdapter(CommandAdapter):
     A checkpoint is Slurm's convention (``scancel --signal=USR1 --batch``) on a pod: ``kubectl exec --namespace NS
     POD -- sh -c 'kill -s USR1 1'``, SIGUSR1 to PID 1 of the pod's default container, the entrypoint, in every GPU
     pod of the job (each rank gets it, as Lightning- and torchrun-style handlers expect on Slurm too; the job
-    confirms the save through its heartbeats). A container whose PID 1 is a shell wrapper that does not forward
-    signals needs the trainer as PID 1 (``exec torchrun ...`` in the wrapper); with ``shareProcessNamespace: true``
+    confirms the save through its heartbeats). PID 1 must handle SIGUSR1: the trainer itself (``exec python
+    train.py`` as a wrapper's last line), or a wrapper that traps it and forwards it to the ranks, as a Slurm batch
+    script does for ``scancel --batch``. A shell wrapper that does not forward signals, or torchrun as PID 1 (its
+    agent handles TERM, INT, HUP and QUIT, not USR1), leaves the ranks unasked; with ``shareProcessNamespace: true``
     PID 1 is the pod's pause process, so that must stay off. A PID 1 with no SIGUSR1 handler never sees the signal
-    (the kernel drops a signal a namespace's init does not handle): a pod that cannot save is not ended by the ask,
-    and its requeue waits for a checkpoint that never comes, then goes to a person. A bare pod is signalled too
+    (the kernel drops a signal a PID namespace's init does not handle): a pod that cannot save is not ended by the
+    ask, and its requeue waits for a checkpoint that never comes, then goes to a person. A bare pod is signalled too
     (nothing is deleted). The image needs ``sh``; the exec needs RBAC ``create`` on ``pods/exec``.
     """
 
