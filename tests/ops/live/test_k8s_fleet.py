@@ -8,6 +8,7 @@ a PyTorchJob, a StatefulSet annotated as training and a bare pod.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,7 +63,7 @@ class Kubectl:
         if argv[1] == "get" and argv[2] == "pod":  # the adapter's owner check of one pod
             owners = [] if argv[4] == "default" else ["ReplicaSet"]
             return subprocess.CompletedProcess(list(argv), 0, " ".join(owners), "")
-        if argv[1] in ("delete", "cordon", "uncordon"):
+        if argv[1] in ("delete", "cordon", "uncordon", "exec"):
             return subprocess.CompletedProcess(list(argv), 0, "", "")
         if key in self.answers:
             return subprocess.CompletedProcess(list(argv), 0, json.dumps(self.answers[key]), "")
@@ -284,7 +285,7 @@ def test_a_gpu_fault_of_a_serving_fleet_neither_checkpoints_nor_requeues_it() ->
     out = r.handle([_incident(1, EventClass.THERMAL_THROTTLE, gpu, (gpu,))], 0.0, lambda *a, **kw: None)
     fleet_wide = [x for x in out if x.request.kind in (ActionKind.CHECKPOINT, ActionKind.REQUEUE)]
     assert fleet_wide and all(x.status == "refused" and "serving fleet" in x.detail for x in fleet_wide)
-    assert not [c for c in k.calls if c[1] == "delete"]
+    assert not [c for c in k.calls if c[1] in ("delete", "exec")]  # nor signalled: the responder refuses first
 
 
 def test_a_bare_pod_is_never_restarted_as_a_replica() -> None:
@@ -339,3 +340,44 @@ def test_observe_mode_sees_the_same_serving_fleets() -> None:
     assert none.is_serving("dc/jobs/serving.Deployment.vllm-llama") is True
     assert none.is_serving("dc/jobs/ml.JobSet.pretrain") is False
     assert make_actuator("none").is_serving("dc/jobs/serving.Deployment.vllm-llama") is None
+
+
+def test_a_straggler_of_a_jobset_is_checkpointed_by_signal_and_requeued_once_its_heartbeat_says_so(
+    tmp_path: Path,
+) -> None:
+    """Issue 14's "checkpoint before requeue, confirmed" on Kubernetes. Before, the k8s adapter refused every
+    checkpoint: the straggler rule's forced checkpoint was refused, and its requeue waited for a save nobody asked for
+    until its timeout sent it to a person."""
+    from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats, record
+
+    now = [0.0]
+    k = Kubectl()
+    lookup = JobLookup(KubernetesJobs(runner=k))
+    lookup(GPUS, LABELS)
+    shown: list[str] = []
+    act = make_actuator("k8s", shown.append, JobHeartbeats(tmp_path, clock=lambda: now[0]), lookup)
+    act.real._runner = k
+    r = Responder(default_policy(), act, mode="auto")
+    gpu = "dc/r/k/node06/gpu0"  # a rank of the JobSet `pretrain`, two pods on node06 and node07
+    incident = _incident(1, EventClass.STRAGGLER, gpu, (gpu,))
+    log: list[tuple[float, ActionKind, str]] = []
+    for t in range(0, 121, 5):
+        now[0] = float(t)
+        if t == 40:  # rank 0 records its save, after the SIGUSR1 asked at 0 s
+            record(tmp_path, "ml.JobSet.pretrain", "checkpoint_done", 38.0)
+        out = r.handle([incident], float(t), lambda *a, **kw: None)
+        log.extend((float(t), x.request.kind, x.status) for x in out)
+    assert log == [(0.0, ActionKind.CHECKPOINT, "applied"), (30.0, ActionKind.DRAIN, "applied"),
+                   (40.0, ActionKind.REQUEUE, "applied")]  # fmt: skip
+    signals = [c for c in k.calls if c[1] == "exec"]
+    assert signals == [
+        ["kubectl", "exec", "--namespace", "ml", pod, "--", "sh", "-c", "kill -s USR1 1"]
+        for pod in ("pretrain-workers-0-0-x7k2p", "pretrain-workers-0-1-m4q8d")
+    ]
+    assert shown[0] == "dry run: " + "; ".join(shlex.join(s) for s in signals)
+    assert k.calls.index(signals[-1]) < k.calls.index(
+        ["kubectl", "delete", "pod", "--namespace", "ml", "pretrain-workers-0-0-x7k2p", "pretrain-workers-0-1-m4q8d",
+         "--wait=false", "--ignore-not-found"]
+    )  # fmt: skip
+    requeue = next(x for x in r.log if x.request.kind == ActionKind.REQUEUE)
+    assert requeue.request.reason.endswith("checkpoint of dc/jobs/ml.JobSet.pretrain confirmed")

@@ -6,7 +6,7 @@ from typing import ClassVar
 import pytest
 
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
-from twinloop.ops.respond.adapters.base import ThermalPath
+from twinloop.ops.respond.adapters.base import AdapterReply, ThermalPath
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
 
@@ -232,3 +232,74 @@ def test_k8s_tells_a_serving_fleet_and_its_replicas_from_the_job_source() -> Non
     members = ("dc/r/k/n1/g0", "dc/r/k/n1/g1", "dc/r/k/n2/g0", "dc/r/k/n3/g0")
     incident = Incident(1, EventClass.JOB_HANG, "dc/r/k", members, 0.0, 0.0, Severity.MAJOR)
     assert k8s.resolve("replica", incident) == ["dc/r/k/n1/g0", "dc/r/k/n2/g0"]  # one GPU per serving pod
+
+
+EXEC_USR1 = ["--", "sh", "-c", "kill -s USR1 1"]
+
+
+def test_k8s_checkpoint_signals_pid_1_of_the_pod_of_a_pods_job() -> None:
+    # Before: refused as unsupported, so every forced checkpoint on Kubernetes was refused and a requeue waiting on
+    # it went to a person at its timeout.
+    request = ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/ml.trainer-0")
+    assert KubernetesAdapter().argv(request) == ["kubectl", "exec", "--namespace", "ml", "trainer-0", *EXEC_USR1]
+    shown = KubernetesAdapter().apply(request)
+    assert shown == AdapterReply("dry_run", "kubectl exec --namespace ml trainer-0 -- sh -c 'kill -s USR1 1'")
+    calls: list[list[str]] = []
+    # A bare pod is signalled too (nothing is deleted): no owner check, one exec.
+    reply = KubernetesAdapter(dry_run=False, runner=_kubectl(calls, owners="")).apply(request)
+    assert reply.status == "applied"
+    assert calls == [["kubectl", "exec", "--namespace", "ml", "trainer-0", *EXEC_USR1]]
+
+
+def test_k8s_checkpoint_of_a_controllers_job_signals_every_gpu_pod() -> None:
+    request = ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/serving.Deployment.vllm")
+    k8s = KubernetesAdapter(fleet=Fleet())
+    assert k8s.checkpoint_argvs(request) == [
+        ["kubectl", "exec", "--namespace", "serving", "vllm-7f9c-a", *EXEC_USR1],
+        ["kubectl", "exec", "--namespace", "serving", "vllm-7f9c-b", *EXEC_USR1],
+    ]
+    shown = k8s.apply(request)
+    assert shown.status == "dry_run" and shown.detail.count("kubectl exec") == 2 and "; " in shown.detail
+    calls: list[list[str]] = []
+    reply = KubernetesAdapter(dry_run=False, runner=_kubectl(calls), fleet=Fleet()).apply(request)
+    assert reply.status == "applied"
+    assert calls == k8s.checkpoint_argvs(request)  # one exec per pod, nothing else
+
+
+def test_k8s_checkpoint_reports_each_pod_that_did_not_take_the_signal() -> None:
+    calls: list[list[str]] = []
+
+    def one_gone(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        if argv[4] == "vllm-7f9c-a":  # replaced since the job source's last look
+            return subprocess.CompletedProcess(list(argv), 1, "", 'Error from server (NotFound): pods "vllm-7f9c-a"')
+        return subprocess.CompletedProcess(list(argv), 0, "", "")
+
+    k8s = KubernetesAdapter(dry_run=False, runner=one_gone, fleet=Fleet())
+    reply = k8s.apply(ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/serving.Deployment.vllm"))
+    assert reply.status == "failed"
+    assert reply.detail == (
+        "signalled 1 of 2 pods of dc/jobs/serving.Deployment.vllm;"
+        " gone since the job source's last look: serving/vllm-7f9c-a"
+    )
+    assert len(calls) == 2  # the other rank was still asked
+
+    def forbidden(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(list(argv), 1, "", 'pods "x" is forbidden: cannot create pods/exec')
+
+    k8s = KubernetesAdapter(dry_run=False, runner=forbidden, fleet=Fleet())
+    reply = k8s.apply(ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/serving.Deployment.vllm"))
+    assert reply.status == "failed" and reply.detail.startswith("signalled 0 of 2 pods")
+    assert "kubectl exec --namespace serving vllm-7f9c-b" in reply.detail and "forbidden" in reply.detail
+
+
+def test_k8s_checkpoint_refuses_a_job_whose_pods_it_does_not_know() -> None:
+    calls: list[list[str]] = []
+    k8s = KubernetesAdapter(dry_run=False, runner=_kubectl(calls), fleet=Fleet())
+    reply = k8s.apply(ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/4242"))  # a Slurm-style id names no pod
+    assert reply.status == "refused" and "not a pod or a controller's job the job source saw" in reply.detail
+    reply = k8s.apply(ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/ml.JobSet.gone"))
+    assert reply.status == "refused" and "dc/jobs/ml.JobSet.gone" in reply.detail
+    reply = KubernetesAdapter().apply(ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/serving.Deployment.vllm"))
+    assert reply.status == "refused" and "--jobs k8s" in reply.detail  # without the job source nobody knows its pods
+    assert calls == []

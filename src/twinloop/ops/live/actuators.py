@@ -63,10 +63,10 @@ class CordonAdapter(KubernetesAdapter):
     """
 
     def argv(self, request: ActionRequest) -> list[str]:
-        """``kubectl cordon|uncordon NODE``; a requeue or a replica's restart as :class:`KubernetesAdapter` does it
-        (pods deleted).
+        """``kubectl cordon|uncordon NODE``; a requeue, a replica's restart or a checkpoint as
+        :class:`KubernetesAdapter` does it (pods deleted, or signalled).
         """
-        if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
+        if request.kind not in (ActionKind.DRAIN, ActionKind.UNDRAIN):
             return super().argv(request)
         node = leaf(request.target)
         return ["kubectl", "cordon" if request.kind == ActionKind.DRAIN else "uncordon", node]

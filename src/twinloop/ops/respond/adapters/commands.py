@@ -178,9 +178,21 @@ def _delete_pods(ns: str, pods: Sequence[str]) -> list[str]:
     return ["kubectl", "delete", "pod", "--namespace", ns, *pods, "--wait=false"]
 
 
+#: What ``kubectl exec`` runs in a pod to ask its trainer to checkpoint: SIGUSR1 to the container's PID 1. Through
+#: the shell's own ``kill``: a ``kill`` program is not in every image (Debian's comes with procps, which its slim
+#: images leave out); a POSIX ``sh`` is.
+SIGNAL_CHECKPOINT = ("sh", "-c", "kill -s USR1 1")
+
+
+def _signal_pod(ns: str, pod: str) -> list[str]:
+    # kubectl exec takes one pod: one command per pod. It runs in the pod's default container (the annotation
+    # kubectl.kubernetes.io/default-container, else the first one).
+    return ["kubectl", "exec", "--namespace", ns, pod, "--", *SIGNAL_CHECKPOINT]
+
+
 class KubernetesAdapter(CommandAdapter):
     """Kubernetes: cordon/drain and uncordon nodes; a job's requeue deletes its pods and a replica's restart deletes
-    its one pod, for their controller to recreate.
+    its one pod, for their controller to recreate; a job is asked to checkpoint by SIGUSR1 to each of its pods.
 
     With ``fleet`` (``--jobs k8s``) a job is a controller's pods (``namespace.Kind.name``, each pod a replica):
     :meth:`is_serving` answers from the controller's kind, a requeue deletes every GPU pod of the job (each of a batch
@@ -190,11 +202,23 @@ class KubernetesAdapter(CommandAdapter):
     Deployment, StatefulSet or JobSet is how an SRE restarts a wedged replica or worker: the controller makes a new
     one. A pod without a controller would be gone for good, so deleting a single pod first asks for its owners and
     refuses a bare pod.
+
+    A checkpoint is Slurm's convention (``scancel --signal=USR1 --batch``) on a pod: ``kubectl exec --namespace NS
+    POD -- sh -c 'kill -s USR1 1'``, SIGUSR1 to PID 1 of the pod's default container, the entrypoint, in every GPU
+    pod of the job (each rank gets it, as Lightning- and torchrun-style handlers expect on Slurm too; the job
+    confirms the save through its heartbeats). PID 1 must handle SIGUSR1: the trainer itself (``exec python
+    train.py`` as a wrapper's last line), or a wrapper that traps it and forwards it to the ranks, as a Slurm batch
+    script does for ``scancel --batch``. A shell wrapper that does not forward signals, or torchrun as PID 1 (its
+    agent handles TERM, INT, HUP and QUIT, not USR1), leaves the ranks unasked; with ``shareProcessNamespace: true``
+    PID 1 is the pod's pause process, so that must stay off. A PID 1 with no SIGUSR1 handler never sees the signal
+    (the kernel drops a signal a PID namespace's init does not handle): a pod that cannot save is not ended by the
+    ask, and its requeue waits for a checkpoint that never comes, then goes to a person. A bare pod is signalled too
+    (nothing is deleted). The image needs ``sh``; the exec needs RBAC ``create`` on ``pods/exec``.
     """
 
     name: ClassVar[str] = "k8s"
     supported: ClassVar[frozenset[ActionKind]] = frozenset(
-        {ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE, ActionKind.RESTART_REPLICA}
+        {ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE, ActionKind.RESTART_REPLICA, ActionKind.CHECKPOINT}
     )
 
     def __init__(
@@ -226,7 +250,9 @@ class KubernetesAdapter(CommandAdapter):
         return sorted(first.values())
 
     def _pods(self, request: ActionRequest) -> tuple[str, list[str]] | str:
-        """The namespace and pods ``request`` deletes (a requeue: the job's; a restart: the GPU's), or why none."""
+        """The namespace and pods ``request`` acts on (a requeue's or a checkpoint's: the job's; a restart's: the
+        GPU's), or why none.
+        """
         if request.kind == ActionKind.RESTART_REPLICA:
             found = None if self.fleet is None else self.fleet.pod_on(request.target)
             if found is None:
@@ -240,8 +266,23 @@ class KubernetesAdapter(CommandAdapter):
             return f"{request.target}: not a pod or a controller's job the job source saw (--jobs k8s names them)"
         return pods[0][0], [p for _, p in pods]  # a controller's pods share its namespace
 
+    def checkpoint_argvs(self, request: ActionRequest) -> list[list[str]] | str:
+        """One ``kubectl exec`` per pod of ``request``'s job, each signalling its PID 1 to checkpoint; or why there
+        is none (a job that names no pod, a controller's job the job source has not seen).
+        """
+        found = self._pods(request)
+        if isinstance(found, str):
+            return found
+        ns, pods = found
+        return [_signal_pod(ns, pod) for pod in pods]
+
     def argv(self, request: ActionRequest) -> list[str]:
-        """``kubectl`` command line for ``request`` (a deletion's pods must be known: :meth:`_apply` checks)."""
+        """``kubectl`` command line for ``request`` (a deletion's pods must be known: :meth:`_apply` checks). A
+        checkpoint: its first pod's command (:meth:`checkpoint_argvs` has one per pod; :meth:`_apply` runs them all).
+        """
+        if request.kind == ActionKind.CHECKPOINT:
+            signals = self.checkpoint_argvs(request)
+            return signals[0] if not isinstance(signals, str) else _signal_pod("", "")
         if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             found = self._pods(request)
             ns, pods = found if not isinstance(found, str) else ("", [""])
@@ -254,7 +295,37 @@ class KubernetesAdapter(CommandAdapter):
             return ["kubectl", "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"]
         return ["kubectl", "uncordon", node]
 
+    def _checkpoint(self, request: ActionRequest) -> AdapterReply:
+        """Signal every pod of the job; applied only if each one took it, else failed, naming the pods that did
+        not (a pod replaced since the job source's last look is gone: its rank restarted without the save).
+        """
+        signals = self.checkpoint_argvs(request)
+        if isinstance(signals, str):
+            return AdapterReply("refused", signals)
+        lines = "; ".join(shlex.join(argv) for argv in signals)
+        if self.dry_run:
+            return AdapterReply("dry_run", lines)
+        gone: list[str] = []
+        failed: list[str] = []
+        # Every pod is asked even after one fails: the ranks that take it save what they can.
+        for argv in signals:
+            self.issued.append(argv)
+            done = self._checked(argv)
+            if isinstance(done, AdapterReply) and "(NotFound)" in done.detail:
+                gone.append(f"{argv[3]}/{argv[4]}")
+            elif isinstance(done, AdapterReply):
+                failed.append(done.detail)
+        if not gone and not failed:
+            return AdapterReply("applied", lines)
+        why = [f"signalled {len(signals) - len(gone) - len(failed)} of {len(signals)} pods of {request.target}"]
+        if gone:
+            why.append(f"gone since the job source's last look: {', '.join(gone)}")
+        why.extend(failed)
+        return AdapterReply("failed", "; ".join(why))
+
     def _apply(self, request: ActionRequest) -> AdapterReply:
+        if request.kind == ActionKind.CHECKPOINT:
+            return self._checkpoint(request)
         if request.kind not in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             return super()._apply(request)
         found = self._pods(request)
