@@ -174,6 +174,12 @@ DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {
     "realRogueAgent/rogue_agent_cpu_usage.csv": ("utilisation", "fitted"),
     "realRogueAgent/rogue_agent_memory_percent.csv": ("utilisation", "held out (fresh)"),
     "realRogueAgent/rogue_agent_network_percent.csv": ("utilisation", "held out (fresh)"),
+    # nabasg (2026-11-28), declared and committed before the file was copied, read or scored: NAB's auto-scaling
+    # group CPU utilisation (a known-cause failure), the CPU series a judge of issue 14 would likely use. Split kept
+    # from above: asg held out, nyc_taxi fitted (as already declared). Kind = what ``auto`` picks for the name today
+    # (``utilisation``). No design may look at asg before it is scored once with the shipped code; its own set
+    # label so that ``--only 'held out (asg)'`` scores it alone.
+    "realKnownCause/cpu_utilization_asg_misconfiguration.csv": ("utilisation", "held out (asg)"),
 }
 
 
