@@ -93,6 +93,14 @@ SERIES: dict[str, tuple[str, str]] = {
     "realAdExchange/exchange-4_cpm_results.csv": ("generic", "held out (fresh)"),
     "realKnownCause/rogue_agent_key_hold.csv": ("generic", "held out (fresh)"),
     "realKnownCause/rogue_agent_key_updown.csv": ("generic", "held out (fresh)"),
+    # Second fresh round (nabart): NAB's artificial series, declared in DECLARED_NOT_COPIED and committed (c981725)
+    # before any was copied, read or scored; the five copied (byte-exact, md5 = NAB-1.1's) moved here. Kind = what
+    # ``auto`` picks from the name. The ``artificialNoAnomaly`` ones have no window: they count false alarms only.
+    "artificialWithAnomaly/art_increase_spike_density.csv": ("generic", "held out (fresh2)"),
+    "artificialWithAnomaly/art_load_balancer_spikes.csv": ("utilisation", "held out (fresh2)"),
+    "artificialNoAnomaly/art_daily_no_noise.csv": ("generic", "fitted"),
+    "artificialNoAnomaly/art_daily_perfect_square_wave.csv": ("generic", "held out (fresh2)"),
+    "artificialNoAnomaly/art_flatline.csv": ("generic", "held out (fresh2)"),
 }
 
 #: Declared in the same commit as AAPL, held out: GOOG and IBM, the next two of the same layout (both since packaged
@@ -185,12 +193,7 @@ DECLARED_NOT_COPIED: dict[str, tuple[str, str]] = {
     "artificialWithAnomaly/art_daily_jumpsdown.csv": ("generic", "held out (fresh2)"),
     "artificialWithAnomaly/art_daily_jumpsup.csv": ("generic", "held out (fresh2)"),
     "artificialWithAnomaly/art_daily_nojump.csv": ("generic", "held out (fresh2)"),
-    "artificialWithAnomaly/art_increase_spike_density.csv": ("generic", "held out (fresh2)"),
-    "artificialWithAnomaly/art_load_balancer_spikes.csv": ("utilisation", "held out (fresh2)"),
-    "artificialNoAnomaly/art_daily_no_noise.csv": ("generic", "fitted"),
-    "artificialNoAnomaly/art_daily_perfect_square_wave.csv": ("generic", "held out (fresh2)"),
     "artificialNoAnomaly/art_daily_small_noise.csv": ("generic", "held out (fresh2)"),
-    "artificialNoAnomaly/art_flatline.csv": ("generic", "held out (fresh2)"),
     "artificialNoAnomaly/art_noisy.csv": ("generic", "held out (fresh2)"),
     "realKnownCause/nyc_taxi.csv": ("generic", "fitted"),
     "realRogueAgent/rogue_agent_cpu_usage.csv": ("utilisation", "fitted"),
@@ -352,7 +355,10 @@ def print_totals(totals: dict[tuple[str, str, str], list[WindowScore]]) -> None:
     for (kind, role, prof), scores in rows:
         found, windows = sum(s.found for s in scores), sum(s.windows for s in scores)
         fa = sum(s.false_alarms for s in scores)
-        mean = sum(s.nab_score for s in scores) / len(scores)
+        # A series with no labelled window (NAB's artificialNoAnomaly) has no normalised score (NaN): its false
+        # alarms count in FA and in the pooled score's raw sum, not in the mean.
+        scored = [s.nab_score for s in scores if s.windows > 0]
+        mean = sum(scored) / len(scored) if scored else float("nan")
         pooled = pooled_nab_score(scores)
         counts = f"{kind:12s} {role:16s} {prof:9s} {len(scores):6d} {found:>3d}/{windows:<3d} {fa:4d}"
         print(f"{counts} {mean:9.1f} {pooled:7.1f}")
