@@ -185,9 +185,10 @@ NAB_EXPECTED = [
     ("art_load_balancer_spikes.csv", "artificialWithAnomaly", 1, 0, 1, -6.0),
     # day-shape faults of a noisy daily cycle (copied later), found by phase_z on the day, one novelty_z false alarm
     # the morning after: fitted flat middle 1/1, 2, 88.1; held out (scored once) jumps down 1/1, 1, 83.7 and no
-    # daytime rise 1/1, 1, 88.0
+    # daytime rise 1/1, 1, 88.0; jumps up found by novelty_z at the first high sample, 1/1, 0, 92.9
     ("art_daily_flatmiddle.csv", "artificialWithAnomaly", 1, 1, 3, 80.0),
     ("art_daily_jumpsdown.csv", "artificialWithAnomaly", 1, 1, 2, 75.0),
+    ("art_daily_jumpsup.csv", "artificialWithAnomaly", 1, 1, 1, 85.0),
     ("art_daily_nojump.csv", "artificialWithAnomaly", 1, 1, 2, 80.0),
 ]
 
