@@ -12,7 +12,9 @@
   class: the plant loses economizer hours and chiller COP (a few % per °C) and its margin for the IT heat.
   The diurnal wet-bulb swing moves at most ~1.5 °C per hour, so 5 °C above the hour's baseline is a weather
   event (a heat wave, a front), seen at once even where the plant's PUE moves less than ``pue_rise`` (a plant
-  already on its chiller on a hot afternoon).
+  already on its chiller on a hot afternoon). ``weather_since_s`` says when the wet-bulb left its calm band (half
+  of ``wetbulb_rise_c`` above the baseline), ``weather_firing`` whether the wet-bulb part fires now: the pipeline
+  tells a weather event apart from a plant incident that was already open before the weather turned.
 * ``power_budget`` → facility power excursion: facility power above ``budget_fraction`` of the power budget in
   force (``TWINLOOP_FI_POWER_BUDGET``), or the budget cut by ``budget_drop`` or more (a utility demand response
   or a failed feed: the site must shed load before it reaches the new cap). Severity then follows the margin.
@@ -91,6 +93,11 @@ class FacilityRules:
         self.wetbulb_rise_c = wetbulb_rise_c
         self.fw_holdoff_s = fw_holdoff_s
         self._wb_base = math.nan
+        #: When the wet-bulb left its calm band (NaN while calm), s; whether its rule fires at the last update, and
+        #: the wet-bulb's rise over its baseline then, °C.
+        self.weather_since_s = math.nan
+        self.weather_firing = False
+        self.weather_rise_c = 0.0
         self._fw_setpoint = math.nan
         self._fw_holdoff_until = -math.inf
         self._base = math.nan
@@ -157,15 +164,23 @@ class FacilityRules:
                 a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm and not holding else 30.0))
                 self._base += a * (self._pue_fast - self._base)
         wb = _value(fields, SITE_WETBULB)
+        self.weather_firing = False
         if math.isfinite(wb):
             wb_rise = wb - self._wb_base if math.isfinite(self._wb_base) else 0.0
             warm = self._age_s >= self.warmup_s
             hotter = warm and wb_rise >= self.wetbulb_rise_c
-            if self._persist("wetbulb", hotter, ts, self.pue_persistence_s):
+            self.weather_firing = self._persist("wetbulb", hotter, ts, self.pue_persistence_s)
+            self.weather_rise_c = wb_rise
+            if self.weather_firing:
                 out.setdefault(EventClass.COOLING_DEGRADATION, wb_rise)
+            calm = wb_rise < 0.5 * self.wetbulb_rise_c
+            if calm:
+                self.weather_since_s = math.nan
+            elif not math.isfinite(self.weather_since_s):
+                self.weather_since_s = ts
             if not math.isfinite(self._wb_base):
                 self._wb_base = wb
-            elif not warm or wb_rise < 0.5 * self.wetbulb_rise_c:
+            elif not warm or calm:
                 a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm else 30.0))
                 self._wb_base += a * (wb - self._wb_base)
         fac, budget = _value(fields, SITE_FACILITY_POWER), _value(fields, SITE_POWER_BUDGET)

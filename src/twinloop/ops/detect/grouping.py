@@ -225,7 +225,7 @@ class IncidentGrouper:
         self._first: dict[_Stream, NDArray[np.float64]] = {}
         self._owner: dict[_Stream, I64] = {}
         self._onset: dict[_Stream, dict[int, Detection]] = {}
-        self._named: dict[tuple[EventClass, str], int] = {}
+        self._named: dict[tuple[EventClass, str, str], int] = {}
         self._named_names: list[str] = []
         self._open: dict[int, _Open] = {}
         self._next_id = 1
@@ -278,16 +278,19 @@ class IncidentGrouper:
         entity: str,
         detection: Detection | None,
         members: I64 | None = None,
+        signature: str = "",
     ) -> None:
-        """A detection on an entity outside the tree (a job): one incident per (class, entity).
+        """A detection on an entity outside the tree (a job, the site): one incident per (class, entity, signature).
 
-        ``members`` are the tree entities it concerns (the job's GPUs), for the impact estimate.
+        ``members`` are the tree entities it concerns (the job's GPUs), for the impact estimate. A new ``signature``
+        is a new cause on the same entity (a weather event at a site whose plant incident was already open): its own
+        incident, while the old one closes after ``quiet_s`` without detections.
         """
-        key = (event_class, entity)
+        key = (event_class, entity, signature)
         iid = self._named.get(key)
         if iid is None or iid not in self._open:
             self._named_names.append(entity)
-            inc = _Open(self._next_id, event_class, -len(self._named_names), "", set(), ts, ts)
+            inc = _Open(self._next_id, event_class, -len(self._named_names), signature, set(), ts, ts)
             self._next_id += 1
             self._open[inc.incident_id] = inc
             self._named[key] = inc.incident_id
@@ -299,6 +302,12 @@ class IncidentGrouper:
         if detection is not None and len(inc.evidence) < self.max_evidence:
             inc.evidence.append(detection)
         self._emit_if_changed(inc, ts)
+
+    def named_start_ts(self, event_class: EventClass, entity: str, signature: str = "") -> float | None:
+        """When the open incident of :meth:`observe_named`'s (class, entity, signature) opened, s; None if none is."""
+        iid = self._named.get((event_class, entity, signature))
+        inc = self._open.get(iid) if iid is not None else None
+        return None if inc is None else inc.start_ts
 
     # --- grouping ---------------------------------------------------------------------------------------------
     def step(self, ts: float) -> list[Incident]:
