@@ -4,7 +4,6 @@ heartbeat directory that `twinloop watch --job-heartbeats` reads (see twinloop.o
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,19 +19,24 @@ from twinloop.errors import InputError
 def job_event(
     event: str = typer.Argument(..., help="checkpoint-start | checkpoint-done | restarted | requeued."),
     directory: Path = typer.Option(..., "--dir", help="The heartbeat directory (twinloop watch --job-heartbeats)."),
-    job: str | None = typer.Option(None, "--job", help="Job id (default: $SLURM_JOB_ID)."),
+    job: str | None = typer.Option(
+        None,
+        "--job",
+        help="Job id (default: $SLURM_JOB_ID; in a Kubernetes pod, namespace.pod from $POD_NAMESPACE or the service"
+        " account's namespace file, and $POD_NAME or $HOSTNAME).",
+    ),
     ts: float | None = typer.Option(None, "--ts", help="Unix time of the event, s (default: now)."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Record a job's checkpoint or restart event for the live loop (appends to DIR/JOB.jsonl)."""
-    from twinloop.ops.respond.adapters.heartbeats import record
+    from twinloop.ops.respond.adapters.heartbeats import own_job_id, record
 
     stamp = time.time() if ts is None else ts
 
     def write() -> tuple[str, Path]:
-        job_id = job if job is not None else os.environ.get("SLURM_JOB_ID")
+        job_id, why = (job, "") if job is not None else own_job_id()
         if not job_id:
-            raise InputError("--job", "", "not given and $SLURM_JOB_ID is not set")
+            raise InputError("--job", "", f"not given, {why}: pass --job")
         try:
             return job_id, record(directory, job_id, event, stamp)
         except OSError as exc:

@@ -348,6 +348,27 @@ def test_a_straggler_of_a_jobset_is_checkpointed_by_signal_and_requeued_once_its
     """Issue 14's "checkpoint before requeue, confirmed" on Kubernetes. Before, the k8s adapter refused every
     checkpoint: the straggler rule's forced checkpoint was refused, and its requeue waited for a save nobody asked for
     until its timeout sent it to a person."""
+    k = _straggler_checkpointed_then_requeued(tmp_path, "ml.JobSet.pretrain")
+    signals = [c for c in k.calls if c[1] == "exec"]
+    assert signals == [
+        ["kubectl", "exec", "--namespace", "ml", pod, "--", "sh", "-c", "kill -s USR1 1"]
+        for pod in ("pretrain-workers-0-0-x7k2p", "pretrain-workers-0-1-m4q8d")
+    ]
+
+
+def test_a_jobsets_rank_0_confirms_its_checkpoint_under_its_pods_name_and_the_requeue_goes_ahead(
+    tmp_path: Path,
+) -> None:
+    """`twinloop job-event checkpoint-done --dir DIR` with no --job in a pod records under `namespace.pod`. Before, the
+    loop read only the controller's `ml.JobSet.pretrain.jsonl`: the requeue waited for a confirmation that never came
+    and went to a person at its timeout."""
+    _straggler_checkpointed_then_requeued(tmp_path, "ml.pretrain-workers-0-0-x7k2p")
+
+
+def _straggler_checkpointed_then_requeued(tmp_path: Path, recorded_as: str) -> Kubectl:
+    """A JobSet's straggler, live: SIGUSR1 to its pods at 0 s, rank 0 records its save under ``recorded_as`` at 40 s,
+    the requeue goes ahead then (asserted); returns the kubectl that saw the commands.
+    """
     from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats, record
 
     now = [0.0]
@@ -364,16 +385,13 @@ def test_a_straggler_of_a_jobset_is_checkpointed_by_signal_and_requeued_once_its
     for t in range(0, 121, 5):
         now[0] = float(t)
         if t == 40:  # rank 0 records its save, after the SIGUSR1 asked at 0 s
-            record(tmp_path, "ml.JobSet.pretrain", "checkpoint_done", 38.0)
+            record(tmp_path, recorded_as, "checkpoint_done", 38.0)
         out = r.handle([incident], float(t), lambda *a, **kw: None)
         log.extend((float(t), x.request.kind, x.status) for x in out)
     assert log == [(0.0, ActionKind.CHECKPOINT, "applied"), (30.0, ActionKind.DRAIN, "applied"),
                    (40.0, ActionKind.REQUEUE, "applied")]  # fmt: skip
     signals = [c for c in k.calls if c[1] == "exec"]
-    assert signals == [
-        ["kubectl", "exec", "--namespace", "ml", pod, "--", "sh", "-c", "kill -s USR1 1"]
-        for pod in ("pretrain-workers-0-0-x7k2p", "pretrain-workers-0-1-m4q8d")
-    ]
+    assert len(signals) == 2
     assert shown[0] == "dry run: " + "; ".join(shlex.join(s) for s in signals)
     assert k.calls.index(signals[-1]) < k.calls.index(
         ["kubectl", "delete", "pod", "--namespace", "ml", "pretrain-workers-0-0-x7k2p", "pretrain-workers-0-1-m4q8d",
@@ -381,3 +399,4 @@ def test_a_straggler_of_a_jobset_is_checkpointed_by_signal_and_requeued_once_its
     )  # fmt: skip
     requeue = next(x for x in r.log if x.request.kind == ActionKind.REQUEUE)
     assert requeue.request.reason.endswith("checkpoint of dc/jobs/ml.JobSet.pretrain confirmed")
+    return k

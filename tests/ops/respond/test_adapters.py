@@ -1,6 +1,7 @@
 import pickle
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import AdapterReply, ThermalPath
 from twinloop.ops.respond.adapters.commands import KubernetesAdapter, SlurmAdapter
+from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats, record
 from twinloop.ops.respond.adapters.nvml import NvmlAdapter
 
 
@@ -303,3 +305,37 @@ def test_k8s_checkpoint_refuses_a_job_whose_pods_it_does_not_know() -> None:
     reply = KubernetesAdapter().apply(ActionRequest(ActionKind.CHECKPOINT, "dc/jobs/serving.Deployment.vllm"))
     assert reply.status == "refused" and "--jobs k8s" in reply.detail  # without the job source nobody knows its pods
     assert calls == []
+
+
+class JobSetFleet(Fleet):
+    """A JobSet's two ranks, each its own GPU pod."""
+
+    pods: ClassVar[dict[str, tuple[tuple[str, str], ...]]] = {
+        "ml.JobSet.pretrain": (("ml", "pretrain-workers-0-0-x7k2p"), ("ml", "pretrain-workers-0-1-m4q8d"))
+    }
+
+
+def test_k8s_confirms_a_controllers_checkpoint_from_what_a_pod_recorded_under_its_own_name(tmp_path: Path) -> None:
+    """`twinloop job-event` with no --job in a pod records under `namespace.pod`. Before, only the controller's own
+    file counted: the requeue waited for a confirmation that never came and went to a person at its timeout."""
+    job = "dc/jobs/ml.JobSet.pretrain"
+    beats = JobHeartbeats(tmp_path, clock=lambda: 200.0)
+    k8s = KubernetesAdapter(heartbeats=beats, fleet=JobSetFleet())
+    record(tmp_path, "ml.pretrain-workers-0-0-x7k2p", "checkpoint_done", 90.0)
+    assert k8s.checkpoint_done(job, 100.0) is False  # rank 0's save is older than the ask
+    assert KubernetesAdapter(heartbeats=beats).checkpoint_done(job, 100.0) is False  # no job source: its file only
+    record(tmp_path, "ml.pretrain-workers-0-0-x7k2p", "checkpoint_start", 100.0)
+    record(tmp_path, "ml.pretrain-workers-0-0-x7k2p", "checkpoint_done", 130.0)
+    assert k8s.checkpoint_done(job, 100.0) is True
+    assert KubernetesAdapter(heartbeats=beats).checkpoint_done(job, 100.0) is False
+    assert k8s.checkpoint_done(job, 131.0) is False
+    assert k8s.checkpoint_done("dc/jobs/ml.JobSet.other", 100.0) is False  # another job's pods are not its own
+    # Its timing too: the pod's saves, and the loop's requeue (recorded under the job's name) to the new pod's restart.
+    record(tmp_path, "ml.JobSet.pretrain", "requeued", 150.0)
+    record(tmp_path, "ml.pretrain-workers-0-1-m4q8d", "restarted", 170.0)
+    timing = k8s.job_timing(job)
+    assert timing is not None and timing.checkpoint_write_s == 30.0 and timing.restart_s == 20.0
+    assert timing.checkpoint_interval_s == 40.0
+    # A directory it cannot read still answers unknown, as the base class does.
+    gone = KubernetesAdapter(heartbeats=JobHeartbeats(tmp_path / "none"), fleet=JobSetFleet())
+    assert gone.checkpoint_done(job, 100.0) is None and gone.job_timing(job) is None

@@ -232,6 +232,39 @@ class KubernetesAdapter(CommandAdapter):
         super().__init__(dry_run, runner, job_timing, heartbeats)
         self.fleet = fleet
 
+    def _pod_jobs(self, job: str) -> list[str]:
+        """The ``namespace.pod`` ids of a controller's job's GPU pods the job source saw (a pod's own job: none).
+
+        A pod records its heartbeats under that name when it is not told its controller's (``twinloop job-event``
+        with no ``--job``: the pod does not know its controller's kind and name without downward-API wiring).
+        """
+        if self.fleet is None or pod_of(job) is not None:
+            return []
+        return [f"{ns}.{pod}" for ns, pod in self.fleet.pods_of(job)]
+
+    def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
+        """As :meth:`CommandAdapter.checkpoint_done`; for a controller's job whose own file has not confirmed it, a
+        ``checkpoint_done`` any of its pods (the job source's, at its last look) recorded under ``namespace.pod`` at
+        or after ``since_ts`` confirms it too (rank 0 usually writes it). A pod replaced since is not among them:
+        its save, if any, is not counted. None only when no file could be read.
+        """
+        own = super().checkpoint_done(job, since_ts)
+        if own is True or self.heartbeats is None:
+            return own
+        pods = [self.heartbeats.checkpoint_done(pod, since_ts) for pod in self._pod_jobs(job)]
+        if True in pods:
+            return True
+        return False if own is False or False in pods else None
+
+    def job_timing(self, job: str) -> JobTiming | None:
+        """As :meth:`CommandAdapter.job_timing`; from heartbeats, a controller's job's events are its own file's and
+        its present pods' (``namespace.pod``): the loop records ``requeued`` under the job's name, the new pod its
+        ``restarted`` under its own. A pod's history goes with it when it is replaced.
+        """
+        if self._job_timing is not None or self.heartbeats is None:
+            return super().job_timing(job)
+        return self.heartbeats.timing(job, self._pod_jobs(job))
+
     def is_serving(self, job: str) -> bool | None:
         """From the job source's view of the job's controller; None without ``--jobs k8s``."""
         return None if self.fleet is None else self.fleet.is_serving(job)

@@ -44,7 +44,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -181,12 +181,64 @@ def derive_timing(events: JobEvents, now_s: float) -> JobTiming:
     )
 
 
+def merge_events(parts: Sequence[JobEvents]) -> JobEvents:
+    """Several files' events as one job's (a controller's own file and its pods'): each kind's times united and
+    sorted, a time recorded in two files counted once; the bad lines are each file's own (the warning named them).
+    """
+    return JobEvents({e: tuple(sorted({t for part in parts for t in part.of(e)})) for e in EVENTS})
+
+
 def _job_file(job: str) -> str:
     """The scheduler's id of ``job`` (the last part of ``site/jobs/<id>``), checked to be a plain file name."""
     name = leaf(job)
     if not name or name in (".", "..") or "\0" in name:
         raise InputError("--job", "", f"{job!r} is not a job id (a Slurm job id or namespace.pod)")
     return name
+
+
+#: Where Kubernetes mounts a pod's namespace (the service account's token volume, in every pod that automounts it).
+K8S_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def own_job_id(environ: Mapping[str, str] | None = None, namespace_file: Path | None = None) -> tuple[str | None, str]:
+    """The job id a job's own process records its events under: ``$SLURM_JOB_ID``, else in a Kubernetes pod
+    (``$KUBERNETES_SERVICE_HOST`` set) ``namespace.pod``, the name the loop's ``--jobs k8s`` gives a bare pod and
+    under which it also reads a controller's pods (see ``KubernetesAdapter.checkpoint_done``).
+
+    The namespace is ``$POD_NAMESPACE`` (the downward API's ``metadata.namespace``) else ``namespace_file``; the pod
+    is ``$POD_NAME`` (``metadata.name``) else ``$HOSTNAME``, which Kubernetes sets to the pod's name.
+
+    Args:
+        environ: the environment (default: the process's).
+        namespace_file: the service account's namespace file (default: :data:`K8S_NAMESPACE_FILE`).
+
+    Returns:
+        ``(job id, "")``, or ``(None, why)`` naming every source tried.
+    """
+    env = os.environ if environ is None else environ
+    slurm = env.get("SLURM_JOB_ID", "").strip()
+    if slurm:
+        return slurm, ""
+    if not env.get("KUBERNETES_SERVICE_HOST"):
+        return None, "$SLURM_JOB_ID not set and not in a Kubernetes pod ($KUBERNETES_SERVICE_HOST not set)"
+    path = K8S_NAMESPACE_FILE if namespace_file is None else namespace_file
+    ns, unread = env.get("POD_NAMESPACE", "").strip(), ""
+    if not ns:
+        try:
+            ns = path.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError as exc:
+            ns, unread = "", f"cannot read: {exc.strerror or exc}"
+        else:
+            unread = "empty"
+    pod = env.get("POD_NAME", "").strip() or env.get("HOSTNAME", "").strip()
+    missing = []
+    if not ns:
+        missing.append(f"no namespace ($POD_NAMESPACE not set, {path}: {unread})")
+    if not pod:
+        missing.append("no pod name ($POD_NAME and $HOSTNAME not set)")
+    if missing:
+        return None, f"$SLURM_JOB_ID not set and in a Kubernetes pod {' and '.join(missing)}"
+    return f"{ns}.{pod}", ""
 
 
 def record(directory: str | Path, job: str, event: str, ts: float | None = None) -> Path:
@@ -283,10 +335,19 @@ class JobHeartbeats:
             done.append((self.directory / f"{_job_file(job)}.checkpoint").stat().st_mtime)
         return bool(done) and max(done) >= since_ts
 
-    def timing(self, job: str) -> JobTiming | None:
-        """``job``'s :class:`JobTiming` now (remaining time is the scheduler's); None when unreadable."""
+    def timing(self, job: str, also: Sequence[str] = ()) -> JobTiming | None:
+        """``job``'s :class:`JobTiming` now (remaining time is the scheduler's); None when unreadable.
+
+        Args:
+            job: the job id.
+            also: more ids whose events count as ``job``'s (a controller's pods, each recording under
+                ``namespace.pod``; an unreadable one is left out).
+        """
         events = self.events(job)
-        return None if events is None else derive_timing(events, self.clock())
+        if events is None:
+            return None
+        more = [e for e in (self.events(other) for other in also) if e is not None]
+        return derive_timing(merge_events([events, *more]) if more else events, self.clock())
 
     def note_requeue(self, job: str) -> str:
         """Record that the loop requeued ``job`` (its restart time is measured to the job's ``restarted``);
