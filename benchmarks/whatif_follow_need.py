@@ -7,7 +7,8 @@ off's fixed 22 C gives the row 25 C. This runs three passes of one seed: loop of
 follow counting a row whose hottest GPU has an open local thermal fault (the optimizer's ``local`` callback) at
 the supply its *mean* GPU needs to sit at the target less the band (``supply + target - band - mean``, the
 optimizer's own test for tightening such a row), not at the setpoint the PID asks: the water one GPU's fault no
-longer sets. It prints each pass's outcome and, for the what-if, where its thermal throttling is.
+longer sets. It prints each pass's outcome and, for the what-if, where its thermal throttling is and the facility
+water by window (``--window-s``; ``--loop-off`` is not used: all three passes run).
 
 Run (three 2 h passes of mixed_hall, about 3 min on a shared core):
     PYTHONPATH=src .venv/bin/python benchmarks/whatif_follow_need.py --seed 0
@@ -67,10 +68,11 @@ def follow_need() -> Any:
 
 class ThrottleByGpu:
     """An ``on_step`` hook: each GPU's seconds limited by temperature (the twin's ``limited & thermal_bound``) and the
-    facility water per 600 s window.
+    facility water per window of ``window_s``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
         self.gpu_s = np.zeros(0)
         self.gpu_ids: list[str] = []
         self.water_c: dict[int, list[float]] = {}
@@ -81,14 +83,15 @@ class ThrottleByGpu:
             self.gpu_ids = [twin.topo.gpu_id(g) for g in range(throttled.size)]
             self.gpu_s = np.zeros(throttled.size)
         self.gpu_s += throttled * twin.dt_s
-        self.water_c.setdefault(int(result.t_s // 600), []).append(float(twin.cooling.state.facility_water_setpoint_c))
+        water_c = float(twin.cooling.state.facility_water_setpoint_c)
+        self.water_c.setdefault(int(result.t_s // self.window_s), []).append(water_c)
 
 
 def main() -> None:
     args = pass_parser(__doc__).parse_args()
     spec = _spec(args.seed, None, args.scenario)
     passes = {"loop off": outcome_metrics(run_pass(spec, False)), "loop on": outcome_metrics(run_pass(spec, True))}
-    hook = ThrottleByGpu()
+    hook = ThrottleByGpu(args.window_s)
     with follow_need():
         passes["loop on, follow the need"] = outcome_metrics(run_pass(spec, True, on_step=hook))
     goodputs = sorted(k for k in passes["loop off"] if k.startswith("goodput"))
@@ -100,11 +103,12 @@ def main() -> None:
         print(f"| {name} | " + " | ".join(f"{m[k]:.4g}" for k in head[1:]) + " |")
     by_row: dict[str, float] = {}
     for gpu, s in zip(hook.gpu_ids, hook.gpu_s, strict=True):
-        by_row[gpu.rsplit("/", 3)[0]] = by_row.get(gpu.rsplit("/", 3)[0], 0.0) + float(s)
+        row = gpu.rsplit("/", 3)[0]
+        by_row[row] = by_row.get(row, 0.0) + float(s)
     top = int(np.argmax(hook.gpu_s))
     print(f"\nwhat-if thermal throttling: {hook.gpu_ids[top]} {hook.gpu_s[top]:.0f} GPU-s; by row: {by_row}")
-    water = ", ".join(f"{k * 600}: {np.mean(v):.1f}" for k, v in sorted(hook.water_c.items()))
-    print(f"what-if facility water C by 600 s window (from s): {water}")
+    water = ", ".join(f"{k * args.window_s:.0f}: {np.mean(v):.1f}" for k, v in sorted(hook.water_c.items()))
+    print(f"what-if facility water C by {args.window_s:.0f} s window (from s): {water}")
 
 
 if __name__ == "__main__":
