@@ -1,3 +1,4 @@
+import json
 import pickle
 import subprocess
 from collections.abc import Sequence
@@ -339,3 +340,60 @@ def test_k8s_confirms_a_controllers_checkpoint_from_what_a_pod_recorded_under_it
     # A directory it cannot read still answers unknown, as the base class does.
     gone = KubernetesAdapter(heartbeats=JobHeartbeats(tmp_path / "none"), fleet=JobSetFleet())
     assert gone.checkpoint_done(job, 100.0) is None and gone.job_timing(job) is None
+
+
+def _kueue(calls: list[list[str]], queues: dict[str, str | None], fail_patch: str = ""):  # type: ignore[no-untyped-def]
+    """A kubectl that lists Kueue ClusterQueues (name -> stopPolicy, None: unset) and patches them."""
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        if argv[1] == "get":
+            items = [
+                {"metadata": {"name": n}, "spec": {} if p is None else {"stopPolicy": p}} for n, p in queues.items()
+            ]
+            return subprocess.CompletedProcess(list(argv), 0, json.dumps({"items": items}), "")
+        if argv[3] == fail_patch:
+            return subprocess.CompletedProcess(list(argv), 1, "", "forbidden")
+        queues[argv[3]] = json.loads(argv[-1])["spec"]["stopPolicy"]
+        return subprocess.CompletedProcess(list(argv), 0, "", "")
+
+    return run
+
+
+def test_k8s_holds_admission_on_the_kueue_cluster_queues_it_finds_open_and_releases_only_those() -> None:
+    # Before: hold_admission and release_admission were refused on Kubernetes (a facility power excursion's rule
+    # held nothing back); Kueue's ClusterQueue `stopPolicy: Hold` stops admitting workloads, admitted ones run on.
+    shown = KubernetesAdapter().apply(ActionRequest(ActionKind.HOLD_ADMISSION, "dc"))
+    assert shown.status == "dry_run" and '"stopPolicy": "Hold"' in shown.detail
+    calls: list[list[str]] = []
+    queues: dict[str, str | None] = {
+        "train": None,
+        "batch": "None",
+        "frozen": "Hold",
+    }  # an operator's hold stays theirs
+    k8s = KubernetesAdapter(dry_run=False, runner=_kueue(calls, queues))
+    reply = k8s.apply(ActionRequest(ActionKind.HOLD_ADMISSION, "dc"))
+    assert reply.status == "applied" and "train" in reply.detail and "batch" in reply.detail
+    assert queues == {"train": "Hold", "batch": "Hold", "frozen": "Hold"}
+    assert calls[1] == ["kubectl", "patch", "clusterqueues.kueue.x-k8s.io", "train", "--type", "merge", "-p",
+                        '{"spec": {"stopPolicy": "Hold"}}']  # fmt: skip
+    assert k8s.apply(ActionRequest(ActionKind.RELEASE_ADMISSION, "dc")).status == "applied"
+    assert queues == {"train": "None", "batch": "None", "frozen": "Hold"}  # the one the loop did not hold stays held
+    again = k8s.apply(ActionRequest(ActionKind.RELEASE_ADMISSION, "dc"))
+    assert again.status == "refused" and "held by the loop" in again.detail
+
+
+def test_k8s_admission_hold_says_why_when_kueue_is_missing_or_a_patch_fails() -> None:
+    def no_kueue(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        err = 'error: the server doesn\'t have a resource type "clusterqueues"'
+        return subprocess.CompletedProcess(list(argv), 1, "", err)
+
+    reply = KubernetesAdapter(dry_run=False, runner=no_kueue).apply(ActionRequest(ActionKind.HOLD_ADMISSION, "dc"))
+    assert reply.status == "failed" and "clusterqueues" in reply.detail and "Kueue" in reply.detail
+    calls: list[list[str]] = []
+    queues: dict[str, str | None] = {"a": None, "b": None}
+    k8s = KubernetesAdapter(dry_run=False, runner=_kueue(calls, queues, fail_patch="b"))
+    reply = k8s.apply(ActionRequest(ActionKind.HOLD_ADMISSION, "dc"))
+    assert reply.status == "failed" and "held 1 of 2" in reply.detail and "forbidden" in reply.detail
+    assert k8s.apply(ActionRequest(ActionKind.RELEASE_ADMISSION, "dc")).status == "applied"  # the one it held
+    assert queues == {"a": "None", "b": None}

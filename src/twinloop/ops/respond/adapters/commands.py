@@ -190,9 +190,48 @@ def _signal_pod(ns: str, pod: str) -> list[str]:
     return ["kubectl", "exec", "--namespace", ns, pod, "--", *SIGNAL_CHECKPOINT]
 
 
+#: Kueue's ClusterQueues (``kueue.x-k8s.io``): their ``spec.stopPolicy`` (Kueue 0.6+) ``Hold`` admits no new
+#: workload while admitted ones run on; ``None`` (or unset) admits.
+_CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
+
+
+def _stop_policy(queue: str, policy: str) -> list[str]:
+    return [
+        "kubectl",
+        "patch",
+        _CLUSTER_QUEUES,
+        queue,
+        "--type",
+        "merge",
+        "-p",
+        json.dumps({"spec": {"stopPolicy": policy}}),
+    ]
+
+
+def admitting_queues(text: str) -> list[str] | None:
+    """The ClusterQueues admitting work (``stopPolicy`` unset or ``None``) in ``kubectl get clusterqueues -o json``
+    output; None when the text is not that layout.
+    """
+    try:
+        items = json.loads(text).get("items")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(items, list):
+        return None
+    out = []
+    for item in items:
+        spec, meta = (item.get(k) if isinstance(item, dict) else None for k in ("spec", "metadata"))
+        name = meta.get("name") if isinstance(meta, dict) else None
+        policy = spec.get("stopPolicy", "None") if isinstance(spec, dict) else "None"
+        if isinstance(name, str) and policy in (None, "None"):
+            out.append(name)
+    return out
+
+
 class KubernetesAdapter(CommandAdapter):
     """Kubernetes: cordon/drain and uncordon nodes; a job's requeue deletes its pods and a replica's restart deletes
-    its one pod, for their controller to recreate; a job is asked to checkpoint by SIGUSR1 to each of its pods.
+    its one pod, for their controller to recreate; a job is asked to checkpoint by SIGUSR1 to each of its pods; the
+    site's admission is held and released on Kueue's ClusterQueues (``stopPolicy``: :meth:`_admission`).
 
     With ``fleet`` (``--jobs k8s``) a job is a controller's pods (``namespace.Kind.name``, each pod a replica):
     :meth:`is_serving` answers from the controller's kind, a requeue deletes every GPU pod of the job (each of a batch
@@ -218,7 +257,15 @@ class KubernetesAdapter(CommandAdapter):
 
     name: ClassVar[str] = "k8s"
     supported: ClassVar[frozenset[ActionKind]] = frozenset(
-        {ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE, ActionKind.RESTART_REPLICA, ActionKind.CHECKPOINT}
+        {
+            ActionKind.DRAIN,
+            ActionKind.UNDRAIN,
+            ActionKind.REQUEUE,
+            ActionKind.RESTART_REPLICA,
+            ActionKind.CHECKPOINT,
+            ActionKind.HOLD_ADMISSION,
+            ActionKind.RELEASE_ADMISSION,
+        }
     )
 
     def __init__(
@@ -231,6 +278,8 @@ class KubernetesAdapter(CommandAdapter):
     ) -> None:
         super().__init__(dry_run, runner, job_timing, heartbeats)
         self.fleet = fleet
+        #: The ClusterQueues this adapter held (a release gives back only these, never an operator's hold).
+        self.held_queues: list[str] = []
 
     def _pod_jobs(self, job: str) -> list[str]:
         """The ``namespace.pod`` ids of a controller's job's GPU pods the job source saw (a pod's own job: none).
@@ -316,6 +365,10 @@ class KubernetesAdapter(CommandAdapter):
         if request.kind == ActionKind.CHECKPOINT:
             signals = self.checkpoint_argvs(request)
             return signals[0] if not isinstance(signals, str) else _signal_pod("", "")
+        if request.kind == ActionKind.HOLD_ADMISSION:
+            return ["kubectl", "get", _CLUSTER_QUEUES, "-o", "json"]  # then one patch per queue admitting work
+        if request.kind == ActionKind.RELEASE_ADMISSION:
+            return _stop_policy(self.held_queues[0] if self.held_queues else "", "None")
         if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             found = self._pods(request)
             ns, pods = found if not isinstance(found, str) else ("", [""])
@@ -356,7 +409,47 @@ class KubernetesAdapter(CommandAdapter):
         why.extend(failed)
         return AdapterReply("failed", "; ".join(why))
 
+    def _admission(self, request: ActionRequest) -> AdapterReply:
+        """Hold: ``stopPolicy: Hold`` on every Kueue ClusterQueue admitting work (admitted workloads run on, none is
+        admitted); release: back to ``None`` on the ones this adapter held. Applied only if every patch took.
+        """
+        hold = request.kind == ActionKind.HOLD_ADMISSION
+        if self.dry_run:
+            which = "<each ClusterQueue admitting work>" if hold else "<each ClusterQueue the loop held>"
+            return AdapterReply("dry_run", shlex.join(_stop_policy(which, "Hold" if hold else "None")))
+        if hold:
+            listed = self._checked(self.argv(request))
+            if isinstance(listed, AdapterReply):
+                return AdapterReply("failed", f"{listed.detail} (holding admission needs Kueue's ClusterQueues)")
+            found = admitting_queues(listed.stdout)
+            if found is None:
+                return AdapterReply("failed", f"{shlex.join(self.argv(request))}: not a list of ClusterQueues")
+            if not found:
+                return AdapterReply("refused", "no Kueue ClusterQueue admits work: nothing to hold")
+            queues = found
+        else:
+            queues = list(self.held_queues)
+            if not queues:
+                return AdapterReply("refused", "no ClusterQueue held by the loop: nothing to release")
+        failed: list[str] = []
+        for queue in queues:
+            argv = _stop_policy(queue, "Hold" if hold else "None")
+            self.issued.append(argv)
+            done = self._checked(argv)
+            if isinstance(done, AdapterReply):
+                failed.append(done.detail)
+            elif hold:
+                self.held_queues.append(queue)
+            else:
+                self.held_queues.remove(queue)
+        verb = "held" if hold else "released"
+        if failed:
+            return AdapterReply("failed", "; ".join([f"{verb} {len(queues) - len(failed)} of {len(queues)}", *failed]))
+        return AdapterReply("applied", f"ClusterQueues {verb}: {', '.join(queues)}")
+
     def _apply(self, request: ActionRequest) -> AdapterReply:
+        if request.kind in (ActionKind.HOLD_ADMISSION, ActionKind.RELEASE_ADMISSION):
+            return self._admission(request)
         if request.kind == ActionKind.CHECKPOINT:
             return self._checkpoint(request)
         if request.kind not in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
