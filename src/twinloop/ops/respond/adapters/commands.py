@@ -92,15 +92,20 @@ class CommandAdapter(ActionAdapter):
             return AdapterReply("failed", f"{line}: exit {done.returncode}: {done.stderr.strip()[:200]}")
         return done
 
+    def _issue(self, argv: list[str]) -> AdapterReply | None:
+        """Record ``argv`` as issued and run it: its ``failed`` reply, or None when it ran."""
+        self.issued.append(argv)
+        done = self._checked(argv)
+        return done if isinstance(done, AdapterReply) else None
+
     def _apply(self, request: ActionRequest) -> AdapterReply:
         argv = self.argv(request)
         line = shlex.join(argv)
         if self.dry_run:
             return AdapterReply("dry_run", line)
-        self.issued.append(argv)
-        done = self._checked(argv)
-        if isinstance(done, AdapterReply):
-            return done
+        failed = self._issue(argv)
+        if failed is not None:
+            return failed
         if request.kind == ActionKind.REQUEUE and self.heartbeats is not None:
             # The job's restart time is measured from here to the `restarted` it records.
             note = self.heartbeats.note_requeue(request.target)
@@ -193,6 +198,7 @@ def _signal_pod(ns: str, pod: str) -> list[str]:
 #: Kueue's ClusterQueues (``kueue.x-k8s.io``): their ``spec.stopPolicy`` (Kueue 0.6+) ``Hold`` admits no new
 #: workload while admitted ones run on; ``None`` (or unset) admits.
 _CLUSTER_QUEUES = "clusterqueues.kueue.x-k8s.io"
+_LIST_QUEUES = ("kubectl", "get", _CLUSTER_QUEUES, "-o", "json")
 
 
 def _stop_policy(queue: str, policy: str) -> list[str]:
@@ -365,10 +371,10 @@ class KubernetesAdapter(CommandAdapter):
         if request.kind == ActionKind.CHECKPOINT:
             signals = self.checkpoint_argvs(request)
             return signals[0] if not isinstance(signals, str) else _signal_pod("", "")
-        if request.kind == ActionKind.HOLD_ADMISSION:
-            return ["kubectl", "get", _CLUSTER_QUEUES, "-o", "json"]  # then one patch per queue admitting work
+        if request.kind == ActionKind.HOLD_ADMISSION:  # one patch per queue admitting work (:meth:`_admission`)
+            return _stop_policy("<each ClusterQueue admitting work>", "Hold")
         if request.kind == ActionKind.RELEASE_ADMISSION:
-            return _stop_policy(self.held_queues[0] if self.held_queues else "", "None")
+            return _stop_policy("<each ClusterQueue the loop held>", "None")
         if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             found = self._pods(request)
             ns, pods = found if not isinstance(found, str) else ("", [""])
@@ -395,11 +401,10 @@ class KubernetesAdapter(CommandAdapter):
         failed: list[str] = []
         # Every pod is asked even after one fails: the ranks that take it save what they can.
         for argv in signals:
-            self.issued.append(argv)
-            done = self._checked(argv)
-            if isinstance(done, AdapterReply) and "(NotFound)" in done.detail:
+            done = self._issue(argv)
+            if done is not None and "(NotFound)" in done.detail:
                 gone.append(f"{argv[3]}/{argv[4]}")
-            elif isinstance(done, AdapterReply):
+            elif done is not None:
                 failed.append(done.detail)
         if not gone and not failed:
             return AdapterReply("applied", lines)
@@ -415,15 +420,14 @@ class KubernetesAdapter(CommandAdapter):
         """
         hold = request.kind == ActionKind.HOLD_ADMISSION
         if self.dry_run:
-            which = "<each ClusterQueue admitting work>" if hold else "<each ClusterQueue the loop held>"
-            return AdapterReply("dry_run", shlex.join(_stop_policy(which, "Hold" if hold else "None")))
+            return AdapterReply("dry_run", shlex.join(self.argv(request)))
         if hold:
-            listed = self._checked(self.argv(request))
+            listed = self._checked(list(_LIST_QUEUES))
             if isinstance(listed, AdapterReply):
                 return AdapterReply("failed", f"{listed.detail} (holding admission needs Kueue's ClusterQueues)")
             found = admitting_queues(listed.stdout)
             if found is None:
-                return AdapterReply("failed", f"{shlex.join(self.argv(request))}: not a list of ClusterQueues")
+                return AdapterReply("failed", f"{shlex.join(_LIST_QUEUES)}: not a list of ClusterQueues")
             if not found:
                 return AdapterReply("refused", "no Kueue ClusterQueue admits work: nothing to hold")
             queues = found
@@ -433,10 +437,8 @@ class KubernetesAdapter(CommandAdapter):
                 return AdapterReply("refused", "no ClusterQueue held by the loop: nothing to release")
         failed: list[str] = []
         for queue in queues:
-            argv = _stop_policy(queue, "Hold" if hold else "None")
-            self.issued.append(argv)
-            done = self._checked(argv)
-            if isinstance(done, AdapterReply):
+            done = self._issue(_stop_policy(queue, "Hold" if hold else "None"))
+            if done is not None:
                 failed.append(done.detail)
             elif hold:
                 self.held_queues.append(queue)
