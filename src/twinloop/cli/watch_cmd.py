@@ -17,6 +17,7 @@ from twinloop.errors import InputError
 
 if TYPE_CHECKING:
     from twinloop.ops import ActionAdapter, Built, JobSource, Policy, SiteFile, WatchSummary
+    from twinloop.ops.live.job_progress import JobProgress
 
 MODES = ("observe", "approve", "auto")
 JOB_SOURCES = "slurm | k8s | FILE"
@@ -43,7 +44,8 @@ def watch(
     job_heartbeats: Path | None = typer.Option(
         None,
         "--job-heartbeats",
-        help="Directory of the jobs' checkpoint events (twinloop job-event); needs --jobs, --actuator slurm|k8s.",
+        help="Directory of the jobs' heartbeat files (twinloop job-event): their steps, loss and checkpoints; needs"
+        " --jobs.",
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:
@@ -90,6 +92,7 @@ class _Parts:
     policy: Policy | None
     job_source: JobSource | None
     adapter: ActionAdapter
+    progress: JobProgress | None = None
 
 
 def _say(message: str) -> None:
@@ -134,6 +137,7 @@ def _prepare(args: _WatchArgs) -> _Parts:
     """Check the options and build what the loop reads and acts through (bad input raises InputError)."""
     from twinloop.ops import build_source, load_policy, load_site, make_actuator
     from twinloop.ops.live.actuators import JobLookup
+    from twinloop.ops.live.job_progress import JobProgress
     from twinloop.ops.respond.adapters.heartbeats import open_heartbeats
 
     _check(args)
@@ -146,8 +150,15 @@ def _prepare(args: _WatchArgs) -> _Parts:
     # The actuator names each GPU's job (to checkpoint or requeue it, and confirm its checkpoint): it shares the
     # cluster's job source.
     jobs = JobLookup(job_source) if job_source is not None else None
-    beats = open_heartbeats(args.job_heartbeats, _say) if args.job_heartbeats is not None else None
-    return _Parts(built, site, pol, jobs, make_actuator(args.actuator, _say, beats, jobs))
+    if args.job_heartbeats is None:
+        return _Parts(built, site, pol, jobs, make_actuator(args.actuator, _say, None, jobs))
+    if jobs is None:
+        raise InputError("--job-heartbeats", "", "needs --jobs (slurm, k8s or FILE): which job runs on which GPU")
+    beats = open_heartbeats(args.job_heartbeats, _say)
+    # Every actuator gets the jobs' progress as telemetry; the scheduler's also confirm checkpoints with them.
+    checkpoints = beats if args.actuator in ("slurm", "k8s") else None
+    progress = JobProgress(args.job_heartbeats, _say)
+    return _Parts(built, site, pol, jobs, make_actuator(args.actuator, _say, checkpoints, jobs), progress)
 
 
 def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
@@ -175,6 +186,7 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
         site=parts.site,
         jobs=parts.job_source,
         on_frame=store.append if store is not None else None,
+        progress=parts.progress,
     )
     records = LiveRecords(store, args.run_name) if store is not None else None
     control = ControlChannel(control_path(db), args.run_name) if db is not None else None

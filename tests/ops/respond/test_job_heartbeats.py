@@ -19,6 +19,7 @@ from twinloop.ops.respond.adapters.base import JobTiming
 from twinloop.ops.respond.adapters.commands import SlurmAdapter, slurm_end_time_s
 from twinloop.ops.respond.adapters.heartbeats import (
     EVENTS,
+    LINE_EVENTS,
     JobHeartbeats,
     derive_timing,
     open_heartbeats,
@@ -134,7 +135,7 @@ def test_a_bad_line_is_skipped_counted_and_reported_once_naming_file_line_and_fi
 
 
 def _allowed(got: str) -> str:
-    return f"field event: {got} (allowed: {', '.join(EVENTS)})"
+    return f"field event: {got} (allowed: {', '.join(LINE_EVENTS)})"
 
 
 def test_the_writer_appends_one_json_line_and_refuses_bad_input(tmp_path: Path) -> None:

@@ -542,7 +542,8 @@ class JobSlowdownRule(Rule):
 
     When per-GPU telemetry does not show which GPU is slow (a slow NIC or host, a degraded GPU that the
     counters do not show), the job's own step time still does: all ranks wait for the slowest one. The rise
-    is the log step time against its baseline; it must last ``min_steps`` new steps; a drop of the job's mean SM
+    is the log step time against its baseline; it must last ``min_steps`` new steps (a new step: its progress counter
+    moved, where the job reports one, else a new step-time value); a drop of the job's mean SM
     clock by ``clock_drop`` (throttling) or a recent hardware detection on any of its GPUs explains it instead.
     The incident is rooted at the job.
 
@@ -586,6 +587,7 @@ class JobSlowdownRule(Rule):
             self._clock_ref = np.full(n, np.nan)
             self._samples = np.zeros(n)
             self._fast = np.zeros(n)
+            self._steps = np.full(n, np.nan)
         else:
             self._base = np.concatenate([self._base, np.full(k, np.nan)])
             self._prev = np.concatenate([self._prev, np.full(k, np.nan)])
@@ -594,6 +596,7 @@ class JobSlowdownRule(Rule):
             self._clock_ref = np.concatenate([self._clock_ref, np.full(k, np.nan)])
             self._samples = np.concatenate([self._samples, np.zeros(k)])
             self._fast = np.concatenate([self._fast, np.zeros(k)])
+            self._steps = np.concatenate([self._steps, np.full(k, np.nan)])
         self._n = n
 
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
@@ -611,7 +614,13 @@ class JobSlowdownRule(Rule):
         clock_ref = self._clock_ref[:n]
         with np.errstate(invalid="ignore", divide="ignore"):
             lx = np.log(np.where(st > 0, st, np.nan))
-        new = np.isfinite(lx) & (lx != prev)
+        progress = frame.job.get(JOB_PROGRESS)
+        if progress is None:  # the twin: a new step is a new step time
+            new = np.isfinite(lx) & (lx != prev)
+        else:  # a job counting its steps (live heartbeats) says so itself: two equal step times are two steps
+            steps = self._steps[:n]
+            new = np.isfinite(lx) & np.isfinite(progress) & (progress != steps)
+            steps[:] = np.where(np.isfinite(progress), progress, steps)
         prev[:] = np.where(np.isfinite(lx), lx, prev)
         rise = np.where(np.isfinite(base), lx - base, 0.0)
         slow = new & (count >= self.warmup_steps) & (rise >= self.log_rise)

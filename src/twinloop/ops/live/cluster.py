@@ -20,13 +20,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.live.assemble import SampleAssembler
+from twinloop.ops.live.job_progress import JobProgress
 from twinloop.ops.live.jobs import JobMap
 from twinloop.ops.live.site import SiteFile, place_gpus
 from twinloop.ops.ports import END, Sample, Topology, _End
@@ -85,6 +86,7 @@ class SourceCluster:
         options: cadence, pacing, silence and history settings.
         site: where hosts sit (rack/row/CDU/PDU), or None.
         jobs: the job source, or None.
+        progress: the jobs' own step reports (their heartbeat files), read as job telemetry; needs ``jobs``.
         on_frame: called with every raw frame (GPU ids as in the topology), e.g. the store's ``append``.
     """
 
@@ -96,12 +98,14 @@ class SourceCluster:
         site: SiteFile | None = None,
         jobs: JobSource | None = None,
         on_frame: Callable[[Frame], Any] | None = None,
+        progress: JobProgress | None = None,
     ) -> None:
         self.source = source
         self._adapter = adapter
         self.options = options or LiveOptions()
         self.site = site
         self.jobs = jobs
+        self.progress = progress
         self.on_frame = on_frame
         self.report = IngestReport()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=256)
@@ -329,7 +333,7 @@ class SourceCluster:
         late = self._assembler.take_late_warning()
         if late and self._ready:
             last = self._ready.pop()
-            self._ready.append(Sample(last.ts, last.gpu, last.job_index, last.job_ids, warnings=(*last.warnings, late)))
+            self._ready.append(replace(last, warnings=(*last.warnings, late)))
 
     def _source_warnings(self) -> list[str]:
         out, self._pending_warnings = self._pending_warnings, []
@@ -348,6 +352,7 @@ class SourceCluster:
             gpu=fields,
             job_index=None if jobs is None else jobs.job_index,
             job_ids=() if jobs is None else jobs.job_ids,
+            job_fields=None if jobs is None or self.progress is None else self.progress.fields(jobs.job_ids, ts),
             warnings=(*warnings, *self._source_warnings()),
         )
 

@@ -10,9 +10,12 @@ Kubernetes ``namespace.pod``), one event a line::
     {"ts": 1795431200.0, "event": "requeued"}      # written by the loop when it requeues the job
     {"ts": 1795431345.0, "event": "restarted"}     # the job computes again after loading its checkpoint
 
-``ts`` is Unix time, s (the live loop's clock); other keys are ignored (a step number, say). Rank 0 writes, with
-:func:`record` or ``twinloop job-event``. The older convention, touching ``<dir>/<job>.checkpoint`` when a
-checkpoint is complete, still counts as a completed checkpoint at the file's modification time.
+``ts`` is Unix time, s (the live loop's clock); other keys are ignored. Rank 0 writes, with :func:`record` or
+``twinloop job-event``. The same file carries the job's progress, one ``step`` line a step (its keys in
+:data:`STEP_FIELDS`), which :mod:`twinloop.ops.live.job_progress` turns into the job telemetry the hang, slowdown and
+SDC rules read; the checkpoint reader here skips those lines. The older convention, touching
+``<dir>/<job>.checkpoint`` when a checkpoint is complete, still counts as a completed checkpoint at the file's
+modification time.
 
 What the loop derives (:func:`derive_timing`; None where the file does not tell):
 
@@ -53,8 +56,26 @@ from typing import Any
 from twinloop.errors import InputError
 from twinloop.ops.respond.adapters.base import JobTiming, leaf
 from twinloop.ops.say_once import SayOnce
+from twinloop.telemetry.fields import (
+    TWINLOOP_FI_JOB_GRAD_NORM,
+    TWINLOOP_FI_JOB_LOSS,
+    TWINLOOP_FI_JOB_PROGRESS,
+    TWINLOOP_FI_JOB_STEP_TIME,
+    TWINLOOP_FI_JOB_TOKENS_PER_S,
+)
 
 EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
+#: Every event a line may carry: the lifecycle ones above, and the job's progress (``step``, read by
+#: :mod:`twinloop.ops.live.job_progress`; the checkpoint reader skips it).
+LINE_EVENTS = (*EVENTS, "step")
+#: A step line's key → (the job field it feeds, the smallest value allowed, whether the bound is exclusive).
+STEP_FIELDS: Mapping[str, tuple[str, float, bool]] = {
+    "step": (TWINLOOP_FI_JOB_PROGRESS, 0.0, False),
+    "step_time_s": (TWINLOOP_FI_JOB_STEP_TIME, 0.0, True),
+    "loss": (TWINLOOP_FI_JOB_LOSS, -math.inf, False),
+    "grad_norm": (TWINLOOP_FI_JOB_GRAD_NORM, 0.0, False),
+    "tokens_per_s": (TWINLOOP_FI_JOB_TOKENS_PER_S, 0.0, False),
+}
 #: Medians are over a job's last 20 checkpoints or restarts: a job that changed its cadence is judged by its new one.
 RECENT = 20
 
@@ -90,16 +111,37 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else f"{text[:37]}..."
 
 
-def _bad_field(doc: Any) -> str | None:
-    """Why a decoded line is not an event (naming the field), or None when it is one."""
+def bad_field(doc: Any, events: Sequence[str] = LINE_EVENTS) -> str | None:
+    """Why a decoded line is not one of ``events`` (naming the field), or None when it is one."""
     if not isinstance(doc, dict):
         return "not a JSON object"
     ts = doc.get("ts")
     if isinstance(ts, bool) or not isinstance(ts, int | float) or not 0 <= _as_float(ts) < math.inf:
         return f"field ts: {_short(ts)} (allowed: Unix time, s, a finite number >= 0)"
-    if doc.get("event") not in EVENTS:
-        return f"field event: {_short(doc.get('event'))} (allowed: {', '.join(EVENTS)})"
+    if doc.get("event") not in events:
+        return f"field event: {_short(doc.get('event'))} (allowed: {', '.join(events)})"
     return None
+
+
+def _allowed(key: str) -> str:
+    _, low, strict = STEP_FIELDS[key]
+    return "any finite number" if low == -math.inf else f"a finite number {'>' if strict else '>='} {low:g}"
+
+
+def step_values(doc: Mapping[str, Any]) -> tuple[dict[str, float], str | None]:
+    """A step line's job fields, or why it is bad (naming the field and its allowed range)."""
+    if "step" not in doc:
+        return {}, "field step: missing (allowed: steps done, a finite number >= 0)"
+    out: dict[str, float] = {}
+    for key, (name, low, strict) in STEP_FIELDS.items():
+        if key not in doc or (doc[key] is None and key != "step"):
+            continue
+        x = doc[key]
+        v = _as_float(x) if isinstance(x, int | float) and not isinstance(x, bool) else math.nan
+        if not (math.isfinite(v) and (v > low if strict else v >= low)):
+            return {}, f"field {key}: {_short(x)} (allowed: {_allowed(key)})"
+        out[name] = v
+    return out, None
 
 
 def parse_events(text: str) -> JobEvents:
@@ -115,11 +157,12 @@ def parse_events(text: str) -> JobEvents:
         except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
             bad.append((number, "not JSON"))
             continue
-        why = _bad_field(doc)
+        why = bad_field(doc)
         if why is not None:
             bad.append((number, why))
             continue
-        found[doc["event"]].append(_as_float(doc["ts"]))
+        if doc["event"] in found:  # a step line is the progress reader's
+            found[doc["event"]].append(_as_float(doc["ts"]))
     return JobEvents({e: tuple(sorted(v)) for e, v in found.items()}, tuple(bad))
 
 
@@ -241,28 +284,45 @@ def own_job_id(environ: Mapping[str, str] | None = None, namespace_file: Path | 
     return f"{ns}.{pod}", ""
 
 
-def record(directory: str | Path, job: str, event: str, ts: float | None = None) -> Path:
+def record(
+    directory: str | Path, job: str, event: str, ts: float | None = None, values: Mapping[str, float] | None = None
+) -> Path:
     """Append one event to ``<directory>/<job>.jsonl`` (creating both); returns the file.
 
     Args:
         directory: the heartbeat directory the watcher reads (``twinloop watch --job-heartbeats``).
         job: the scheduler's job id (``site/jobs/<id>`` is taken as ``<id>``).
-        event: one of :data:`EVENTS` (``checkpoint-done`` spelled with a hyphen is accepted).
+        event: one of :data:`LINE_EVENTS` (``checkpoint-done`` spelled with a hyphen is accepted).
         ts: Unix time, s; now when None.
+        values: a ``step`` line's keys of :data:`STEP_FIELDS` (``step`` required), written with the event.
 
     Raises:
-        InputError: an unknown event, a bad job id or time.
+        InputError: an unknown event, a bad job id, time or step value.
     """
     name = event.replace("-", "_")
     stamp = time.time() if ts is None else ts
-    if name not in EVENTS:
-        raise InputError("job-event", "event", f"{event!r} (allowed: {', '.join(e.replace('_', '-') for e in EVENTS)})")
+    if name not in LINE_EVENTS:
+        allowed = ", ".join(e.replace("_", "-") for e in LINE_EVENTS)
+        raise InputError("job-event", "event", f"{event!r} (allowed: {allowed})")
     if not 0 <= _as_float(stamp) < math.inf:
         raise InputError("job-event", "ts", f"{stamp!r} (allowed: Unix time, s, a finite number >= 0)")
+    doc: dict[str, Any] = {"ts": stamp, "event": name}
+    if name == "step":
+        given = {k: v for k, v in (values or {}).items() if v is not None}
+        unknown = sorted(set(given) - set(STEP_FIELDS))
+        if unknown:
+            raise InputError("job-event", unknown[0], f"not a step value (allowed: {', '.join(STEP_FIELDS)})")
+        _, why = step_values(given)
+        if why is not None:
+            field, _, rest = why.removeprefix("field ").partition(": ")
+            raise InputError("job-event", field, rest)
+        doc.update(given)
+    elif values:
+        raise InputError("job-event", next(iter(values)), f"step values go with the step event, not {name!r}")
     root = Path(directory)
     path = root / f"{_job_file(job)}.jsonl"
     root.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"ts": stamp, "event": name}) + "\n"
+    line = json.dumps(doc) + "\n"
     # One write of one short line to a file opened for appending: concurrent writers do not interleave.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
