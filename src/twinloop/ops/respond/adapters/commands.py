@@ -10,7 +10,7 @@ import shlex
 import subprocess
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import ClassVar, Protocol
 
 from twinloop.ops.events import Incident
@@ -39,6 +39,34 @@ def slurm_end_time_s(text: str, job: str) -> float | None:
         if isinstance(end, int | float) and not isinstance(end, bool) and 0 < end < math.inf:
             return float(end)
     return None
+
+
+@dataclass(frozen=True)
+class AdmissionGate:
+    """How a scheduler holds back new work at the site while running work goes on, and gives admission back: the
+    objects that admit work (Kueue's ClusterQueues, Slurm's partitions), how to list the ones admitting now, and the
+    command that holds or releases one (:meth:`CommandAdapter._admission` does the rest, the same for each).
+
+    Attributes:
+        system: the scheduler, in messages (``Kueue``, ``Slurm``).
+        one: what one object is called (``ClusterQueue``, ``partition``).
+        listing: the command line that lists them with their state.
+        admitting: the names admitting work now in ``listing``'s output, in its order; or why that output cannot be
+            read (a string, naming the field).
+        switch: the command line that holds (True) or releases (False) the named one.
+        needs: what a failed listing adds on what the hold needs.
+    """
+
+    system: str
+    one: str
+    listing: tuple[str, ...]
+    admitting: Callable[[str], list[str] | str]
+    switch: Callable[[str, bool], list[str]]
+    needs: str
+
+    def argv(self, hold: bool) -> list[str]:
+        """The command line shown for a hold or a release (its dry run): :attr:`switch` on a placeholder name."""
+        return self.switch(f"<each {self.one} admitting work>" if hold else f"<each {self.one} the loop held>", hold)
 
 
 def run_command(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -98,6 +126,44 @@ class CommandAdapter(ActionAdapter):
         done = self._checked(argv)
         return done if isinstance(done, AdapterReply) else None
 
+    def _admission(self, request: ActionRequest, gate: AdmissionGate, held: list[str]) -> AdapterReply:
+        """Hold: ``gate``'s hold on every object its listing says admits work (work already running goes on); the
+        ones that took it are added to ``held``. Release: ``gate``'s release on the ones in ``held`` only (never an
+        operator's hold), each removed as it takes it. Applied only if every command took, else failed, naming the
+        ones that did not (a hold's are not in ``held``: the next release gives back exactly what was held).
+        """
+        hold = request.kind == ActionKind.HOLD_ADMISSION
+        if self.dry_run:
+            return AdapterReply("dry_run", shlex.join(gate.argv(hold)))
+        if hold:
+            listed = self._checked(list(gate.listing))
+            if isinstance(listed, AdapterReply):
+                return AdapterReply("failed", f"{listed.detail} ({gate.needs})")
+            found = gate.admitting(listed.stdout)
+            if isinstance(found, str):
+                return AdapterReply("failed", f"{shlex.join(gate.listing)}: {found}")
+            if not found:
+                return AdapterReply("refused", f"no {gate.system} {gate.one} admits work: nothing to hold")
+            names = found
+        else:
+            names = list(held)
+            if not names:
+                return AdapterReply("refused", f"no {gate.one} held by the loop: nothing to release")
+        failed: list[str] = []
+        for name in names:
+            done = self._issue(gate.switch(name, hold))
+            if done is not None:
+                failed.append(done.detail)
+            elif hold:
+                if name not in held:  # held before, put back since (by hand, or a scheduler restart)
+                    held.append(name)
+            else:
+                held.remove(name)
+        verb = "held" if hold else "released"
+        if failed:
+            return AdapterReply("failed", "; ".join([f"{verb} {len(names) - len(failed)} of {len(names)}", *failed]))
+        return AdapterReply("applied", f"{gate.one}s {verb}: {', '.join(names)}")
+
     def _apply(self, request: ActionRequest) -> AdapterReply:
         argv = self.argv(request)
         line = shlex.join(argv)
@@ -113,13 +179,92 @@ class CommandAdapter(ActionAdapter):
         return AdapterReply("applied", line)
 
 
+def partitions_admitting(text: str) -> list[str] | str:
+    """The partitions admitting work (``State=UP``) in ``scontrol --json show partition`` output, in its order; or
+    why the text cannot be read, naming the field (one partition whose state cannot be read fails the whole listing:
+    a hold that skipped it would leave it admitting and say it held the site).
+
+    A partition's state is ``partitions[].partition.state``, a list such as ``["UP"]`` (data_parser v0.0.39+, Slurm
+    23.02+), or ``partitions[].state``, a string (openapi v0.0.38, Slurm 22.05: SchedMD/slurm
+    ``src/plugins/openapi/v0.0.38/partitions.c``); v0.0.37 (Slurm 21.08, ``v0.0.37/partitions.c``) writes none: that
+    fails here, naming the field.
+    """
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    parts = doc.get("partitions") if isinstance(doc, dict) else None
+    if not isinstance(parts, list):
+        return "no `partitions` list"
+    out: list[str] = []
+    for i, entry in enumerate(parts):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name:
+            return f"partitions[{i}].name: not a partition name"
+        inner = entry.get("partition")
+        state = inner.get("state") if isinstance(inner, dict) and "state" in inner else entry.get("state")
+        states = [state] if isinstance(state, str) else state
+        if not isinstance(states, list) or not states or not all(isinstance(x, str) for x in states):
+            return f"partitions[{i}] ({name}): no state (`partition.state` since Slurm 23.02, `state` in 22.05)"
+        if "UP" in (x.upper() for x in states) and name not in out:
+            out.append(name)
+    return out
+
+
+def _partition_state(partition: str, hold: bool) -> list[str]:
+    return ["scontrol", "update", f"PartitionName={partition}", f"State={'DOWN' if hold else 'UP'}"]
+
+
+#: Admission on Slurm: ``State=DOWN`` on each partition that is ``UP`` (``--all``: hidden ones too), ``UP`` on release.
+SLURM_ADMISSION = AdmissionGate(
+    system="Slurm",
+    one="partition",
+    listing=("scontrol", "--all", "--json", "show", "partition"),
+    admitting=partitions_admitting,
+    switch=_partition_state,
+    needs="holding admission reads the partitions' states with `scontrol --json`: Slurm 22.05 or later",
+)
+
+
 class SlurmAdapter(CommandAdapter):
-    """Slurm: drain/resume nodes, requeue jobs, and ask a job to checkpoint (SIGUSR1, the usual convention)."""
+    """Slurm: drain/resume nodes, requeue jobs, ask a job to checkpoint (SIGUSR1, the usual convention), and hold
+    and release the site's admission of new work on its partitions.
+
+    A hold sets ``State=DOWN`` on every partition that is ``UP`` (``scontrol --all --json show partition``, hidden
+    partitions included): in scontrol's words (https://slurm.schedmd.com/scontrol.html, partition ``State``), on a
+    DOWN partition "new jobs may be queued [...] but queued jobs may not be allocated nodes and run", and "jobs
+    already running on the partition continue to run". DRAIN would instead deny new submissions (they fail at
+    ``sbatch``) while queued jobs still start, INACTIVE both: DOWN is the hold. A partition an operator set DOWN,
+    DRAIN or INACTIVE is not touched, and the release sets ``State=UP`` only on the partitions this adapter held
+    (:attr:`held_partitions`). The updates need root or a Slurm administrator, as the node drains do.
+
+    A ``slurmctld`` restart without ``-R`` gives every partition its ``slurm.conf`` state back
+    (https://slurm.schedmd.com/slurmctld.html, ``-R``: "No other node or partition state will be preserved"), so it
+    lifts a hold; the release then sets ``UP`` on partitions that are up already, which changes nothing.
+    """
 
     name: ClassVar[str] = "slurm"
     supported: ClassVar[frozenset[ActionKind]] = frozenset(
-        {ActionKind.DRAIN, ActionKind.UNDRAIN, ActionKind.REQUEUE, ActionKind.CHECKPOINT}
+        {
+            ActionKind.DRAIN,
+            ActionKind.UNDRAIN,
+            ActionKind.REQUEUE,
+            ActionKind.CHECKPOINT,
+            ActionKind.HOLD_ADMISSION,
+            ActionKind.RELEASE_ADMISSION,
+        }
     )
+
+    def __init__(
+        self,
+        dry_run: bool = True,
+        runner: Runner | None = None,
+        job_timing: Callable[[str], JobTiming | None] | None = None,
+        heartbeats: JobHeartbeats | None = None,
+    ) -> None:
+        super().__init__(dry_run, runner, job_timing, heartbeats)
+        #: The partitions this adapter held (a release gives back only these, never an operator's DOWN or DRAIN).
+        self.held_partitions: list[str] = []
 
     def job_timing(self, job: str) -> JobTiming | None:
         """As :meth:`CommandAdapter.job_timing`; with job heartbeats, the remaining time is the job's end time in
@@ -139,7 +284,11 @@ class SlurmAdapter(CommandAdapter):
         return replace(timing, remaining_s=max(end_s - self.heartbeats.clock(), 0.0))
 
     def argv(self, request: ActionRequest) -> list[str]:
-        """``scontrol``/``scancel`` command line for ``request``."""
+        """``scontrol``/``scancel`` command line for ``request`` (a hold or a release: one per partition, shown on a
+        placeholder name; :meth:`_apply` lists them).
+        """
+        if request.kind in (ActionKind.HOLD_ADMISSION, ActionKind.RELEASE_ADMISSION):
+            return SLURM_ADMISSION.argv(request.kind == ActionKind.HOLD_ADMISSION)
         target = leaf(request.target)
         reason = f"twinloop: {request.reason or request.kind}"
         if request.kind == ActionKind.DRAIN:
@@ -149,6 +298,11 @@ class SlurmAdapter(CommandAdapter):
         if request.kind == ActionKind.REQUEUE:
             return ["scontrol", "requeue", target]
         return ["scancel", "--signal=USR1", "--batch", target]
+
+    def _apply(self, request: ActionRequest) -> AdapterReply:
+        if request.kind in (ActionKind.HOLD_ADMISSION, ActionKind.RELEASE_ADMISSION):
+            return self._admission(request, SLURM_ADMISSION, self.held_partitions)
+        return super()._apply(request)
 
 
 def pod_of(job: str) -> tuple[str, str] | None:
@@ -234,10 +388,26 @@ def admitting_queues(text: str) -> list[str] | None:
     return out
 
 
+def _kueue_admitting(text: str) -> list[str] | str:
+    found = admitting_queues(text)
+    return "not a list of ClusterQueues" if found is None else found
+
+
+#: Admission on Kubernetes: ``stopPolicy: Hold`` on each Kueue ClusterQueue admitting work, ``None`` on release.
+KUEUE_ADMISSION = AdmissionGate(
+    system="Kueue",
+    one="ClusterQueue",
+    listing=_LIST_QUEUES,
+    admitting=_kueue_admitting,
+    switch=lambda queue, hold: _stop_policy(queue, "Hold" if hold else "None"),
+    needs="holding admission needs Kueue's ClusterQueues",
+)
+
+
 class KubernetesAdapter(CommandAdapter):
     """Kubernetes: cordon/drain and uncordon nodes; a job's requeue deletes its pods and a replica's restart deletes
     its one pod, for their controller to recreate; a job is asked to checkpoint by SIGUSR1 to each of its pods; the
-    site's admission is held and released on Kueue's ClusterQueues (``stopPolicy``: :meth:`_admission`).
+    site's admission is held and released on Kueue's ClusterQueues (``stopPolicy``: :data:`KUEUE_ADMISSION`).
 
     With ``fleet`` (``--jobs k8s``) a job is a controller's pods (``namespace.Kind.name``, each pod a replica):
     :meth:`is_serving` answers from the controller's kind, a requeue deletes every GPU pod of the job (each of a batch
@@ -371,10 +541,8 @@ class KubernetesAdapter(CommandAdapter):
         if request.kind == ActionKind.CHECKPOINT:
             signals = self.checkpoint_argvs(request)
             return signals[0] if not isinstance(signals, str) else _signal_pod("", "")
-        if request.kind == ActionKind.HOLD_ADMISSION:  # one patch per queue admitting work (:meth:`_admission`)
-            return _stop_policy("<each ClusterQueue admitting work>", "Hold")
-        if request.kind == ActionKind.RELEASE_ADMISSION:
-            return _stop_policy("<each ClusterQueue the loop held>", "None")
+        if request.kind in (ActionKind.HOLD_ADMISSION, ActionKind.RELEASE_ADMISSION):  # one patch per queue
+            return KUEUE_ADMISSION.argv(request.kind == ActionKind.HOLD_ADMISSION)
         if request.kind in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
             found = self._pods(request)
             ns, pods = found if not isinstance(found, str) else ("", [""])
@@ -414,44 +582,9 @@ class KubernetesAdapter(CommandAdapter):
         why.extend(failed)
         return AdapterReply("failed", "; ".join(why))
 
-    def _admission(self, request: ActionRequest) -> AdapterReply:
-        """Hold: ``stopPolicy: Hold`` on every Kueue ClusterQueue admitting work (admitted workloads run on, none is
-        admitted); release: back to ``None`` on the ones this adapter held. Applied only if every patch took.
-        """
-        hold = request.kind == ActionKind.HOLD_ADMISSION
-        if self.dry_run:
-            return AdapterReply("dry_run", shlex.join(self.argv(request)))
-        if hold:
-            listed = self._checked(list(_LIST_QUEUES))
-            if isinstance(listed, AdapterReply):
-                return AdapterReply("failed", f"{listed.detail} (holding admission needs Kueue's ClusterQueues)")
-            found = admitting_queues(listed.stdout)
-            if found is None:
-                return AdapterReply("failed", f"{shlex.join(_LIST_QUEUES)}: not a list of ClusterQueues")
-            if not found:
-                return AdapterReply("refused", "no Kueue ClusterQueue admits work: nothing to hold")
-            queues = found
-        else:
-            queues = list(self.held_queues)
-            if not queues:
-                return AdapterReply("refused", "no ClusterQueue held by the loop: nothing to release")
-        failed: list[str] = []
-        for queue in queues:
-            done = self._issue(_stop_policy(queue, "Hold" if hold else "None"))
-            if done is not None:
-                failed.append(done.detail)
-            elif hold:
-                self.held_queues.append(queue)
-            else:
-                self.held_queues.remove(queue)
-        verb = "held" if hold else "released"
-        if failed:
-            return AdapterReply("failed", "; ".join([f"{verb} {len(queues) - len(failed)} of {len(queues)}", *failed]))
-        return AdapterReply("applied", f"ClusterQueues {verb}: {', '.join(queues)}")
-
     def _apply(self, request: ActionRequest) -> AdapterReply:
         if request.kind in (ActionKind.HOLD_ADMISSION, ActionKind.RELEASE_ADMISSION):
-            return self._admission(request)
+            return self._admission(request, KUEUE_ADMISSION, self.held_queues)
         if request.kind == ActionKind.CHECKPOINT:
             return self._checkpoint(request)
         if request.kind not in (ActionKind.REQUEUE, ActionKind.RESTART_REPLICA):
