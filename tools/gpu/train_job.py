@@ -31,18 +31,22 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional
 from torch import nn
 
 from twinloop.ops.respond.adapters.heartbeats import record
 
+#: The model and the plan (s from the first step); SMALL tries the script on a CPU.
 BIG = {"layers": 8, "d": 2048, "heads": 16, "seq": 1024, "batch": 24, "vocab": 32000,
-       "plan": {"contend": 70, "contend_s": 45, "hang": 150, "hang_s": 45, "save": 225, "flip": 265, "end": 300}}  # fmt: skip
+       "plan": {"contend": 70, "contend_s": 45, "hang": 150, "hang_s": 45, "save": 225, "flip": 265,
+                "end": 300}}  # fmt: skip
 SMALL = {"layers": 2, "d": 128, "heads": 4, "seq": 64, "batch": 8, "vocab": 512,
          "plan": {"contend": 10, "contend_s": 8, "hang": 25, "hang_s": 8, "save": 40, "flip": 48, "end": 60}}  # fmt: skip
 
 
 class Block(nn.Module):
+    """A pre-norm transformer block: causal self-attention, then a GELU MLP."""
+
     def __init__(self, d: int, heads: int) -> None:
         super().__init__()
         self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
@@ -50,22 +54,24 @@ class Block(nn.Module):
         self.up, self.down = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
         self.heads = heads
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         b, s, d = x.shape
         q, k, v = self.qkv(self.n1(x)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d)
+        a = functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, d)
         x = x + self.proj(a)
-        return x + self.down(F.gelu(self.up(self.n2(x))))
+        return x + self.down(functional.gelu(self.up(self.n2(x))))
 
 
 class Model(nn.Module):
+    """A decoder-only language model: embeddings, blocks, a final norm and an untied head."""
+
     def __init__(self, cfg: dict) -> None:
         super().__init__()
         self.emb = nn.Embedding(cfg["vocab"], cfg["d"])
         self.blocks = nn.ModuleList(Block(cfg["d"], cfg["heads"]) for _ in range(cfg["layers"]))
         self.norm, self.head = nn.LayerNorm(cfg["d"]), nn.Linear(cfg["d"], cfg["vocab"], bias=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:  # noqa: D102
         x = self.emb(tokens)
         for blk in self.blocks:
             x = blk(x)
@@ -97,6 +103,7 @@ def flip_bit30(logits: torch.Tensor) -> tuple[torch.Tensor, float, float]:
 
 
 def main() -> None:
+    """Train until the plan's end, meeting its troubles; write ``OUT/train_job.json``."""
     out, beats, job = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     cfg = SMALL if "--small" in sys.argv else BIG
     plan = cfg["plan"]
@@ -153,7 +160,7 @@ def main() -> None:
             logits, before, after = flip_bit30(logits)
             log["events"].append({"what": "bit_flip", "t": time.time(), "step": step + 1, "before": before,
                                   "after": after})  # fmt: skip
-        loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), batch[:, 1:].reshape(-1))
+        loss = functional.cross_entropy(logits.reshape(-1, cfg["vocab"]), batch[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
