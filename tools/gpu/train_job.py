@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 import torch
-from torch.nn import functional
 from torch import nn
+from torch.nn import functional
 
 from twinloop.ops.respond.adapters.heartbeats import record
 
@@ -41,7 +41,8 @@ BIG = {"layers": 8, "d": 2048, "heads": 16, "seq": 1024, "batch": 24, "vocab": 3
        "plan": {"contend": 70, "contend_s": 45, "hang": 150, "hang_s": 45, "save": 225, "flip": 265,
                 "end": 300}}  # fmt: skip
 SMALL = {"layers": 2, "d": 128, "heads": 4, "seq": 64, "batch": 8, "vocab": 512,
-         "plan": {"contend": 10, "contend_s": 8, "hang": 25, "hang_s": 8, "save": 40, "flip": 48, "end": 60}}  # fmt: skip
+         "plan": {"contend": 10, "contend_s": 8, "hang": 25, "hang_s": 8, "save": 40, "flip": 48,
+                  "end": 60}}  # fmt: skip
 
 
 class Block(nn.Module):
