@@ -1,10 +1,13 @@
 """A real training job on the lent GPU that reports its steps to `twinloop watch` the way a job on a cluster would,
 and meets the troubles the loop's job rules are for, at known times.
 
-A decoder-only transformer (PyTorch, BF16 autocast, AdamW) learns a fixed synthetic corpus. Rank 0 (the only rank)
+A decoder-only transformer (PyTorch, BF16 autocast, AdamW) learns a synthetic corpus drawn from a random bigram
+table (each token has 8 equally likely successors: the loss falls from ln 32000 = 10.4 towards ln 8 = 2.1 and keeps
+a step-to-step noise, as a language model's does; a corpus the model can memorize drives the loss to ~1e-3, where
+its noise is no longer a training run's). Rank 0 (the only rank)
 records one heartbeat line a step with ``twinloop``'s own writer (``heartbeats.record``: ``step``, ``step_time_s``,
-``loss``, ``grad_norm``, ``tokens_per_s``) in ``BEATS/JOB.jsonl``, and ``checkpoint_start`` / ``checkpoint_done``
-around a real ``torch.save``. At the times given (seconds from the first step):
+``loss``, ``grad_norm``, ``tokens_per_s``) in ``BEATS/JOB.jsonl``, ``checkpoint_start`` / ``checkpoint_done``
+around a real ``torch.save``, and ``finished`` at its end. At the times given (seconds from the first step):
 
 * ``contend``: a second process on the same GPU runs BF16 GEMMs for ``contend_s`` (a co-tenant: the job's steps slow
   while its GPU stays busy at its clocks);
@@ -92,6 +95,18 @@ def contend(seconds: float, device: str) -> None:
             torch.cuda.synchronize()
 
 
+def bigram_corpus(vocab: int, n: int, length: int, device: str, successors: int = 8) -> torch.Tensor:
+    """``n`` sequences of ``length`` tokens from a random bigram table: each token's next is one of its
+    ``successors``, equally likely.
+    """
+    table = torch.randint(0, vocab, (vocab, successors), device=device)
+    seqs = torch.empty(n, length, dtype=torch.long, device=device)
+    seqs[:, 0] = torch.randint(0, vocab, (n,), device=device)
+    for t in range(1, length):
+        seqs[:, t] = table[seqs[:, t - 1], torch.randint(0, successors, (n,), device=device)]
+    return seqs
+
+
 def flip_bit30(logits: torch.Tensor) -> tuple[torch.Tensor, float, float]:
     """``logits`` with bit 30 flipped in its first value in (0, 1); that value before and after. The gradient
     passes through as if nothing changed (a fault in the forward arithmetic, not in autograd).
@@ -113,7 +128,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = Model(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    corpus = torch.randint(0, cfg["vocab"], (64, cfg["seq"] + 1), device=device)
+    corpus = bigram_corpus(cfg["vocab"], 8192, cfg["seq"] + 1, device)
     tokens_per_step = cfg["batch"] * cfg["seq"]
     log: dict = {"job": job, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                  "params": sum(p.numel() for p in model.parameters()), "tokens_per_step": tokens_per_step,
@@ -174,6 +189,7 @@ def main() -> None:
             values["grad_norm"] = grad_norm
         record(beats, job, "step", time.time(), values)
         log["steps"].append([round(time.time(), 3), step, round(step_s, 4), round(loss_value, 4), grad_norm])
+    record(beats, job, "finished")
     if rival is not None:
         rival.join()
     (out / "train_job.json").write_text(json.dumps(log))

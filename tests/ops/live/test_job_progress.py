@@ -242,3 +242,26 @@ def test_job_event_records_a_step_with_its_values(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "job-event: step: missing" in res.stderr, res.output
     res = runner.invoke(app, ["job-event", "restarted", "--dir", str(tmp_path), "--job", "7", "--step", "3"])
     assert res.exit_code == 2 and "step values go with the step event" in res.stderr, res.output
+
+
+def test_a_spike_between_two_samples_is_seen_however_far_apart_they_are(tmp_path: Path) -> None:
+    # A real H200 job stepping every 0.16 s: under a 5 s watcher the one step with a flipped bit's loss was followed
+    # by 30 ordinary ones before the next sample, and only the latest was seen.
+    for k, loss in enumerate([3.0, 3.0, 5.0e33, 3.0, 2.9]):
+        _step(tmp_path, T0 + 0.2 * k, k + 1, loss=loss, grad_norm=1.0 + k)
+    progress = JobProgress(tmp_path)
+    out = progress.fields(["7"], T0 + 5.0)
+    assert out[TWINLOOP_FI_JOB_LOSS][0] == 5.0e33 and out[TWINLOOP_FI_JOB_GRAD_NORM][0] == 5.0
+    assert out[TWINLOOP_FI_JOB_PROGRESS][0] == 5  # the counter is the latest
+    _step(tmp_path, T0 + 6.0, 6, loss=2.8)
+    assert progress.fields(["7"], T0 + 7.0)[TWINLOOP_FI_JOB_LOSS][0] == 2.8  # the next sample's own steps only
+
+
+def test_a_job_that_finished_is_no_hang(tmp_path: Path) -> None:
+    # The H200 job's watcher opened a hang 15 s after its last step: the job had ended, the job file still named it.
+    beats = tmp_path / "beats"
+    _job(beats, 150.0)
+    record(beats, "7", "finished", T0 + 150.5)
+    doc = _watch(tmp_path, 1.0, 300.0)
+    assert _of(doc, "job_hang") == []
+    assert JobProgress(beats).fields(["7"], T0 + 200)[TWINLOOP_FI_JOB_PHASE][0] == 7.0

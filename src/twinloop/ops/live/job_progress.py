@@ -10,16 +10,20 @@ tells the loop its checkpoints (:mod:`twinloop.ops.respond.adapters.heartbeats`)
 
 ``step`` (steps done, required) is the progress counter; ``step_time_s`` (the last step's wall time, > 0),
 ``loss``, ``grad_norm`` (>= 0) and ``tokens_per_s`` (>= 0) are optional. Each becomes the job field the twin
-reports (:data:`STEP_FIELDS`), so the same job rules run live and in the twin. The job's checkpoint and restart
-lines give its phase: writing a checkpoint from a ``checkpoint_start`` to its ``checkpoint_done`` (no progress on
-purpose: not a hang), queued from a ``requeued`` to the next ``restarted``, launching from a ``restarted`` to its
-first step, training otherwise once a step was seen.
+reports (:data:`STEP_FIELDS`), so the same job rules run live and in the twin. The job's lifecycle lines give its
+phase: writing a checkpoint from a ``checkpoint_start`` to its ``checkpoint_done`` or next step (a save that stops
+the steps is no hang), queued from a ``requeued`` to the next ``restarted``, launching from a ``restarted`` to its
+first step, done after ``finished`` (a job that ended is no hang, where the job list still names it), training
+otherwise once a step was seen.
 
 A sample at time ``ts`` sees each field's latest value reported at or before ``ts`` (a report from the future of a
-replayed recording is held back until its time). The file is read as it grows (from where the last read stopped;
-a line still being written waits for its newline); a file that shrank (rotated) is read again from its start. A bad
-line (not JSON, no finite ``ts`` >= 0, a step field out of range) is skipped, counted, and the first of each file
-reported once, naming the file, the line and the field.
+replayed recording is held back until its time), except ``loss`` and ``grad_norm``: the largest reported since the
+sample before, so a one-step spike between two samples is seen at any cadence (on a real H200, a job stepping every
+0.16 s under a 5 s watcher hid a flipped bit's loss spike behind the 30 steps after it).
+
+The file is read as it grows (from where the last read stopped; a line still being written waits for its newline);
+a file that shrank (rotated) is read again from its start. A bad line (not JSON, no finite ``ts`` >= 0, a step field
+out of range) is skipped, counted, and the first of each file reported once, naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -43,14 +47,17 @@ from twinloop.telemetry.fields import TWINLOOP_FI_JOB_PHASE
 F64 = NDArray[np.float64]
 
 # Phase codes of TWINLOOP_FI_JOB_PHASE (twinloop.telemetry.fields).
-QUEUED, LAUNCH, TRAINING = 0.0, 2.0, 3.0
+QUEUED, LAUNCH, TRAINING, DONE = 0.0, 2.0, 3.0, 7.0
 #: What each lifecycle line puts the job in (a step line puts it in TRAINING).
 PHASE_OF_EVENT: Mapping[str, float] = {
     "checkpoint_start": CHECKPOINT_PHASE,
     "checkpoint_done": TRAINING,
     "requeued": QUEUED,
     "restarted": LAUNCH,
+    "finished": DONE,
 }
+#: Job fields that take the largest value reported between two samples, not the latest: a spike must not be missed.
+PEAK_FIELDS = frozenset({STEP_FIELDS["loss"][0], STEP_FIELDS["grad_norm"][0]})
 #: Bytes read from one file per sample at most: a long recording is taken in over several samples, not in one stall.
 READ_CHUNK_BYTES = 8 << 20
 
@@ -156,13 +163,17 @@ class JobProgress:
 
     @staticmethod
     def _advance(tail: _Tail, ts: float) -> None:
-        """Apply the reports due at ``ts``, in time order."""
+        """Apply the reports due at ``ts``, in time order (the peak fields: their largest among them)."""
         due = 0
+        peaks: dict[str, float] = {}
         while due < len(tail.pending) and tail.pending[due].ts <= ts:
             r = tail.pending[due]
             tail.latest.update(r.values)
+            for name in PEAK_FIELDS & r.values.keys():
+                peaks[name] = max(peaks.get(name, -math.inf), r.values[name])
             # A step is training even inside a save (an asynchronous one): only a save that stops the steps is a
             # pause, and one that never ends then reads as a pause (a forced checkpoint's timeout goes to a person).
             tail.phase = r.phase
             due += 1
+        tail.latest.update(peaks)
         del tail.pending[:due]

@@ -65,9 +65,9 @@ from twinloop.telemetry.fields import (
 )
 
 EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
-#: Every event a line may carry: the lifecycle ones above, and the job's progress (``step``, read by
-#: :mod:`twinloop.ops.live.job_progress`; the checkpoint reader skips it).
-LINE_EVENTS = (*EVENTS, "step")
+#: Every event a line may carry: the lifecycle ones above, and the job's progress (``step``, and ``finished`` when it
+#: ends, read by :mod:`twinloop.ops.live.job_progress`; the checkpoint reader skips them).
+LINE_EVENTS = (*EVENTS, "step", "finished")
 #: A step line's key → (the job field it feeds, the smallest value allowed, whether the bound is exclusive).
 STEP_FIELDS: Mapping[str, tuple[str, float, bool]] = {
     "step": (TWINLOOP_FI_JOB_PROGRESS, 0.0, False),
@@ -161,7 +161,7 @@ def parse_events(text: str) -> JobEvents:
         if why is not None:
             bad.append((number, why))
             continue
-        if doc["event"] in found:  # a step line is the progress reader's
+        if doc["event"] in found:  # a step or finished line is the progress reader's
             found[doc["event"]].append(_as_float(doc["ts"]))
     return JobEvents({e: tuple(sorted(v)) for e, v in found.items()}, tuple(bad))
 
