@@ -9,12 +9,12 @@
   ``pue_rise`` above the baseline) for ``pue_persistence_s``, whatever the IT load does meanwhile: a plant that
   swings about the threshold (its controller chasing a hot GPU, round 5's ``mixed-shifted``) is one incident,
   not one per swing. The baseline learns only while calm, so a lasting shift would freeze it for good and the
-  rule would page on every swing forever (a chiller staged differently, a season). A PUE that has not settled
-  back in its calm band for ``pue_accept_s`` (default: ``baseline_half_life_s``, an hour) is the plant's new
-  level: the baseline takes it (the PUE's 10-minute average, over the controller's swings) and the incident
-  closes; only a further rise fires again. The horizon is the baseline's own memory: a level the plant has kept
-  for as long as the baseline remembers is what that baseline would report had it kept learning, and an
-  operator paged once has had that hour to act on it.
+  rule would page on every swing forever (a chiller staged differently, a season). A PUE whose 10-minute
+  average (over job phases and the controller's swings) has stood out of the calm band for ``pue_accept_s``
+  (default: ``baseline_half_life_s``, an hour) is the plant's new level: the baseline takes that average and
+  the incident closes; only a further rise fires again. The horizon is the baseline's own memory: a level the
+  plant has kept for as long as the baseline remembers is what that baseline would report had it kept
+  learning, and an operator paged once has had that hour to act on it.
   A facility-water setpoint change (``TWINLOOP_FI_FACILITY_WATER_SETPOINT``: the loop or an operator moving it)
   shifts the plant's efficiency on purpose: the PUE part holds off ``fw_holdoff_s`` and its baseline follows
   the new level meanwhile.
@@ -122,8 +122,8 @@ class FacilityRules:
         self._it_fast = math.nan
         self._pue_fast = math.nan
         self._pue_slow = math.nan
-        #: Since when the PUE is in its calm band (NaN while out of it), s; when it left the band for good (NaN while
-        #: settled: calm for ``pue_persistence_s``), s; whether its rule fires at the last update.
+        #: Since when the PUE is in its calm band (NaN while out of it), s; since when its 10-minute average is out of
+        #: that band (NaN while in it), s; whether its rule fires at the last update.
         self._pue_calm_from_s = math.nan
         self._pue_since_s = math.nan
         self._pue_firing = False
@@ -185,7 +185,9 @@ class FacilityRules:
                 self._pue_calm_from_s = ts
             # Calm for as long as a rise must last to fire: a controller's swing through the band is no end.
             settled = calm and ts - self._pue_calm_from_s >= self.pue_persistence_s
-            if settled or not warm or holding:
+            # The shift's clock runs on the 10-minute average: swings and brief dips do not restart it.
+            shifted = math.isfinite(self._base) and self._pue_slow - self._base >= 0.5 * self.pue_rise
+            if not shifted or not warm or holding:
                 self._pue_since_s = math.nan
             elif not math.isfinite(self._pue_since_s):
                 self._pue_since_s = ts
