@@ -5,6 +5,16 @@
   for ``pue_persistence_s``. A heat wave or a failing chiller
   shows here first: the plant holds the coolant temperature (so no GPU runs hotter) by spending much more
   power on cooling.
+  Once firing, the rule keeps firing until the PUE has been back in its calm band (less than half of
+  ``pue_rise`` above the baseline) for ``pue_persistence_s``, whatever the IT load does meanwhile: a plant that
+  swings about the threshold (its controller chasing a hot GPU, round 5's ``mixed-shifted``) is one incident,
+  not one per swing. The baseline learns only while calm, so a lasting shift would freeze it for good and the
+  rule would page on every swing forever (a chiller staged differently, a season). A PUE whose 10-minute
+  average (over job phases and the controller's swings) has stood out of the calm band for ``pue_accept_s``
+  (default: ``baseline_half_life_s``, an hour) is the plant's new level: the baseline takes that average and
+  the incident closes; only a further rise fires again. The horizon is the baseline's own memory: a level the
+  plant has kept for as long as the baseline remembers is what that baseline would report had it kept
+  learning, and an operator paged once has had that hour to act on it.
   A facility-water setpoint change (``TWINLOOP_FI_FACILITY_WATER_SETPOINT``: the loop or an operator moving it)
   shifts the plant's efficiency on purpose: the PUE part holds off ``fw_holdoff_s`` and its baseline follows
   the new level meanwhile.
@@ -47,6 +57,9 @@ SITE_IT_POWER = TWINLOOP_FI_IT_POWER
 SITE_POWER_BUDGET = TWINLOOP_FI_POWER_BUDGET
 SITE_WETBULB = TWINLOOP_FI_WETBULB_TEMP
 SITE_FW_SETPOINT = TWINLOOP_FI_FACILITY_WATER_SETPOINT
+#: Half-life of the slow IT-load and PUE averages, s: ten minutes average job phases and the plant controller's
+#: swings out, yet follow a new level within the hour.
+SLOW_HALF_LIFE_S = 600.0
 #: Facility power at this fraction of the budget in force is "at the budget" (the site's power capping is about to
 #: hold, or holds, the GPUs to it): a guess leaving a few seconds to cap, shared with the cooling optimizer's pricing.
 BUDGET_FRACTION = 0.95
@@ -80,9 +93,12 @@ class FacilityRules:
         budget_drop: float = 0.1,
         wetbulb_rise_c: float = 5.0,
         fw_holdoff_s: float = 180.0,
+        pue_accept_s: float | None = None,
     ) -> None:
         self.pue_rise = pue_rise
         self.baseline_half_life_s = baseline_half_life_s
+        #: How long the PUE stays out of its calm band before the baseline takes its level, s (see the module).
+        self.pue_accept_s = baseline_half_life_s if pue_accept_s is None else pue_accept_s
         self.warmup_s = warmup_s
         self.budget_fraction = budget_fraction
         self.persistence_s = persistence_s
@@ -105,6 +121,12 @@ class FacilityRules:
         self._last_ts = -math.inf
         self._it_fast = math.nan
         self._pue_fast = math.nan
+        self._pue_slow = math.nan
+        #: Since when the PUE is in its calm band (NaN while out of it), s; since when its 10-minute average is out of
+        #: that band (NaN while in it), s; whether its rule fires at the last update.
+        self._pue_calm_from_s = math.nan
+        self._pue_since_s = math.nan
+        self._pue_firing = False
         self._budget_ref = math.nan
         self.margin_w = math.inf
         self._age_s = 0.0
@@ -131,7 +153,7 @@ class FacilityRules:
         it = _value(fields, SITE_IT_POWER)
         # The IT average reacts as fast as the PUE average, so a load step is seen as unsteady before it can
         # read as a PUE rise.
-        fast, slow = 1.0 - 2.0 ** (-dt_s / self.pue_half_life_s), 1.0 - 2.0 ** (-dt_s / 600.0)
+        fast, slow = 1.0 - 2.0 ** (-dt_s / self.pue_half_life_s), 1.0 - 2.0 ** (-dt_s / SLOW_HALF_LIFE_S)
         it_steady = True
         if math.isfinite(it):
             self._it_fast = _ewma(self._it_fast, it, fast)
@@ -153,14 +175,33 @@ class FacilityRules:
             self._age_s += dt_s
             # Iteration-scale load swings average out; the steady-IT check above guards against job phases.
             self._pue_fast = _ewma(self._pue_fast, pue, fast)
+            self._pue_slow = _ewma(self._pue_slow, pue, slow)
             rise = self._pue_fast - self._base if math.isfinite(self._base) else 0.0
             warm = self._age_s >= self.warmup_s
-            worse = warm and not holding and it_steady and rise >= self.pue_rise
-            if self._persist("pue", worse, ts, self.pue_persistence_s):
+            calm = rise < 0.5 * self.pue_rise
+            if not calm:
+                self._pue_calm_from_s = math.nan
+            elif not math.isfinite(self._pue_calm_from_s):
+                self._pue_calm_from_s = ts
+            # Calm for as long as a rise must last to fire: a controller's swing through the band is no end.
+            settled = calm and ts - self._pue_calm_from_s >= self.pue_persistence_s
+            # The shift's clock runs on the 10-minute average: swings and brief dips do not restart it.
+            shifted = math.isfinite(self._base) and self._pue_slow - self._base >= 0.5 * self.pue_rise
+            if not shifted or not warm or holding:
+                self._pue_since_s = math.nan
+            elif not math.isfinite(self._pue_since_s):
+                self._pue_since_s = ts
+            if ts - self._pue_since_s >= self.pue_accept_s:  # a lasting shift: the plant's new level
+                self._base, self._pue_since_s, self._pue_calm_from_s = self._pue_slow, math.nan, ts
+                rise, calm, settled, self._pue_firing = 0.0, True, True, False
+            onset = it_steady and rise >= self.pue_rise  # a rise at a changing load may be the load's
+            worse = warm and not holding and (onset or (self._pue_firing and not settled))
+            self._pue_firing = self._persist("pue", worse, ts, self.pue_persistence_s)
+            if self._pue_firing:
                 out[EventClass.COOLING_DEGRADATION] = rise
             if not math.isfinite(self._base):
                 self._base = self._pue_fast
-            elif not warm or holding or rise < 0.5 * self.pue_rise:  # the baseline learns only while calm
+            elif not warm or holding or calm:  # the baseline learns only while calm
                 a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm and not holding else 30.0))
                 self._base += a * (self._pue_fast - self._base)
         wb = _value(fields, SITE_WETBULB)
