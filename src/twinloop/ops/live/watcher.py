@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from twinloop.ops.alerts import AlertmanagerClient
@@ -35,6 +36,8 @@ from twinloop.ops.learn.feedback import ThresholdTuner
 from twinloop.ops.live.actuators import NoActuator
 from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.control import ControlChannel, pending_row
+from twinloop.ops.live.job_progress import JobProgress
+from twinloop.ops.live.jobs import load_job_file
 from twinloop.ops.live.kinds import build_source
 from twinloop.ops.live.rules import use_live_rules
 from twinloop.ops.ports import END, Sample
@@ -464,12 +467,20 @@ class Watcher:
         self._relist = []
 
 
-def observe(spec: str) -> list[Incident]:
+def observe(spec: str, jobs: str | Path | None = None, heartbeats: str | Path | None = None) -> list[Incident]:
     """The incidents :class:`Watcher` opens on the source ``spec`` (``replay:FILE``, ``nvml``...) in observe mode,
     touching nothing: what a recording of a real GPU is checked against.
+
+    Args:
+        spec: the source.
+        jobs: a job file (``twinloop watch --jobs FILE``): which job runs on which GPU.
+        heartbeats: the jobs' heartbeat directory (``--job-heartbeats``; needs ``jobs``): their steps as telemetry.
     """
     built = build_source(spec)
-    w = Watcher(SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s)),
-                config=WatchConfig(mode="observe"))  # fmt: skip
+    job_source = None if jobs is None else (lambda gpus, _labels: load_job_file(jobs, gpus))
+    progress = None if heartbeats is None else JobProgress(heartbeats)
+    cluster = SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s), jobs=job_source,
+                            progress=progress)  # fmt: skip
+    w = Watcher(cluster, config=WatchConfig(mode="observe"))
     w.run()
     return w.incidents
