@@ -66,7 +66,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "job-event": LazyCommand(
         "twinloop.cli.job_event_cmd",
-        "Record a job's checkpoint or restart event for the live loop (appends to DIR/JOB.jsonl).",
+        "Record a job's step, checkpoint or restart event for the live loop (appends to DIR/JOB.jsonl).",
     ),
     "ingest": LazyCommand(
         "twinloop.cli.telemetry_cmds",
