@@ -7,9 +7,9 @@ persistence at that cadence, and closes with it; the co-tenant, invisible on the
 SM clock unchanged), is seen only in the job's step time; without the job's heartbeats none is seen. The replay gives
 what the live watchers printed (``watch_1s.json``, ``watch_5s.json``).
 
-Not asserted either way: at 1 s the rule also called the training's own loss spike at 62 s (loss 2.7 → 3.7, gradient
-norm 0.45 → 12.6 in one step, no hardware event: an instability of a constant learning rate with no warm-up) a
-suspected SDC; a spike with no hardware cause is what the rule looks for (docs/results.md).
+Not asserted either way: at 1 s the rule also called the training's own loss spike at 62 s (loss 2.7 → 3.7 in one
+step, gradient norm 0.45 → 12.6 within 2 s, no hardware event: an instability of a constant learning rate with no
+warm-up) a suspected SDC; a spike with no hardware cause is what the rule looks for (docs/results.md).
 """
 
 from __future__ import annotations

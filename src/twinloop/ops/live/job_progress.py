@@ -19,7 +19,7 @@ otherwise once a step was seen.
 A sample at time ``ts`` sees each field's latest value reported at or before ``ts`` (a report from the future of a
 replayed recording is held back until its time), except ``loss`` and ``grad_norm``: the largest reported since the
 sample before, so a one-step spike between two samples is seen at any cadence (on a real H200, a job stepping every
-0.16 s under a 5 s watcher hid a flipped bit's loss spike behind the 30 steps after it).
+0.16 s under a 5 s watcher: the step after a flipped bit's loss spike was reported before the next sample, and hid it).
 
 The file is read as it grows (from where the last read stopped; a line still being written waits for its newline);
 a file that shrank (rotated) is read again from its start. A bad line (not JSON, no finite ``ts`` >= 0, a step field
