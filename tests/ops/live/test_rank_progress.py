@@ -26,8 +26,10 @@ from twinloop.telemetry.store.duckdb_store import DuckDBStore
 T0 = 1_795_430_000.0
 # Two nodes of 4 GPUs, one job over all 8.
 GPUS = tuple(f"dc/row0/rack0/node0{n}/gpu{g}" for n in (1, 2) for g in range(4))
-UUIDS = tuple(f"GPU-{k:08x}-aaaa-bbbb-cccc-{k:012x}" for k in range(len(GPUS)))
-LABELS = {g: {"UUID": u} for g, u in zip(GPUS, UUIDS, strict=True)}
+# A third node of 4 GPUs, for a job over two GPU models with more of one than the other.
+GPUS_3 = (*GPUS, *(f"dc/row0/rack0/node03/gpu{g}" for g in range(4)))
+UUIDS = tuple(f"GPU-{k:08x}-aaaa-bbbb-cccc-{k:012x}" for k in range(len(GPUS_3)))
+LABELS = {g: {"UUID": UUIDS[k]} for k, g in enumerate(GPUS)}
 ALL_IN_JOB = np.zeros(len(GPUS), dtype=np.int64)
 
 
@@ -162,10 +164,13 @@ H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
 
 
 def _store(path: Path, seconds: float, models: tuple[str, ...]) -> Path:
-    """A recording of the 8 GPUs (busy, at their model's clock) with their NVML labels (UUID, model), 1 s apart."""
+    """A recording of the GPUs (busy, at their model's clock) with their NVML labels (UUID, model), 1 s apart: the
+    first ``len(models)`` of :data:`GPUS_3`.
+    """
+    gpus = GPUS_3[: len(models)]
     ts, ent, fld, val = [], [], [], []
     for t in np.arange(0.0, seconds, 1.0):
-        for g, model in zip(GPUS, models, strict=True):
+        for g, model in zip(gpus, models, strict=True):
             clock, limit = (1410.0, 400.0) if model == A100 else (1980.0, 700.0)
             for name, v in (("DCGM_FI_DEV_POWER_USAGE", 0.85 * limit), ("DCGM_FI_DEV_GPU_TEMP", 60.0),
                             ("DCGM_FI_DEV_SM_CLOCK", clock), ("DCGM_FI_DEV_POWER_MGMT_LIMIT", limit)):  # fmt: skip
@@ -173,7 +178,7 @@ def _store(path: Path, seconds: float, models: tuple[str, ...]) -> Path:
                 ent.append(g)
                 fld.append(name)
                 val.append(v)
-    labels = {g: {"UUID": u, "modelName": m} for g, u, m in zip(GPUS, UUIDS, models, strict=True)}
+    labels = {g: {"UUID": UUIDS[k], "modelName": m} for k, (g, m) in enumerate(zip(gpus, models, strict=True))}
     with DuckDBStore(path) as store:
         store.append(Frame.from_long(ts, ent, fld, val, labels=labels))
     return path
@@ -201,13 +206,13 @@ def _ranks(beats: Path, seconds: float, own_s: np.ndarray, by_host: bool = False
         t += float(times.max()) + 0.02
         step += 1
         for g, d in enumerate(times):
-            node, index = GPUS[g].split("/")[-2:]
+            node, index = GPUS_3[g].split("/")[-2:]
             where = {"host": node, "gpu_index": int(index[3:])} if by_host else {}
             _rank(beats, T0 + t, step, float(d), g, **where)
 
 
 def _watch(tmp: Path, recording: Path) -> dict[str, Any]:
-    (tmp / "jobs.yaml").write_text("'7': [node01, node02]\n")
+    (tmp / "jobs.yaml").write_text("'7': [node01, node02, node03]\n")
     res = runner.invoke(app, ["watch", f"replay:{recording}", "--jobs", str(tmp / "jobs.yaml"), "--job-heartbeats",
                               str(tmp / "beats"), "--json"])  # fmt: skip
     assert res.exit_code == 0, res.output
@@ -233,12 +238,17 @@ def test_a_rank_slow_from_the_jobs_first_step_is_named_down_to_its_gpu(tmp_path:
 def test_ranks_all_alike_or_a_job_over_two_gpu_models_open_no_straggler(tmp_path: Path) -> None:
     _ranks(tmp_path / "beats", 180.0, np.ones(len(GPUS)))
     assert _stragglers(_watch(tmp_path, _store(tmp_path / "same.duckdb", 180.0, (H100,) * 8))) == []
-    # Node 1 A100s, node 2 H100s: the A100s' ranks take 1.25 s, their model's normal pace, not a straggler's.
+    # Node 1 A100s, nodes 2 and 3 H100s: the A100s' ranks take 1.25 s, their model's normal pace, not a straggler's
+    # (against the whole job's median, 1.0 s, they would be four).
     beats = tmp_path / "beats"
     for f in (beats / "7.ranks").iterdir():
         f.unlink()
-    _ranks(beats, 180.0, np.repeat([1.25, 1.0], 4))
-    assert _stragglers(_watch(tmp_path, _store(tmp_path / "mixed.duckdb", 180.0, (A100,) * 4 + (H100,) * 4))) == []
+    _ranks(beats, 180.0, np.repeat([1.25, 1.0, 1.0], 4))
+    mixed = _store(tmp_path / "mixed.duckdb", 180.0, (A100,) * 4 + (H100,) * 8)
+    assert _stragglers(_watch(tmp_path, mixed)) == []
+    # The same GPUs all labelled H100: the four slow ranks are stragglers, their node (the test can fail).
+    same = _store(tmp_path / "h100s.duckdb", 180.0, (H100,) * 12)
+    assert [i["root"] for i in _stragglers(_watch(tmp_path, same))] == ["dc/row0/rack0/node01"]
 
 
 def test_job_event_records_a_ranks_step(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from twinloop.ops.live.jobs import JobMap
 from twinloop.ops.live.site import SiteFile, place_gpus
 from twinloop.ops.ports import END, Sample, Topology, _End
 from twinloop.ops.respond.adapters.base import ActionAdapter
+from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Pacer, Source
@@ -86,7 +87,8 @@ class SourceCluster:
         options: cadence, pacing, silence and history settings.
         site: where hosts sit (rack/row/CDU/PDU), or None.
         jobs: the job source, or None.
-        progress: the jobs' own step reports (their heartbeat files), read as job telemetry; needs ``jobs``.
+        progress: the jobs' own step reports (their heartbeat files), read as job telemetry, and their ranks' own
+            step times, as the per-GPU ``TWINLOOP_FI_RANK_STEP_TIME``; needs ``jobs``.
         on_frame: called with every raw frame (GPU ids as in the topology), e.g. the store's ``append``.
     """
 
@@ -347,6 +349,12 @@ class SourceCluster:
     def _sample(self, ts: float, fields: dict[str, F64], warnings: tuple[str, ...]) -> Sample:
         assert self._topo is not None
         jobs = self._job_map(ts)
+        if jobs is not None and self.progress is not None:
+            # Each GPU's rank's own step time, the field the twin gives the rank straggler rule (none reported: left
+            # out, as before).
+            ranks = self.progress.ranks.step_times(self._topo.gpu_ids, self._labels, jobs.job_ids, jobs.job_index, ts)
+            if ranks is not None:
+                fields = {**fields, TWINLOOP_FI_RANK_STEP_TIME: ranks}
         return Sample(
             ts=ts,
             gpu=fields,

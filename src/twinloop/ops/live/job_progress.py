@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.detect.job_rules import CHECKPOINT_PHASE
+from twinloop.ops.live.rank_progress import RankProgress
 from twinloop.ops.respond.adapters.base import leaf
 from twinloop.ops.respond.adapters.heartbeats import LINE_EVENTS, STEP_FIELDS, bad_field, step_values
 from twinloop.ops.say_once import SayOnce
@@ -94,10 +95,12 @@ class JobProgress:
         self.directory = Path(directory)
         self._say = SayOnce(warn)
         self._tails: dict[str, _Tail] = {}
+        #: The ranks' own step lines (``<dir>/<job>.ranks/``), the per-GPU counterpart of the job's step lines.
+        self.ranks = RankProgress(directory, warn)
 
     @property
     def bad_lines(self) -> int:
-        """Lines skipped so far, over every job file read."""
+        """Lines skipped so far, over every job file read (the rank files': ``ranks.bad_lines``)."""
         return sum(t.bad for t in self._tails.values())
 
     def fields(self, job_ids: Sequence[str], ts: float) -> dict[str, F64]:

@@ -46,6 +46,7 @@ import itertools
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from twinloop.telemetry.fields import (
     TWINLOOP_FI_JOB_PROGRESS,
     TWINLOOP_FI_JOB_STEP_TIME,
     TWINLOOP_FI_JOB_TOKENS_PER_S,
+    TWINLOOP_FI_RANK_STEP_TIME,
 )
 
 EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
@@ -76,6 +78,20 @@ STEP_FIELDS: Mapping[str, tuple[str, float, bool]] = {
     "grad_norm": (TWINLOOP_FI_JOB_GRAD_NORM, 0.0, False),
     "tokens_per_s": (TWINLOOP_FI_JOB_TOKENS_PER_S, 0.0, False),
 }
+#: The event of a rank's own step line (in ``<dir>/<job>.ranks/``, read by :mod:`twinloop.ops.live.rank_progress`).
+RANK_EVENT = "rank_step"
+#: A rank step line's key → (what it feeds, the smallest value allowed, whether the bound is exclusive); both
+#: required. ``step_time_s`` is the rank's own compute time of the step, without the wait for its peers.
+RANK_STEP_FIELDS: Mapping[str, tuple[str, float, bool]] = {
+    "step": ("step", 0.0, False),
+    "step_time_s": (TWINLOOP_FI_RANK_STEP_TIME, 0.0, True),
+}
+#: A GPU's NVML UUID (``GPU-`` and five hex groups; NVML's buffer holds 96 characters), also its rank file's name.
+_UUID = re.compile(r"[A-Za-z0-9-]{1,96}")
+#: A host name as ``hostname`` gives it (short or full), also part of its rank file's name.
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+#: Which GPU a rank line names, as the line writes it: ``("uuid", uuid, -1)`` or ``("host", host, gpu index)``.
+GpuRef = tuple[str, str, int]
 #: Medians are over a job's last 20 checkpoints or restarts: a job that changed its cadence is judged by its new one.
 RECENT = 20
 
@@ -123,25 +139,75 @@ def bad_field(doc: Any, events: Sequence[str] = LINE_EVENTS) -> str | None:
     return None
 
 
-def _allowed(key: str) -> str:
-    _, low, strict = STEP_FIELDS[key]
+def _allowed(key: str, fields: Mapping[str, tuple[str, float, bool]] = STEP_FIELDS) -> str:
+    _, low, strict = fields[key]
     return "any finite number" if low == -math.inf else f"a finite number {'>' if strict else '>='} {low:g}"
 
 
-def step_values(doc: Mapping[str, Any]) -> tuple[dict[str, float], str | None]:
-    """A step line's job fields, or why it is bad (naming the field and its allowed range)."""
-    if "step" not in doc:
-        return {}, "field step: missing (allowed: steps done, a finite number >= 0)"
+def step_values(
+    doc: Mapping[str, Any],
+    fields: Mapping[str, tuple[str, float, bool]] = STEP_FIELDS,
+    required: Sequence[str] = ("step",),
+) -> tuple[dict[str, float], str | None]:
+    """A step line's fields (by default a job ``step`` line's job fields; a ``rank_step`` line's with
+    :data:`RANK_STEP_FIELDS`), or why it is bad (naming the field and its allowed range).
+    """
+    for key in required:
+        if key not in doc:
+            what = "steps done, " if key == "step" else ""
+            return {}, f"field {key}: missing (allowed: {what}{_allowed(key, fields)})"
     out: dict[str, float] = {}
-    for key, (name, low, strict) in STEP_FIELDS.items():
-        if key not in doc or (doc[key] is None and key != "step"):
+    for key, (name, low, strict) in fields.items():
+        if key not in doc or (doc[key] is None and key not in required):
             continue
         x = doc[key]
         v = _as_float(x) if isinstance(x, int | float) and not isinstance(x, bool) else math.nan
         if not (math.isfinite(v) and (v > low if strict else v >= low)):
-            return {}, f"field {key}: {_short(x)} (allowed: {_allowed(key)})"
+            return {}, f"field {key}: {_short(x)} (allowed: {_allowed(key, fields)})"
         out[name] = v
     return out, None
+
+
+def uuid_key(uuid: str) -> str:
+    """A GPU UUID as compared: lower case, without NVML's ``GPU-`` prefix (CUDA's 16 bytes print without it)."""
+    key = uuid.strip().lower()
+    return key.removeprefix("gpu-")
+
+
+def _rank_gpu(doc: Mapping[str, Any]) -> tuple[GpuRef | None, str | None]:
+    """The GPU a rank line names (``gpu_uuid``, else ``host`` and ``gpu_index``), or why it names none."""
+    uuid = doc.get("gpu_uuid")
+    if uuid is not None:
+        if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
+            return None, f"field gpu_uuid: {_short(uuid)} (allowed: the GPU's NVML UUID, GPU-<hex groups>)"
+        return ("uuid", uuid, -1), None
+    if "host" not in doc:
+        return None, "field gpu_uuid: missing (allowed: the GPU's NVML UUID; or host and gpu_index)"
+    host = doc["host"]
+    if not isinstance(host, str) or not _HOST.fullmatch(host):
+        return None, f"field host: {_short(host)} (allowed: the GPU's host name: letters, digits, '.', '_', '-')"
+    if "gpu_index" not in doc:
+        return None, "field gpu_index: missing (allowed: the GPU's NVML index on its host, an integer >= 0)"
+    index = doc["gpu_index"]
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1 << 20:
+        return None, f"field gpu_index: {_short(index)} (allowed: the GPU's NVML index on its host, an integer >= 0)"
+    return ("host", host, index), None
+
+
+def rank_step_values(doc: Any) -> tuple[dict[str, float], GpuRef | None, str | None]:
+    """A decoded ``rank_step`` line's values (:data:`RANK_STEP_FIELDS`) and GPU, or why it is bad (naming the
+    field and its allowed range); never raises.
+    """
+    why = bad_field(doc, (RANK_EVENT,))
+    if why is not None:
+        return {}, None, why
+    values, why = step_values(doc, RANK_STEP_FIELDS, tuple(RANK_STEP_FIELDS))
+    if why is not None:
+        return {}, None, why
+    gpu, why = _rank_gpu(doc)
+    if gpu is None:
+        return {}, None, why
+    return values, gpu, None
 
 
 def parse_events(text: str) -> JobEvents:
@@ -322,13 +388,67 @@ def record(
     root = Path(directory)
     path = root / f"{_job_file(job)}.jsonl"
     root.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(doc) + "\n"
-    # One write of one short line to a file opened for appending: concurrent writers do not interleave.
+    _append_line(path, doc)
+    return path
+
+
+def rank_dir(directory: str | Path, job: str) -> Path:
+    """Where ``job``'s ranks write their step lines: ``<directory>/<job>.ranks`` (a directory: no job id's
+    ``.jsonl`` can be taken for it).
+    """
+    return Path(directory) / f"{_job_file(job)}.ranks"
+
+
+def _append_line(path: Path, doc: Mapping[str, Any]) -> None:
+    """Append ``doc`` as one JSON line: one write to a file opened for appending (writers do not interleave)."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode())
+        os.write(fd, (json.dumps(doc) + "\n").encode())
     finally:
         os.close(fd)
+
+
+def record_rank(
+    directory: str | Path,
+    job: str,
+    values: Mapping[str, float],
+    ts: float | None = None,
+    gpu_uuid: str | None = None,
+    host: str | None = None,
+    gpu_index: int | None = None,
+) -> Path:
+    """Append one rank's step line to its own file in :func:`rank_dir` (creating both); returns the file.
+
+    Args:
+        directory: the heartbeat directory the watcher reads (``twinloop watch --job-heartbeats``).
+        job: the scheduler's job id (``site/jobs/<id>`` is taken as ``<id>``).
+        values: ``step`` (steps done) and ``step_time_s`` (the rank's own compute time of that step, s, without
+            the wait for its peers: see :mod:`twinloop.ops.live.rank_progress`).
+        ts: Unix time, s; now when None.
+        gpu_uuid: the rank's GPU, by its NVML UUID (``nvidia-smi --query-gpu=uuid``); or else
+        host: its host name, with
+        gpu_index: its NVML index on that host (``nvidia-smi``'s index, not a CUDA ordinal under
+            ``CUDA_VISIBLE_DEVICES``).
+
+    Raises:
+        InputError: a bad job id, time, value or GPU, naming the field.
+    """
+    unknown = sorted(set(values) - set(RANK_STEP_FIELDS))
+    if unknown:
+        raise InputError("job-event", unknown[0], f"not a rank-step value (allowed: {', '.join(RANK_STEP_FIELDS)})")
+    doc: dict[str, Any] = {"ts": time.time() if ts is None else ts, "event": RANK_EVENT, **values}
+    where = {"gpu_uuid": gpu_uuid, "host": host, "gpu_index": gpu_index}
+    doc.update({k: v for k, v in where.items() if v is not None})
+    _, gpu, why = rank_step_values(doc)
+    if gpu is None:
+        field, _, rest = (why or "").removeprefix("field ").partition(": ")
+        raise InputError("job-event", field, rest)
+    # One file per GPU, named after it: a rank appends only to its own (see rank_progress on why not the job's).
+    name = gpu_uuid if gpu_uuid is not None else f"{host}.gpu{gpu_index}"
+    root = rank_dir(directory, job)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{name}.jsonl"
+    _append_line(path, doc)
     return path
 
 
