@@ -3,12 +3,14 @@
 A synchronous job steps at its slowest rank's pace: every rank waits in the gradient all-reduce for the last one, so
 the step's wall time is the same on every rank and names no straggler (the job-level ``step_time_s`` of
 :mod:`twinloop.ops.live.job_progress` shows *that* the job slowed, not *where*). What names it is each rank's own
-compute time of the step, without that wait: from the step's start to just before its first blocking collective
-(the gradient all-reduce or reduce-scatter, the optimizer's collective), timed with CUDA events or after a
-``torch.cuda.synchronize()`` there. NVML and dcgm-exporter have no such field; the twin has it
-(``rank_straggler``), and the ranks tell it live the way rank 0 tells the job's steps. Each rank appends, after each
-step (or every few), one line to its own file in ``<dir>/<job>.ranks/`` (any name ending ``.jsonl``;
-:func:`~twinloop.ops.respond.adapters.heartbeats.record_rank` names it after the GPU)::
+compute time of the step, without that wait: the same part of the step on every rank with no wait for a peer in
+it, from the step's start to just before its first blocking collective (the gradient all-reduce or reduce-scatter),
+timed with CUDA events or after a ``torch.cuda.synchronize()`` there (DDP overlaps the all-reduce with the backward:
+time a gradient-accumulation micro-step under ``no_sync()``, or the forward alone; docs/loop-api.md). NVML and
+dcgm-exporter have no such field; the twin has it (``rank_straggler``), and the ranks tell it live the way rank 0
+tells the job's steps. Each rank appends, after each step (or every few), one line to its own file in
+``<dir>/<job>.ranks/`` (any name ending ``.jsonl``; :func:`~twinloop.ops.respond.adapters.heartbeats.record_rank`
+names it after the GPU)::
 
     {"ts": 1795430000.5, "event": "rank_step", "step": 1200, "step_time_s": 0.71, "gpu_uuid": "GPU-5fd8..."}
 
@@ -158,9 +160,10 @@ class RankProgress:
             job_index: per GPU, its job's index in ``job_ids`` (-1: none).
             ts: the sample's time (Unix s).
         """
-        if self._gpus is None or tuple(gpu_ids) != tuple(self._gpu_ids):
+        if self._gpus is None or (gpu_ids is not self._gpu_ids and tuple(gpu_ids) != tuple(self._gpu_ids)):
             # A new topology renumbers the GPUs: what was read is read again against it.
-            self._gpus, self._gpu_ids, self._jobs = _Gpus(gpu_ids, labels), tuple(gpu_ids), {}
+            self._gpus, self._jobs = _Gpus(gpu_ids, labels), {}
+        self._gpu_ids = gpu_ids  # the topology's own tuple: the next sample's is the same object
         out = np.full(len(gpu_ids), np.nan)
         for j, job in enumerate(job_ids):
             state = self._read(job)

@@ -13,9 +13,11 @@ Kubernetes ``namespace.pod``), one event a line::
 ``ts`` is Unix time, s (the live loop's clock); other keys are ignored. Rank 0 writes, with :func:`record` or
 ``twinloop job-event``. The same file carries the job's progress, one ``step`` line a step (its keys in
 :data:`STEP_FIELDS`), which :mod:`twinloop.ops.live.job_progress` turns into the job telemetry the hang, slowdown and
-SDC rules read; the checkpoint reader here skips those lines. The older convention, touching
-``<dir>/<job>.checkpoint`` when a checkpoint is complete, still counts as a completed checkpoint at the file's
-modification time.
+SDC rules read; the checkpoint reader here skips those lines. Each rank's own step time goes to its own file,
+``<dir>/<job>.ranks/<gpu>.jsonl`` (:func:`record_rank`, :data:`RANK_STEP_FIELDS`), read by
+:mod:`twinloop.ops.live.rank_progress` as the per-GPU field the rank straggler rule reads. The older convention,
+touching ``<dir>/<job>.checkpoint`` when a checkpoint is complete, still counts as a completed checkpoint at the
+file's modification time.
 
 What the loop derives (:func:`derive_timing`; None where the file does not tell):
 
