@@ -45,8 +45,9 @@ def job_event(
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Record a job's step, checkpoint or restart event for the live loop (appends to DIR/JOB.jsonl), or a rank's own
-    step time (rank-step: appends to DIR/JOB.ranks/GPU.jsonl).
+    """Record a job's step, checkpoint or restart event for the live loop (appends to DIR/JOB.jsonl).
+
+    rank-step records one rank's own step time, without the wait for its peers (appends to DIR/JOB.ranks/GPU.jsonl).
     """
     from twinloop.ops.respond.adapters.heartbeats import RANK_EVENT, own_job_id, record, record_rank
 
