@@ -157,6 +157,33 @@ def test_the_rank_line_parser_never_crashes_and_keeps_only_values_in_range(doc: 
         assert v == float(doc[key]) or doc[key] >= 2**1023
 
 
+_LINES = st.lists(st.tuples(st.integers(0, 7), st.floats(0, 50, allow_nan=False), st.floats(1e-3, 100)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(lines=_LINES, reads=st.lists(st.tuples(st.integers(0, 40), st.floats(0, 60)), max_size=5))
+def test_any_interleaving_of_writes_and_samples_gives_each_gpu_its_latest_due_line(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[tuple[int, float, float]], reads: list[tuple[int, float]]
+) -> None:
+    """Ranks write in time order, each to its own file; samples come in time order, between any two writes."""
+    directory = tmp_path_factory.mktemp("ranks")
+    ordered = sorted(lines, key=lambda x: x[1])
+    progress = RankProgress(directory)
+    samples = sorted(reads, key=lambda r: r[1])
+    written = 0
+    for upto, at in [*samples, (len(ordered), 61.0)]:
+        upto = max(min(upto, len(ordered)), written)
+        for g, t, d in ordered[written:upto]:
+            _rank(directory, T0 + t, 1, d, g)
+        written = upto
+        got = progress.step_times(GPUS, LABELS, ("7",), ALL_IN_JOB, T0 + at)
+        want = np.full(len(GPUS), np.nan)
+        for g, t, d in ordered[:written]:
+            if T0 + t <= T0 + at:  # compared as written: in Unix seconds
+                want[g] = d
+        assert (got is None and written == 0) or np.array_equal(got, want, equal_nan=True)
+
+
 # ---------------------------------------------------------------- end to end: twinloop watch on a recording
 
 runner = CliRunner()
