@@ -265,3 +265,12 @@ def test_a_job_that_finished_is_no_hang(tmp_path: Path) -> None:
     doc = _watch(tmp_path, 1.0, 300.0)
     assert _of(doc, "job_hang") == []
     assert JobProgress(beats).fields(["7"], T0 + 200)[TWINLOOP_FI_JOB_PHASE][0] == 7.0
+
+
+def test_a_rank_line_in_the_jobs_own_file_says_where_it_belongs(tmp_path: Path) -> None:
+    line = {"ts": T0, "event": "rank_step", "step": 1, "step_time_s": 1.0}
+    (tmp_path / "7.jsonl").write_text(json.dumps(line) + "\n")
+    said: list[str] = []
+    JobProgress(tmp_path, said.append).fields(["7"], T0)
+    assert said == [f"job heartbeats: {tmp_path / '7.jsonl'}: line 1: field event: 'rank_step' belongs in 7.ranks/, one"
+                    " file per rank (not the job's file) (skipped)"]  # fmt: skip

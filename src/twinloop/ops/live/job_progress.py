@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from twinloop.ops.detect.job_rules import CHECKPOINT_PHASE
 from twinloop.ops.live.rank_progress import RankProgress
 from twinloop.ops.respond.adapters.base import leaf
-from twinloop.ops.respond.adapters.heartbeats import LINE_EVENTS, STEP_FIELDS, bad_field, step_values
+from twinloop.ops.respond.adapters.heartbeats import LINE_EVENTS, RANK_EVENT, STEP_FIELDS, bad_field, step_values
 from twinloop.ops.say_once import SayOnce
 from twinloop.telemetry.fields import TWINLOOP_FI_JOB_PHASE
 
@@ -151,6 +151,9 @@ class JobProgress:
             why: str | None = "not JSON"
         else:
             why = bad_field(doc, LINE_EVENTS)
+            if isinstance(doc, dict) and doc.get("event") == RANK_EVENT:
+                where = f"{path.stem}.ranks/, one file per rank (not the job's file)"
+                why = f"field event: {RANK_EVENT!r} belongs in {where}"
             values: dict[str, float] = {}
             if why is None and doc["event"] == "step":
                 values, why = step_values(doc)
