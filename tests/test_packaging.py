@@ -86,4 +86,9 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(wheel: Path, tmp_path: Path) 
     static = "from importlib.resources import files; print((files('twinloop') / 'web' / 'static' / 'app.js').is_file())"
     assert subprocess.run([str(py), "-c", static], capture_output=True, text=True, env=env, cwd=tmp_path,
                           check=True).stdout.strip() == "True"  # fmt: skip
-    assert "_TWINLOOP_COMPLETE" in run("--show-completion", "bash")
+    # Typer detects the shell from the process's ancestors (shellingham): run it from one, whatever started the tests
+    # (under nohup or a runner with no shell above it, detection failed and the script said "Shell  not supported").
+    # (two commands, so bash stays the parent instead of exec-ing the last one)
+    shown = subprocess.run(["bash", "-c", f"'{exe}' --show-completion; exit $?"], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert shown.returncode == 0 and "_TWINLOOP_COMPLETE" in shown.stdout, shown.stderr

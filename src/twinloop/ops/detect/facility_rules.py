@@ -150,89 +150,119 @@ class FacilityRules:
         if math.isfinite(self._last_ts) and ts > self._last_ts:
             dt_s = min(ts - self._last_ts, 60.0)
         self._last_ts = ts
-        it = _value(fields, SITE_IT_POWER)
-        # The IT average reacts as fast as the PUE average, so a load step is seen as unsteady before it can
-        # read as a PUE rise.
         fast, slow = 1.0 - 2.0 ** (-dt_s / self.pue_half_life_s), 1.0 - 2.0 ** (-dt_s / SLOW_HALF_LIFE_S)
-        it_steady = True
-        if math.isfinite(it):
-            self._it_fast = _ewma(self._it_fast, it, fast)
-            self._it_slow = _ewma(self._it_slow, it, slow)
-            # PUE depends on the IT load (cooling has fixed parts): only a PUE rise at steady load (short
-            # average within it_tolerance of the 10-minute one) means worse cooling efficiency.
-            it_steady = abs(self._it_fast - self._it_slow) <= self.it_tolerance * max(self._it_slow, 1.0)
-        fw = _value(fields, SITE_FW_SETPOINT)
-        if math.isfinite(fw):
-            if math.isfinite(self._fw_setpoint) and abs(fw - self._fw_setpoint) > 0.05:
-                self._fw_holdoff_until = ts + self.fw_holdoff_s
-            self._fw_setpoint = fw
-        holding = ts < self._fw_holdoff_until
+        it, it_steady = self._it_load(fields, fast, slow)
+        holding = self._fw_holding(ts, fields)
         pue = _value(fields, SITE_PUE)
         if not math.isfinite(pue):
             fac = _value(fields, SITE_FACILITY_POWER)
             pue = fac / it if math.isfinite(fac) and math.isfinite(it) and it > 0 else math.nan
         if math.isfinite(pue):
-            self._age_s += dt_s
-            # Iteration-scale load swings average out; the steady-IT check above guards against job phases.
-            self._pue_fast = _ewma(self._pue_fast, pue, fast)
-            self._pue_slow = _ewma(self._pue_slow, pue, slow)
-            rise = self._pue_fast - self._base if math.isfinite(self._base) else 0.0
-            warm = self._age_s >= self.warmup_s
-            calm = rise < 0.5 * self.pue_rise
-            if not calm:
-                self._pue_calm_from_s = math.nan
-            elif not math.isfinite(self._pue_calm_from_s):
-                self._pue_calm_from_s = ts
-            # Calm for as long as a rise must last to fire: a controller's swing through the band is no end.
-            settled = calm and ts - self._pue_calm_from_s >= self.pue_persistence_s
-            # The shift's clock runs on the 10-minute average: swings and brief dips do not restart it.
-            shifted = math.isfinite(self._base) and self._pue_slow - self._base >= 0.5 * self.pue_rise
-            if not shifted or not warm or holding:
-                self._pue_since_s = math.nan
-            elif not math.isfinite(self._pue_since_s):
-                self._pue_since_s = ts
-            if ts - self._pue_since_s >= self.pue_accept_s:  # a lasting shift: the plant's new level
-                self._base, self._pue_since_s, self._pue_calm_from_s = self._pue_slow, math.nan, ts
-                rise, calm, settled, self._pue_firing = 0.0, True, True, False
-            onset = it_steady and rise >= self.pue_rise  # a rise at a changing load may be the load's
-            worse = warm and not holding and (onset or (self._pue_firing and not settled))
-            self._pue_firing = self._persist("pue", worse, ts, self.pue_persistence_s)
-            if self._pue_firing:
+            rise = self._pue_step(ts, dt_s, pue, (fast, slow), it_steady, holding)
+            if rise is not None:
                 out[EventClass.COOLING_DEGRADATION] = rise
-            if not math.isfinite(self._base):
-                self._base = self._pue_fast
-            elif not warm or holding or calm:  # the baseline learns only while calm
-                a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm and not holding else 30.0))
-                self._base += a * (self._pue_fast - self._base)
+        wb_rise = self._weather_step(ts, dt_s, fields)
+        if wb_rise is not None:
+            out.setdefault(EventClass.COOLING_DEGRADATION, wb_rise)
+        excursion = self._budget_step(ts, fields)
+        if excursion is not None:
+            out[EventClass.FACILITY_POWER_EXCURSION] = excursion
+        return out
+
+    def _it_load(self, fields: Mapping[str, object], fast: float, slow: float) -> tuple[float, bool]:
+        """The IT power now, and whether it is steady (its short average within ``it_tolerance`` of the 10-minute
+        one). The IT average reacts as fast as the PUE average, so a load step is seen as unsteady before it can
+        read as a PUE rise.
+        """
+        it = _value(fields, SITE_IT_POWER)
+        if not math.isfinite(it):
+            return it, True
+        self._it_fast = _ewma(self._it_fast, it, fast)
+        self._it_slow = _ewma(self._it_slow, it, slow)
+        # PUE depends on the IT load (cooling has fixed parts): only a PUE rise at steady load means worse
+        # cooling efficiency.
+        return it, abs(self._it_fast - self._it_slow) <= self.it_tolerance * max(self._it_slow, 1.0)
+
+    def _fw_holding(self, ts: float, fields: Mapping[str, object]) -> bool:
+        """Whether a facility-water setpoint change within ``fw_holdoff_s`` holds the PUE part off."""
+        fw = _value(fields, SITE_FW_SETPOINT)
+        if math.isfinite(fw):
+            if math.isfinite(self._fw_setpoint) and abs(fw - self._fw_setpoint) > 0.05:
+                self._fw_holdoff_until = ts + self.fw_holdoff_s
+            self._fw_setpoint = fw
+        return ts < self._fw_holdoff_until
+
+    def _pue_step(
+        self, ts: float, dt_s: float, pue: float, rates: tuple[float, float], it_steady: bool, holding: bool
+    ) -> float | None:
+        """The PUE part (module docstring): the rise while it fires, else None."""
+        fast, slow = rates
+        self._age_s += dt_s
+        # Iteration-scale load swings average out; the steady-IT check guards against job phases.
+        self._pue_fast = _ewma(self._pue_fast, pue, fast)
+        self._pue_slow = _ewma(self._pue_slow, pue, slow)
+        rise = self._pue_fast - self._base if math.isfinite(self._base) else 0.0
+        warm = self._age_s >= self.warmup_s
+        calm = rise < 0.5 * self.pue_rise
+        if not calm:
+            self._pue_calm_from_s = math.nan
+        elif not math.isfinite(self._pue_calm_from_s):
+            self._pue_calm_from_s = ts
+        # Calm for as long as a rise must last to fire: a controller's swing through the band is no end.
+        settled = calm and ts - self._pue_calm_from_s >= self.pue_persistence_s
+        # The shift's clock runs on the 10-minute average: swings and brief dips do not restart it.
+        shifted = math.isfinite(self._base) and self._pue_slow - self._base >= 0.5 * self.pue_rise
+        if not shifted or not warm or holding:
+            self._pue_since_s = math.nan
+        elif not math.isfinite(self._pue_since_s):
+            self._pue_since_s = ts
+        if ts - self._pue_since_s >= self.pue_accept_s:  # a lasting shift: the plant's new level
+            self._base, self._pue_since_s, self._pue_calm_from_s = self._pue_slow, math.nan, ts
+            rise, calm, settled, self._pue_firing = 0.0, True, True, False
+        onset = it_steady and rise >= self.pue_rise  # a rise at a changing load may be the load's
+        worse = warm and not holding and (onset or (self._pue_firing and not settled))
+        self._pue_firing = self._persist("pue", worse, ts, self.pue_persistence_s)
+        if not math.isfinite(self._base):
+            self._base = self._pue_fast
+        elif not warm or holding or calm:  # the baseline learns only while calm
+            a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm and not holding else 30.0))
+            self._base += a * (self._pue_fast - self._base)
+        return rise if self._pue_firing else None
+
+    def _weather_step(self, ts: float, dt_s: float, fields: Mapping[str, object]) -> float | None:
+        """The wet-bulb part: the rise over its baseline while it fires, else None."""
         wb = _value(fields, SITE_WETBULB)
         self.weather_firing = False
-        if math.isfinite(wb):
-            wb_rise = wb - self._wb_base if math.isfinite(self._wb_base) else 0.0
-            warm = self._age_s >= self.warmup_s
-            hotter = warm and wb_rise >= self.wetbulb_rise_c
-            self.weather_firing = self._persist("wetbulb", hotter, ts, self.pue_persistence_s)
-            self.weather_rise_c = wb_rise
-            if self.weather_firing:
-                out.setdefault(EventClass.COOLING_DEGRADATION, wb_rise)
-            calm = wb_rise < 0.5 * self.wetbulb_rise_c
-            if calm:
-                self.weather_since_s = math.nan
-            elif not math.isfinite(self.weather_since_s):
-                self.weather_since_s = ts
-            if not math.isfinite(self._wb_base):
-                self._wb_base = wb
-            elif not warm or calm:
-                a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm else 30.0))
-                self._wb_base += a * (wb - self._wb_base)
+        if not math.isfinite(wb):
+            return None
+        wb_rise = wb - self._wb_base if math.isfinite(self._wb_base) else 0.0
+        warm = self._age_s >= self.warmup_s
+        hotter = warm and wb_rise >= self.wetbulb_rise_c
+        self.weather_firing = self._persist("wetbulb", hotter, ts, self.pue_persistence_s)
+        self.weather_rise_c = wb_rise
+        calm = wb_rise < 0.5 * self.wetbulb_rise_c
+        if calm:
+            self.weather_since_s = math.nan
+        elif not math.isfinite(self.weather_since_s):
+            self.weather_since_s = ts
+        if not math.isfinite(self._wb_base):
+            self._wb_base = wb
+        elif not warm or calm:
+            a = 1.0 - 2.0 ** (-dt_s / (self.baseline_half_life_s if warm else 30.0))
+            self._wb_base += a * (wb - self._wb_base)
+        return wb_rise if self.weather_firing else None
+
+    def _budget_step(self, ts: float, fields: Mapping[str, object]) -> float | None:
+        """The power-budget part: facility power over the budget while it fires, else None."""
         fac, budget = _value(fields, SITE_FACILITY_POWER), _value(fields, SITE_POWER_BUDGET)
-        if math.isfinite(fac) and math.isfinite(budget) and budget > 0:
-            self.margin_w = budget - fac
-            near = fac >= self.budget_fraction * budget
-            if not math.isfinite(self._budget_ref):
-                self._budget_ref = budget
-            cut = budget <= (1.0 - self.budget_drop) * self._budget_ref
-            if self._persist("budget", near or cut, ts, self.persistence_s):
-                out[EventClass.FACILITY_POWER_EXCURSION] = fac / budget
-            if not cut:  # the reference follows raised budgets, not cuts
-                self._budget_ref = budget
-        return out
+        if not (math.isfinite(fac) and math.isfinite(budget) and budget > 0):
+            return None
+        self.margin_w = budget - fac
+        near = fac >= self.budget_fraction * budget
+        if not math.isfinite(self._budget_ref):
+            self._budget_ref = budget
+        cut = budget <= (1.0 - self.budget_drop) * self._budget_ref
+        firing = self._persist("budget", near or cut, ts, self.persistence_s)
+        if not cut:  # the reference follows raised budgets, not cuts
+            self._budget_ref = budget
+        return fac / budget if firing else None
