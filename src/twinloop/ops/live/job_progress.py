@@ -39,9 +39,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.detect.job_rules import CHECKPOINT_PHASE
+from twinloop.ops.live.file_tail import FileTail
 from twinloop.ops.live.rank_progress import RankProgress
-from twinloop.ops.respond.adapters.base import leaf
-from twinloop.ops.respond.adapters.heartbeats import LINE_EVENTS, RANK_EVENT, STEP_FIELDS, bad_field, step_values
+from twinloop.ops.respond.adapters.heartbeats import (
+    LINE_EVENTS,
+    RANK_EVENT,
+    STEP_FIELDS,
+    bad_field,
+    job_file_name,
+    step_values,
+)
 from twinloop.ops.say_once import SayOnce
 from twinloop.telemetry.fields import TWINLOOP_FI_JOB_PHASE
 
@@ -74,9 +81,7 @@ class _Report:
 class _Tail:
     """One job file as read so far: where the next read starts, the reports not yet due, the latest due values."""
 
-    offset: int = 0
-    partial: bytes = b""
-    line_no: int = 0
+    file: FileTail = field(default_factory=FileTail)
     pending: list[_Report] = field(default_factory=list)
     latest: dict[str, float] = field(default_factory=dict)
     phase: float = math.nan
@@ -118,30 +123,20 @@ class JobProgress:
         return out
 
     def _read(self, job: str) -> _Tail | None:
-        name = leaf(job)
-        if not name or name in (".", "..") or "\0" in name:
+        name = job_file_name(job)
+        if name is None:
             return None
         path = self.directory / f"{name}.jsonl"
         tail = self._tails.setdefault(name, _Tail())
-        try:
-            size = path.stat().st_size
-            if size < tail.offset:  # rotated or truncated: what it holds now is all there is
-                self._tails[name] = tail = _Tail()
-            if size == tail.offset:
-                return tail
-            with path.open("rb") as f:
-                f.seek(tail.offset)
-                chunk = f.read(READ_CHUNK_BYTES)
-        except OSError:  # no file yet (nothing reported), or unreadable for now: what was read stands
-            return tail
-        tail.offset += len(chunk)
-        *lines, tail.partial = (tail.partial + chunk).split(b"\n")
-        for raw in lines:
-            tail.line_no += 1
-            self._take(tail, path, raw)
+        lines, rotated = tail.file.read(path, READ_CHUNK_BYTES)
+        if rotated:  # what it holds now is all there is
+            file = tail.file
+            self._tails[name] = tail = _Tail(file=file)
+        for line_no, raw in lines:
+            self._take(tail, path, line_no, raw)
         return tail
 
-    def _take(self, tail: _Tail, path: Path, raw: bytes) -> None:
+    def _take(self, tail: _Tail, path: Path, line_no: int, raw: bytes) -> None:
         """Parse one line into a pending report; a bad one is counted and its file's first reported once."""
         if not raw.strip():
             return
@@ -159,7 +154,7 @@ class JobProgress:
                 values, why = step_values(doc)
         if why is not None:
             tail.bad += 1
-            self._say(f"job heartbeats: {path}: line {tail.line_no}: {why} (skipped)", key=str(path))
+            self._say(f"job heartbeats: {path}: line {line_no}: {why} (skipped)", key=str(path))
             return
         event = doc["event"]
         phase = TRAINING if event == "step" else PHASE_OF_EVENT[event]

@@ -45,9 +45,9 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.ops.live.file_tail import FileTail
 from twinloop.ops.live.site import gpu_index, host_of
-from twinloop.ops.respond.adapters.base import leaf
-from twinloop.ops.respond.adapters.heartbeats import GpuRef, rank_step_values, uuid_key
+from twinloop.ops.respond.adapters.heartbeats import GpuRef, job_file_name, rank_step_values, uuid_key
 from twinloop.ops.say_once import SayOnce
 from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME
 
@@ -56,15 +56,6 @@ I64 = NDArray[np.int64]
 
 #: Bytes read from one rank file per sample at most: a long recording is taken in over several samples.
 READ_CHUNK_BYTES = 1 << 20
-
-
-@dataclass
-class _File:
-    """One rank file as read so far."""
-
-    offset: int = 0
-    partial: bytes = b""
-    line_no: int = 0
 
 
 def _empty_f() -> F64:
@@ -79,7 +70,7 @@ def _empty_i() -> I64:
 class _Job:
     """One job's rank files, its lines not yet due (sorted by time), and each GPU's latest due step time."""
 
-    files: dict[str, _File] = field(default_factory=dict)
+    files: dict[str, FileTail] = field(default_factory=dict)
     ts: F64 = field(default_factory=_empty_f)
     gpu: I64 = field(default_factory=_empty_i)
     value: F64 = field(default_factory=_empty_f)
@@ -175,8 +166,8 @@ class RankProgress:
         return out if self._seen_any else None
 
     def _read(self, job: str) -> _Job | None:
-        name = leaf(job)
-        if not name or name in (".", "..") or "\0" in name:
+        name = job_file_name(job)
+        if name is None:
             return None
         root = self.directory / f"{name}.ranks"
         state = self._jobs.setdefault(name, _Job())
@@ -199,25 +190,11 @@ class RankProgress:
 
     def _grown(self, state: _Job, entry: os.DirEntry[str]) -> list[tuple[float, int, float]]:
         """The new lines of one rank file as (ts, GPU index, step time)."""
-        tail = state.files.setdefault(entry.name, _File())
-        try:
-            size = entry.stat().st_size
-            if size < tail.offset:  # rotated or truncated: what it holds now is all there is
-                state.files[entry.name] = tail = _File()
-            if size == tail.offset:
-                return []
-            with open(entry.path, "rb") as f:
-                f.seek(tail.offset)
-                chunk = f.read(READ_CHUNK_BYTES)
-        except OSError:
-            return []
-        tail.offset += len(chunk)
-        *lines, tail.partial = (tail.partial + chunk).split(b"\n")
+        lines, _ = state.files.setdefault(entry.name, FileTail()).read(entry.path, READ_CHUNK_BYTES)
         out = []
-        for raw in lines:
-            tail.line_no += 1
+        for line_no, raw in lines:
             if raw.strip():
-                got = self._take(entry.path, tail.line_no, raw)
+                got = self._take(entry.path, line_no, raw)
                 if got is not None:
                     out.append(got)
         return out

@@ -299,12 +299,24 @@ def merge_events(parts: Sequence[JobEvents]) -> JobEvents:
     return JobEvents({e: tuple(sorted({t for part in parts for t in part.of(e)})) for e in EVENTS})
 
 
-def _job_file(job: str) -> str:
-    """The scheduler's id of ``job`` (the last part of ``site/jobs/<id>``), checked to be a plain file name."""
+def job_file_name(job: str) -> str | None:
+    """The scheduler's id of ``job`` (the last part of ``site/jobs/<id>``) if it is a plain file name, else None."""
     name = leaf(job)
-    if not name or name in (".", "..") or "\0" in name:
+    return None if not name or name in (".", "..") or "\0" in name else name
+
+
+def _job_file(job: str) -> str:
+    """:func:`job_file_name`, or an error naming the bad id."""
+    name = job_file_name(job)
+    if name is None:
         raise InputError("--job", "", f"{job!r} is not a job id (a Slurm job id or namespace.pod)")
     return name
+
+
+def _field_error(why: str) -> InputError:
+    """A parser's ``field NAME: what (allowed: ...)`` as the writer's one-line error."""
+    field, _, rest = why.removeprefix("field ").partition(": ")
+    return InputError("job-event", field, rest)
 
 
 #: Where Kubernetes mounts a pod's namespace (the service account's token volume, in every pod that automounts it).
@@ -382,8 +394,7 @@ def record(
             raise InputError("job-event", unknown[0], f"not a step value (allowed: {', '.join(STEP_FIELDS)})")
         _, why = step_values(given)
         if why is not None:
-            field, _, rest = why.removeprefix("field ").partition(": ")
-            raise InputError("job-event", field, rest)
+            raise _field_error(why)
         doc.update(given)
     elif values:
         raise InputError("job-event", next(iter(values)), f"step values go with the step event, not {name!r}")
@@ -443,8 +454,7 @@ def record_rank(
     doc.update({k: v for k, v in where.items() if v is not None})
     _, gpu, why = rank_step_values(doc)
     if gpu is None:
-        field, _, rest = (why or "").removeprefix("field ").partition(": ")
-        raise InputError("job-event", field, rest)
+        raise _field_error(why or "")
     # One file per GPU, named after it: a rank appends only to its own (see rank_progress on why not the job's).
     name = gpu_uuid if gpu_uuid is not None else f"{host}.gpu{gpu_index}"
     root = rank_dir(directory, job)
@@ -483,10 +493,10 @@ class JobHeartbeats:
         """``job``'s events (none recorded: empty); None when the directory cannot be read."""
         if not os.access(self.directory, os.R_OK | os.X_OK) or not self.directory.is_dir():
             return None
-        try:
-            path = self.directory / f"{_job_file(job)}.jsonl"
-        except InputError:
+        name = job_file_name(job)
+        if name is None:
             return None
+        path = self.directory / f"{name}.jsonl"
         try:
             stat = path.stat()
             key = (stat.st_mtime_ns, stat.st_size)
