@@ -192,7 +192,8 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
     control = ControlChannel(control_path(db), args.run_name) if db is not None else None
     alerts = AlertmanagerClient(args.alertmanager) if args.alertmanager else None
     config = WatchConfig(mode=args.mode, run=args.run_name, policy=parts.policy)  # type: ignore[arg-type]
-    watcher = Watcher(cluster, records, control, alerts, config, _say)
+    # With --job-heartbeats the jobs' progress the rules read goes to the store too, beside the GPUs' rows.
+    watcher = Watcher(cluster, records, control, alerts, config, _say, telemetry=store)
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, lambda *_: stop.set())

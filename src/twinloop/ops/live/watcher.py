@@ -15,6 +15,9 @@ The loop itself (detect → classify → respond → verify) is the generic runn
   not fire its rules again; one not seen again within the pipeline's quiet period is closed), re-lists its pending
   approvals, tells the guard rails what was done (rate limits and back-off hold across the restart), and starts
   with the thresholds it learned;
+* **the jobs' own progress in the store** (with ``--job-heartbeats``): each sample's job step fields and per-GPU
+  rank step times, as the rules saw them, become telemetry rows at the sample's time beside the GPUs' own
+  (:mod:`~twinloop.ops.live.progress_rows`), written once even when a restarted watcher reads the same data again;
 * **data quality**: samples with warnings (gaps, NaN bursts, duplicates, late rows, a source that came back) are
   counted and shown, and no action is taken on the step of such a sample (a rule's firing on a broken sample waits
   for a clean one).
@@ -38,6 +41,7 @@ from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.control import ControlChannel, pending_row
 from twinloop.ops.live.job_progress import JobProgress
 from twinloop.ops.live.jobs import load_job_file
+from twinloop.ops.live.progress_rows import FrameSink, progress_frame, progress_source_key
 from twinloop.ops.live.kinds import build_source
 from twinloop.ops.live.rules import use_live_rules
 from twinloop.ops.ports import END, Sample
@@ -101,6 +105,8 @@ class Watcher:
         alerts: the Alertmanager client (None: no alerts).
         config: settings.
         say: progress and warnings for a person (stderr in the CLI).
+        telemetry: the store the jobs' progress rows go to, when the cluster reads the jobs' heartbeats (the CLI's
+            store, which the cluster's GPU rows go to as well); None: not written.
     """
 
     def __init__(
@@ -111,8 +117,10 @@ class Watcher:
         alerts: AlertmanagerClient | None = None,
         config: WatchConfig | None = None,
         say: Say | None = None,
+        telemetry: FrameSink | None = None,
     ) -> None:
         self.cluster = cluster
+        self.telemetry = telemetry if cluster.progress is not None else None
         self.records = records
         self.control = control
         self.alerts = alerts
@@ -403,6 +411,7 @@ class Watcher:
                         responder.handle(list(self._deferred.values()), sample.ts, self.cluster.read)
                         self._deferred = {}
                     runner.step(sample)
+                self._store_progress(sample)
                 self.summary.samples += 1
                 self.summary.first_ts = sample.ts if self.summary.first_ts is None else self.summary.first_ts
                 self.summary.last_ts = sample.ts
@@ -416,6 +425,15 @@ class Watcher:
                 self.summary.quality = self.cluster._assembler.counts.as_dict()
             self.summary.wall_s = time.monotonic() - started
         return self.summary
+
+    def _store_progress(self, sample: Sample) -> None:
+        """The jobs' progress this sample gave the rules, as telemetry rows at its time (queued with the store's)."""
+        if self.telemetry is None or self.cluster.progress is None:
+            return
+        topo = self.cluster.topology()
+        frame = progress_frame(sample, topo.gpu_ids, topo.site)
+        if len(frame):
+            self.telemetry.append(frame, source_key=progress_source_key(self.cluster.progress.directory))
 
     def _record_open_incidents(self) -> None:
         """Store the incidents still open as they stand now: the grouper reports an incident when it opens, grows

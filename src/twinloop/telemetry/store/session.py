@@ -5,6 +5,11 @@ watcher does not keep the file open: frames and record writes queue in memory, a
 opens the store, appends everything queued (each write its own transaction, in order), and closes it again
 (:mod:`~twinloop.telemetry.store.lock` keeps readers from starving it). While another process holds the file the
 queue simply grows and is written at the next chance: nothing is lost, and the loop never blocks on the file.
+
+A frame queued with a ``source_key`` is written as :meth:`DuckDBStore.append` writes such a frame: rows that source
+already stored (same entity, field and time) are left out, so a watcher started again over the same data adds none
+twice. The frames queued between two record writes go in one append per source key (their order among themselves
+does not matter: they are different rows).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -22,6 +28,14 @@ from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
 #: A queued write: runs inside one session with the open connection.
 Write = Callable[[duckdb.DuckDBPyConnection], None]
+
+
+@dataclass(frozen=True)
+class _Keyed:
+    """A frame queued with the source key its rows are checked against (None: written as they are)."""
+
+    frame: Frame
+    source_key: str | None
 
 
 class SessionStore:
@@ -39,7 +53,7 @@ class SessionStore:
         self.path = Path(path)
         self.flush_s = flush_s
         self.busy_wait_s = busy_wait_s
-        self._queue: list[Frame | Write] = []
+        self._queue: list[_Keyed | Write] = []
         self._last_flush = time.monotonic()
         self.busy_since: float | None = None  # monotonic time of the first flush refused since the last success
         self.sessions = 0
@@ -50,10 +64,16 @@ class SessionStore:
         """Writes waiting for the next session."""
         return len(self._queue)
 
-    def append(self, frame: Frame) -> int:
-        """Queue a telemetry frame; returns its rows (written at the next flush)."""
+    def append(self, frame: Frame, source_key: str | None = None) -> int:
+        """Queue a telemetry frame; returns its rows (written at the next flush).
+
+        Args:
+            frame: the samples.
+            source_key: where they come from; when given, rows this source already stored are not written again
+                (:meth:`DuckDBStore.append`).
+        """
         if len(frame):
-            self._queue.append(frame)
+            self._queue.append(_Keyed(frame, source_key))
         return len(frame)
 
     def write(self, op: Write) -> None:
@@ -79,12 +99,16 @@ class SessionStore:
     def _drain(self, store: DuckDBStore) -> None:
         while self._queue:
             head = self._queue[0]
-            if isinstance(head, Frame):
+            if isinstance(head, _Keyed):
                 n = 1
-                while n < len(self._queue) and isinstance(self._queue[n], Frame):
+                while n < len(self._queue) and isinstance(self._queue[n], _Keyed):
                     n += 1
-                frames = [f for f in self._queue[:n] if isinstance(f, Frame)]
-                self.rows += store.append(Frame.concat(frames))
+                by_key: dict[str | None, list[Frame]] = {}
+                for item in self._queue[:n]:
+                    if isinstance(item, _Keyed):
+                        by_key.setdefault(item.source_key, []).append(item.frame)
+                for key, frames in by_key.items():
+                    self.rows += store.append(Frame.concat(frames), source_key=key)
                 del self._queue[:n]
             else:
                 head(store.con)
