@@ -76,6 +76,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "twinloop.cli.telemetry_cmds",
         "Query the store: raw samples, downsampled buckets (--every) or per-entity aggregates.",
     ),
+    "report": LazyCommand(
+        "twinloop.cli.report_cmd",
+        "Write an HTML report from a store: telemetry, each job's step time with its incidents, incidents, actions.",
+    ),
     "export": LazyCommand(
         "twinloop.cli.telemetry_cmds",
         "Serve the latest values of a source at /metrics in dcgm-exporter's Prometheus format.",

@@ -1,5 +1,5 @@
-"""Self-contained HTML reports (charts by the vendored Apache ECharts, inlined; no network): building blocks and
-``sim_report``.
+"""Self-contained HTML reports (charts by the vendored Apache ECharts, inlined; no network): building blocks,
+``sim_report`` (a twin run) and ``store_report`` (any store, a live watcher's included: ``twinloop report``).
 
 The names below load on first use (PEP 562), so the dashboard can import ``report.charts``/``report.levels``
 without the store and loop-record code ``sim_report`` needs.
@@ -23,7 +23,9 @@ if TYPE_CHECKING:
         timeseries_chart,
         write_report,
     )
+    from twinloop.report.jobs import job_sections
     from twinloop.report.sim import loop_sections, sim_report, summary_section, telemetry_sections
+    from twinloop.report.store import store_report
 
 _WHERE = {
     "TimelineItem": "charts",
@@ -35,19 +37,23 @@ _WHERE = {
     "timeline": "html",
     "timeseries_chart": "html",
     "write_report": "html",
+    "job_sections": "jobs",
     "loop_sections": "sim",
     "sim_report": "sim",
     "summary_section": "sim",
     "telemetry_sections": "sim",
+    "store_report": "store",
 }
 __all__ = [
     "Section",
     "TimelineItem",
     "comparison_table",
     "heatmap",
+    "job_sections",
     "loop_sections",
     "render_report",
     "sim_report",
+    "store_report",
     "summary_section",
     "table",
     "telemetry_sections",

@@ -41,8 +41,8 @@ from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.control import ControlChannel, pending_row
 from twinloop.ops.live.job_progress import JobProgress
 from twinloop.ops.live.jobs import load_job_file
-from twinloop.ops.live.progress_rows import FrameSink, progress_frame, progress_source_key
 from twinloop.ops.live.kinds import build_source
+from twinloop.ops.live.progress_rows import FrameSink, progress_frame, progress_source_key
 from twinloop.ops.live.rules import use_live_rules
 from twinloop.ops.ports import END, Sample
 from twinloop.ops.records import VERDICTS, LiveRecords

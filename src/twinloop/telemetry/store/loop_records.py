@@ -32,6 +32,7 @@ __all__ = [
     "advisory_upsert",
     "ensure_schema",
     "incident_close",
+    "incident_entity_rows",
     "incident_summary_rows",
     "incident_upsert",
     "max_ids",
@@ -256,3 +257,19 @@ def action_summary_rows(con: Con, run: str) -> list[tuple[Any, ...]]:
         "WHERE a.run = ? ORDER BY a.action_id",
         [run],
     ).fetchall()
+
+
+def incident_entity_rows(con: Con, run: str | None = None) -> list[tuple[str, int, str]]:
+    """(run, incident_id, entities JSON) of the incidents a live watcher recorded (all runs, or one); empty when no
+    watcher wrote to the store.
+    """
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'loop_incident_entities'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return []
+    rows = con.execute(
+        "SELECT run, incident_id, entities FROM loop_incident_entities" + (" WHERE run = ?" if run else ""),
+        [run] if run else [],
+    ).fetchall()
+    return [(str(r), int(i), str(e or "[]")) for r, i, e in rows]

@@ -28,6 +28,7 @@ __all__ = [
     "field_ids",
     "gpu_entities",
     "has_telemetry",
+    "job_entities",
     "last_sample_ts",
     "latest_values",
     "mean_in_windows",
@@ -101,6 +102,14 @@ def gpu_entities(con: Con) -> list[tuple[int, str]]:
     rows = con.execute(
         "SELECT entity_id, entity FROM entities WHERE entity NOT LIKE '%/jobs/%' "
         "AND regexp_matches(entity, '^[^/]+/[^/]+/[^/]+/[^/]+/[^/]+$')"
+    ).fetchall()
+    return [(int(i), str(e)) for i, e in rows]
+
+
+def job_entities(con: Con) -> list[tuple[int, str]]:
+    """``(entity_id, entity)`` of every job (``<site>/jobs/<job id>``), in name order."""
+    rows = con.execute(
+        "SELECT entity_id, entity FROM entities WHERE regexp_matches(entity, '^[^/]+/jobs/[^/]+$') ORDER BY entity"
     ).fetchall()
     return [(int(i), str(e)) for i, e in rows]
 

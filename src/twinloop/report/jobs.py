@@ -1,0 +1,141 @@
+"""Per-job charts of a report: each job's step time (and throughput, where it reports one) over time, with the
+incidents on the job shaded and the actions on it marked.
+
+A job is a ``<site>/jobs/<job id>`` entity with ``TWINLOOP_FI_JOB_STEP_TIME`` or ``TWINLOOP_FI_JOB_TOKENS_PER_S``
+rows: the twin writes them for its jobs, and ``twinloop watch --job-heartbeats`` for a live job from the steps it
+reports (:mod:`twinloop.ops.live.progress_rows`). So "the job slowed at 14:02" reads off the same time axis as the
+GPUs' telemetry and the loop's records. An incident is on a job when it is rooted at the job or (a live watcher's
+records) counts the job among its entities; an action is on it when it targets the job or answers one of its
+incidents.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from twinloop.report.charts import SEVERITY_COLORS
+from twinloop.report.html import Section, timeseries_chart
+from twinloop.report.timebase import record_offset_s
+from twinloop.telemetry.fields import TWINLOOP_FI_JOB_STEP_TIME, TWINLOOP_FI_JOB_TOKENS_PER_S
+from twinloop.telemetry.store import queries as store_queries
+from twinloop.telemetry.store.duckdb_store import DuckDBStore
+from twinloop.telemetry.store.loop_records import incident_entity_rows, read_loop_table
+
+F64 = NDArray[np.float64]
+#: Most jobs charted (jobs with incidents first, then by name); the rest are counted in a note.
+MAX_JOBS = 24
+#: Most time buckets per chart.
+MAX_POINTS = 600
+#: The job fields charted: (field, series name, unit).
+JOB_SERIES = (
+    (TWINLOOP_FI_JOB_STEP_TIME, "step time", "s"),
+    (TWINLOOP_FI_JOB_TOKENS_PER_S, "tokens/s", "tokens/s"),
+)
+
+
+@dataclass(frozen=True)
+class JobChart:
+    """What a report charted for one job (the ``--json`` of ``twinloop report``).
+
+    Attributes:
+        job: the job's entity id.
+        points: per charted field, its buckets with a value.
+        incidents: incidents on the job (shaded).
+        actions: actions on the job (marked).
+    """
+
+    job: str
+    points: dict[str, int]
+    incidents: int
+    actions: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def _series(store: DuckDBStore, field: str, every_s: float) -> dict[str, tuple[F64, F64]]:
+    """Per job entity: (bucket ts, bucket mean) of ``field``."""
+    if store.field_id(field) is None:
+        return {}
+    tab = store.downsample(field, every_s)
+    ents = np.asarray(tab.column("entity").to_pylist(), dtype=object)
+    ts, mean = tab.column("ts").to_numpy(), tab.column("mean").to_numpy()
+    return {str(e): (ts[ents == e], mean[ents == e]) for e in dict.fromkeys(ents.tolist())}
+
+
+def _on_jobs(
+    store: DuckDBStore, jobs: Sequence[str], run: str | None, t0_s: float
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]], float, float]:
+    """Per job, its incidents and its actions; and the shifts that put each on the telemetry's time axis."""
+    incidents = read_loop_table(store.con, "loop_incidents", run)
+    actions = read_loop_table(store.con, "loop_actions", run)
+    members = {(r, i): set(json.loads(e)) for r, i, e in incident_entity_rows(store.con, run)}
+    wanted = set(jobs)
+    inc_of: dict[str, list[dict[str, Any]]] = {j: [] for j in jobs}
+    job_of_inc: dict[tuple[str, int], set[str]] = {}
+    for inc in incidents:
+        key = (str(inc["run"]), int(inc["incident_id"]))
+        on = ({str(inc["root"])} | members.get(key, set())) & wanted
+        job_of_inc[key] = on
+        for j in on:
+            inc_of[j].append(inc)
+    act_of: dict[str, list[dict[str, Any]]] = {j: [] for j in jobs}
+    for act in actions:
+        via = job_of_inc.get((str(act["run"]), int(act["incident_id"] if act["incident_id"] is not None else -1)))
+        for j in ({str(act["target"])} & wanted) | (via or set()):
+            act_of[j].append(act)
+    inc_shift = record_offset_s([float(i["start_ts"]) for i in incidents], t0_s)
+    act_shift = record_offset_s([float(a["ts"]) for a in actions], t0_s)
+    return inc_of, act_of, inc_shift, act_shift
+
+
+def job_sections(store: DuckDBStore, run: str | None = None) -> tuple[list[Section], list[JobChart]]:
+    """One section per job that reports a step time or throughput (see the module docstring), and what each shows.
+
+    Args:
+        store: the telemetry store (read).
+        run: only this run's incidents and actions (None: every run's).
+    """
+    t0, t1 = store.time_range()
+    if t0 is None or t1 is None:
+        return [], []
+    every = max((t1 - t0) / MAX_POINTS, 1e-3)
+    data = {field: _series(store, field, every) for field, _, _ in JOB_SERIES}
+    known = {e for _, e in store_queries.job_entities(store.con)}
+    jobs = sorted({j for per_job in data.values() for j in per_job} & known)
+    if not jobs:
+        return [], []
+    inc_of, act_of, inc_shift, act_shift = _on_jobs(store, jobs, run, t0)
+    jobs.sort(key=lambda j: (not inc_of[j], j))
+    sections, shown = [], []
+    for job in jobs[:MAX_JOBS]:
+        bands = [
+            (float(i["start_ts"]) + inc_shift, max(float(i["end_ts"]), float(i["start_ts"]) + every) + inc_shift,
+             f"#{i['incident_id']} {i['event_class']}", SEVERITY_COLORS.get(str(i["severity"]), "#64748b"))
+            for i in inc_of[job]
+        ]  # fmt: skip
+        marks = [(float(a["ts"]) + act_shift, f"{a['kind']} {a['status']}") for a in act_of[job]]
+        body, points = "", {}
+        for field, name, unit in JOB_SERIES:
+            ts, mean = data[field].get(job, (np.zeros(0), np.zeros(0)))
+            if not ts.size:
+                continue
+            points[field] = int(np.isfinite(mean).sum())
+            body += timeseries_chart(f"{job}: {name}", ts, {name: mean}, unit, marks, bands)
+        note = (
+            f"Bucket means over {every:.3g} s. Shaded: the {len(bands)} incident(s) on the job (colour: severity); "
+            f"dashed lines: the {len(marks)} action(s) on it."
+        )
+        sections.append(Section(f"Job {job}", body, note=note))
+        shown.append(JobChart(job, points, len(bands), len(marks)))
+    if len(jobs) > MAX_JOBS:
+        left = Section("More jobs", "", note=f"{len(jobs) - MAX_JOBS} more job(s) not charted (`twinloop query`).")
+        sections.append(left)
+    return sections, shown
