@@ -130,8 +130,9 @@ def job_sections(store: DuckDBStore, run: str | None = None) -> tuple[list[Secti
             points[field] = int(np.isfinite(mean).sum())
             body += timeseries_chart(f"{job}: {name}", ts, {name: mean}, unit, marks, bands)
         note = (
-            f"Bucket means over {every:.3g} s. Shaded: the {len(bands)} incident(s) on the job (colour: severity); "
-            f"dashed lines: the {len(marks)} action(s) on it."
+            f"Each point: the mean of the job's values in a bucket of {every:.3g} s (one sample where samples are "
+            f"further apart). Shaded: the {len(bands)} incident(s) on the job (colour: severity); dashed lines: the "
+            f"{len(marks)} action(s) on it."
         )
         sections.append(Section(f"Job {job}", body, note=note))
         shown.append(JobChart(job, points, len(bands), len(marks)))

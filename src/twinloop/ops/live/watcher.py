@@ -121,6 +121,7 @@ class Watcher:
     ) -> None:
         self.cluster = cluster
         self.telemetry = telemetry if cluster.progress is not None else None
+        self._progress_key = None if cluster.progress is None else progress_source_key(cluster.progress.directory)
         self.records = records
         self.control = control
         self.alerts = alerts
@@ -428,12 +429,12 @@ class Watcher:
 
     def _store_progress(self, sample: Sample) -> None:
         """The jobs' progress this sample gave the rules, as telemetry rows at its time (queued with the store's)."""
-        if self.telemetry is None or self.cluster.progress is None:
+        if self.telemetry is None:
             return
         topo = self.cluster.topology()
         frame = progress_frame(sample, topo.gpu_ids, topo.site)
         if len(frame):
-            self.telemetry.append(frame, source_key=progress_source_key(self.cluster.progress.directory))
+            self.telemetry.append(frame, source_key=self._progress_key)
 
     def _record_open_incidents(self) -> None:
         """Store the incidents still open as they stand now: the grouper reports an incident when it opens, grows
