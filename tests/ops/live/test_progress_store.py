@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from twinloop.cli.main import app
@@ -20,12 +22,14 @@ from twinloop.ops.live.cluster import LiveOptions, SourceCluster
 from twinloop.ops.live.job_progress import JobProgress
 from twinloop.ops.live.jobs import load_job_file
 from twinloop.ops.live.kinds import build_source
+from twinloop.ops.live.progress_rows import progress_frame
 from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.ops.ports import Sample
 from twinloop.ops.records import LiveRecords
 from twinloop.ops.respond.adapters.heartbeats import record, record_rank
 from twinloop.telemetry.fields import (
     DCGM_FI_DEV_SM_CLOCK,
+    TWINLOOP_FI_JOB_LOSS,
     TWINLOOP_FI_JOB_PROGRESS,
     TWINLOOP_FI_JOB_STEP_TIME,
     TWINLOOP_FI_JOB_TOKENS_PER_S,
@@ -163,3 +167,29 @@ def test_twinloop_query_reads_the_jobs_step_time_back(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     (row,) = json.loads(res.stdout)["rows"]
     assert row["entity"] == GPUS[6] and row["min"] > 0.7
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6)), min_size=0, max_size=3),
+    st.lists(st.one_of(st.none(), st.floats(0.0, 1e3)), min_size=len(GPUS), max_size=len(GPUS)),
+    st.booleans(),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_rows_are_exactly_the_finite_values_the_sample_carries(
+    losses: list[float | None], ranks: list[float | None], with_ranks: bool
+) -> None:
+    jobs = tuple(f"j{k}" for k in range(len(losses)))
+    nan = float("nan")
+    loss = np.array([nan if v is None else v for v in losses])
+    rank = np.array([nan if v is None else v for v in ranks])
+    gpu = {DCGM_FI_DEV_SM_CLOCK: np.full(len(GPUS), 1980.0)} | (
+        {TWINLOOP_FI_RANK_STEP_TIME: rank} if with_ranks else {}
+    )
+    sample = Sample(ts=T0, gpu=gpu, job_ids=jobs, job_fields={TWINLOOP_FI_JOB_LOSS: loss})
+    frame = progress_frame(sample, GPUS, "dc")
+    got = sorted(zip(frame.entity_names().tolist(), frame.field_names().tolist(), frame.value.tolist(), strict=True))
+    want = [(f"dc/jobs/{j}", TWINLOOP_FI_JOB_LOSS, v) for j, v in zip(jobs, losses, strict=True) if v is not None]
+    if with_ranks:
+        want += [(g, TWINLOOP_FI_RANK_STEP_TIME, v) for g, v in zip(GPUS, ranks, strict=True) if v is not None]
+    assert got == sorted(want) and set(frame.ts_s.tolist()) <= {T0}
+    assert set(frame.entities) == {e for e, _, _ in want}  # no entity without a row (the GPU clock is not progress)
