@@ -190,7 +190,9 @@ class NvmlSource(Source):
                     columns.setdefault(name, np.full(len(handles), np.nan))[pos] = value
                 procs = self._processes(lib, h, pos, src, k, unsupported, report)
                 if procs is not None:
-                    columns.setdefault(TWINLOOP_FI_GPU_COMPUTE_PROCESSES, np.full(len(handles), np.nan))[pos] = len(procs)
+                    columns.setdefault(TWINLOOP_FI_GPU_COMPUTE_PROCESSES, np.full(len(handles), np.nan))[pos] = len(
+                        procs
+                    )
                     if sweep_labels is labels:
                         sweep_labels = dict(labels)
                     sweep_labels[entities[pos]] = {**labels[entities[pos]], PROCESSES_LABEL: encode(procs)}

@@ -46,7 +46,8 @@ def encode(processes: tuple[ComputeProcess, ...]) -> str:
 
 def decode(text: str) -> tuple[ComputeProcess, ...]:
     """Processes from a label written by :func:`encode`; malformed text or rows give what could be read (a label is
-    a courtesy to a person, never a reason to stop the loop)."""
+    a courtesy to a person, never a reason to stop the loop).
+    """
     try:
         rows = json.loads(text)
     except ValueError:
@@ -56,7 +57,9 @@ def decode(text: str) -> tuple[ComputeProcess, ...]:
         if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], int) and not isinstance(row[0], bool)):
             continue
         mib = row[1] if isinstance(row[1], int | float) and not isinstance(row[1], bool) else None
-        out.append(ComputeProcess(row[0], None if mib is None else float(mib), row[2] if isinstance(row[2], str) else None))
+        out.append(
+            ComputeProcess(row[0], None if mib is None else float(mib), row[2] if isinstance(row[2], str) else None)
+        )
     return tuple(out)
 
 
