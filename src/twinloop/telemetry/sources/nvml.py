@@ -171,6 +171,10 @@ class NvmlSource(Source):
         event_set = self._xid_setup(lib, cfg, handles, src, report)
         last_xid = np.zeros(len(handles))
         unsupported: set[tuple[int, str]] = set()
+        # Each GPU's labels with its processes: a new dict only when they change (the store encodes a label dict it
+        # has not seen; the same object again costs nothing).
+        sweep_labels: dict[str, dict[str, str]] = dict(labels)
+        frame_labels = labels
         t_start = time.monotonic()
         k = 0
         while (cfg.samples is None or k < cfg.samples) and (
@@ -184,22 +188,23 @@ class NvmlSource(Source):
             else:
                 ts = cfg.start_ts_s + k * cfg.period_s
             columns: dict[str, np.ndarray] = {}
-            sweep_labels = labels
+            changed = False
             for pos, h in enumerate(handles):
                 for name, value in self._read(lib, h, pos, src, k, unsupported, report).items():
                     columns.setdefault(name, np.full(len(handles), np.nan))[pos] = value
                 procs = self._processes(lib, h, pos, src, k, unsupported, report)
                 if procs is not None:
-                    columns.setdefault(TWINLOOP_FI_GPU_COMPUTE_PROCESSES, np.full(len(handles), np.nan))[pos] = len(
-                        procs
-                    )
-                    if sweep_labels is labels:
-                        sweep_labels = dict(labels)
-                    sweep_labels[entities[pos]] = {**labels[entities[pos]], PROCESSES_LABEL: encode(procs)}
+                    count = columns.setdefault(TWINLOOP_FI_GPU_COMPUTE_PROCESSES, np.full(len(handles), np.nan))
+                    count[pos] = len(procs)
+                    text, e = encode(procs), entities[pos]
+                    if sweep_labels[e].get(PROCESSES_LABEL) != text:
+                        sweep_labels[e], changed = {**labels[e], PROCESSES_LABEL: text}, True
+            if changed:
+                frame_labels = dict(sweep_labels)
             if event_set is not None:
                 self._poll_xid(lib, event_set, uuid_to_pos, last_xid, src, report)
                 columns[DCGM_FI_DEV_XID_ERRORS] = last_xid.copy()
-            frame = Frame.from_dense(ts, entities, columns, labels=sweep_labels, source=src)
+            frame = Frame.from_dense(ts, entities, columns, labels=frame_labels, source=src)
             # Cells not read (unsupported or errored) are NaN in the grid: drop them, they are already counted.
             yield frame.take(~np.isnan(frame.value))
             k += 1
