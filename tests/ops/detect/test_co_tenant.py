@@ -110,3 +110,11 @@ def test_a_straggler_without_the_cause_is_still_moved() -> None:
         for a in r.handle([_incident("rule:rank_straggler")], float(t), lambda *a, **k: None)
     ]
     assert {str(a.request.kind) for a in out} >= {"drain", "requeue"}
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_the_jobs_own_process_count_is_checked(bad: object) -> None:
+    from twinloop.errors import InputError
+
+    with pytest.raises(InputError, match=r"own_processes_per_gpu: .* \(allowed: an integer >= 1\)"):
+        DetectionPipeline(GPUS, config=PipelineConfig(own_processes_per_gpu=bad))  # type: ignore[arg-type]

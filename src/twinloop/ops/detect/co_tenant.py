@@ -24,6 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import NDArray
 
+from twinloop.errors import InputError
 from twinloop.ops.detect.rules import BoolArr, RuleFrame
 from twinloop.telemetry.fields import TWINLOOP_FI_GPU_COMPUTE_PROCESSES
 from twinloop.telemetry.sources.nvml_processes import decode, describe_all
@@ -43,6 +44,8 @@ class CoTenants:
     """
 
     def __init__(self, entities: tuple[str, ...], own_per_gpu: int = 1) -> None:
+        if isinstance(own_per_gpu, bool) or not isinstance(own_per_gpu, int) or own_per_gpu < 1:
+            raise InputError("pipeline", "own_processes_per_gpu", f"{own_per_gpu!r} (allowed: an integer >= 1)")
         self._index = {e: i for i, e in enumerate(entities)}
         self.own_per_gpu = own_per_gpu
         self._named: dict[int, str] = {}  # GPU index -> the label text of its processes, as last told
