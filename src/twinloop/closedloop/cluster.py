@@ -32,6 +32,7 @@ from twinloop.telemetry.fields import TWINLOOP_FI_CDU_PUMP_SPEED as CDU_PUMP_SPE
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_SETPOINT as CDU_SETPOINT
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_SUPPLY_TEMP as CDU_SUPPLY
 from twinloop.telemetry.fields import TWINLOOP_FI_CDU_VALVE as CDU_VALVE
+from twinloop.telemetry.fields import TWINLOOP_FI_GPU_COMPUTE_PROCESSES as COMPUTE_PROCESSES
 from twinloop.telemetry.fields import TWINLOOP_FI_PSU_STATE as PSU_STATE
 from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME as RANK_STEP_TIME
 from twinloop.twin.engine import Twin
@@ -95,6 +96,16 @@ def rank_step_times(twin: Twin) -> NDArray[np.float64]:
     return out
 
 
+def compute_processes(twin: Twin) -> NDArray[np.float64]:
+    """Per GPU: the compute processes NVML would list, one for a GPU a job holds (its rank) plus one per injected
+    ``co_tenant`` fault on it (someone else's process); 0 on an idle GPU.
+    """
+    out = (twin.job_of_gpu >= 0).astype(np.float64)
+    if twin.co_tenants:
+        np.add.at(out, np.fromiter(twin.co_tenants, dtype=np.int64), 1.0)
+    return out
+
+
 def gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
     """The step's GPU fields, each GPU's rank step time (:func:`rank_step_times`), plus the node and row fields the
     rules read per GPU, when every node/row reports.
@@ -102,6 +113,8 @@ def gpu_fields(twin: Twin, result: StepResult) -> Mapping[str, NDArray[Any]]:
     assert result.gpu is not None
     out = dict(result.gpu)
     out[RANK_STEP_TIME] = rank_step_times(twin)[twin.telemetry.gpu_idx]
+    if twin.emits_processes:
+        out[COMPUTE_PROCESSES] = compute_processes(twin)[twin.telemetry.gpu_idx]
     topo, rec = twin.topo, twin.telemetry
     for level, of_gpu, idx in (("node", topo.gpu_node, rec.node_idx), ("row", topo.gpu_row, rec.row_idx)):
         block = result.facility.get(level) if result.facility else None

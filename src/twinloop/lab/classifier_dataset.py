@@ -51,6 +51,7 @@ CANONICAL_CLASS: dict[str, EventClass] = {
     "job_hang": C.JOB_HANG,
     "facility_power_cap": C.FACILITY_POWER_EXCURSION,
     "operator_power_cap": C.POWER_THROTTLE,  # the GPUs do what their (lowered) limit tells them
+    "co_tenant": C.STRAGGLER,  # someone else's process slows the job's rank
 }
 
 _CAUSE = {c.name: c for c in CAUSES}

@@ -30,6 +30,7 @@ FAULT_CLASSES: dict[str, frozenset[EventClass]] = {
     "job_hang": frozenset({C.JOB_HANG}),
     "facility_power_cap": frozenset({C.FACILITY_POWER_EXCURSION, C.POWER_THROTTLE}),
     "operator_power_cap": frozenset({C.POWER_THROTTLE}),
+    "co_tenant": frozenset({C.STRAGGLER}),  # a straggler the co-tenant explains (detections from rule:co_tenant)
 }
 
 

@@ -64,6 +64,8 @@ class Detection:
         kind: ``anomaly`` (an outlier that lasts while it lasts) or ``change_point`` (a level shift).
         event_class: what it most likely is.
         detector: the detector or rule name.
+        detail: what a person should read about this firing beyond its class (a co-tenant's GPU, processes and the
+            slowdown measured); empty for most.
     """
 
     ts: float
@@ -73,6 +75,7 @@ class Detection:
     kind: DetectionKind
     event_class: EventClass
     detector: str = ""
+    detail: str = ""
 
 
 @dataclass(frozen=True)

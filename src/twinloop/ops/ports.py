@@ -104,6 +104,8 @@ class Sample:
         commanded_setpoints: CDU id → supply setpoint °C the control system commanded since the last sample.
         warnings: data-quality notes about this sample (gaps, duplicates, a source that came back), for a person.
         rack_heat: per-rack load and known-ahead heat, on the samples where the cluster offers it (else None).
+        gpu_processes: GPU id → its compute processes as the source last named them (the NVML source's
+            ``compute_processes`` label text), where the source names them; the count is a field.
     """
 
     ts: float
@@ -115,6 +117,7 @@ class Sample:
     commanded_setpoints: Mapping[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     rack_heat: RackHeat | None = None
+    gpu_processes: Mapping[str, str] = field(default_factory=dict)
 
 
 class _End:

@@ -230,6 +230,8 @@ class LoopRunner:
                 pipeline.commanded_setpoint(cdu, setpoint_c, at_s)
         self._own_setpoints.clear()
         self._tell_replica_jobs(sample.job_ids)
+        if sample.gpu_processes:
+            pipeline.compute_processes(sample.gpu_processes)
         updates = pipeline.step(
             sample.ts,
             sample.gpu,

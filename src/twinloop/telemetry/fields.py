@@ -70,6 +70,8 @@ DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS: Final = "DCGM_FI_DEV_UNCORRECTABLE_REMA
 DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS: Final = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
 DCGM_FI_DEV_ROW_REMAP_FAILURE: Final = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 DCGM_FI_DEV_ROW_REMAP_PENDING: Final = "DCGM_FI_DEV_ROW_REMAP_PENDING"
+# gpu, not in DCGM's field table: the compute processes (CUDA contexts) NVML lists on the GPU
+TWINLOOP_FI_GPU_COMPUTE_PROCESSES: Final = "TWINLOOP_FI_GPU_COMPUTE_PROCESSES"
 # node
 TWINLOOP_FI_NODE_POWER: Final = "TWINLOOP_FI_NODE_POWER"
 TWINLOOP_FI_PSU_STATE: Final = "TWINLOOP_FI_PSU_STATE"
@@ -356,6 +358,12 @@ FIELDS: tuple[FieldSpec, ...] = (
     _F(TWINLOOP_FI_PUE, "ratio", "site", "Power usage effectiveness = facility / IT power", min_value=1.0),
     # --- job (entity id ``<site>/jobs/<job id>``) ---
     _F(TWINLOOP_FI_JOB_STEP_TIME, "s", "job", "Wall time of the last training step / serving iteration"),
+    _F(
+        TWINLOOP_FI_GPU_COMPUTE_PROCESSES,
+        "count",
+        "gpu",
+        "Compute processes on the GPU (NVML nvmlDeviceGetComputeRunningProcesses; absent where not supported)",
+    ),
     _F(TWINLOOP_FI_RANK_STEP_TIME, "s", "gpu", "Step time of the job's rank on this GPU alone (no wait for peers)"),
     _F(TWINLOOP_FI_JOB_LOSS, "loss", "job", "Training loss of the last step", min_value=None),
     _F(TWINLOOP_FI_JOB_TOKENS_PER_S, "tokens/s", "job", "Job throughput"),

@@ -138,6 +138,10 @@ class Twin(ClusterOps):
         self.slot_cf = np.zeros(self.n_slots)
         self.job_of_gpu = np.full(self.topo.n_gpus, -1, dtype=np.int64)
         self.straggle: dict[int, float] = {}  # injected stragglers: GPU → speed factor
+        # injected co-tenants (another process on the GPU): GPU → speed factor its job's rank keeps
+        self.co_tenants: dict[int, float] = {}
+        # the GPUs' compute-process count is emitted only by a scenario with co-tenants (others' outputs unchanged)
+        self.emits_processes = any(f.label.kind == "co_tenant" for f in self.faults)
         self.background_stragglers = np.zeros(0, dtype=np.int64)
         self.background_speed = np.zeros(0, dtype=np.float32)
         if self.spec.straggler_fraction > 0:
@@ -204,13 +208,14 @@ class Twin(ClusterOps):
         return out
 
     def straggle_factors(self) -> NDArray[np.float64]:
-        """Per GPU, its speed factor: the slower of an injected ``straggler`` fault and a background straggler (1
-        elsewhere).
+        """Per GPU, its speed factor: the slowest of an injected ``straggler`` fault, an injected ``co_tenant`` and a
+        background straggler (1 elsewhere).
         """
         factor = np.ones(self.topo.n_gpus)
-        if self.straggle:
-            idx = np.fromiter(self.straggle.keys(), dtype=np.int64)
-            np.minimum.at(factor, idx, np.fromiter(self.straggle.values(), dtype=np.float64))
+        for injected in (self.straggle, self.co_tenants):
+            if injected:
+                idx = np.fromiter(injected.keys(), dtype=np.int64)
+                np.minimum.at(factor, idx, np.fromiter(injected.values(), dtype=np.float64))
         if self.background_stragglers.size:
             np.minimum.at(factor, self.background_stragglers, self.background_speed.astype(np.float64))
         return factor
@@ -328,7 +333,7 @@ class Twin(ClusterOps):
                 gmin = gs.reshape(job.n_slots, -1).min(axis=1)
             xmin = ph.x_of_g(gmin).astype(np.float64)
             straggle: float | NDArray[np.float64] = 1.0
-            if self.straggle or self.background_stragglers.size:
+            if self.straggle or self.co_tenants or self.background_stragglers.size:
                 factors = self.straggle_factors() if factors is None else factors
                 per_slot = factors[job.gpus].reshape(job.n_slots, -1).min(axis=1)
                 # a serving replica goes at its own slowest GPU's pace; a training job's ranks all wait for theirs

@@ -39,6 +39,11 @@ FAULT_TARGETS: dict[str, tuple[tuple[str, ...], float | None]] = {
     # not a fault of the hardware, but an event the loop must tell apart from one (a real H200 run's cap was
     # called a facility power excursion by the advisory classifier before it had seen any). 0.65: a guess.
     "operator_power_cap": (("node", "rack", "row", "gpu"), 0.65),
+    # Another user's process on a job's GPU (a notebook kernel, an MPS or time-sliced neighbour): the GPU's rank keeps
+    # ``magnitude`` of its speed, power and clock unchanged, and the GPU lists one more compute process. 0.45: a real
+    # H200 job's step went from 0.165 s to 0.365 s under a co-tenant's BF16 GEMMs at the same 693 W and clock
+    # (docs/results.md, "A real training job's steps under `twinloop watch nvml`").
+    "co_tenant": (("gpu",), 0.45),
 }
 
 
@@ -229,6 +234,11 @@ def apply_fault(twin: ClusterOps, fault: ResolvedFault, on: bool) -> None:
             twin.straggle[i] = m
         else:
             twin.straggle.pop(i, None)
+    elif kind == "co_tenant":
+        if on:
+            twin.co_tenants[i] = m
+        else:
+            twin.co_tenants.pop(i, None)
     elif kind == "sdc":
         job = twin.jobs[i] if fault.level == "job" else twin.job_on_gpu(i)
         if job is not None:

@@ -295,6 +295,7 @@ FaultKind = Literal[
     "job_hang",
     "facility_power_cap",
     "operator_power_cap",
+    "co_tenant",
 ]
 
 
@@ -304,7 +305,8 @@ class FaultSpec(_Frozen):
     ``magnitude`` meaning per kind: pump degradation/capacity loss → remaining fraction (0..1); setpoint drift
     → C per hour; heat wave → C added to ambient; PSU loss → PSUs lost; thermal interface → R multiplier;
     straggler → speed fraction; SDC → loss perturbation; facility cap → new budget W; operator power cap → the
-    GPUs' power limit as a fraction of their TDP. Others ignore it.
+    GPUs' power limit as a fraction of their TDP; co-tenant → the speed fraction the GPU's rank keeps beside another
+    process. Others ignore it.
 
     Ranges: ``start_s``, ``duration_s`` and ``magnitude`` may each be ``[low, high]``, and ``target`` may be
     ``random-<level>`` (``gpu``, ``node``, ``rack``, ``row``) or ``random-<level>:<entity>`` (one of that level

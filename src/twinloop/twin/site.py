@@ -70,6 +70,7 @@ class SiteState:
     job_of_gpu: NDArray[np.int64]
     # incidents and their after-effects
     straggle: dict[int, float]
+    co_tenants: dict[int, float]
     drift_rate_c_per_s: NDArray[np.float64]
     extra_ambient_c: float
     node_down_until: NDArray[np.float64]

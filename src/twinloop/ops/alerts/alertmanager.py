@@ -41,6 +41,9 @@ def incident_alert(incident: Incident, source: str = "twinloop", url: str = "") 
         },
         "startsAt": _iso(incident.start_ts),
     }
+    details = dict.fromkeys(d.detail for d in incident.evidence if d.detail)
+    if details:  # what the detection found beyond the class (a co-tenant: the GPU, its processes, the slowdown)
+        alert["annotations"]["description"] = "; ".join(details)
     if url:
         alert["generatorURL"] = url
     if incident.status != "open":

@@ -19,6 +19,9 @@ How a firing becomes a class:
 * firings of one class with a different mechanism (a GPU's own thermal path vs its row's coolant or air) group
   apart, so a fault inside an open incident's scope keeps its own incident; throttling spread over a row, or on
   a GPU no warmer for its power than its row's GPUs, is the row's;
+* a straggler (either rule) on a GPU that runs more compute processes than its job's ranks there, and a job slowdown
+  on a job with such a GPU, is a co-tenant's doing (:mod:`.co_tenant`): a straggler incident rooted at that GPU,
+  its detections from ``rule:co_tenant`` naming the processes and the slowdown, instead of the straggler's;
 * job rules (suspected SDC, hang, job slowdown = straggler) fire per job and open one incident per job (the
   root is the job entity); facility rules (PUE rise, power budget) fire for the site (root: the site);
   the SDC rule only fires when no hardware fault that can change a step's results or replay it (an XID, a
@@ -32,7 +35,7 @@ How a firing becomes a class:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +45,9 @@ from numpy.typing import NDArray
 from twinloop.errors import InputError
 from twinloop.ops.detect.base import Detector, make_detector
 from twinloop.ops.detect.cdu_rules import CduSetpointRule, cdu_rules
+from twinloop.ops.detect.co_tenant import SIGNATURE as CO_TENANT
+from twinloop.ops.detect.co_tenant import SOURCE as CO_TENANT_SOURCE
+from twinloop.ops.detect.co_tenant import CoTenants
 from twinloop.ops.detect.facility_rules import FacilityRules
 from twinloop.ops.detect.grouping import IncidentGrouper
 from twinloop.ops.detect.job_rules import (
@@ -75,6 +81,7 @@ from twinloop.telemetry.fields import (
     DCGM_FI_PROF_PIPE_TENSOR_ACTIVE,
     DCGM_FI_PROF_SM_ACTIVE,
     PROFILING_PREFIX,
+    TWINLOOP_FI_GPU_COMPUTE_PROCESSES,
 )
 
 F64 = NDArray[np.float64]
@@ -183,6 +190,8 @@ class PipelineConfig:
         emit_info: also report benign / unclassified changes (``info`` severity).
         threshold_scale: alarm source (``rule:<name>`` or a watched field) → factor on its thresholds
             (:data:`RULE_THRESHOLDS`, :data:`DETECTOR_THRESHOLDS`; > 1 = fewer alarms), e.g. learned from labels.
+        own_processes_per_gpu: compute processes a job runs on each of its GPUs (its ranks there); more is a
+            co-tenant's (:mod:`.co_tenant`).
     """
 
     field_detectors: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_FIELD_DETECTORS))
@@ -198,6 +207,7 @@ class PipelineConfig:
     risk_horizon_h: float = 1.0
     emit_info: bool = True
     threshold_scale: Mapping[str, float] = field(default_factory=dict)
+    own_processes_per_gpu: int = 1
 
 
 def _field_params(name: str, detector: str, overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -249,6 +259,8 @@ class DetectionPipeline:
         self.replica_hang = ReplicaHangRule()
         self.job_rules: list[Rule] = [SdcRule(), HangRule(), JobSlowdownRule()]
         self.facility_rules = FacilityRules()
+        self.co_tenants = CoTenants(self.entities, c.own_processes_per_gpu)
+        self._foreign = np.zeros(n, dtype=bool)
         self._scale_thresholds(c.threshold_scale)
         self._site_firing: set[EventClass] = set()
         #: Per site class, the signature of its current incident's cause (see :meth:`_facility_stage`).
@@ -302,6 +314,12 @@ class DetectionPipeline:
         and nobody waits for the slowest, so none of them is a straggler of the others.
         """
         (self._replica_jobs.add if replicas else self._replica_jobs.discard)(job)
+
+    def compute_processes(self, processes: Mapping[str, str]) -> None:
+        """Tell the co-tenant explanation who runs on each GPU (GPU id -> the NVML source's ``compute_processes``
+        label text): named in its incidents. The count itself comes with the fields.
+        """
+        self.co_tenants.tell(processes)
 
     def loop_setting(self, target: str, limited: bool) -> int:
         """Tell the straggler rules that the loop capped (``limited``) or released the GPUs under ``target``
@@ -760,9 +778,12 @@ class DetectionPipeline:
         if self._replica_jobs:
             replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
             fleet = np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
+        foreign = self._foreign = self.co_tenants.foreign(frame, self._straggler_lag_s(frame.dt_s))
         for rule in (self.straggler, self.rank_straggler):
             fired, score = rule.update(frame)
-            self._straggler_onsets(ts, rule.name, fired & ~(hw_explained | fleet), score)
+            fired = fired & ~(hw_explained | fleet)
+            self._straggler_onsets(ts, rule.name, fired & ~foreign, score)
+            self._co_tenant_onsets(frame, rule.name, fired & foreign, score, self._costs(rule, score))
         if fleet.any():
             self._replica_hang(frame, fleet)
         rep = self.replica_straggler
@@ -776,6 +797,42 @@ class DetectionPipeline:
             )
         elif rep.pace_known.any():  # no fleet now: nothing of the rule's counts toward an incident's impact
             rep.pace_known = np.zeros(self.n_gpus, dtype=bool)
+
+    def _straggler_lag_s(self, dt_s: float) -> float:
+        """How long the straggler rules' smoothing and persistence still show a slowdown that ended: 4 half-lives
+        and the persistence (as a lifted cap's grace in :class:`StragglerRule`), at least ``window_s``.
+        """
+        r = self.rank_straggler
+        half_life_s = max(r.smooth_half_life_s, r.min_smooth_samples * dt_s)
+        persist_s = max(r.persistence_s, r.min_persistence_samples * dt_s)
+        return max(self.config.window_s, 4.0 * half_life_s + persist_s)
+
+    @staticmethod
+    def _costs(rule: StragglerRule, score: F64) -> Callable[[int], str]:
+        def why(i: int) -> str:
+            cost = (
+                f"costs its job {100.0 * rule.job_slowdown[i]:.0f} % of its throughput, " if rule.pace_known[i] else ""
+            )
+            return f"{rule.name}: {cost}robust z {score[i]:.1f} against its job's peers"
+
+        return why
+
+    def _co_tenant_onsets(
+        self, frame: RuleFrame, name: str, fired: NDArray[np.bool_], score: F64, why: Callable[[int], str]
+    ) -> None:
+        """Group the GPUs a co-tenant slows into straggler incidents of their own (rooted at the GPU), each onset
+        naming the GPU's processes and the slowdown ``why`` gives.
+        """
+        onsets = self._onsets(frame.ts, f"co_tenant:{name}", fired, score, EventClass.STRAGGLER, "anomaly",
+                              CO_TENANT_SOURCE)  # fmt: skip
+        if not fired.any():
+            return
+        count = frame.gpu.get(TWINLOOP_FI_GPU_COMPUTE_PROCESSES, np.full(self.n_gpus, np.nan))
+        onsets = [
+            (i, dataclasses.replace(d, detail=self.co_tenants.explain(i, self.entities[i], float(count[i]), why(i))))
+            for i, d in onsets
+        ]
+        self.grouper.observe(frame.ts, EventClass.STRAGGLER, np.flatnonzero(fired), onsets, CO_TENANT)
 
     def _replica_hang(self, frame: RuleFrame, fleet: NDArray[np.bool_]) -> None:
         """A serving fleet's replica spinning in a stuck collective while the fleet serves on: a job-hang incident
@@ -806,6 +863,8 @@ class DetectionPipeline:
                 # A serving fleet's iteration time follows its load: a slower iteration is no straggler.
                 fired = fired.copy()
                 fired[[s for s in replica_slots if s < fired.shape[0]]] = False
+            if rule.event_class is EventClass.STRAGGLER:
+                fired = self._co_tenant_slowdown(frame, rule.name, fired, score)
             key = f"job:{rule.name}"
             prev = self._prev_fired.get(key, np.zeros(0, dtype=bool))
             prev = np.concatenate([prev, np.zeros(max(0, fired.shape[0] - prev.shape[0]), dtype=bool)])
@@ -817,6 +876,27 @@ class DetectionPipeline:
                     jdet = Detection(ts, entity, f"rule:{rule.name}", float(score[s]), "anomaly", rule.event_class, key)
                 members = np.flatnonzero(self._job_slot == s)
                 self.grouper.observe_named(ts, rule.event_class, entity, jdet, members)
+
+    def _co_tenant_slowdown(
+        self, frame: RuleFrame, name: str, fired: NDArray[np.bool_], score: F64
+    ) -> NDArray[np.bool_]:
+        """A job slowdown on a job with a co-tenant GPU is the co-tenant's: an incident at that GPU (or those GPUs)
+        instead of the job's; returns the job slots left to the job rule.
+        """
+        n = fired.shape[0]
+        co = fired & CoTenants.of_slots(self._foreign, frame.job_slot, n)
+        in_job = frame.job_slot >= 0
+        slot = np.where(in_job, frame.job_slot, 0)
+        on, gpu_score = np.zeros(self.n_gpus, dtype=bool), np.zeros(self.n_gpus)
+        if n:
+            on, gpu_score = self._foreign & in_job & co[slot], np.where(in_job, score[slot], 0.0)
+
+        def why(i: int) -> str:
+            return f"{name}: the job's step time is up {100.0 * np.expm1(gpu_score[i]):.0f} % on its usual"
+
+        self._co_tenant_onsets(frame, name, on, gpu_score, why)
+        out: NDArray[np.bool_] = fired & ~co
+        return out
 
     def _facility_stage(self, ts: float, site_fields: Mapping[str, Any]) -> None:
         """Facility rules (one site): a site-rooted incident over every GPU.

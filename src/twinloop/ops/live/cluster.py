@@ -32,10 +32,11 @@ from twinloop.ops.live.jobs import JobMap
 from twinloop.ops.live.site import SiteFile, place_gpus
 from twinloop.ops.ports import END, Sample, Topology, _End
 from twinloop.ops.respond.adapters.base import ActionAdapter
-from twinloop.telemetry.fields import TWINLOOP_FI_RANK_STEP_TIME
+from twinloop.telemetry.fields import TWINLOOP_FI_GPU_COMPUTE_PROCESSES, TWINLOOP_FI_RANK_STEP_TIME
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Pacer, Source
+from twinloop.telemetry.sources.nvml_processes import PROCESSES_LABEL
 
 F64 = NDArray[np.float64]
 
@@ -130,6 +131,7 @@ class SourceCluster:
         self._pacer = Pacer(self.options.speed)
         self._jobs: JobMap | None = None
         self._jobs_at = -np.inf
+        self._processes: dict[str, str] = {}  # GPU id -> its compute processes, as the source last named them
         self._now = float("nan")
         self.samples = 0
         self.cadence_s: float | None = self.options.cadence_s
@@ -325,6 +327,10 @@ class SourceCluster:
         self._last_data_wall = now
         if self.on_frame is not None and len(frame):
             self.on_frame(self._renamed(frame))
+        if TWINLOOP_FI_GPU_COMPUTE_PROCESSES in frame.fields:  # only a source that lists processes names them
+            for entity, labels in frame.labels.items():
+                if PROCESSES_LABEL in labels:  # who runs on the GPU (NVML): named in a co-tenant's incident
+                    self._processes[self._map.get(entity, entity)] = labels[PROCESSES_LABEL]
         self._assembler.add(frame)
         self._flush(final=self.options.whole_sweeps)
 
@@ -362,6 +368,7 @@ class SourceCluster:
             job_ids=() if jobs is None else jobs.job_ids,
             job_fields=None if jobs is None or self.progress is None else self.progress.fields(jobs.job_ids, ts),
             warnings=(*warnings, *self._source_warnings()),
+            gpu_processes=dict(self._processes),
         )
 
     def _job_map(self, ts: float) -> JobMap | None:

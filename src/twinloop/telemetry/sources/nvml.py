@@ -5,7 +5,10 @@ mW → W (power, power limit), mJ → J (energy), bytes → MiB (framebuffer). A
 support is counted once per GPU as ``unavailable`` and not asked again; any other NVML error is counted
 as ``source_error`` and the sweep goes on. XID errors come from an NVML event set (critical XID events)
 polled without blocking each sweep; ``DCGM_FI_DEV_XID_ERRORS`` carries the last XID seen (0 = none),
-as DCGM does.
+as DCGM does. The compute processes on each GPU (``nvmlDeviceGetComputeRunningProcesses``) give
+``TWINLOOP_FI_GPU_COMPUTE_PROCESSES`` (their count) and, as the frame label ``compute_processes``
+(:mod:`~twinloop.telemetry.sources.nvml_processes`), their pids, names (``nvmlSystemGetProcessName``, where NVML
+may read them) and memory; a driver or binding without the call leaves both out (absent, not 0).
 
 The library is injected (``lib``): the real ``pynvml`` module by default, or
 :class:`~twinloop.telemetry.sources.nvml_fake.FakeNvml` replaying a recording (``replay_file``) so that
@@ -46,10 +49,12 @@ from twinloop.telemetry.fields import (
     DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
     DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS,
     DCGM_FI_DEV_XID_ERRORS,
+    TWINLOOP_FI_GPU_COMPUTE_PROCESSES,
 )
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Source, SourceConfig, default_node_prefix
+from twinloop.telemetry.sources.nvml_processes import PROCESSES_LABEL, ComputeProcess, encode
 
 MIB = float(2**20)
 
@@ -102,6 +107,21 @@ def _memory_info(lib: Any, h: Any) -> Any:
     return lib.nvmlDeviceGetMemoryInfo(h)
 
 
+def _process_name(lib: Any, pid: int) -> str | None:
+    """The process's name as NVML gives it (a path, shortened to its last part); None where NVML may not read it
+    (another user's process without root, a pid of another namespace) or the binding has no such call.
+    """
+    fn = getattr(lib, "nvmlSystemGetProcessName", None)
+    if fn is None:
+        return None
+    try:
+        name = fn(pid)
+    except lib.NVMLError:
+        return None
+    text = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
+    return text.rsplit("/", 1)[-1] or None
+
+
 class NvmlSource(Source):
     """Samples read from the GPUs of this machine through NVML."""
 
@@ -151,6 +171,10 @@ class NvmlSource(Source):
         event_set = self._xid_setup(lib, cfg, handles, src, report)
         last_xid = np.zeros(len(handles))
         unsupported: set[tuple[int, str]] = set()
+        # Each GPU's labels with its processes: a new dict only when they change (the store encodes a label dict it
+        # has not seen; the same object again costs nothing).
+        sweep_labels: dict[str, dict[str, str]] = dict(labels)
+        frame_labels = labels
         t_start = time.monotonic()
         k = 0
         while (cfg.samples is None or k < cfg.samples) and (
@@ -164,13 +188,23 @@ class NvmlSource(Source):
             else:
                 ts = cfg.start_ts_s + k * cfg.period_s
             columns: dict[str, np.ndarray] = {}
+            changed = False
             for pos, h in enumerate(handles):
                 for name, value in self._read(lib, h, pos, src, k, unsupported, report).items():
                     columns.setdefault(name, np.full(len(handles), np.nan))[pos] = value
+                procs = self._processes(lib, h, pos, src, k, unsupported, report)
+                if procs is not None:
+                    count = columns.setdefault(TWINLOOP_FI_GPU_COMPUTE_PROCESSES, np.full(len(handles), np.nan))
+                    count[pos] = len(procs)
+                    text, e = encode(procs), entities[pos]
+                    if sweep_labels[e].get(PROCESSES_LABEL) != text:
+                        sweep_labels[e], changed = {**labels[e], PROCESSES_LABEL: text}, True
+            if changed:
+                frame_labels = dict(sweep_labels)
             if event_set is not None:
                 self._poll_xid(lib, event_set, uuid_to_pos, last_xid, src, report)
                 columns[DCGM_FI_DEV_XID_ERRORS] = last_xid.copy()
-            frame = Frame.from_dense(ts, entities, columns, labels=labels, source=src)
+            frame = Frame.from_dense(ts, entities, columns, labels=frame_labels, source=src)
             # Cells not read (unsupported or errored) are NaN in the grid: drop them, they are already counted.
             yield frame.take(~np.isnan(frame.value))
             k += 1
@@ -203,6 +237,33 @@ class NvmlSource(Source):
             pos = uuid_to_pos.get(str(lib.nvmlDeviceGetUUID(data.device)))
             if pos is not None:
                 last_xid[pos] = float(data.eventData)
+
+    def _processes(
+        self, lib: Any, h: Any, pos: int, src: str, sweep: int, unsupported: set[tuple[int, str]],
+        report: IngestReport,
+    ) -> tuple[ComputeProcess, ...] | None:  # fmt: skip
+        """The GPU's compute processes; None where NVML cannot list them (no such call in this driver or binding,
+        not supported on this GPU: counted once as ``unavailable``; another error: a ``source_error``).
+        """
+        getter = "nvmlDeviceGetComputeRunningProcesses"
+        fn = getattr(lib, getter, None)
+        if fn is None or (pos, getter) in unsupported:
+            return None
+        try:
+            infos = fn(h)
+        except lib.NVMLError as exc:
+            if isinstance(exc, lib.NVMLError_NotSupported):
+                unsupported.add((pos, getter))
+                report.add("unavailable", src, sweep, f"GPU {pos}: {getter} not supported")
+            else:
+                report.add("source_error", src, sweep, f"GPU {pos}: {getter}: {exc}")
+            return None
+        out = []
+        for info in infos:
+            pid = int(info.pid)
+            used = getattr(info, "usedGpuMemory", None)  # bytes; None where the driver does not say
+            out.append(ComputeProcess(pid, None if used is None else used / MIB, _process_name(lib, pid)))
+        return tuple(out)
 
     def _read(
         self, lib: Any, h: Any, pos: int, src: str, sweep: int, unsupported: set[tuple[int, str]],

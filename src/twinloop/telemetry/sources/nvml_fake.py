@@ -10,8 +10,14 @@ Recording format (JSON)::
          "samples": [{"power_mw", "energy_mj", "gpu_temp_c", "memory_temp_c", "sm_clock_mhz", "mem_clock_mhz",
                       "power_limit_mw", "clocks_event_reasons", "gpu_util_pct", "mem_util_pct", "fb_used_bytes",
                       "ecc": {"sbe_volatile", "dbe_volatile", "sbe_aggregate", "dbe_aggregate"},
-                      "remapped_rows": [correctable, uncorrectable, pending, failure]}, ...]}],
+                      "remapped_rows": [correctable, uncorrectable, pending, failure],
+                      "compute_processes": [{"pid", "name", "used_memory_bytes"}, ...]}, ...]}],
      "xid_events": [{"sample": k, "gpu": i, "xid": code}]}
+
+``compute_processes`` is optional: a recording with none on any sample replays a binding without
+``nvmlDeviceGetComputeRunningProcesses`` (the call is absent); a sample without it, once some have it, lists no
+process; a process's ``name`` null is one NVML may not name, its ``used_memory_bytes`` null one whose memory the
+driver does not report.
 
 Values are in NVML's raw units (mW, mJ, bytes). A device's cursor moves to its next sample each time its
 power is read (the NVML source reads power first in every sweep); at the end the recording loops, with the
@@ -70,7 +76,26 @@ class FakeNvml:
         # Constants and error classes are pynvml's own, so the source handles fake and real alike.
         if name.startswith(("NVML", "nvmlEventType", "nvmlClocksEventReason", "nvmlMemory_v")):
             return getattr(pynvml, name)
+        # The process calls exist only where the recording has processes (else: an older binding, no such call).
+        if name in ("nvmlDeviceGetComputeRunningProcesses", "nvmlSystemGetProcessName") and self._has_processes():
+            return self._compute_processes if name.startswith("nvmlDevice") else self._process_name
         raise AttributeError(name)
+
+    def _has_processes(self) -> bool:
+        return any("compute_processes" in s for d in self.__dict__.get("devices", ()) for s in d.get("samples", ()))
+
+    def _compute_processes(self, h: _Handle) -> list[Any]:
+        procs = self._sample(h, "nvmlDeviceGetComputeRunningProcesses").get("compute_processes", [])
+        return [_Named(pid=int(p["pid"]), usedGpuMemory=p.get("used_memory_bytes")) for p in procs]
+
+    def _process_name(self, pid: int) -> str:
+        self._check()
+        for dev in self.devices:
+            for s in dev["samples"]:
+                for p in s.get("compute_processes", ()):
+                    if int(p["pid"]) == pid and p.get("name") is not None:
+                        return str(p["name"])
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
 
     # ----- helpers ------------------------------------------------------------------------------------
     def _check(self) -> None:
