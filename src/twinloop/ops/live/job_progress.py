@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.detect.job_rules import CHECKPOINT_PHASE
-from twinloop.ops.live.file_tail import FileTail
+from twinloop.ops.file_tail import FileTail
 from twinloop.ops.live.rank_progress import RankProgress
 from twinloop.ops.respond.adapters.heartbeats import (
     LINE_EVENTS,

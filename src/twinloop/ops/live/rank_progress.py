@@ -23,7 +23,7 @@ reported once, naming the file, the line and the field, as a bad line is.
 One file per rank, not the job's own file: concurrent appends from many hosts to one file are not safe on NFS
 (``open(2)``: O_APPEND "may lead to corrupted files on NFS filesystems if more than one process appends data to a
 file at once"), contend for the file's end on a parallel file system every step, and would make the job file that
-the checkpoint reader parses whole (:class:`~twinloop.ops.respond.adapters.heartbeats.JobHeartbeats`) hundreds of
+the checkpoint reader parses (:class:`~twinloop.ops.respond.adapters.heartbeats.JobHeartbeats`) hundreds of
 times longer. A directory per job (not ``<job>.rank<R>.jsonl``) so no job id's own file is ever taken for a rank's.
 
 Per sample, each GPU of a job gets its rank's latest step time at or before the sample's time (a line from the
@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from twinloop.ops.live.file_tail import FileTail
+from twinloop.ops.file_tail import FileTail
 from twinloop.ops.live.site import gpu_index, host_of
 from twinloop.ops.respond.adapters.heartbeats import GpuRef, job_file_name, rank_step_values, uuid_key
 from twinloop.ops.say_once import SayOnce

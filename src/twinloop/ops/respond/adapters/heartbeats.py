@@ -36,8 +36,9 @@ each median over the last :data:`RECENT` (20).
 
 A live watcher must not stop on a job's typo: a bad line (not JSON, no finite ``ts`` >= 0, an unknown ``event``)
 is skipped and counted, and the first one of each file is reported once, naming the file, the line and the
-field. A directory that cannot be read answers None (unknown: a requeue waiting on a checkpoint goes to a person
-at its timeout); a job with no file has confirmed nothing yet.
+field; a last line still without its newline counts once it is a good line, and is judged bad only once its
+newline is written (it may be half-written). A directory that cannot be read answers None (unknown: a requeue
+waiting on a checkpoint goes to a person at its timeout); a job with no file has confirmed nothing yet.
 """
 
 from __future__ import annotations
@@ -51,12 +52,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from twinloop.errors import InputError
+from twinloop.ops.file_tail import FileTail
 from twinloop.ops.respond.adapters.base import JobTiming, leaf
 from twinloop.ops.say_once import SayOnce
 from twinloop.telemetry.fields import (
@@ -212,25 +214,36 @@ def rank_step_values(doc: Any) -> tuple[dict[str, float], GpuRef | None, str | N
     return values, gpu, None
 
 
+def line_event(line: str) -> tuple[str | None, float, str | None]:
+    """One line of a job file as the checkpoint reader takes it: ``(event, ts, None)``; ``(None, 0, why)`` for a bad
+    one (naming the field); ``(None, 0, None)`` for a blank line or a line that is not the reader's (a step, a
+    finished).
+    """
+    if not line.strip():
+        return None, 0.0, None
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
+        return None, 0.0, "not JSON"
+    why = bad_field(doc)
+    if why is not None:
+        return None, 0.0, why
+    if doc["event"] not in EVENTS:  # a step or finished line is the progress reader's
+        return None, 0.0, None
+    return doc["event"], _as_float(doc["ts"]), None
+
+
 def parse_events(text: str) -> JobEvents:
     """A heartbeat file's events; bad lines are skipped and listed, never raised (blank lines are ignored)."""
     found: dict[str, list[float]] = {e: [] for e in EVENTS}
     bad: list[tuple[int, str]] = []
     # Lines end at "\n" only (as an editor numbers them): JSON strings may hold U+2028 and friends unescaped.
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
-            bad.append((number, "not JSON"))
-            continue
-        why = bad_field(doc)
+        event, ts, why = line_event(line)
         if why is not None:
             bad.append((number, why))
-            continue
-        if doc["event"] in found:  # a step or finished line is the progress reader's
-            found[doc["event"]].append(_as_float(doc["ts"]))
+        elif event is not None:
+            found[event].append(ts)
     return JobEvents({e: tuple(sorted(v)) for e, v in found.items()}, tuple(bad))
 
 
@@ -464,8 +477,62 @@ def record_rank(
     return path
 
 
+#: Bytes read from a job file per read at most: a long backlog is parsed a chunk at a time, not held whole.
+READ_CHUNK_BYTES = 8 << 20
+#: Bad lines kept per file (their number and why; all are counted): a job that writes garbage every step must not
+#: fill the watcher's memory.
+KEPT_BAD_LINES = 100
+
+
+_NONE: tuple[str | None, float, str | None] = (None, 0.0, None)
+
+
+@dataclass
+class _JobFile:
+    """One job file as read so far: the tail, each lifecycle event's times (sorted), the bad lines.
+
+    Step lines are parsed (a bad one is counted) but not kept: the questions need the lifecycle events only.
+    """
+
+    tail: FileTail = field(default_factory=FileTail)
+    found: dict[str, list[float]] = field(default_factory=lambda: {e: [] for e in EVENTS})
+    bad: list[tuple[int, str]] = field(default_factory=list)
+    bad_count: int = 0
+    #: The answer for what was read (None: to build again), and the partial last line it was built with.
+    answer: JobEvents | None = None
+    answer_partial: bytes = b""
+
+    def take(self, number: int, line: str) -> None:
+        event, ts, why = line_event(line)
+        if why is not None:
+            self.bad_count += 1
+            if len(self.bad) < KEPT_BAD_LINES:
+                self.bad.append((number, why))
+        elif event is not None:
+            bisect.insort(self.found[event], ts)  # a late line (two writers) is put in its place
+
+    def events(self) -> JobEvents:
+        """The events read, and a last line still without its newline if it is a good one already (a writer that
+        ends its file without one); a bad one waits for its newline (it may be still being written).
+        """
+        if self.answer is not None and self.answer_partial == self.tail.partial:
+            return self.answer
+        found = {e: tuple(v) for e, v in self.found.items()}
+        event, ts, _ = line_event(self.tail.partial.decode("utf-8", errors="replace")) if self.tail.partial else _NONE
+        if event is not None:
+            found[event] = tuple(sorted((*found[event], ts)))
+        self.answer, self.answer_partial = JobEvents(found, tuple(self.bad)), self.tail.partial
+        return self.answer
+
+
 class JobHeartbeats:
     """Reads a heartbeat directory for the live loop: checkpoint confirmations and :class:`JobTiming`.
+
+    Each job file is read as it grows (:class:`~twinloop.ops.file_tail.FileTail`): a question costs the bytes
+    written since the last one, and the reader keeps per job the lifecycle events only, not the step lines (a job
+    stepping 6 times a second writes 3.6 M of them a week). A file read afresh (truncated, rotated, rewritten) is
+    parsed again from its start; a file that went away has recorded nothing (what was read is kept until another
+    file takes its name).
 
     Args:
         directory: the heartbeat directory.
@@ -482,38 +549,51 @@ class JobHeartbeats:
         self.directory = Path(directory)
         self.clock = clock
         self._say = SayOnce(warn)
-        self._cache: dict[str, tuple[tuple[int, int], JobEvents]] = {}
+        self._files: dict[str, _JobFile] = {}
 
     @property
     def bad_lines(self) -> int:
         """Lines skipped so far, over every job file read."""
-        return sum(len(ev.bad) for _, ev in self._cache.values())
+        return sum(f.bad_count for f in self._files.values())
 
     def events(self, job: str) -> JobEvents | None:
-        """``job``'s events (none recorded: empty); None when the directory cannot be read."""
+        """``job``'s events (none recorded: empty); None when the directory cannot be read.
+
+        ``bad`` holds the file's first :data:`KEPT_BAD_LINES` bad lines (:attr:`bad_lines` counts them all).
+        """
         if not os.access(self.directory, os.R_OK | os.X_OK) or not self.directory.is_dir():
             return None
         name = job_file_name(job)
         if name is None:
             return None
         path = self.directory / f"{name}.jsonl"
+        state = self._files.setdefault(str(path), _JobFile())
         try:
-            stat = path.stat()
-            key = (stat.st_mtime_ns, stat.st_size)
-            cached = self._cache.get(str(path))
-            if cached is not None and cached[0] == key:
-                return cached[1]
-            events = parse_events(path.read_text(encoding="utf-8", errors="replace"))
+            before = state.bad_count
+            self._catch_up(state, path)
         except FileNotFoundError:
             return JobEvents({})
         except OSError:
             return None
-        self._cache[str(path)] = (key, events)
-        if events.bad:
-            number, why = events.bad[0]
-            bad = f"{why} (skipped; {len(events.bad)} bad line(s))"
+        if state.bad_count > before and state.bad:
+            number, why = state.bad[0]
+            bad = f"{why} (skipped; {state.bad_count} bad line(s))"
             self._say(f"job heartbeats: {path}: line {number}: {bad}", key=str(path))
-        return events
+        return state.events()
+
+    def _catch_up(self, state: _JobFile, path: Path) -> None:
+        """Parse what was written to ``path`` since the last read, to its end as it is now."""
+        while True:
+            offset = state.tail.offset
+            lines, fresh = state.tail.take(path, READ_CHUNK_BYTES)
+            if fresh:  # what it holds now is all there is
+                state.found, state.bad, state.bad_count = {e: [] for e in EVENTS}, [], 0
+            if lines or fresh:
+                state.answer = None
+            for number, raw in lines:
+                state.take(number, raw.decode("utf-8", errors="replace"))
+            if state.tail.offset == offset or state.tail.stamp is not None:  # nothing more, or at the end
+                return
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
         """Whether ``job`` recorded a completed checkpoint (in its ``.jsonl``, or by touching its ``.checkpoint``) at
