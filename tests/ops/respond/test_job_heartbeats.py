@@ -17,15 +17,8 @@ from twinloop.errors import InputError
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import JobTiming
 from twinloop.ops.respond.adapters.commands import SlurmAdapter, slurm_end_time_s
-from twinloop.ops.respond.adapters.heartbeats import (
-    EVENTS,
-    LINE_EVENTS,
-    JobHeartbeats,
-    derive_timing,
-    open_heartbeats,
-    parse_events,
-    record,
-)
+from twinloop.ops.respond.adapters.heartbeat_lines import EVENTS, LINE_EVENTS, parse_events
+from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats, derive_timing, open_heartbeats, record
 from twinloop.ops.respond.restart_cost import choose_restart
 
 T0 = 1_795_430_000.0
