@@ -425,13 +425,12 @@ class JobHeartbeats:
         path = self.directory / f"{name}.jsonl"
         state = self._files.setdefault(str(path), _JobFile())
         try:
-            before = state.bad_count
             self._catch_up(state, path)
         except FileNotFoundError:
             return JobEvents({})
         except OSError:
             return None
-        if state.bad_count > before and state.bad:
+        if state.bad:  # said once per file
             number, why = state.bad[0]
             bad = f"{why} (skipped; {state.bad_count} bad line(s))"
             self._say(f"job heartbeats: {path}: line {number}: {bad}", key=str(path))
@@ -442,13 +441,14 @@ class JobHeartbeats:
         while True:
             offset = state.tail.offset
             lines, fresh = state.tail.take(path, READ_CHUNK_BYTES)
+            moved = fresh or state.tail.offset != offset
             if fresh:  # what it holds now is all there is
                 state.found, state.bad, state.bad_count = {e: [] for e in EVENTS}, [], 0
             if lines or fresh:
                 state.answer = None
             for number, raw in lines:
                 state.take(number, raw.decode("utf-8", errors="replace"))
-            if state.tail.offset == offset or state.tail.stamp is not None:  # nothing more, or at the end
+            if not moved or state.tail.stamp is not None:  # nothing more, or at the end
                 return
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
