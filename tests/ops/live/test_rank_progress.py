@@ -366,3 +366,46 @@ def test_in_watch_a_rank_whose_writer_stopped_in_the_slow_first_steps_is_no_stra
             if g != 6 or t < 30.0:
                 _rank(beats, T0 + t, step, float(d), g)
     assert _stragglers(_watch(tmp_path, _store(tmp_path / "gpus.duckdb", 180.0, (H100,) * 8))) == []
+
+
+_STEPPED = st.lists(
+    st.tuples(st.integers(0, 7), st.floats(0, 50, allow_nan=False), st.integers(1, 6)),
+    max_size=40,
+    unique_by=lambda x: x[1],
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lines=_STEPPED, reads=st.lists(st.tuples(st.integers(0, 40), st.floats(0, 60), st.integers(0, 120)), max_size=6))
+def test_any_interleaving_expires_exactly_the_ranks_too_far_behind_the_jobs_counter(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[tuple[int, float, int]],
+    reads: list[tuple[int, float, int]],
+) -> None:
+    """Each GPU's value is its latest due line's, NaN where that line's step is more than 3 strides (its step less
+    the step of the GPU's line before it; 1 with none) behind the job's counter."""
+    directory = tmp_path_factory.mktemp("ranks")
+    ordered = sorted(lines, key=lambda x: x[1])
+    steps, count = [], [0] * len(GPUS)
+    for g, _, delta in ordered:
+        count[g] += delta
+        steps.append(count[g])
+    progress = RankProgress(directory)
+    written = 0
+    for upto, at, job_step in [*sorted(reads, key=lambda r: r[1]), (len(ordered), 61.0, 0)]:
+        upto = max(min(upto, len(ordered)), written)
+        for (g, t, _), step in zip(ordered[written:upto], steps[written:upto], strict=True):
+            _rank(directory, T0 + t, step, 1.0 + g, g)
+        written = upto
+        got = progress.step_times(GPUS, LABELS, ("7",), ALL_IN_JOB, T0 + at, _job_steps(job_step))
+        want = np.full(len(GPUS), np.nan)
+        for g in range(len(GPUS)):
+            mine = [
+                s
+                for (h, t, _), s in zip(ordered[:written], steps[:written], strict=True)
+                if h == g and T0 + t <= T0 + at
+            ]
+            if mine:
+                stride = max(mine[-1] - mine[-2], 1) if len(mine) > 1 else 1
+                want[g] = np.nan if job_step - mine[-1] > 3 * stride else 1.0 + g
+        assert (got is None and written == 0) or np.array_equal(got, want, equal_nan=True)
