@@ -17,7 +17,7 @@ from twinloop.errors import InputError
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import JobTiming
 from twinloop.ops.respond.adapters.commands import SlurmAdapter, slurm_end_time_s
-from twinloop.ops.respond.adapters.heartbeat_lines import EVENTS, LINE_EVENTS, parse_events
+from twinloop.ops.respond.adapters.heartbeat_lines import EVENTS, LINE_EVENTS, bad_field, line_event, parse_events
 from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats, derive_timing, open_heartbeats, record
 from twinloop.ops.respond.restart_cost import choose_restart
 
@@ -259,9 +259,9 @@ def test_a_long_file_is_read_once_and_then_only_what_was_appended(
     for k in range(2000):
         record(tmp_path, "42", "step", T0 + k, {"step": k})
     record(tmp_path, "42", "checkpoint_done", T0 + 2000)
-    parsed: list[str | bytes] = []
-    real = json.loads
-    monkeypatch.setattr(json, "loads", lambda line: (parsed.append(line), real(line))[1])
+    parsed: list[str] = []
+    real = heartbeats.line_event
+    monkeypatch.setattr(heartbeats, "line_event", lambda line: (parsed.append(line), real(line))[1])
     monkeypatch.setattr(heartbeats, "READ_CHUNK_BYTES", 4096, raising=False)  # a backlog over many reads
     beats = JobHeartbeats(tmp_path, clock=lambda: T0 + 2100)
     assert beats.checkpoint_done("42", T0 + 1999) is True
@@ -274,3 +274,67 @@ def test_a_long_file_is_read_once_and_then_only_what_was_appended(
     record(tmp_path, "42", "checkpoint_done", T0 + 2002)
     assert beats.checkpoint_done("42", T0 + 2001) is True
     assert len(parsed) == 2
+
+
+def _by_json_loads(line: str) -> tuple[str | None, float, str | None]:
+    """The line check done by ``json.loads`` alone (the reader's fast path must answer the same)."""
+    if not line.strip():
+        return None, 0.0, None
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, 0.0, "not JSON"
+    why = bad_field(doc)
+    if why is not None:
+        return None, 0.0, why
+    return (doc["event"], float(doc["ts"]), None) if doc["event"] in EVENTS else (None, 0.0, None)
+
+
+_JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=6) | st.just(10**400),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+_KEY = st.sampled_from(['"ts"', '"event"', '"\\u0074s"', '"step"', '"x"'])
+_RAW_VALUE = st.one_of(
+    _JSON_VALUE.map(lambda v: json.dumps(v)),
+    st.sampled_from(
+        [
+            '"step"',
+            '"finished"',
+            '"checkpoint_done"',
+            "NaN",
+            "-0",
+            "1e400",
+            "01",
+            "1.e5",
+            "-",
+            '"\\ud800"',
+            '"a{b"',
+            '"[',
+            "9" * 5000,
+            "[" * 1200 + "]" * 1200,
+            "{}",
+            "true",
+            '"\x01"',
+        ]
+    ),
+    st.floats(0, 2e9).map(repr),
+)
+_OBJECT = st.lists(st.tuples(_KEY, _RAW_VALUE), max_size=5).map(
+    lambda kv: "{" + ", ".join(f"{k}: {v}" for k, v in kv) + "}"
+)
+_ODD_LINE = st.one_of(
+    _OBJECT,
+    _OBJECT.map(lambda x: x + " \r"),
+    _OBJECT.map(lambda x: "\ufeff" + x),
+    _OBJECT.map(lambda x: x + ","),
+    st.text(max_size=40),
+    _GOOD,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ODD_LINE)
+def test_the_fast_line_check_answers_as_json_loads_on_any_line(line: str) -> None:
+    assert line_event(line) == _by_json_loads(line)

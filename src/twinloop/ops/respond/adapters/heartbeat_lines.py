@@ -24,6 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from twinloop.telemetry.fields import (
     TWINLOOP_FI_JOB_GRAD_NORM,
     TWINLOOP_FI_JOB_LOSS,
@@ -176,13 +178,40 @@ def rank_step_values(doc: Any) -> tuple[dict[str, float], GpuRef | None, str | N
     return values, gpu, None
 
 
+class _Head(msgspec.Struct):
+    """The two keys every line needs; the others are skipped (their JSON still checked)."""
+
+    ts: float
+    event: str
+
+
+_HEAD = msgspec.json.Decoder(_Head)
+#: The fast path takes only a flat line (one ``{``, no ``[``, even inside strings) shorter than this: no nesting for
+#: ``json.loads`` to refuse deeper than msgspec, no integer literal over Python's 4,300 digits.
+_FLAT_MAX_CHARS = 4096
+#: Events of lines that are not the checkpoint reader's (the job's progress).
+_PROGRESS_EVENTS = frozenset(LINE_EVENTS) - frozenset(EVENTS)
+
+
 def line_event(line: str) -> tuple[str | None, float, str | None]:
     """One line of a job file as the checkpoint reader takes it: ``(event, ts, None)``; ``(None, 0, why)`` for a bad
     one (naming the field); ``(None, 0, None)`` for a blank line or a line that is not the reader's (a step, a
     finished).
+
+    A good step line (nearly every line of a long file) is told by msgspec, ~9x faster than ``json.loads`` (the
+    first question on a week of steps parses 3.6 M of them); every other line, and any line msgspec refuses, by
+    ``json.loads``, so the answer is ``json.loads``'s (msgspec is as strict or stricter on a flat line: a test).
     """
     if not line.strip():
         return None, 0.0, None
+    if len(line) < _FLAT_MAX_CHARS and line.count("{") == 1 and "[" not in line:
+        try:
+            head = _HEAD.decode(line)
+        except (msgspec.DecodeError, UnicodeEncodeError):  # UnicodeEncodeError: a lone surrogate in the text
+            pass
+        else:
+            if head.event in _PROGRESS_EVENTS and 0.0 <= head.ts < math.inf:
+                return None, 0.0, None
     try:
         doc = json.loads(line)
     except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
