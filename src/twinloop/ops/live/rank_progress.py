@@ -207,7 +207,8 @@ class RankProgress:
         for k in np.flatnonzero(stale):
             path = state.paths[int(state.seen_file[sel][k])]
             self._say(
-                f"rank heartbeats: {path}: last step {step[k]:g} is {behind[k]:g} steps behind the job's {job_step:g}"
+                f"rank heartbeats: {path}: last step {step[k]:.15g} is {behind[k]:.15g} steps behind the job's"
+                f" {job_step:.15g}"
                 " (a synchronous job's ranks step together: its writer stopped): its step time expired until it"
                 " writes again",
                 key=f"{path}#expired",
