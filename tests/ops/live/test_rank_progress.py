@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from twinloop.cli.main import app
 from twinloop.errors import InputError
 from twinloop.ops.live.rank_progress import RankProgress
-from twinloop.ops.respond.adapters.heartbeats import RANK_STEP_FIELDS, rank_step_values, record_rank
+from twinloop.ops.respond.adapters.heartbeat_lines import RANK_STEP_FIELDS, rank_step_values
+from twinloop.ops.respond.adapters.heartbeats import record, record_rank
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
@@ -297,3 +298,114 @@ def test_job_event_records_a_ranks_step(tmp_path: Path) -> None:
     res = runner.invoke(app, ["job-event", "step", "--dir", str(tmp_path), "--job", "7", "--step", "3",
                               "--gpu-uuid", UUIDS[0]])  # fmt: skip
     assert res.exit_code == 2 and "rank-step" in res.stderr, res.output
+
+
+# ---------------------------------------------------------------- a rank that stops writing while the job steps on
+
+
+def _job_steps(*steps: float) -> np.ndarray:
+    return np.array(steps, dtype=np.float64)
+
+
+def test_a_rank_far_behind_the_jobs_step_counter_expires_and_its_file_is_named_once(tmp_path: Path) -> None:
+    """Before, a rank whose writer stopped kept its last step time for as long as the job ran."""
+    for step in range(1, 11):
+        for g in range(len(GPUS)):
+            if g != 6 or step <= 4:  # GPU 6's writer stops after step 4
+                _rank(tmp_path, T0 + step, step, 1.25 if g == 6 else 1.0, g)
+    said: list[str] = []
+    progress = RankProgress(tmp_path, said.append)
+
+    def at(job_step: float, ts: float = T0 + 10) -> np.ndarray:
+        out = progress.step_times(GPUS, LABELS, ("7",), ALL_IN_JOB, ts, _job_steps(job_step))
+        assert out is not None
+        return out
+
+    assert at(7.0)[6] == 1.25  # 3 steps behind: the job's line may lead the ranks' by a step or two
+    assert np.isnan(at(8.0)[6]) and at(8.0)[5] == 1.0  # 4 behind: expired; the others are at 10
+    assert np.isnan(at(30.0)[6]) and np.isnan(at(30.0)[0])  # the job far ahead of every rank: all expired
+    path = tmp_path / "7.ranks" / f"{UUIDS[6]}.jsonl"
+    assert said[0] == (
+        f"rank heartbeats: {path}: last step 4 is 4 steps behind the job's 8 (a synchronous job's ranks step together:"
+        " its writer stopped): its step time expired until it writes again"
+    )
+    assert sum(str(path) in m for m in said) == 1  # named once
+    _rank(tmp_path, T0 + 11, 31, 1.3, 6)  # it writes again
+    assert at(31.0, T0 + 11)[6] == 1.3
+    # No step counter from the job (no step lines, or none due yet): the latest value stands, as before.
+    assert at(math.nan, T0 + 11)[0] == 1.0
+    got = progress.step_times(GPUS, LABELS, ("7",), ALL_IN_JOB, T0 + 11)
+    assert got is not None and got[0] == 1.0
+
+
+def test_a_rank_that_writes_every_few_steps_is_allowed_as_many(tmp_path: Path) -> None:
+    for step in (5, 10, 15):
+        _rank(tmp_path, T0 + step, step, 1.0, 2)
+    progress = RankProgress(tmp_path)
+    for job_step, expired in ((30.0, False), (31.0, True)):  # stride 5: up to 15 behind
+        got = progress.step_times(GPUS, LABELS, ("7",), ALL_IN_JOB, T0 + 20, _job_steps(job_step))
+        assert got is not None and bool(np.isnan(got[2])) is expired
+    # A restart from a checkpoint: the job's counter drops below the ranks' last steps; nothing is behind.
+    got = progress.step_times(GPUS, LABELS, ("7",), ALL_IN_JOB, T0 + 21, _job_steps(3.0))
+    assert got is not None and got[2] == 1.0
+
+
+def test_in_watch_a_rank_whose_writer_stopped_in_the_slow_first_steps_is_no_straggler_later(tmp_path: Path) -> None:
+    """Every rank computes its first steps slowly (1.25 s: warm-up) and 1.0 s from 40 s on; GPU 6's writer stops at
+    30 s while the job steps on to 180 s. Before, its last value (1.25 s) stood against its peers' 1.0 s: a straggler
+    opened on a GPU nothing measured any more."""
+    beats = tmp_path / "beats"
+    rng = np.random.default_rng(5)
+    t, step = 0.0, 0
+    while t < 180.0:
+        times = (1.25 if t < 40.0 else 1.0) * (1.0 + 0.005 * rng.standard_normal(len(GPUS)))
+        t += float(times.max()) + 0.02
+        step += 1
+        record(beats, "7", "step", T0 + t, {"step": step, "step_time_s": float(times.max()) + 0.02})
+        for g, d in enumerate(times):
+            if g != 6 or t < 30.0:
+                _rank(beats, T0 + t, step, float(d), g)
+    assert _stragglers(_watch(tmp_path, _store(tmp_path / "gpus.duckdb", 180.0, (H100,) * 8))) == []
+
+
+_STEPPED = st.lists(
+    st.tuples(st.integers(0, 7), st.floats(0, 50, allow_nan=False), st.integers(1, 6)),
+    max_size=40,
+    unique_by=lambda x: x[1],
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(lines=_STEPPED, reads=st.lists(st.tuples(st.integers(0, 40), st.floats(0, 60), st.integers(0, 120)), max_size=6))
+def test_any_interleaving_expires_exactly_the_ranks_too_far_behind_the_jobs_counter(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[tuple[int, float, int]],
+    reads: list[tuple[int, float, int]],
+) -> None:
+    """Each GPU's value is its latest due line's, NaN where that line's step is more than 3 strides (its step less
+    the step of the GPU's line before it; 1 with none) behind the job's counter."""
+    directory = tmp_path_factory.mktemp("ranks")
+    ordered = sorted(lines, key=lambda x: x[1])
+    steps, count = [], [0] * len(GPUS)
+    for g, _, delta in ordered:
+        count[g] += delta
+        steps.append(count[g])
+    progress = RankProgress(directory)
+    written = 0
+    for upto, at, job_step in [*sorted(reads, key=lambda r: r[1]), (len(ordered), 61.0, 0)]:
+        upto = max(min(upto, len(ordered)), written)
+        for (g, t, _), step in zip(ordered[written:upto], steps[written:upto], strict=True):
+            _rank(directory, T0 + t, step, 1.0 + g, g)
+        written = upto
+        got = progress.step_times(GPUS, LABELS, ("7",), ALL_IN_JOB, T0 + at, _job_steps(job_step))
+        want = np.full(len(GPUS), np.nan)
+        for g in range(len(GPUS)):
+            mine = [
+                s
+                for (h, t, _), s in zip(ordered[:written], steps[:written], strict=True)
+                if h == g and T0 + t <= T0 + at
+            ]
+            if mine:
+                stride = max(mine[-1] - mine[-2], 1) if len(mine) > 1 else 1
+                want[g] = np.nan if job_step - mine[-1] > 3 * stride else 1.0 + g
+        assert (got is None and written == 0) or np.array_equal(got, want, equal_nan=True)

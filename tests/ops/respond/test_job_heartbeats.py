@@ -10,22 +10,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinloop.errors import InputError
 from twinloop.ops.respond.actions import ActionKind, ActionRequest
 from twinloop.ops.respond.adapters.base import JobTiming
 from twinloop.ops.respond.adapters.commands import SlurmAdapter, slurm_end_time_s
-from twinloop.ops.respond.adapters.heartbeats import (
-    EVENTS,
-    LINE_EVENTS,
-    JobHeartbeats,
-    derive_timing,
-    open_heartbeats,
-    parse_events,
-    record,
-)
+from twinloop.ops.respond.adapters.heartbeat_lines import EVENTS, LINE_EVENTS, bad_field, line_event, parse_events
+from twinloop.ops.respond.adapters.heartbeats import JobHeartbeats, derive_timing, open_heartbeats, record
 from twinloop.ops.respond.restart_cost import choose_restart
 
 T0 = 1_795_430_000.0
@@ -193,3 +186,155 @@ def test_a_requeue_the_loop_applies_is_recorded_for_the_restart_time(tmp_path: P
     record(tmp_path, "42", "restarted", T0 + 140)
     timing = adapter.heartbeats.timing("42")
     assert timing is not None and timing.restart_s == 140.0
+
+
+# ---------------------------------------------------------------- the reader reads each file as it grows
+
+_GOOD = st.builds(
+    lambda event, dt: json.dumps({"ts": T0 + dt, "event": event, **({"step": 1} if event == "step" else {})}),
+    st.sampled_from(LINE_EVENTS),
+    st.floats(-2000, 2000, allow_nan=False),
+)
+_ANY_LINE = st.one_of(_GOOD, _GOOD, _GOOD, st.text(max_size=30), st.just('{"ts": 5, "event": "restarted"'))
+
+
+def _whole(path: Path) -> tuple[str, str]:
+    """The file's text, and its complete lines' (to its last newline)."""
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return text, text[: text.rfind("\n") + 1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(_ANY_LINE, max_size=25),
+    end_newline=st.booleans(),
+    cuts=st.lists(st.tuples(st.integers(0, 3000), st.floats(-1000, 1000)), max_size=6),
+    rotate_after=st.integers(0, 6),
+)
+def test_any_split_of_the_appends_against_the_queries_answers_as_reading_the_whole_file(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    end_newline: bool,
+    cuts: list[tuple[int, float]],
+    rotate_after: int,
+) -> None:
+    """However the appends fall against the questions (mid-line included), and across a rotation, each answer is
+    the one parsing the whole file then gives (the bad lines: its complete lines'; a line still being written is
+    judged once its newline is there)."""
+    directory = tmp_path_factory.mktemp("beats")
+    path = directory / "42.jsonl"
+    text = "\n".join(lines) + ("\n" if end_newline else "")
+    told: list[str] = []
+    beats = JobHeartbeats(directory, clock=lambda: T0 + 3000, warn=told.append)
+    written = 0
+    for k, (cut, since) in enumerate([*sorted(cuts), (len(text), 0.0)]):
+        if k == rotate_after and path.exists():
+            # Rotated: another file under the name, its first line another (a step line, not the reader's) and
+            # longer than the old file (so not even the same size as a state read before: see FileTail).
+            pad = "x" * path.stat().st_size
+            new = directory / "new"
+            new.write_text(json.dumps({"ts": 0, "event": "step", "step": 0, "pad": pad}) + "\n")
+            os.replace(new, path)
+        with path.open("ab") as f:
+            f.write(text[written : max(cut, written)].encode())
+        written = max(cut, written)
+        got = beats.events("42")
+        assert got is not None
+        whole, complete = _whole(path)
+        want = parse_events(whole)
+        assert got.ts == want.ts
+        assert got.bad == parse_events(complete).bad and beats.bad_lines == len(got.bad)
+        assert beats.timing("42") == derive_timing(want, T0 + 3000)
+        dones = want.of("checkpoint_done")
+        assert beats.checkpoint_done("42", T0 + since) is (bool(dones) and dones[-1] >= T0 + since)
+    assert len(told) <= 1 and all(m.startswith(f"job heartbeats: {path}: line ") for m in told)
+
+
+def test_a_long_file_is_read_once_and_then_only_what_was_appended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every question parsed the whole file again: a week of a job's step lines, seconds a question."""
+    from twinloop.ops.respond.adapters import heartbeats
+
+    for k in range(2000):
+        record(tmp_path, "42", "step", T0 + k, {"step": k})
+    record(tmp_path, "42", "checkpoint_done", T0 + 2000)
+    parsed: list[str] = []
+    real = heartbeats.line_event
+    monkeypatch.setattr(heartbeats, "line_event", lambda line: (parsed.append(line), real(line))[1])
+    monkeypatch.setattr(heartbeats, "READ_CHUNK_BYTES", 4096, raising=False)  # a backlog over many reads
+    beats = JobHeartbeats(tmp_path, clock=lambda: T0 + 2100)
+    assert beats.checkpoint_done("42", T0 + 1999) is True
+    assert len(parsed) == 2001
+    parsed.clear()
+    for _ in range(3):
+        assert beats.checkpoint_done("42", T0 + 2001) is False
+    assert parsed == []  # nothing written since: nothing parsed
+    record(tmp_path, "42", "step", T0 + 2001, {"step": 2001})
+    record(tmp_path, "42", "checkpoint_done", T0 + 2002)
+    assert beats.checkpoint_done("42", T0 + 2001) is True
+    assert len(parsed) == 2
+
+
+def _by_json_loads(line: str) -> tuple[str | None, float, str | None]:
+    """The line check done by ``json.loads`` alone (the reader's fast path must answer the same)."""
+    if not line.strip():
+        return None, 0.0, None
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, 0.0, "not JSON"
+    why = bad_field(doc)
+    if why is not None:
+        return None, 0.0, why
+    return (doc["event"], float(doc["ts"]), None) if doc["event"] in EVENTS else (None, 0.0, None)
+
+
+_JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=6) | st.just(10**400),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+_KEY = st.sampled_from(['"ts"', '"event"', '"\\u0074s"', '"step"', '"x"'])
+_RAW_VALUE = st.one_of(
+    _JSON_VALUE.map(lambda v: json.dumps(v)),
+    st.sampled_from(
+        [
+            '"step"',
+            '"finished"',
+            '"checkpoint_done"',
+            "NaN",
+            "-0",
+            "1e400",
+            "01",
+            "1.e5",
+            "-",
+            '"\\ud800"',
+            '"a{b"',
+            '"[',
+            "9" * 5000,
+            "[" * 1200 + "]" * 1200,
+            "{}",
+            "true",
+            '"\x01"',
+        ]
+    ),
+    st.floats(0, 2e9).map(repr),
+)
+_OBJECT = st.lists(st.tuples(_KEY, _RAW_VALUE), max_size=5).map(
+    lambda kv: "{" + ", ".join(f"{k}: {v}" for k, v in kv) + "}"
+)
+_ODD_LINE = st.one_of(
+    _OBJECT,
+    _OBJECT.map(lambda x: x + " \r"),
+    _OBJECT.map(lambda x: "\ufeff" + x),
+    _OBJECT.map(lambda x: x + ","),
+    st.text(max_size=40),
+    _GOOD,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ODD_LINE)
+def test_the_fast_line_check_answers_as_json_loads_on_any_line(line: str) -> None:
+    assert line_event(line) == _by_json_loads(line)

@@ -32,7 +32,11 @@ from twinloop.ops.live.jobs import JobMap
 from twinloop.ops.live.site import SiteFile, place_gpus
 from twinloop.ops.ports import END, Sample, Topology, _End
 from twinloop.ops.respond.adapters.base import ActionAdapter
-from twinloop.telemetry.fields import TWINLOOP_FI_GPU_COMPUTE_PROCESSES, TWINLOOP_FI_RANK_STEP_TIME
+from twinloop.telemetry.fields import (
+    TWINLOOP_FI_GPU_COMPUTE_PROCESSES,
+    TWINLOOP_FI_JOB_PROGRESS,
+    TWINLOOP_FI_RANK_STEP_TIME,
+)
 from twinloop.telemetry.frame import Frame
 from twinloop.telemetry.report import IngestReport
 from twinloop.telemetry.sources.base import Pacer, Source
@@ -355,10 +359,13 @@ class SourceCluster:
     def _sample(self, ts: float, fields: dict[str, F64], warnings: tuple[str, ...]) -> Sample:
         assert self._topo is not None
         jobs = self._job_map(ts)
-        if jobs is not None and self.progress is not None:
+        job_fields = None if jobs is None or self.progress is None else self.progress.fields(jobs.job_ids, ts)
+        if jobs is not None and self.progress is not None and job_fields is not None:
             # Each GPU's rank's own step time, the field the twin gives the rank straggler rule (none reported: left
-            # out, as before).
-            ranks = self.progress.ranks.step_times(self._topo.gpu_ids, self._labels, jobs.job_ids, jobs.job_index, ts)
+            # out, as before); a rank far behind the job's step counter is a stopped writer (its value expires).
+            ranks = self.progress.ranks.step_times(
+                self._topo.gpu_ids, self._labels, jobs.job_ids, jobs.job_index, ts, job_fields[TWINLOOP_FI_JOB_PROGRESS]
+            )
             if ranks is not None:
                 fields = {**fields, TWINLOOP_FI_RANK_STEP_TIME: ranks}
         return Sample(
@@ -366,7 +373,7 @@ class SourceCluster:
             gpu=fields,
             job_index=None if jobs is None else jobs.job_index,
             job_ids=() if jobs is None else jobs.job_ids,
-            job_fields=None if jobs is None or self.progress is None else self.progress.fields(jobs.job_ids, ts),
+            job_fields=job_fields,
             warnings=(*warnings, *self._source_warnings()),
             gpu_processes=dict(self._processes),
         )

@@ -39,16 +39,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from twinloop.ops.detect.job_rules import CHECKPOINT_PHASE
-from twinloop.ops.live.file_tail import FileTail
+from twinloop.ops.file_tail import FileTail
 from twinloop.ops.live.rank_progress import RankProgress
-from twinloop.ops.respond.adapters.heartbeats import (
-    LINE_EVENTS,
-    RANK_EVENT,
-    STEP_FIELDS,
-    bad_field,
-    job_file_name,
-    step_values,
-)
+from twinloop.ops.respond.adapters.heartbeat_lines import LINE_EVENTS, RANK_EVENT, STEP_FIELDS, bad_field, step_values
+from twinloop.ops.respond.adapters.heartbeats import job_file_name
 from twinloop.ops.say_once import SayOnce
 from twinloop.telemetry.fields import TWINLOOP_FI_JOB_PHASE
 

@@ -17,7 +17,8 @@ SDC rules read; the checkpoint reader here skips those lines. Each rank's own st
 ``<dir>/<job>.ranks/<gpu>.jsonl`` (:func:`record_rank`, :data:`RANK_STEP_FIELDS`), read by
 :mod:`twinloop.ops.live.rank_progress` as the per-GPU field the rank straggler rule reads. The older convention,
 touching ``<dir>/<job>.checkpoint`` when a checkpoint is complete, still counts as a completed checkpoint at the
-file's modification time.
+file's modification time. Each line's schema (events, keys, allowed ranges) and its parsing are in
+:mod:`twinloop.ops.respond.adapters.heartbeat_lines`; this module holds the writers and the checkpoint reader.
 
 What the loop derives (:func:`derive_timing`; None where the file does not tell):
 
@@ -36,8 +37,9 @@ each median over the last :data:`RECENT` (20).
 
 A live watcher must not stop on a job's typo: a bad line (not JSON, no finite ``ts`` >= 0, an unknown ``event``)
 is skipped and counted, and the first one of each file is reported once, naming the file, the line and the
-field. A directory that cannot be read answers None (unknown: a requeue waiting on a checkpoint goes to a person
-at its timeout); a job with no file has confirmed nothing yet.
+field; a last line still without its newline counts once it is a good line, and is judged bad only once its
+newline is written (it may be half-written). A directory that cannot be read answers None (unknown: a requeue
+waiting on a checkpoint goes to a person at its timeout); a job with no file has confirmed nothing yet.
 """
 
 from __future__ import annotations
@@ -48,190 +50,57 @@ import itertools
 import json
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from twinloop.errors import InputError
+from twinloop.ops.file_tail import FileTail
 from twinloop.ops.respond.adapters.base import JobTiming, leaf
-from twinloop.ops.say_once import SayOnce
-from twinloop.telemetry.fields import (
-    TWINLOOP_FI_JOB_GRAD_NORM,
-    TWINLOOP_FI_JOB_LOSS,
-    TWINLOOP_FI_JOB_PROGRESS,
-    TWINLOOP_FI_JOB_STEP_TIME,
-    TWINLOOP_FI_JOB_TOKENS_PER_S,
-    TWINLOOP_FI_RANK_STEP_TIME,
+from twinloop.ops.respond.adapters.heartbeat_lines import (
+    EVENTS,
+    LINE_EVENTS,
+    RANK_EVENT,
+    RANK_STEP_FIELDS,
+    STEP_FIELDS,
+    JobEvents,
+    as_float,
+    line_event,
+    parse_events,
+    rank_step_values,
+    step_values,
 )
+from twinloop.ops.say_once import SayOnce
 
-EVENTS = ("checkpoint_start", "checkpoint_done", "requeued", "restarted")
-#: Every event a line may carry: the lifecycle ones above, and the job's progress (``step``, and ``finished`` when it
-#: ends, read by :mod:`twinloop.ops.live.job_progress`; the checkpoint reader skips them).
-LINE_EVENTS = (*EVENTS, "step", "finished")
-#: A step line's key → (the job field it feeds, the smallest value allowed, whether the bound is exclusive).
-STEP_FIELDS: Mapping[str, tuple[str, float, bool]] = {
-    "step": (TWINLOOP_FI_JOB_PROGRESS, 0.0, False),
-    "step_time_s": (TWINLOOP_FI_JOB_STEP_TIME, 0.0, True),
-    "loss": (TWINLOOP_FI_JOB_LOSS, -math.inf, False),
-    "grad_norm": (TWINLOOP_FI_JOB_GRAD_NORM, 0.0, False),
-    "tokens_per_s": (TWINLOOP_FI_JOB_TOKENS_PER_S, 0.0, False),
-}
-#: The event of a rank's own step line (in ``<dir>/<job>.ranks/``, read by :mod:`twinloop.ops.live.rank_progress`).
-RANK_EVENT = "rank_step"
-#: A rank step line's key → (what it feeds, the smallest value allowed, whether the bound is exclusive); both
-#: required. ``step_time_s`` is the rank's own compute time of the step, without the wait for its peers.
-RANK_STEP_FIELDS: Mapping[str, tuple[str, float, bool]] = {
-    "step": ("step", 0.0, False),
-    "step_time_s": (TWINLOOP_FI_RANK_STEP_TIME, 0.0, True),
-}
-#: A GPU's NVML UUID (``GPU-`` and five hex groups; NVML's buffer holds 96 characters), also its rank file's name.
-_UUID = re.compile(r"[A-Za-z0-9-]{1,96}")
-#: A host name as ``hostname`` gives it (short or full), also part of its rank file's name.
-_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
-#: Which GPU a rank line names, as the line writes it: ``("uuid", uuid, -1)`` or ``("host", host, gpu index)``.
-GpuRef = tuple[str, str, int]
+# The line schemas moved to heartbeat_lines; the names callers took from here still come from here.
+__all__ = [
+    "EVENTS",
+    "KEPT_BAD_LINES",
+    "LINE_EVENTS",
+    "RANK_EVENT",
+    "RANK_STEP_FIELDS",
+    "READ_CHUNK_BYTES",
+    "RECENT",
+    "STEP_FIELDS",
+    "JobEvents",
+    "JobHeartbeats",
+    "derive_timing",
+    "job_file_name",
+    "merge_events",
+    "open_heartbeats",
+    "own_job_id",
+    "parse_events",
+    "rank_dir",
+    "rank_step_values",
+    "record",
+    "record_rank",
+]
+
 #: Medians are over a job's last 20 checkpoints or restarts: a job that changed its cadence is judged by its new one.
 RECENT = 20
-
-
-@dataclass(frozen=True)
-class JobEvents:
-    """One job's recorded events, each kind sorted by time (Unix s), and the lines that were skipped.
-
-    Attributes:
-        ts: per event name in :data:`EVENTS`, its times.
-        bad: ``(line number, why)`` of each skipped line (1-based).
-    """
-
-    ts: dict[str, tuple[float, ...]]
-    bad: tuple[tuple[int, str], ...] = ()
-
-    def of(self, event: str) -> tuple[float, ...]:
-        """The times of ``event``, sorted."""
-        return self.ts.get(event, ())
-
-
-def _as_float(x: float) -> float:
-    """``x`` as a float; an integer too large for one is infinite (JSON allows any number of digits)."""
-    try:
-        return float(x)
-    except OverflowError:
-        return math.inf
-
-
-def _short(value: Any) -> str:
-    """``repr(value)``, cut to 40 characters for a one-line warning."""
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:37]}..."
-
-
-def bad_field(doc: Any, events: Sequence[str] = LINE_EVENTS) -> str | None:
-    """Why a decoded line is not one of ``events`` (naming the field), or None when it is one."""
-    if not isinstance(doc, dict):
-        return "not a JSON object"
-    ts = doc.get("ts")
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not 0 <= _as_float(ts) < math.inf:
-        return f"field ts: {_short(ts)} (allowed: Unix time, s, a finite number >= 0)"
-    if doc.get("event") not in events:
-        return f"field event: {_short(doc.get('event'))} (allowed: {', '.join(events)})"
-    return None
-
-
-def _allowed(key: str, fields: Mapping[str, tuple[str, float, bool]] = STEP_FIELDS) -> str:
-    _, low, strict = fields[key]
-    return "any finite number" if low == -math.inf else f"a finite number {'>' if strict else '>='} {low:g}"
-
-
-def step_values(
-    doc: Mapping[str, Any],
-    fields: Mapping[str, tuple[str, float, bool]] = STEP_FIELDS,
-    required: Sequence[str] = ("step",),
-) -> tuple[dict[str, float], str | None]:
-    """A step line's fields (by default a job ``step`` line's job fields; a ``rank_step`` line's with
-    :data:`RANK_STEP_FIELDS`), or why it is bad (naming the field and its allowed range).
-    """
-    for key in required:
-        if key not in doc:
-            what = "steps done, " if key == "step" else ""
-            return {}, f"field {key}: missing (allowed: {what}{_allowed(key, fields)})"
-    out: dict[str, float] = {}
-    for key, (name, low, strict) in fields.items():
-        if key not in doc or (doc[key] is None and key not in required):
-            continue
-        x = doc[key]
-        v = _as_float(x) if isinstance(x, int | float) and not isinstance(x, bool) else math.nan
-        if not (math.isfinite(v) and (v > low if strict else v >= low)):
-            return {}, f"field {key}: {_short(x)} (allowed: {_allowed(key, fields)})"
-        out[name] = v
-    return out, None
-
-
-def uuid_key(uuid: str) -> str:
-    """A GPU UUID as compared: lower case, without NVML's ``GPU-`` prefix (CUDA's 16 bytes print without it)."""
-    key = uuid.strip().lower()
-    return key.removeprefix("gpu-")
-
-
-def _rank_gpu(doc: Mapping[str, Any]) -> tuple[GpuRef | None, str | None]:
-    """The GPU a rank line names (``gpu_uuid``, else ``host`` and ``gpu_index``), or why it names none."""
-    uuid = doc.get("gpu_uuid")
-    if uuid is not None:
-        if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
-            return None, f"field gpu_uuid: {_short(uuid)} (allowed: the GPU's NVML UUID, GPU-<hex groups>)"
-        return ("uuid", uuid, -1), None
-    if "host" not in doc:
-        return None, "field gpu_uuid: missing (allowed: the GPU's NVML UUID; or host and gpu_index)"
-    host = doc["host"]
-    if not isinstance(host, str) or not _HOST.fullmatch(host):
-        return None, f"field host: {_short(host)} (allowed: the GPU's host name: letters, digits, '.', '_', '-')"
-    if "gpu_index" not in doc:
-        return None, "field gpu_index: missing (allowed: the GPU's NVML index on its host, an integer >= 0)"
-    index = doc["gpu_index"]
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1 << 20:
-        return None, f"field gpu_index: {_short(index)} (allowed: the GPU's NVML index on its host, an integer >= 0)"
-    return ("host", host, index), None
-
-
-def rank_step_values(doc: Any) -> tuple[dict[str, float], GpuRef | None, str | None]:
-    """A decoded ``rank_step`` line's values (:data:`RANK_STEP_FIELDS`) and GPU, or why it is bad (naming the
-    field and its allowed range); never raises.
-    """
-    why = bad_field(doc, (RANK_EVENT,))
-    if why is not None:
-        return {}, None, why
-    values, why = step_values(doc, RANK_STEP_FIELDS, tuple(RANK_STEP_FIELDS))
-    if why is not None:
-        return {}, None, why
-    gpu, why = _rank_gpu(doc)
-    if gpu is None:
-        return {}, None, why
-    return values, gpu, None
-
-
-def parse_events(text: str) -> JobEvents:
-    """A heartbeat file's events; bad lines are skipped and listed, never raised (blank lines are ignored)."""
-    found: dict[str, list[float]] = {e: [] for e in EVENTS}
-    bad: list[tuple[int, str]] = []
-    # Lines end at "\n" only (as an editor numbers them): JSON strings may hold U+2028 and friends unescaped.
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
-            bad.append((number, "not JSON"))
-            continue
-        why = bad_field(doc)
-        if why is not None:
-            bad.append((number, why))
-            continue
-        if doc["event"] in found:  # a step or finished line is the progress reader's
-            found[doc["event"]].append(_as_float(doc["ts"]))
-    return JobEvents({e: tuple(sorted(v)) for e, v in found.items()}, tuple(bad))
 
 
 def _paired_s(starts: Sequence[float], ends: Sequence[float]) -> list[float]:
@@ -384,7 +253,7 @@ def record(
     if name not in LINE_EVENTS:
         allowed = ", ".join(e.replace("_", "-") for e in LINE_EVENTS)
         raise InputError("job-event", "event", f"{event!r} (allowed: {allowed})")
-    if not 0 <= _as_float(stamp) < math.inf:
+    if not 0 <= as_float(stamp) < math.inf:
         raise InputError("job-event", "ts", f"{stamp!r} (allowed: Unix time, s, a finite number >= 0)")
     doc: dict[str, Any] = {"ts": stamp, "event": name}
     if name == "step":
@@ -464,8 +333,62 @@ def record_rank(
     return path
 
 
+#: Bytes read from a job file per read at most: a long backlog is parsed a chunk at a time, not held whole.
+READ_CHUNK_BYTES = 8 << 20
+#: Bad lines kept per file (their number and why; all are counted): a job that writes garbage every step must not
+#: fill the watcher's memory.
+KEPT_BAD_LINES = 100
+
+
+_NONE: tuple[str | None, float, str | None] = (None, 0.0, None)
+
+
+@dataclass
+class _JobFile:
+    """One job file as read so far: the tail, each lifecycle event's times (sorted), the bad lines.
+
+    Step lines are parsed (a bad one is counted) but not kept: the questions need the lifecycle events only.
+    """
+
+    tail: FileTail = field(default_factory=FileTail)
+    found: dict[str, list[float]] = field(default_factory=lambda: {e: [] for e in EVENTS})
+    bad: list[tuple[int, str]] = field(default_factory=list)
+    bad_count: int = 0
+    #: The answer for what was read (None: to build again), and the partial last line it was built with.
+    answer: JobEvents | None = None
+    answer_partial: bytes = b""
+
+    def take(self, number: int, line: str) -> None:
+        event, ts, why = line_event(line)
+        if why is not None:
+            self.bad_count += 1
+            if len(self.bad) < KEPT_BAD_LINES:
+                self.bad.append((number, why))
+        elif event is not None:
+            bisect.insort(self.found[event], ts)  # a late line (two writers) is put in its place
+
+    def events(self) -> JobEvents:
+        """The events read, and a last line still without its newline if it is a good one already (a writer that
+        ends its file without one); a bad one waits for its newline (it may be still being written).
+        """
+        if self.answer is not None and self.answer_partial == self.tail.partial:
+            return self.answer
+        found = {e: tuple(v) for e, v in self.found.items()}
+        event, ts, _ = line_event(self.tail.partial.decode("utf-8", errors="replace")) if self.tail.partial else _NONE
+        if event is not None:
+            found[event] = tuple(sorted((*found[event], ts)))
+        self.answer, self.answer_partial = JobEvents(found, tuple(self.bad)), self.tail.partial
+        return self.answer
+
+
 class JobHeartbeats:
     """Reads a heartbeat directory for the live loop: checkpoint confirmations and :class:`JobTiming`.
+
+    Each job file is read as it grows (:class:`~twinloop.ops.file_tail.FileTail`): a question costs the bytes
+    written since the last one, and the reader keeps per job the lifecycle events only, not the step lines (a job
+    stepping 6 times a second writes 3.6 M of them a week). A file read afresh (truncated, rotated, rewritten) is
+    parsed again from its start; a file that went away has recorded nothing (what was read is kept until another
+    file takes its name).
 
     Args:
         directory: the heartbeat directory.
@@ -482,38 +405,51 @@ class JobHeartbeats:
         self.directory = Path(directory)
         self.clock = clock
         self._say = SayOnce(warn)
-        self._cache: dict[str, tuple[tuple[int, int], JobEvents]] = {}
+        self._files: dict[str, _JobFile] = {}
 
     @property
     def bad_lines(self) -> int:
         """Lines skipped so far, over every job file read."""
-        return sum(len(ev.bad) for _, ev in self._cache.values())
+        return sum(f.bad_count for f in self._files.values())
 
     def events(self, job: str) -> JobEvents | None:
-        """``job``'s events (none recorded: empty); None when the directory cannot be read."""
+        """``job``'s events (none recorded: empty); None when the directory cannot be read.
+
+        ``bad`` holds the file's first :data:`KEPT_BAD_LINES` bad lines (:attr:`bad_lines` counts them all).
+        """
         if not os.access(self.directory, os.R_OK | os.X_OK) or not self.directory.is_dir():
             return None
         name = job_file_name(job)
         if name is None:
             return None
         path = self.directory / f"{name}.jsonl"
+        state = self._files.setdefault(str(path), _JobFile())
         try:
-            stat = path.stat()
-            key = (stat.st_mtime_ns, stat.st_size)
-            cached = self._cache.get(str(path))
-            if cached is not None and cached[0] == key:
-                return cached[1]
-            events = parse_events(path.read_text(encoding="utf-8", errors="replace"))
+            self._catch_up(state, path)
         except FileNotFoundError:
             return JobEvents({})
         except OSError:
             return None
-        self._cache[str(path)] = (key, events)
-        if events.bad:
-            number, why = events.bad[0]
-            bad = f"{why} (skipped; {len(events.bad)} bad line(s))"
+        if state.bad:  # said once per file
+            number, why = state.bad[0]
+            bad = f"{why} (skipped; {state.bad_count} bad line(s))"
             self._say(f"job heartbeats: {path}: line {number}: {bad}", key=str(path))
-        return events
+        return state.events()
+
+    def _catch_up(self, state: _JobFile, path: Path) -> None:
+        """Parse what was written to ``path`` since the last read, to its end as it is now."""
+        while True:
+            offset = state.tail.offset
+            lines, fresh = state.tail.take(path, READ_CHUNK_BYTES)
+            moved = fresh or state.tail.offset != offset
+            if fresh:  # what it holds now is all there is
+                state.found, state.bad, state.bad_count = {e: [] for e in EVENTS}, [], 0
+            if lines or fresh:
+                state.answer = None
+            for number, raw in lines:
+                state.take(number, raw.decode("utf-8", errors="replace"))
+            if not moved or state.tail.stamp is not None:  # nothing more, or at the end
+                return
 
     def checkpoint_done(self, job: str, since_ts: float) -> bool | None:
         """Whether ``job`` recorded a completed checkpoint (in its ``.jsonl``, or by touching its ``.checkpoint``) at
