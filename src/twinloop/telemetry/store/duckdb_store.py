@@ -201,7 +201,7 @@ class DuckDBStore:
         Args:
             frame: the samples.
             source_key: where they come from (``kind:absolute path``); when given, rows this source already
-                stored (same entity, field and timestamp, within a recorded time range) are not written again.
+                stored (same entity, field and timestamp, within the source's span) are not written again.
         """
         if not len(frame):
             return 0
