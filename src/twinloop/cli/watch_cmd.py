@@ -6,6 +6,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,12 +172,15 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
         WatchConfig,
         Watcher,
     )
+    from twinloop.ops.live.row_keys import gpu_rows_source_key
     from twinloop.telemetry.store.control import ControlChannel, control_path
     from twinloop.telemetry.store.session import SessionStore
 
     db, built = args.db, parts.built
     # the store is opened only in short sessions (append, close), so `twinloop serve --db` reads it live
     store = SessionStore(db) if db is not None else None
+    # keyed: a watcher run again over the same data (a replay, a restart) stores none of its GPU rows twice
+    on_frame = None if store is None else partial(store.append, source_key=gpu_rows_source_key(args.source, built))
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
     cluster = SourceCluster(
@@ -185,7 +189,7 @@ def _run(args: _WatchArgs, parts: _Parts) -> dict[str, Any]:
         LiveOptions(cadence_s=built.cadence_s, speed=args.speed, whole_sweeps=built.whole_sweeps),
         site=parts.site,
         jobs=parts.job_source,
-        on_frame=store.append if store is not None else None,
+        on_frame=on_frame,
         progress=parts.progress,
     )
     records = LiveRecords(store, args.run_name) if store is not None else None

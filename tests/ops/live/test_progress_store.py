@@ -23,6 +23,7 @@ from twinloop.ops.live.job_progress import JobProgress
 from twinloop.ops.live.jobs import load_job_file
 from twinloop.ops.live.kinds import build_source
 from twinloop.ops.live.progress_rows import progress_frame
+from twinloop.ops.live.row_keys import gpu_rows_source_key
 from twinloop.ops.live.watcher import WatchConfig, Watcher
 from twinloop.ops.ports import Sample
 from twinloop.ops.records import LiveRecords
@@ -73,9 +74,10 @@ def _watch(spec: str, jobs: Path, beats: Path, db: Path) -> list[Sample]:
     """Watch ``spec`` as `twinloop watch --jobs --job-heartbeats --db` does; the samples its rules were handed."""
     built = build_source(spec)
     store = SessionStore(db)
+    key = gpu_rows_source_key(spec, built)
     cluster = SourceCluster(built.source, NoActuator(), LiveOptions(cadence_s=built.cadence_s),
-                            jobs=lambda gpus, _labels: load_job_file(jobs, gpus), on_frame=store.append,
-                            progress=JobProgress(beats))  # fmt: skip
+                            jobs=lambda gpus, _labels: load_job_file(jobs, gpus), progress=JobProgress(beats),
+                            on_frame=lambda f: store.append(f, source_key=key))  # fmt: skip
     watcher = Watcher(cluster, LiveRecords(store), config=WatchConfig(mode="observe"), telemetry=store)
     watcher.start()
     seen: list[Sample] = []
@@ -137,7 +139,7 @@ def test_the_jobs_and_ranks_progress_is_stored_as_the_rules_saw_it_and_once_only
         assert not [k for k, n in Counter((t, e) for t, e, _ in rows).items() if n > 1]
     assert _rows(db, TWINLOOP_FI_JOB_STEP_TIME) == _saw_job(seen, TWINLOOP_FI_JOB_STEP_TIME)
     assert _rows(db, TWINLOOP_FI_RANK_STEP_TIME) == ranks
-    assert len(_rows(db, DCGM_FI_DEV_SM_CLOCK)) == 2 * gpu_rows  # the GPUs' rows are written as before
+    assert len(_rows(db, DCGM_FI_DEV_SM_CLOCK)) == gpu_rows  # nor the GPUs' own rows
 
 
 def test_without_heartbeats_no_progress_is_written(tmp_path: Path) -> None:

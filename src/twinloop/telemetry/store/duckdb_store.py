@@ -6,7 +6,7 @@ Schema (normalized so the big table holds only numbers)::
     fields(field_id SMALLINT PRIMARY KEY, name VARCHAR UNIQUE)
     samples(ts DOUBLE -- epoch s UTC, entity_id INTEGER, field_id SMALLINT, value DOUBLE)
     rollup_1m(bucket, entity_id, field_id, min, max, sum, count, first_ts, last_ts, last) -- see rollup.py
-    ingests(source VARCHAR, ts_min DOUBLE, ts_max DOUBLE, n_rows BIGINT) -- time range of each batch per source
+    ingests(source VARCHAR, ts_min DOUBLE, ts_max DOUBLE, n_rows BIGINT) -- per source: the span it covered, rows
 
 Every :meth:`DuckDBStore.append` is one transaction: new entity/field ids and the samples commit together
 or not at all, so a crash (even ``kill -9``) mid-append loses at most that batch; DuckDB's write-ahead log
@@ -15,10 +15,20 @@ over rows); rows arrive field-major, so DuckDB's per-row-group min/max indexes s
 time. Per-minute rollups written in the same transaction let aggregates and downsampling over long
 ranges read whole minutes from ``rollup_1m`` and raw samples only at the range's edges.
 
-Idempotent ingest: an append that names its ``source_key`` records the batch's time range in ``ingests`` in the
-same transaction. When a later batch of the same source overlaps a recorded range (a file ingested again after
-a crash), the rows already stored (same entity, field and timestamp) are left out; a batch that overlaps
-nothing skips the check, so a first ingest pays nothing for it.
+Idempotent ingest: an append that names its ``source_key`` widens that source's one row in ``ingests`` (the span
+from its oldest to its newest time stored, and its row count) in the same transaction, updated in place: the table
+holds one row per source however often it is written (a watcher flushes every second, 86,400 times a day). When a
+later batch of the same source overlaps that span (a file ingested again after a crash, a watcher re-run over a
+recording), the rows the store already holds (same entity, field and timestamp) are left out; a batch that
+overlaps nothing (a live source's next flush, newer than all it stored) skips the check, so it pays nothing for it.
+
+The check stays exact with one span instead of one range per batch: the span only decides *whether* to look, and
+the look is at the stored rows themselves, so a re-run writes nothing twice and a late row older than the span's
+end that was never stored (a gap, a reading that arrived late) is still written. What the span changes: within it,
+a row another source stored at the same entity, field and time also counts as stored (the store keeps one value per
+entity, field and time there), where per-batch ranges could leave a gap between two batches unchecked. A store
+written with one row per batch (before this layout) opens and dedupes as before: the span is taken over its rows,
+and its rows of a source are merged into one the first time that source is written again.
 """
 
 from __future__ import annotations
@@ -191,7 +201,7 @@ class DuckDBStore:
         Args:
             frame: the samples.
             source_key: where they come from (``kind:absolute path``); when given, rows this source already
-                stored (same entity, field and timestamp, within a recorded time range) are not written again.
+                stored (same entity, field and timestamp, within the source's span) are not written again.
         """
         if not len(frame):
             return 0
@@ -234,8 +244,7 @@ class DuckDBStore:
         try:
             self._insert_names([(ent_ids[e], e) for e in new_ents], [(fld_ids[f], f) for f in new_flds], label_rows)
             if source_key is not None:
-                span = [source_key, float(frame.ts_s.min()), float(frame.ts_s.max()), len(frame)]
-                con.execute("INSERT INTO ingests VALUES (?, ?, ?, ?)", span)
+                self._widen_span(source_key, float(frame.ts_s.min()), float(frame.ts_s.max()), len(frame))
             con.register("_twinloop_batch", batch)
             con.execute("INSERT INTO samples SELECT * FROM _twinloop_batch")
             con.unregister("_twinloop_batch")
@@ -288,13 +297,36 @@ class DuckDBStore:
             con.execute("UPDATE entities SET labels = n.labels FROM _twinloop_lab n WHERE entities.entity = n.entity")
             con.unregister("_twinloop_lab")
 
+    def _widen_span(self, source_key: str, lo: float, hi: float, n_rows: int) -> None:
+        """Inside the append's transaction: widen ``source_key``'s span in ``ingests`` to ``[lo, hi]``, count its rows.
+
+        One row per source, updated in place; a source with several rows (a store written one row per batch) has
+        them merged into one here.
+        """
+        con = self.con
+        row = con.execute(
+            "UPDATE ingests SET ts_min = least(ts_min, ?), ts_max = greatest(ts_max, ?), n_rows = n_rows + ? "
+            "WHERE source = ?",
+            [lo, hi, n_rows, source_key],
+        ).fetchone()
+        updated = int(row[0]) if row else 0
+        if updated == 1:
+            return
+        if updated > 1:  # the old layout: its rows now all hold the whole span, each with its own count
+            row = con.execute("SELECT min(ts_min), max(ts_max), sum(n_rows) - ? * (count(*) - 1) FROM ingests "
+                              "WHERE source = ?", [n_rows, source_key]).fetchone()  # fmt: skip
+            assert row is not None
+            lo, hi, n_rows = float(row[0]), float(row[1]), int(row[2])
+            con.execute("DELETE FROM ingests WHERE source = ?", [source_key])
+        con.execute("INSERT INTO ingests VALUES (?, ?, ?, ?)", [source_key, lo, hi, n_rows])
+
     def _not_yet_stored(self, frame: Frame, source_key: str) -> Frame:
-        """``frame`` without the rows ``source_key`` already stored (checked only where its ranges overlap)."""
+        """``frame`` without the rows the store already holds, looked for only where it overlaps the source's span."""
         con = self.con
         lo, hi = float(frame.ts_s.min()), float(frame.ts_s.max())
-        row = con.execute("SELECT count(*) FROM ingests WHERE source = ? AND ts_max >= ? AND ts_min <= ?",
-                          [source_key, lo, hi]).fetchone()  # fmt: skip
-        if not row or not row[0]:
+        # min/max over the source's rows: one in this layout, one per batch in a store written before it
+        row = con.execute("SELECT min(ts_min), max(ts_max) FROM ingests WHERE source = ?", [source_key]).fetchone()
+        if not row or row[0] is None or row[1] < lo or row[0] > hi:
             return frame
         e_lut = np.array([self._entity_ids.get(e, -1) for e in frame.entities], dtype=np.int64)
         f_lut = np.array([self._field_ids.get(f, -1) for f in frame.fields], dtype=np.int64)
