@@ -401,7 +401,7 @@ class Responder:
             explained = self._explained_by(incident)
             cause = _cause(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
-                if rule.cause != cause:  # a named cause is its own rules' alone (a co-tenant moves no job)
+                if rule.cause is not None and rule.cause != cause:
                     continue
                 if rule.supply is not None and self._supply(incident) != rule.supply:
                     continue
@@ -1019,7 +1019,7 @@ class Responder:
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         if rule.restart is not None:
             reason += f": {self._restart(incident).why}"
-        if rule.cause is not None:  # what the detection found: the GPU, the processes, the slowdown measured
+        if True:  # what the detection found: the GPU, the processes, the slowdown measured
             details = dict.fromkeys(d.detail for d in incident.evidence if d.detail)
             reason += "".join(f": {d}" for d in details)
         return f"{reason}: {note}" if note else reason
