@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,17 @@ import pytest
 from typer.testing import CliRunner
 
 from twinloop.cli.main import app
-from twinloop.telemetry.fields import TWINLOOP_FI_JOB_STEP_TIME, TWINLOOP_FI_JOB_TOKENS_PER_S
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    TWINLOOP_FI_JOB_STEP_TIME,
+    TWINLOOP_FI_JOB_TOKENS_PER_S,
+)
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "h200_job_progress"
 JOB = "site0/jobs/h200train"
+GPU = "site0/row0/rack0/vm/gpu0"
 runner = CliRunner()
 
 
@@ -93,3 +100,45 @@ def test_a_missing_or_foreign_store_is_one_line_and_exit_2(tmp_path: Path) -> No
     bad.write_text("ts,entity\n1,a\n")
     res = runner.invoke(app, ["report", str(bad)])
     assert res.exit_code == 2 and "not a DuckDB store" in res.stderr and res.stdout == ""
+
+
+def test_beside_the_step_time_the_jobs_gpus_clock_and_power_as_stored(
+    watched: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    db, _ = watched
+    out = tmp_path / "g.html"
+    res = runner.invoke(app, ["report", str(db), "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    (job,) = json.loads(res.stdout)["jobs"]
+    assert job["gpus"] == [GPU]  # the job's stored placement: the H200 it ran on
+    charts = {s["title"]: s for s in _specs(out.read_text()) if s["kind"] == "line"}
+    step = charts[f"{JOB}: step time"]
+    with DuckDBStore(db, read_only=True) as store:
+        for field, name, unit in ((DCGM_FI_DEV_SM_CLOCK, "GPU SM clock", "MHz"),
+                                  (DCGM_FI_DEV_POWER_USAGE, "GPU power", "W")):  # fmt: skip
+            stored = store.query(field, GPU)
+            chart = charts[f"{JOB}: {name}"]
+            assert chart["y"]["unit"] == unit and [s["name"] for s in chart["series"]] == ["mean", "min"]
+            # one GPU, one sample per bucket: the mean and the minimum are its stored values, at their times
+            for series in chart["series"]:
+                got = [(x, y) for x, y in zip(series["x"], series["y"], strict=True) if y is not None]
+                assert [y for _, y in got] == pytest.approx(stored.column("value").to_pylist())
+            assert job["gpu_points"][field] == stored.num_rows
+            assert chart["bands"] == step["bands"] and chart["marks"] == step["marks"]
+
+
+def test_a_store_without_placement_charts_the_jobs_own_fields_only(
+    watched: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    db, _ = watched
+    old = tmp_path / "old.duckdb"
+    shutil.copy(db, old)
+    with DuckDBStore(old) as store:
+        store.con.execute("DROP TABLE loop_job_gpus")  # an older watcher's store
+    out = tmp_path / "o.html"
+    res = runner.invoke(app, ["report", str(old), "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    (job,) = json.loads(res.stdout)["jobs"]
+    assert job["gpus"] == [] and job["gpu_points"] == {}
+    titles = {s["title"] for s in _specs(out.read_text())}
+    assert f"{JOB}: step time" in titles and f"{JOB}: GPU SM clock" not in titles

@@ -20,7 +20,7 @@ restart needs: learned thresholds, incidents it closed on restart).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -181,6 +181,16 @@ class LiveRecords:
     def set_state(self, key: str, value: Any) -> None:
         """Remember a value (JSON) under ``key`` for the next start."""
         self._tx(loop_records.state_set(self.run, key, json.dumps(value)))
+
+    def job_gpus(self, spans: Sequence[tuple[str, Sequence[str], float, float]]) -> None:
+        """Store jobs' placement spans ``(job, GPUs, first_ts, last_ts)`` in one transaction (a stored span grows)."""
+        if spans:
+            self._tx([st for j, g, f, t in spans for st in loop_records.job_gpus_upsert(self.run, j, g, f, t)])
+
+    def last_job_gpus(self) -> dict[str, tuple[tuple[str, ...], float, float]]:
+        """Per job of this run, its latest stored placement span: (GPUs in name order, first_ts, last_ts)."""
+        with self._con() as con:
+            return loop_records.last_job_gpu_spans(con, self.run)
 
     def state(self, key: str, default: Any = None) -> Any:
         """A value remembered by :meth:`set_state`, or ``default``."""

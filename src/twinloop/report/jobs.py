@@ -7,10 +7,17 @@ reports (:mod:`twinloop.ops.live.progress_rows`). So "the job slowed at 14:02" r
 GPUs' telemetry and the loop's records. An incident is on a job when it is rooted at the job or (a live watcher's
 records) counts the job among its entities; an action is on it when it targets the job or answers one of its
 incidents.
+
+Where the store knows which GPUs a live job ran on (a watcher's placement spans, ``loop_job_gpus``), the job's
+section also charts its GPUs' SM clock and power, the mean and the minimum over the GPUs it held at each time: a
+step time that rose while the clocks held points away from the GPUs (a co-tenant, a data-loader stall), one that
+rose with a clock that fell points at a throttled GPU. A store without placement (a twin's, an older watcher's)
+charts the job's own fields only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -22,10 +29,15 @@ from numpy.typing import NDArray
 from twinloop.report.charts import SEVERITY_COLORS
 from twinloop.report.html import Section, timeseries_chart
 from twinloop.report.timebase import record_offset_s
-from twinloop.telemetry.fields import TWINLOOP_FI_JOB_STEP_TIME, TWINLOOP_FI_JOB_TOKENS_PER_S
+from twinloop.telemetry.fields import (
+    DCGM_FI_DEV_POWER_USAGE,
+    DCGM_FI_DEV_SM_CLOCK,
+    TWINLOOP_FI_JOB_STEP_TIME,
+    TWINLOOP_FI_JOB_TOKENS_PER_S,
+)
 from twinloop.telemetry.store import queries as store_queries
 from twinloop.telemetry.store.duckdb_store import DuckDBStore
-from twinloop.telemetry.store.loop_records import incident_entity_rows, read_loop_table
+from twinloop.telemetry.store.loop_records import incident_entity_rows, job_gpu_spans, read_loop_table
 
 F64 = NDArray[np.float64]
 #: Most jobs charted (jobs with incidents first, then by name); the rest are counted in a note.
@@ -36,6 +48,11 @@ MAX_POINTS = 600
 JOB_SERIES = (
     (TWINLOOP_FI_JOB_STEP_TIME, "step time", "s"),
     (TWINLOOP_FI_JOB_TOKENS_PER_S, "tokens/s", "tokens/s"),
+)
+#: The job's GPUs' fields charted where its placement is stored: (field, chart name, unit).
+GPU_SERIES = (
+    (DCGM_FI_DEV_SM_CLOCK, "GPU SM clock", "MHz"),
+    (DCGM_FI_DEV_POWER_USAGE, "GPU power", "W"),
 )
 
 
@@ -48,12 +65,16 @@ class JobChart:
         points: per charted field, its buckets with a value.
         incidents: incidents on the job (shaded).
         actions: actions on the job (marked).
+        gpus: the GPUs it ran on (stored placement; empty where none is stored).
+        gpu_points: per charted GPU field, its buckets with a value over the job's GPUs.
     """
 
     job: str
     points: dict[str, int]
     incidents: int
     actions: int
+    gpus: list[str] = dataclasses.field(default_factory=list)
+    gpu_points: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -68,6 +89,32 @@ def _series(store: DuckDBStore, field: str, every_s: float) -> dict[str, tuple[F
     ents = np.asarray(tab.column("entity").to_pylist(), dtype=object)
     ts, mean = tab.column("ts").to_numpy(), tab.column("mean").to_numpy()
     return {str(e): (ts[ents == e], mean[ents == e]) for e in dict.fromkeys(ents.tolist())}
+
+
+def _gpu_series(
+    store: DuckDBStore, field_name: str, every_s: float, spans: Sequence[tuple[str, float, float]]
+) -> tuple[F64, F64, F64]:
+    """(bucket ts, mean, minimum) of ``field_name`` over the GPUs of a job's placement ``spans`` ((GPU, first_ts,
+    last_ts)): each GPU's bucket mean counts in the buckets its span overlaps.
+    """
+    empty = np.zeros(0)
+    if store.field_id(field_name) is None or not spans:
+        return empty, empty, empty
+    lo, hi = min(s[1] for s in spans), max(s[2] for s in spans)
+    tab = store.downsample(field_name, every_s, since_s=lo - every_s, until_s=hi + every_s)
+    ents = np.asarray(tab.column("entity").to_pylist(), dtype=object)
+    ts, mean = tab.column("ts").to_numpy(), tab.column("mean").to_numpy()
+    keep = np.zeros(ts.size, dtype=bool)
+    for gpu, first, last in spans:  # per span, vectorized over its rows
+        keep |= (ents == gpu) & (ts + every_s > first) & (ts <= last)
+    keep &= np.isfinite(mean)
+    if not keep.any():
+        return empty, empty, empty
+    at, inv = np.unique(ts[keep], return_inverse=True)
+    vals = mean[keep]
+    low = np.full(at.size, np.inf)
+    np.minimum.at(low, inv, vals)
+    return at, np.bincount(inv, weights=vals) / np.bincount(inv), low
 
 
 def _on_jobs(
@@ -113,6 +160,9 @@ def job_sections(store: DuckDBStore, run: str | None = None) -> tuple[list[Secti
     if not jobs:
         return [], []
     inc_of, act_of, inc_shift, act_shift = _on_jobs(store, jobs, run, t0)
+    placed: dict[str, list[tuple[str, float, float]]] = {}
+    for job, gpu, first, last in job_gpu_spans(store.con, run):
+        placed.setdefault(job, []).append((gpu, float(first), float(last)))
     jobs.sort(key=lambda j: (not inc_of[j], j))
     sections, shown = [], []
     for job in jobs[:MAX_JOBS]:
@@ -129,13 +179,26 @@ def job_sections(store: DuckDBStore, run: str | None = None) -> tuple[list[Secti
                 continue
             points[field] = int(np.isfinite(mean).sum())
             body += timeseries_chart(f"{job}: {name}", ts, {name: mean}, unit, marks, bands)
+        gpu_points = {}
+        for field_name, name, unit in GPU_SERIES:
+            ts, mean, low = _gpu_series(store, field_name, every, placed.get(job, []))
+            if not ts.size:
+                continue
+            gpu_points[field_name] = int(ts.size)
+            body += timeseries_chart(f"{job}: {name}", ts, {"mean": mean, "min": low}, unit, marks, bands)
+        gpus = sorted({g for g, _, _ in placed.get(job, [])})
         note = (
             f"Each point: the mean of the job's values in a bucket of {every:.3g} s (one sample where samples are "
             f"further apart). Shaded: the {len(bands)} incident(s) on the job (colour: severity); dashed lines: the "
             f"{len(marks)} action(s) on it."
         )
+        if gpu_points:
+            note += (
+                f" GPU SM clock and power: the mean and the minimum, per bucket, over the {len(gpus)} GPU(s) the job "
+                "ran on then (its stored placement)."
+            )
         sections.append(Section(f"Job {job}", body, note=note))
-        shown.append(JobChart(job, points, len(bands), len(marks)))
+        shown.append(JobChart(job, points, len(bands), len(marks), gpus, gpu_points))
     if len(jobs) > MAX_JOBS:
         left = Section("More jobs", "", note=f"{len(jobs) - MAX_JOBS} more job(s) not charted (`twinloop query`).")
         sections.append(left)

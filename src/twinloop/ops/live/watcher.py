@@ -18,6 +18,7 @@ The loop itself (detect → classify → respond → verify) is the generic runn
 * **the jobs' own progress in the store** (with ``--job-heartbeats``): each sample's job step fields and per-GPU
   rank step times, as the rules saw them, become telemetry rows at the sample's time beside the GPUs' own
   (:mod:`~twinloop.ops.live.progress_rows`), written once even when a restarted watcher reads the same data again;
+  and, with records, which GPUs each job held over which time (spans, :mod:`~twinloop.ops.live.placement_rows`);
 * **data quality**: samples with warnings (gaps, NaN bursts, duplicates, late rows, a source that came back) are
   counted and shown, and no action is taken on the step of such a sample (a rule's firing on a broken sample waits
   for a clean one).
@@ -42,6 +43,7 @@ from twinloop.ops.live.control import ControlChannel, pending_row
 from twinloop.ops.live.job_progress import JobProgress
 from twinloop.ops.live.jobs import load_job_file
 from twinloop.ops.live.kinds import build_source
+from twinloop.ops.live.placement_rows import JobPlacement
 from twinloop.ops.live.progress_rows import FrameSink, progress_frame, progress_source_key
 from twinloop.ops.live.rules import use_live_rules
 from twinloop.ops.ports import END, Sample
@@ -147,6 +149,7 @@ class Watcher:
         self._last_refresh = time.monotonic()
         self._busy_warned = -float("inf")
         self._deferred: dict[int, Incident] = {}  # updates of held steps, for the responder at the next clean step
+        self._placement: JobPlacement | None = None  # the jobs' GPUs, with the progress rows (built at start)
 
     # ------------------------------------------------------------------ set-up and restart
     def start(self, stop: Callable[[], bool] | None = None) -> None:
@@ -157,6 +160,8 @@ class Watcher:
         if self.config.advisory:
             self.advisor = Advisor(topo.gpu_ids, topo.limits, load_advisory_model())
         scale = self._restore_thresholds()
+        if self.telemetry is not None and self.records is not None:
+            self._placement = JobPlacement(topo.gpu_ids, topo.site, self.records.last_job_gpus())
         self.runner = LoopRunner(
             self.cluster,
             mode=self.config.mode,
@@ -338,9 +343,13 @@ class Watcher:
             self._warn(f"store held by another process: {queued} writes queued, written when it lets go")
 
     def _exchange(self, force: bool = False) -> None:
-        self._flush_records(final=force)
         now = time.monotonic()
-        if not force and now - self._last_beat < self.config.heartbeat_s:
+        due = force or now - self._last_beat >= self.config.heartbeat_s
+        if due and self._placement is not None and self.records is not None:
+            # The spans go with the heartbeat, not every sample: an unchanged placement only grows its span.
+            self.records.job_gpus([(s.job, s.gpus, s.first_ts, s.last_ts) for s in self._placement.take()])
+        self._flush_records(final=force)
+        if not due:
             return
         self._last_beat = now
         if self.control is not None:
@@ -435,6 +444,8 @@ class Watcher:
         frame = progress_frame(sample, topo.gpu_ids, topo.site)
         if len(frame):
             self.telemetry.append(frame, source_key=self._progress_key)
+        if self._placement is not None:
+            self._placement.observe(sample)
 
     def _record_open_incidents(self) -> None:
         """Store the incidents still open as they stand now: the grouper reports an incident when it opens, grows

@@ -13,6 +13,11 @@ Tables (``run`` names the pass, e.g. ``loop-off`` / ``loop-on``, or a watcher's 
     loop_incident_entities(run, incident_id, entities, closed_ts, pipeline_id)   -- live watchers
     loop_action_notes(run, action_id, rule, reason, verification)                -- live watchers
     loop_state(run, key, value)                                                  -- live watchers
+    loop_job_gpus(run, job, gpu, first_ts, last_ts)                              -- live watchers' jobs
+
+``loop_job_gpus`` is where a live job ran: one row per GPU of a span over which the job's placement held (a span
+is keyed by run, job and ``first_ts``; its ``last_ts`` grows while the placement holds, and a changed placement is
+a new span), so a report reads the job's GPUs' telemetry beside its step time.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ __all__ = [
     "incident_entity_rows",
     "incident_summary_rows",
     "incident_upsert",
+    "job_gpu_spans",
+    "job_gpus_upsert",
+    "last_job_gpu_spans",
     "max_ids",
     "open_incident_rows",
     "read_loop_table",
@@ -65,6 +73,7 @@ CREATE TABLE IF NOT EXISTS loop_incident_entities(run VARCHAR, incident_id BIGIN
 CREATE TABLE IF NOT EXISTS loop_action_notes(run VARCHAR, action_id BIGINT, rule VARCHAR, reason VARCHAR,
   verification VARCHAR);
 CREATE TABLE IF NOT EXISTS loop_state(run VARCHAR, key VARCHAR, value VARCHAR);
+CREATE TABLE IF NOT EXISTS loop_job_gpus(run VARCHAR, job VARCHAR, gpu VARCHAR, first_ts DOUBLE, last_ts DOUBLE);
 """
 
 #: The tables :func:`read_loop_table` reads, with the column each is ordered by (after ``run``).
@@ -273,3 +282,44 @@ def incident_entity_rows(con: Con, run: str | None = None) -> list[tuple[str, in
         [run] if run else [],
     ).fetchall()
     return [(str(r), int(i), str(e or "[]")) for r, i, e in rows]
+
+
+def job_gpus_upsert(run: str, job: str, gpus: Sequence[str], first_ts: float, last_ts: float) -> list[Statement]:
+    """Insert one placement span of ``job`` (a row per GPU) or grow the stored one that began at ``first_ts``: its
+    ``last_ts`` never moves back, and a GPU already stored for the span is not stored again (a re-run over the same
+    data writes the same span).
+    """
+    gpu_list = list(gpus)
+    return [
+        ("UPDATE loop_job_gpus SET last_ts = greatest(last_ts, ?) WHERE run = ? AND job = ? AND first_ts = ? AND "
+         "list_contains(?::VARCHAR[], gpu)", [last_ts, run, job, first_ts, gpu_list]),
+        ("INSERT INTO loop_job_gpus SELECT ?, ?, u.gpu, ?, ? FROM (SELECT unnest(?::VARCHAR[]) AS gpu) u WHERE NOT "
+         "EXISTS (SELECT 1 FROM loop_job_gpus x WHERE x.run = ? AND x.job = ? AND x.first_ts = ? AND x.gpu = u.gpu)",
+         [run, job, first_ts, last_ts, gpu_list, run, job, first_ts]),
+    ]  # fmt: skip
+
+
+def _has_table(con: Con, table: str) -> bool:
+    row = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]).fetchone()
+    return bool(row and row[0])
+
+
+def job_gpu_spans(con: Con, run: str | None = None) -> list[tuple[str, str, float, float]]:
+    """Every stored placement row (all runs, or one): (job, gpu, first_ts, last_ts) by job, first_ts, gpu; none
+    where the store has no placement (a twin's store, an older watcher's).
+    """
+    if not _has_table(con, "loop_job_gpus"):
+        return []
+    query = "SELECT job, gpu, first_ts, last_ts FROM loop_job_gpus" + (" WHERE run = ?" if run else "")
+    return [tuple(r) for r in con.execute(query + " ORDER BY job, first_ts, gpu", [run] if run else []).fetchall()]
+
+
+def last_job_gpu_spans(con: Con, run: str) -> dict[str, tuple[tuple[str, ...], float, float]]:
+    """Per job of ``run``, its latest stored placement span: (GPUs in name order, first_ts, last_ts)."""
+    rows = con.execute(
+        "SELECT job, list(gpu ORDER BY gpu), first_ts, max(last_ts) FROM loop_job_gpus WHERE run = ? AND "
+        "(job, first_ts) IN (SELECT (job, max(first_ts)) FROM loop_job_gpus WHERE run = ? GROUP BY job) "
+        "GROUP BY job, first_ts",
+        [run, run],
+    ).fetchall()
+    return {str(j): (tuple(g), float(f), float(t)) for j, g, f, t in rows}
