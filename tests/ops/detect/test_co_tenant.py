@@ -88,17 +88,15 @@ def _incident(source: str, detail: str = "") -> Incident:
     return Incident(1, EventClass.STRAGGLER, root, (root,), 10.0, 10.0, Severity.MINOR, impact, (det,), 1)
 
 
-@pytest.mark.parametrize("mode", ["auto", "approve"])
-def test_a_co_tenant_goes_to_a_person_with_its_processes_and_the_job_is_not_moved(mode: str) -> None:
+def test_a_co_tenant_is_priced_as_a_straggler_and_every_action_names_its_processes() -> None:
+    # Moving the job off the co-tenant's GPU pays as it does off a straggler (benchmarks/decisions_co_tenant.py); what
+    # differs is what a person reads: the GPU, the processes on it and the slowdown, in every action's reason.
     adapter = MemoryAdapter()
     why = "co-tenant on dc/r1/k2/n1/g3: 2 compute processes ...: pid 4242 (jupyter-kernel, 8192 MiB); +40 %"
-    r = Responder(default_policy(), adapter, mode=mode)  # type: ignore[arg-type]
+    r = Responder(default_policy(), adapter, mode="auto")
     out = [a for t in range(0, 200, 5) for a in r.handle([_incident(SOURCE, why)], float(t), lambda *a, **k: None)]
-    assert [(str(a.request.kind), a.request.target, a.status) for a in out] == [
-        ("checkpoint", "dc/jobs/train", "pending")
-    ]
-    assert why in out[0].request.reason and "co-tenant" in out[0].request.reason
-    assert adapter.applied == []
+    assert {str(a.request.kind) for a in out} >= {"drain", "requeue"}
+    assert all(why in a.request.reason for a in out)
 
 
 def test_a_straggler_without_the_cause_is_still_moved() -> None:
@@ -110,6 +108,7 @@ def test_a_straggler_without_the_cause_is_still_moved() -> None:
         for a in r.handle([_incident("rule:rank_straggler")], float(t), lambda *a, **k: None)
     ]
     assert {str(a.request.kind) for a in out} >= {"drain", "requeue"}
+    assert not any("co-tenant" in a.request.reason for a in out)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])

@@ -3,8 +3,9 @@ job's step time while NVML's power and clock said nothing, and the straggler res
 
 The watcher replays an NVML recording through the fake NVML (four H100s of one node running job 7, one rank a GPU)
 whose GPU 0 lists a second compute process from 120 s to 220 s, while the job's heartbeats and its ranks' own step
-times show that rank 40 % slower over that time. The same run without the second process is a straggler, answered as
-before (checkpoint, drain, requeue): so the co-tenant's test can fail.
+times show that rank 40 % slower over that time: one incident at GPU 0, priced as a straggler's, every action naming
+the process. The same run without the second process is a straggler at the job and at GPU 0, its actions naming no
+process: so the co-tenant's test can fail.
 """
 
 from __future__ import annotations
@@ -84,16 +85,16 @@ def _asked(doc: dict[str, Any]) -> set[tuple[str, str]]:
     return {(a["rule"], a["kind"]) for a in doc["actions"]}
 
 
-def test_a_co_tenant_is_named_at_its_gpu_and_given_to_a_person_not_moved(tmp_path: Path) -> None:
+def test_a_co_tenant_is_named_at_its_gpu_in_every_action_it_gets(tmp_path: Path) -> None:
     doc = _watch(tmp_path, co_tenant=True)
-    (inc,) = [i for i in doc["incidents"] if i["severity"] != "info"]
+    (inc,) = [i for i in doc["incidents"] if i["severity"] != "info"]  # the GPU's alone: no job straggler beside it
     gpu0 = inc["root"]
     assert inc["class"] == "straggler" and gpu0.endswith("/gpu0") and inc["entities"] == [gpu0]
     assert SLOW[0] < inc["opened_ts"] <= SLOW[0] + 10.0
-    assert _asked(doc) == {("co-tenant", "checkpoint")}  # no drain, no requeue: the job is not moved
-    (reason,) = {a["reason"] for a in doc["actions"]}
-    assert f"co-tenant on {gpu0}: 2 compute processes for the job's 1 rank there" in reason
-    assert "pid 4242 (jupyter-kernel, 8192 MiB)" in reason and "step time is up 40 %" in reason
+    assert {("straggler", "drain"), ("straggler", "requeue")} <= _asked(doc)  # priced as a straggler's
+    for reason in {a["reason"] for a in doc["actions"]}:
+        assert f"co-tenant on {gpu0}: 2 compute processes for the job's 1 rank there" in reason
+        assert "pid 4242 (jupyter-kernel, 8192 MiB)" in reason and "step time is up 40 %" in reason
 
 
 def test_the_same_slowdown_without_the_process_is_a_straggler_moved_as_before(tmp_path: Path) -> None:

@@ -110,9 +110,6 @@ class ExpectTemplate(_Frozen):
 
 
 SupplyCondition = Literal["short", "carried"]
-#: Named causes an incident can carry (``cause`` of a rule): ``co_tenant``, a straggler explained by another process on
-#: the job's GPU (its detections come from ``rule:co_tenant``, :mod:`twinloop.ops.detect.co_tenant`).
-Cause = Literal["co_tenant"]
 
 
 class HandOver(_Frozen):
@@ -147,8 +144,7 @@ class Rule(_Frozen):
     ``now``, ``at_checkpoint`` (the job's own next one) or ``never``. ``serving`` picks it by whether the incident's
     job is a serving fleet (a hung replica is restarted, a hung rank of a synchronous job stops it whole).
     ``hand_over`` (coolant rules) leaves the row to the cooling optimizer while its hottest GPU keeps a margin to
-    slowdown (:class:`HandOver`). ``cause`` picks the rule by the incident's named cause (:data:`Cause`); an incident
-    without one is handled by rules without one, as before.
+    slowdown (:class:`HandOver`).
     """
 
     name: str
@@ -170,11 +166,6 @@ class Rule(_Frozen):
     )
     hand_over: HandOver | None = Field(
         default=None, description="leave the row to the cooling optimizer while its hottest GPU keeps a margin"
-    )
-    cause: Cause | None = Field(
-        default=None,
-        description="only incidents with this named cause; an incident with a named cause is handled only by rules"
-        " naming it (a co-tenant's straggler is not the straggler rules')",
     )
 
     @model_validator(mode="after")

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from twinloop.ops.detect.co_tenant import SOURCE as CO_TENANT_SOURCE
 from twinloop.ops.events import EventClass, Incident
 from twinloop.ops.respond.actions import (
     INVERSE,
@@ -399,10 +398,7 @@ class Responder:
                 self._restarts.pop(iid, None)
             self._reprice_cooling(incident)
             explained = self._explained_by(incident)
-            cause = _cause(incident)
             for rule in self.policy.rules_for(incident.event_class, incident.severity, incident.root):
-                if rule.cause is not None and rule.cause != cause:
-                    continue
                 if rule.supply is not None and self._supply(incident) != rule.supply:
                     continue
                 if rule.restart is not None and self._restart(incident).when != rule.restart:
@@ -1019,9 +1015,9 @@ class Responder:
         reason = f"{rule.name} on incident {incident.incident_id} ({incident.event_class} at {incident.root})"
         if rule.restart is not None:
             reason += f": {self._restart(incident).why}"
-        if True:  # what the detection found: the GPU, the processes, the slowdown measured
-            details = dict.fromkeys(d.detail for d in incident.evidence if d.detail)
-            reason += "".join(f": {d}" for d in details)
+        # What a detection found beyond its class (a co-tenant's GPU, processes, slowdown), for the person reading it.
+        details = dict.fromkeys(d.detail for d in incident.evidence if d.detail)
+        reason += "".join(f": {d}" for d in details)
         return f"{reason}: {note}" if note else reason
 
     def _requests(
@@ -1340,11 +1336,6 @@ class Responder:
         if guard:  # only what reached a target (or its adapter) counts: a guard refusal must not back off itself
             self.guards.record(result)
         return result
-
-
-def _cause(incident: Incident) -> str | None:
-    """The incident's named cause (a policy rule's ``cause``): ``co_tenant`` where its detections say so."""
-    return "co_tenant" if any(d.source == CO_TENANT_SOURCE for d in incident.evidence) else None
 
 
 def _relative(template: ActionTemplate) -> bool:
