@@ -122,6 +122,26 @@ def _process_name(lib: Any, pid: int) -> str | None:
     return text.rsplit("/", 1)[-1] or None
 
 
+def _ask(
+    lib: Any, getter: str, fn: Callable[[], Any], pos: int, src: str, sweep: int, unsupported: set[tuple[int, str]],
+    report: IngestReport,
+) -> Any:  # fmt: skip
+    """``fn()`` (NVML's ``getter`` on GPU ``pos``), or None: not supported on this GPU (counted once as
+    ``unavailable`` and not asked again) or another NVML error (a ``source_error``; asked again next sweep).
+    """
+    if (pos, getter) in unsupported:
+        return None
+    try:
+        return fn()
+    except lib.NVMLError as exc:
+        if isinstance(exc, lib.NVMLError_NotSupported):
+            unsupported.add((pos, getter))
+            report.add("unavailable", src, sweep, f"GPU {pos}: {getter} not supported")
+        else:
+            report.add("source_error", src, sweep, f"GPU {pos}: {getter}: {exc}")
+        return None
+
+
 class NvmlSource(Source):
     """Samples read from the GPUs of this machine through NVML."""
 
@@ -247,16 +267,8 @@ class NvmlSource(Source):
         """
         getter = "nvmlDeviceGetComputeRunningProcesses"
         fn = getattr(lib, getter, None)
-        if fn is None or (pos, getter) in unsupported:
-            return None
-        try:
-            infos = fn(h)
-        except lib.NVMLError as exc:
-            if isinstance(exc, lib.NVMLError_NotSupported):
-                unsupported.add((pos, getter))
-                report.add("unavailable", src, sweep, f"GPU {pos}: {getter} not supported")
-            else:
-                report.add("source_error", src, sweep, f"GPU {pos}: {getter}: {exc}")
+        infos = None if fn is None else _ask(lib, getter, lambda: fn(h), pos, src, sweep, unsupported, report)
+        if infos is None:
             return None
         out = []
         for info in infos:
@@ -272,17 +284,7 @@ class NvmlSource(Source):
         out: dict[str, float] = {}
 
         def get(getter: str, fn: Callable[[], Any]) -> Any:
-            if (pos, getter) in unsupported:
-                return None
-            try:
-                return fn()
-            except lib.NVMLError as exc:
-                if isinstance(exc, lib.NVMLError_NotSupported):
-                    unsupported.add((pos, getter))
-                    report.add("unavailable", src, sweep, f"GPU {pos}: {getter} not supported")
-                else:
-                    report.add("source_error", src, sweep, f"GPU {pos}: {getter}: {exc}")
-                return None
+            return _ask(lib, getter, fn, pos, src, sweep, unsupported, report)
 
         p = get("nvmlDeviceGetPowerUsage", lambda: lib.nvmlDeviceGetPowerUsage(h))
         if p is not None:
