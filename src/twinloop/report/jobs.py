@@ -81,29 +81,30 @@ class JobChart:
         return asdict(self)
 
 
-def _series(store: DuckDBStore, field: str, every_s: float) -> dict[str, tuple[F64, F64]]:
-    """Per job entity: (bucket ts, bucket mean) of ``field``."""
+Rows = tuple[NDArray[np.object_], F64, F64]
+
+
+def _rows(store: DuckDBStore, field: str, every_s: float) -> Rows:
+    """(entity, bucket ts, bucket mean) of ``field`` for every entity (empty where the store has no such field)."""
     if store.field_id(field) is None:
-        return {}
+        return np.zeros(0, dtype=object), np.zeros(0), np.zeros(0)
     tab = store.downsample(field, every_s)
     ents = np.asarray(tab.column("entity").to_pylist(), dtype=object)
-    ts, mean = tab.column("ts").to_numpy(), tab.column("mean").to_numpy()
+    return ents, tab.column("ts").to_numpy(), tab.column("mean").to_numpy()
+
+
+def _series(store: DuckDBStore, field: str, every_s: float) -> dict[str, tuple[F64, F64]]:
+    """Per job entity: (bucket ts, bucket mean) of ``field``."""
+    ents, ts, mean = _rows(store, field, every_s)
     return {str(e): (ts[ents == e], mean[ents == e]) for e in dict.fromkeys(ents.tolist())}
 
 
-def _gpu_series(
-    store: DuckDBStore, field_name: str, every_s: float, spans: Sequence[tuple[str, float, float]]
-) -> tuple[F64, F64, F64]:
-    """(bucket ts, mean, minimum) of ``field_name`` over the GPUs of a job's placement ``spans`` ((GPU, first_ts,
-    last_ts)): each GPU's bucket mean counts in the buckets its span overlaps.
+def _gpu_series(rows: Rows, every_s: float, spans: Sequence[tuple[str, float, float]]) -> tuple[F64, F64, F64]:
+    """(bucket ts, mean, minimum) over the GPUs of a job's placement ``spans`` ((GPU, first_ts, last_ts)) of a GPU
+    field's ``rows`` (:func:`_rows`): each GPU's bucket mean counts in the buckets its span overlaps.
     """
     empty = np.zeros(0)
-    if store.field_id(field_name) is None or not spans:
-        return empty, empty, empty
-    lo, hi = min(s[1] for s in spans), max(s[2] for s in spans)
-    tab = store.downsample(field_name, every_s, since_s=lo - every_s, until_s=hi + every_s)
-    ents = np.asarray(tab.column("entity").to_pylist(), dtype=object)
-    ts, mean = tab.column("ts").to_numpy(), tab.column("mean").to_numpy()
+    ents, ts, mean = rows
     keep = np.zeros(ts.size, dtype=bool)
     for gpu, first, last in spans:  # per span, vectorized over its rows
         keep |= (ents == gpu) & (ts + every_s > first) & (ts <= last)
@@ -163,6 +164,8 @@ def job_sections(store: DuckDBStore, run: str | None = None) -> tuple[list[Secti
     placed: dict[str, list[tuple[str, float, float]]] = {}
     for job, gpu, first, last in job_gpu_spans(store.con, run):
         placed.setdefault(job, []).append((gpu, float(first), float(last)))
+    # Each GPU field downsampled once for every job (buckets are absolute: a job's own range would give the same).
+    gpu_rows = {field: _rows(store, field, every) for field, _, _ in GPU_SERIES} if placed else {}
     jobs.sort(key=lambda j: (not inc_of[j], j))
     sections, shown = [], []
     for job in jobs[:MAX_JOBS]:
@@ -180,8 +183,8 @@ def job_sections(store: DuckDBStore, run: str | None = None) -> tuple[list[Secti
             points[field] = int(np.isfinite(mean).sum())
             body += timeseries_chart(f"{job}: {name}", ts, {name: mean}, unit, marks, bands)
         gpu_points = {}
-        for field_name, name, unit in GPU_SERIES:
-            ts, mean, low = _gpu_series(store, field_name, every, placed.get(job, []))
+        for field_name, name, unit in GPU_SERIES if job in placed else ():
+            ts, mean, low = _gpu_series(gpu_rows[field_name], every, placed[job])
             if not ts.size:
                 continue
             gpu_points[field_name] = int(ts.size)
