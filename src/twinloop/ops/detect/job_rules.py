@@ -232,6 +232,20 @@ class StragglerRule(Rule):
             loss = 1.0 - other / x if self.sign < 0 else 1.0 - x / other
         return np.where(np.isfinite(loss) & np.isfinite(other), np.clip(loss, 0.0, 1.0), 0.0)
 
+    def _smoothing_s(self, dt_s: float) -> tuple[float, float]:
+        """The smoothing half-life and the persistence at a ``dt_s`` cadence, s (see :meth:`update`)."""
+        return (
+            _at_least(self.smooth_half_life_s, self.min_smooth_samples, dt_s),
+            _at_least(self.persistence_s, self.min_persistence_samples, dt_s),
+        )
+
+    def lag_s(self, dt_s: float) -> float:
+        """How long the smoothed metric still shows a slowdown that ended, s: 4 half-lives and the persistence (a
+        lifted cap's grace here; a co-tenant's leaving in the pipeline).
+        """
+        half_life_s, persist_s = self._smoothing_s(dt_s)
+        return 4.0 * half_life_s + persist_s
+
     def update(self, frame: RuleFrame) -> tuple[BoolArr, F64]:
         """Fire on GPUs lastingly slower than their peers; the score is the robust z of the deficit (0 outside jobs)."""
         n = frame.n_gpus
@@ -251,8 +265,7 @@ class StragglerRule(Rule):
         # 10 s persistence average ~1.5 samples and confirm on 2, so clock noise alone fires (17 straggler false
         # alarms in 12 min of the default hall at step_s 5 s vs 6 at 1 s). Both are stretched to what they are
         # at 1 s in samples (5 and 10), which at 1 s (the packaged scenarios) changes nothing.
-        half_life_s = _at_least(self.smooth_half_life_s, self.min_smooth_samples, frame.dt_s)
-        persist_s = _at_least(self.persistence_s, self.min_persistence_samples, frame.dt_s)
+        half_life_s, persist_s = self._smoothing_s(frame.dt_s)
         self._m = ewma_toward(self._m, x, valid, 1.0 - 2.0 ** (-frame.dt_s / half_life_s))
         m = self._m
         # Peer groups: (job slot, GPU model); vectorized, one group index per GPU.
@@ -261,7 +274,7 @@ class StragglerRule(Rule):
         in_job = slot >= 0
         group = np.where(in_job, slot * n_models + model, -1)
         n_groups = frame.n_slots * n_models
-        expected = self._expected_slow(frame, group, n_groups, 4.0 * half_life_s + persist_s)
+        expected = self._expected_slow(frame, group, n_groups, self.lag_s(frame.dt_s))
         peer_group = np.where(expected, -1, group)
         med, count = group_median(m, peer_group, n_groups)
         safe = np.maximum(group, 0)

@@ -778,7 +778,9 @@ class DetectionPipeline:
         if self._replica_jobs:
             replica_slots = [self._slots[j] for j in self._replica_jobs if j in self._slots]
             fleet = np.isin(self._job_slot, np.asarray(replica_slots, dtype=np.int64))
-        foreign = self._foreign = self.co_tenants.foreign(frame, self._straggler_lag_s(frame.dt_s))
+        # A co-tenant that left still explains the straggler rules' lag, at least a window.
+        linger_s = max(self.config.window_s, self.rank_straggler.lag_s(frame.dt_s))
+        foreign = self._foreign = self.co_tenants.foreign(frame, linger_s)
         for rule in (self.straggler, self.rank_straggler):
             fired, score = rule.update(frame)
             fired = fired & ~(hw_explained | fleet)
@@ -797,15 +799,6 @@ class DetectionPipeline:
             )
         elif rep.pace_known.any():  # no fleet now: nothing of the rule's counts toward an incident's impact
             rep.pace_known = np.zeros(self.n_gpus, dtype=bool)
-
-    def _straggler_lag_s(self, dt_s: float) -> float:
-        """How long the straggler rules' smoothing and persistence still show a slowdown that ended: 4 half-lives
-        and the persistence (as a lifted cap's grace in :class:`StragglerRule`), at least ``window_s``.
-        """
-        r = self.rank_straggler
-        half_life_s = max(r.smooth_half_life_s, r.min_smooth_samples * dt_s)
-        persist_s = max(r.persistence_s, r.min_persistence_samples * dt_s)
-        return max(self.config.window_s, 4.0 * half_life_s + persist_s)
 
     @staticmethod
     def _costs(rule: StragglerRule, score: F64) -> Callable[[int], str]:
